@@ -1,0 +1,136 @@
+/**
+ * `deno task install-cni --bin-dir DIR --conf-dir DIR --socket PATH`: installs the shim for a
+ * container runtime. Writes `DIR/ferry`, a wrapper that runs the shim with the sandbox flags of
+ * `cni/sandbox.ts`, a fixed Deno cache directory (the runtime gives it no HOME), no config
+ * discovery and no fetching; and `CONF_DIR/10-ferry.conflist` whose plugin type is `ferry`.
+ * Then runs VERSION once through the wrapper, which warms the cache and proves it works.
+ *
+ * @module
+ */
+import { parseArgs } from "deno-std/cli/parse_args.js";
+import { checkShape } from "../lib/validate.ts";
+import { validateNetConfList } from "../lib/_generated/validateNetConfList.js";
+import type { NetConfList } from "../lib/cni/schemas.ts";
+import { SHIM_ENTRYPOINT, SHIM_RUNTIME_FLAGS, shimArgs, shimPermissionFlags } from "./sandbox.ts";
+
+/** What to install. */
+export interface InstallOptions {
+  /** Directory of CNI plugin executables (the runtime's CNI_PATH). */
+  binDir: string;
+  /** Directory of CNI network configs. */
+  confDir: string;
+  /** The daemon's socket. */
+  socket: string;
+  /** The Deno cache directory the shim uses. */
+  denoDir: string;
+  /** The network's name in the conflist. */
+  networkName: string;
+  /** The conflist's cniVersion. */
+  cniVersion: string;
+  /** The Deno executable the wrapper runs. */
+  denoPath: string;
+  /** The lock file the wrapper uses. */
+  lockFile: string;
+}
+
+const quote = (s: string) => `'${s.replaceAll("'", `'"'"'`)}'`;
+
+/**
+ * The wrapper's command line: Deno, `run`, the runtime flags, the lock file, the sandbox flags,
+ * the entrypoint and its arguments.
+ */
+export function wrapperCommand(
+  o: Pick<InstallOptions, "socket" | "denoPath" | "lockFile">,
+): string[] {
+  return [
+    o.denoPath,
+    "run",
+    ...SHIM_RUNTIME_FLAGS,
+    `--lock=${o.lockFile}`,
+    "--frozen",
+    ...shimPermissionFlags(o.socket),
+    SHIM_ENTRYPOINT.pathname,
+    ...shimArgs(o.socket),
+  ];
+}
+
+/** The wrapper script's text. */
+export function wrapperScript(o: InstallOptions): string {
+  return [
+    "#!/bin/sh",
+    "# Ferry CNI shim, written by `deno task install-cni`; run by the container runtime.",
+    `export DENO_DIR=${quote(o.denoDir)}`,
+    "export DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1 NO_COLOR=1",
+    `exec ${wrapperCommand(o).map(quote).join(" ")}`,
+    "",
+  ].join("\n");
+}
+
+/** The conflist that names Ferry's shim. */
+export function conflist(o: Pick<InstallOptions, "networkName" | "cniVersion">): NetConfList {
+  return checkShape<NetConfList>(
+    validateNetConfList,
+    {
+      cniVersion: o.cniVersion,
+      cniVersions: ["1.0.0", "1.1.0"],
+      name: o.networkName,
+      plugins: [{ type: "ferry" }],
+    },
+    7,
+    "conflist",
+  );
+}
+
+/** Installs the wrapper and the conflist, then runs VERSION through the wrapper. */
+export async function install(o: InstallOptions): Promise<{ shim: string; conflist: string }> {
+  await Deno.mkdir(o.binDir, { recursive: true });
+  await Deno.mkdir(o.confDir, { recursive: true });
+  await Deno.mkdir(o.denoDir, { recursive: true });
+  const shim = `${o.binDir}/ferry`;
+  const tmp = `${shim}.tmp-${Deno.pid}`;
+  await Deno.writeTextFile(tmp, wrapperScript(o), { mode: 0o755 });
+  await Deno.chmod(tmp, 0o755);
+  await Deno.rename(tmp, shim);
+  const conf = `${o.confDir}/10-ferry.conflist`;
+  await Deno.writeTextFile(conf, JSON.stringify(conflist(o), null, 2) + "\n");
+  const out = await new Deno.Command(shim, {
+    env: { CNI_COMMAND: "VERSION" },
+    clearEnv: true,
+    stdin: "null",
+  })
+    .output();
+  if (!out.success) {
+    throw new Error(
+      `the installed shim failed VERSION: ${new TextDecoder().decode(out.stdout)}${
+        new TextDecoder().decode(out.stderr)
+      }`,
+    );
+  }
+  return { shim, conflist: conf };
+}
+
+if (import.meta.main) {
+  const flags = parseArgs(Deno.args, {
+    string: ["bin-dir", "conf-dir", "socket", "deno-dir", "network-name", "cni-version"],
+    default: {
+      "bin-dir": "/opt/cni/bin",
+      "conf-dir": "/etc/cni/net.d",
+      socket: "/run/ferry/ferry.sock",
+      "deno-dir": "/var/cache/ferry/deno",
+      "network-name": "ferry",
+      "cni-version": "1.0.0",
+    },
+  });
+  const repo = new URL("../", import.meta.url).pathname;
+  const done = await install({
+    binDir: flags["bin-dir"],
+    confDir: flags["conf-dir"],
+    socket: flags.socket,
+    denoDir: flags["deno-dir"],
+    networkName: flags["network-name"],
+    cniVersion: flags["cni-version"],
+    denoPath: Deno.execPath(),
+    lockFile: `${repo}deno.lock`,
+  });
+  console.log(`installed ${done.shim} and ${done.conflist}`);
+}

@@ -1,0 +1,127 @@
+/**
+ * The daemon's configuration: one schema, defaults in one place, loaded from a JSON file and
+ * overridden by command-line flags. Invalid configuration stops the daemon with a message naming
+ * the field.
+ *
+ * @module
+ */
+import { type Static, Type } from "@sinclair/typebox";
+import { Ajv } from "ajv";
+import { describeIssues } from "../lib/validate.ts";
+
+/** The schema of the daemon configuration file. */
+export const DaemonConfigSchema = Type.Object({
+  socket: Type.String({ pattern: "^/", description: "unix socket the shim talks to" }),
+  nodeName: Type.String({ minLength: 1, description: "this node's name in Kubernetes" }),
+  kubeconfig: Type.Optional(
+    Type.String({ description: "kubeconfig file; in-cluster when absent" }),
+  ),
+  stateDir: Type.String({
+    pattern: "^/",
+    description: "where attachments and allocations are kept",
+  }),
+  network: Type.Object({
+    subnet: Type.String({ description: "node-local pod range, e.g. 10.244.0.0/24" }),
+    rangeStart: Type.Optional(Type.String()),
+    rangeEnd: Type.Optional(Type.String()),
+    gateway: Type.Optional(Type.String()),
+    mtu: Type.Integer({ minimum: 576, maximum: 65535 }),
+  }, { additionalProperties: false }),
+  maxRequestBytes: Type.Integer({ minimum: 1024 }),
+  shutdownTimeoutSeconds: Type.Number({ minimum: 0 }),
+  logLevel: Type.Union([
+    Type.Literal("trace"),
+    Type.Literal("debug"),
+    Type.Literal("info"),
+    Type.Literal("warning"),
+    Type.Literal("error"),
+    Type.Literal("fatal"),
+  ]),
+}, { additionalProperties: false });
+
+/** The daemon configuration. */
+export type DaemonConfig = Static<typeof DaemonConfigSchema>;
+
+/** Every default, in one place. */
+export const DEFAULT_CONFIG: DaemonConfig = {
+  socket: "/run/ferry/ferry.sock",
+  nodeName: Deno.hostname(),
+  stateDir: "/var/lib/ferry",
+  network: { subnet: "10.244.0.0/24", mtu: 1500 },
+  maxRequestBytes: 1024 * 1024,
+  shutdownTimeoutSeconds: 10,
+  logLevel: "info",
+};
+
+/** Flags that override the file. */
+export interface ConfigOverrides {
+  /** `--socket` */
+  socket?: string;
+  /** `--node-name` */
+  nodeName?: string;
+  /** `--kubeconfig` */
+  kubeconfig?: string;
+  /** `--state-dir` */
+  stateDir?: string;
+}
+
+/** A configuration that cannot be used. */
+export class ConfigError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Merges defaults, the file's content and the overrides, then validates.
+ *
+ * @throws {ConfigError} naming each invalid field.
+ * @example
+ * ```ts
+ * resolveConfig({ network: { subnet: "10.1.0.0/24" } }, { socket: "/tmp/f.sock" });
+ * ```
+ */
+export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): DaemonConfig {
+  if (file !== undefined && (file === null || typeof file !== "object" || Array.isArray(file))) {
+    throw new ConfigError("the configuration must be a JSON object");
+  }
+  const given = (file ?? {}) as Partial<DaemonConfig>;
+  const merged = {
+    ...DEFAULT_CONFIG,
+    ...given,
+    network: { ...DEFAULT_CONFIG.network, ...(given.network ?? {}) },
+    ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
+  };
+  const validate = new Ajv({ allErrors: true }).compile(DaemonConfigSchema);
+  if (!validate(merged)) {
+    throw new ConfigError(`invalid configuration: ${describeIssues(validate.errors)}`);
+  }
+  return merged as DaemonConfig;
+}
+
+/** Reads a JSON config file (or none) and resolves it. */
+export async function loadConfig(
+  path: string | undefined,
+  overrides: ConfigOverrides = {},
+): Promise<DaemonConfig> {
+  if (!path) return resolveConfig(undefined, overrides);
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    throw new ConfigError(
+      `cannot read configuration ${path}: ${e instanceof Error ? e.message : e}`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(
+      `configuration ${path} is not valid JSON: ${e instanceof Error ? e.message : e}`,
+    );
+  }
+  return resolveConfig(parsed, overrides);
+}

@@ -1,0 +1,148 @@
+/**
+ * {@link Plumber} on iproute2 batches: a veth plug costs two processes (one batch per namespace),
+ * not one per operation. A step toward netlink in-process, which will implement the same
+ * interface.
+ *
+ * @module
+ */
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import { IpCommandError, type IpRunner } from "./ip_runner.ts";
+import type { LiveInterface, Plumber, VethSpec } from "./plumber.ts";
+import { planVeth } from "./veth_plan.ts";
+
+const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
+
+/**
+ * The iproute2 plumber.
+ *
+ * @example
+ * ```ts
+ * const plumber = new IpPlumber(new SpawningIpRunner());
+ * ```
+ */
+export class IpPlumber implements Plumber {
+  readonly #ip: IpRunner;
+
+  /** Creates a plumber running its batches through `ip`. */
+  constructor(ip: IpRunner) {
+    this.#ip = ip;
+  }
+
+  /** Creates and configures the pair; on failure throws CNI code 5 (the caller rolls back). */
+  async plugVeth(spec: VethSpec): Promise<void> {
+    const plan = planVeth(spec);
+    try {
+      await this.#ip.batch(plan.host);
+      await this.#ip.batch(plan.container, { netns: spec.netns });
+    } catch (e) {
+      if (e instanceof IpCommandError) {
+        throw new CniError(
+          CNI_ERROR.IO_FAILURE,
+          `failed to plug ${spec.ifname} in ${spec.netns}`,
+          e.message,
+        );
+      }
+      throw e;
+    }
+  }
+
+  /** Deletes the host end; an absent link is success. */
+  async unplugVeth(hostIfname: string): Promise<void> {
+    try {
+      await this.#ip.batch([`link del ${hostIfname}`]);
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return;
+      if (e instanceof IpCommandError) {
+        throw new CniError(CNI_ERROR.IO_FAILURE, `failed to remove ${hostIfname}`, e.message);
+      }
+      throw e;
+    }
+  }
+
+  /** True when the host namespace has a link named `name`. */
+  async hostLinkExists(name: string): Promise<boolean> {
+    try {
+      await this.#ip.batch([`link show dev ${name}`]);
+      return true;
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return false;
+      throw e;
+    }
+  }
+
+  /** Reads link, addresses and routes of `ifname` in `netns` with one batch. */
+  async inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
+    try {
+      await Deno.stat(netns);
+    } catch {
+      return null;
+    }
+    try {
+      const out = await this.#ip.batch([`addr show dev ${ifname}`, `route show dev ${ifname}`], {
+        netns,
+        json: true,
+      });
+      const [addrs, v4routes] = out.split("\n").filter((l) => l.trim() !== "");
+      const live = parseInspection(ifname, addrs, v4routes, "[]");
+      if (!live?.addresses.some((a) => a.includes(":"))) return live;
+      // iproute2 batches cannot switch family per line: IPv6 routes take a second run.
+      const v6routes = await this.#ip.batch([`route show dev ${ifname}`], {
+        netns,
+        json: true,
+        family: 6,
+      });
+      return parseInspection(ifname, addrs, v4routes, v6routes);
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return null;
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `failed to inspect ${ifname} in ${netns}`,
+        String(e),
+      );
+    }
+  }
+}
+
+interface IpAddrJson {
+  ifname: string;
+  address: string;
+  mtu: number;
+  flags: string[];
+  addr_info?: { local: string; prefixlen: number; scope: string; family: string }[];
+}
+
+interface IpRouteJson {
+  dst: string;
+  gateway?: string;
+}
+
+/** Parses `ip -j` output: the link with its addresses, its IPv4 routes and its IPv6 routes. */
+export function parseInspection(
+  ifname: string,
+  addrLine: string | undefined,
+  v4Line: string | undefined,
+  v6Line: string | undefined,
+): LiveInterface | null {
+  const link = (JSON.parse(addrLine ?? "[]") as IpAddrJson[])[0];
+  if (!link) return null;
+  const routes = [...JSON.parse(v4Line ?? "[]"), ...JSON.parse(v6Line ?? "[]")] as IpRouteJson[];
+  return {
+    name: link.ifname ?? ifname,
+    mac: link.address,
+    mtu: link.mtu,
+    up: link.flags.includes("UP"),
+    addresses: (link.addr_info ?? [])
+      .filter((a) => !(a.family === "inet6" && a.scope === "link"))
+      .map((a) => `${a.local}/${a.prefixlen}`),
+    routes: routes
+      .filter((r) => !r.dst.startsWith("fe80:") && r.dst !== "multicast")
+      .map((r) => ({
+        dst: r.dst === "default"
+          ? (r.gateway?.includes(":") ? "::/0" : "0.0.0.0/0")
+          : r.dst.includes("/")
+          ? r.dst
+          : `${r.dst}/${r.dst.includes(":") ? 128 : 32}`,
+        ...(r.gateway ? { gw: r.gateway } : {}),
+      })),
+  };
+}

@@ -1,0 +1,174 @@
+/**
+ * The daemon's HTTP routes on its unix socket, readable at a glance: `POST /v1/cni`,
+ * `GET /healthz`, `GET /readyz`. Handlers are plain functions from a request to a `Response`;
+ * the body limit and envelope validation are small steps before the service is called.
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import { STATUS_CODE } from "deno-std/http/status.js";
+import { CNI_ERROR, CniError, toCniError } from "../lib/cni/errors.ts";
+import type { CniResult } from "../lib/cni/schemas.ts";
+import type { CniReply, CniRequest } from "../lib/envelope.ts";
+import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH } from "../lib/socket_api.ts";
+import { checkShape } from "../lib/validate.ts";
+import { validateCniRequest } from "../lib/_generated/validateCniRequest.js";
+
+/** What the routes need. */
+export interface RouterDeps {
+  /** Runs a CNI request; resolves to the ADD result or undefined. */
+  handle: (req: CniRequest) => Promise<CniResult | undefined>;
+  /** Liveness. */
+  isHealthy: () => boolean;
+  /** Readiness. */
+  isReady: () => boolean;
+  /** The largest request body accepted, in bytes. */
+  maxRequestBytes: number;
+  /** Where to log. */
+  logger: Logger;
+}
+
+/** The HTTP status that goes with a CNI error code (the body carries the CNI error itself). */
+export function httpStatusOf(code: number): number {
+  switch (code) {
+    case CNI_ERROR.DECODE_FAILURE:
+    case CNI_ERROR.INVALID_CONFIG:
+    case CNI_ERROR.INVALID_ENV:
+    case CNI_ERROR.INCOMPATIBLE_VERSION:
+    case CNI_ERROR.UNSUPPORTED_FIELD:
+      return STATUS_CODE.BadRequest;
+    case CNI_ERROR.UNKNOWN_CONTAINER:
+      return STATUS_CODE.NotFound;
+    case CNI_ERROR.TRY_AGAIN_LATER:
+    case CNI_ERROR.PLUGIN_NOT_AVAILABLE:
+    case CNI_ERROR.LIMITED_CONNECTIVITY:
+      return STATUS_CODE.ServiceUnavailable;
+    case CNI_ERROR.CHECK_MISMATCH:
+      return STATUS_CODE.Conflict;
+    default:
+      return STATUS_CODE.InternalServerError;
+  }
+}
+
+function json(body: unknown, status: number = STATUS_CODE.OK): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}
+
+function errorReply(err: CniError, status = httpStatusOf(err.code)): Response {
+  const reply: CniReply = {
+    error: { code: err.code, msg: err.message, ...(err.details ? { details: err.details } : {}) },
+  };
+  return json(reply, status);
+}
+
+/** Reads at most `limit` bytes of the body; throws code 6 beyond it. */
+async function readBody(req: Request, limit: number): Promise<string> {
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  const tooLarge = () =>
+    new CniError(CNI_ERROR.DECODE_FAILURE, `request body exceeds ${limit} bytes`);
+  if (declared > limit) throw tooLarge();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of req.body ?? []) {
+    total += chunk.length;
+    if (total > limit) throw tooLarge();
+    chunks.push(chunk);
+  }
+  const all = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    all.set(c, off);
+    off += c.length;
+  }
+  return new TextDecoder().decode(all);
+}
+
+/**
+ * Creates the request handler.
+ *
+ * @example
+ * ```ts
+ * Deno.serve({ path, transport: "unix" }, createRouter(deps));
+ * ```
+ */
+export function createRouter(deps: RouterDeps): (req: Request) => Promise<Response> {
+  const routes: Record<string, (req: Request) => Promise<Response> | Response> = {
+    [`POST ${CNI_REQUEST_PATH}`]: (req) => cni(deps, req),
+    [`GET ${HEALTHZ_PATH}`]: () => probe(deps.isHealthy()),
+    [`GET ${READYZ_PATH}`]: () => probe(deps.isReady()),
+  };
+  return async (req) => {
+    const path = new URL(req.url).pathname;
+    const route = routes[`${req.method} ${path}`];
+    if (route) return await route(req);
+    const known = Object.keys(routes).some((r) => r.endsWith(` ${path}`));
+    return json(
+      { error: `no route ${req.method} ${path}` },
+      known ? STATUS_CODE.MethodNotAllowed : STATUS_CODE.NotFound,
+    );
+  };
+}
+
+function probe(ok: boolean): Response {
+  return new Response(ok ? "ok\n" : "not ok\n", {
+    status: ok ? STATUS_CODE.OK : STATUS_CODE.ServiceUnavailable,
+  });
+}
+
+async function cni(deps: RouterDeps, req: Request): Promise<Response> {
+  const started = performance.now();
+  let request: CniRequest | undefined;
+  try {
+    const text = await readBody(req, deps.maxRequestBytes);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (e) {
+      throw new CniError(CNI_ERROR.DECODE_FAILURE, "request body is not JSON", String(e));
+    }
+    request = checkShape<CniRequest>(
+      validateCniRequest,
+      raw,
+      CNI_ERROR.INVALID_CONFIG,
+      "CNI request",
+    );
+    const result = await deps.handle(request);
+    deps.logger.info("{command} {containerId} {ifname} ok in {ms} ms", {
+      ...logFields(request),
+      ms: elapsed(started),
+    });
+    return json(result ? { result } : {});
+  } catch (err) {
+    const e = toCniError(err);
+    const level = e.code === CNI_ERROR.INTERNAL ? "error" : "warn";
+    deps.logger[level](
+      "{command} {containerId} {ifname} failed with code {code}: {msg} {details}",
+      {
+        ...logFields(request),
+        code: e.code,
+        msg: e.message,
+        details: e.details,
+        ms: elapsed(started),
+      },
+    );
+    return errorReply(e);
+  }
+}
+
+function logFields(req: CniRequest | undefined): Record<string, unknown> {
+  return {
+    command: req?.command ?? "?",
+    containerId: req?.containerId ?? "-",
+    ifname: req?.ifname ?? "-",
+    pod: req?.args.K8S_POD_NAME
+      ? `${req.args.K8S_POD_NAMESPACE}/${req.args.K8S_POD_NAME}`
+      : undefined,
+  };
+}
+
+function elapsed(started: number): number {
+  return Math.round((performance.now() - started) * 10) / 10;
+}

@@ -1,0 +1,39 @@
+/**
+ * The shim↔daemon envelope: the one JSON request the shim sends over the unix socket for a CNI
+ * invocation, and the reply it gets back. Schemas and derived types.
+ *
+ * @module
+ */
+import { type Static, Type } from "@sinclair/typebox";
+import { CniResultSchema, NetConfSchema } from "./cni/schemas.ts";
+
+/** A CNI invocation, forwarded by the shim. Variables a command does not need may be absent. */
+export const CniRequestSchema = Type.Object({
+  command: Type.Union([
+    Type.Literal("ADD"),
+    Type.Literal("DEL"),
+    Type.Literal("CHECK"),
+    Type.Literal("STATUS"),
+    Type.Literal("GC"),
+  ]),
+  containerId: Type.Optional(Type.String({ minLength: 1 })),
+  netns: Type.Optional(Type.String()),
+  ifname: Type.Optional(Type.String({ minLength: 1, maxLength: 15 })),
+  args: Type.Record(Type.String(), Type.String()),
+  path: Type.Array(Type.String()),
+  config: NetConfSchema,
+}, { $id: "CniRequest", additionalProperties: false });
+/** A CNI invocation, forwarded by the shim. */
+export type CniRequest = Static<typeof CniRequestSchema>;
+
+/** The daemon's reply: a result (ADD), nothing (other commands), or a CNI error. */
+export const CniReplySchema = Type.Object({
+  result: Type.Optional(CniResultSchema),
+  error: Type.Optional(Type.Object({
+    code: Type.Integer({ minimum: 1 }),
+    msg: Type.String(),
+    details: Type.Optional(Type.String()),
+  })),
+}, { $id: "CniReply", additionalProperties: false });
+/** The daemon's reply. */
+export type CniReply = Static<typeof CniReplySchema>;
