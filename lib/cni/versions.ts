@@ -67,7 +67,8 @@ export function upgradeResult(result: CniResult): CniResult {
 
 /**
  * Converts a current (1.1.0) result to `target`: 0.3.x/0.4.0 get `version` "4"/"6" on each IP;
- * versions before 1.1.0 lose the route fields 1.1.0 added (mtu, advmss, priority, table, scope).
+ * versions before 1.1.0 lose the fields 1.1.0 added (route mtu, advmss, priority, table, scope;
+ * interface mtu, socketPath, pciID).
  *
  * @example
  * ```ts
@@ -82,11 +83,19 @@ export function convertResult(result: CniResult, target: string): CniResult {
   const legacy = compareVersions(target, "1.0.0") < 0;
   const pre11 = compareVersions(target, "1.1.0") < 0;
   const out: CniResult = { cniVersion: target };
-  if (result.interfaces) out.interfaces = result.interfaces.map((i) => ({ ...i }));
+  if (result.interfaces) {
+    out.interfaces = result.interfaces.map(({ mtu, socketPath, pciID, ...i }) =>
+      pre11 ? i : { ...i, ...defined({ mtu, socketPath, pciID }) }
+    );
+  }
   if (result.ips) out.ips = result.ips.map((ip) => convertIp(ip, legacy));
   if (result.routes) out.routes = result.routes.map((r) => convertRoute(r, pre11));
   if (result.dns) out.dns = { ...result.dns };
   return out;
+}
+
+function defined<T extends Record<string, unknown>>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 function convertIp(ip: IpConfig, legacy: boolean): IpConfig {

@@ -1,0 +1,98 @@
+import { assertEquals } from "deno-std/assert/mod.js";
+import { install, wrapperCommand } from "../../cni/install.ts";
+import { compileArgs } from "../../cni/build.ts";
+import { SHIM_ENTRYPOINT, shimPermissionFlags } from "../../cni/sandbox.ts";
+
+const REPO = new URL("../../", import.meta.url).pathname;
+const PROBE = new URL("./sandbox_probe.ts", import.meta.url).pathname;
+
+Deno.test("under the shim's flags nothing but its socket and the CNI variables is reachable", async () => {
+  const dir = await Deno.makeTempDir();
+  const socketPath = `${dir}/ferry.sock`;
+  const otherFile = `${dir}/secret.txt`;
+  await Deno.writeTextFile(otherFile, "secret");
+  const unix = Deno.listen({ transport: "unix", path: socketPath });
+  const tcp = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepting = (async () => {
+    for await (const c of unix) c.close();
+  })();
+  const tcpAccepting = (async () => {
+    for await (const c of tcp) c.close();
+  })();
+  try {
+    const cmd = wrapperCommand({
+      socket: socketPath,
+      denoPath: Deno.execPath(),
+      lockFile: `${REPO}deno.lock`,
+    });
+    const entry = cmd.indexOf(SHIM_ENTRYPOINT.pathname);
+    const args = [...cmd.slice(1, entry), PROBE, socketPath, String(tcp.addr.port), otherFile];
+    const out = await new Deno.Command(cmd[0], {
+      args,
+      env: { CNI_COMMAND: "ADD", FERRY_SECRET: "x", DENO_DIR: `${dir}/deno` },
+      clearEnv: true,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    assertEquals(out.success, true, new TextDecoder().decode(out.stderr));
+    assertEquals(JSON.parse(text), {
+      readOtherFile: "NotCapable",
+      writeOtherFile: "NotCapable",
+      tcpConnect: "NotCapable",
+      fetchTcp: "NotCapable",
+      otherEnv: "NotCapable",
+      allEnv: "NotCapable",
+      subprocess: "NotCapable",
+      cniEnv: "allowed",
+      socket: "allowed",
+    });
+  } finally {
+    unix.close();
+    tcp.close();
+    await accepting.catch(() => {});
+    await tcpAccepting.catch(() => {});
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixed cache and no config", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const o = {
+      binDir: `${dir}/bin`,
+      confDir: `${dir}/conf`,
+      socket: `${dir}/f.sock`,
+      denoDir: `${dir}/deno`,
+      networkName: "ferry",
+      cniVersion: "1.0.0",
+      denoPath: Deno.execPath(),
+      lockFile: `${REPO}deno.lock`,
+    };
+    const { shim, conflist } = await install(o);
+    const script = await Deno.readTextFile(shim);
+    const expected = wrapperCommand(o).map((a) => `'${a}'`).join(" ");
+    assertEquals(script.split("\n").find((l) => l.startsWith("exec ")), `exec ${expected}`);
+    assertEquals(script.includes(`export DENO_DIR='${dir}/deno'`), true);
+    for (const flag of ["--no-config", "--cached-only", "--no-remote", "--frozen"]) {
+      assertEquals(script.includes(`'${flag}'`), true, flag);
+    }
+    assertEquals((await Deno.stat(shim)).mode! & 0o111, 0o111);
+    assertEquals(JSON.parse(await Deno.readTextFile(conflist)).plugins, [{ type: "ferry" }]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the image's deno compile step uses the same permission flags as the wrapper", () => {
+  const args = compileArgs("/run/ferry/ferry.sock", "/out/ferry");
+  const perms = shimPermissionFlags("/run/ferry/ferry.sock");
+  assertEquals(args.filter((a) => a.startsWith("--allow") || a === "--no-prompt"), perms);
+  const wrapper = wrapperCommand({
+    socket: "/run/ferry/ferry.sock",
+    denoPath: "deno",
+    lockFile: "/l",
+  });
+  assertEquals(wrapper.filter((a) => a.startsWith("--allow") || a === "--no-prompt"), perms);
+  assertEquals(args.slice(-3), [SHIM_ENTRYPOINT.pathname, "--socket", "/run/ferry/ferry.sock"]);
+});

@@ -1,0 +1,96 @@
+import { assertEquals } from "deno-std/assert/mod.js";
+import type { CniEnv } from "../../cni/invocation.ts";
+import { runShim, type SendToDaemon } from "../../cni/shim.ts";
+import { SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
+import type { CniRequest } from "../../lib/envelope.ts";
+import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
+import { validateCniError } from "../../lib/_generated/validateCniError.js";
+
+const ENV: CniEnv = {
+  CNI_COMMAND: "ADD",
+  CNI_CONTAINERID: "c1",
+  CNI_NETNS: "/var/run/netns/p",
+  CNI_IFNAME: "eth0",
+  CNI_PATH: "/opt/cni/bin",
+};
+const RESULT = {
+  cniVersion: "1.1.0",
+  interfaces: [{ name: "eth0", mac: "02:00:00:00:00:01", sandbox: "/var/run/netns/p" }],
+  ips: [{ address: "10.0.0.2/32", gateway: "10.0.0.1", interface: 0 }],
+  routes: [{ dst: "0.0.0.0/0", gw: "10.0.0.1" }],
+};
+const conf = (v: string) => JSON.stringify({ cniVersion: v, name: "ferry", type: "ferry" });
+
+function replying(reply: unknown, seen: CniRequest[] = []): SendToDaemon {
+  return (req) => {
+    seen.push(req);
+    return Promise.resolve(reply);
+  };
+}
+
+for (const version of SUPPORTED_VERSIONS) {
+  Deno.test(`ADD prints the daemon's result as a valid ${version} result`, async () => {
+    const out = await runShim(ENV, conf(version), replying({ result: RESULT }));
+    assertEquals(out.exitCode, 0);
+    const printed = JSON.parse(out.stdout);
+    assertEquals(printed.cniVersion, version);
+    assertEquals(validateCniResult(printed), true);
+  });
+}
+
+Deno.test("VERSION is answered without the daemon", async () => {
+  const seen: CniRequest[] = [];
+  const out = await runShim({ CNI_COMMAND: "VERSION" }, "", replying({}, seen));
+  assertEquals(JSON.parse(out.stdout), {
+    cniVersion: "1.1.0",
+    supportedVersions: [...SUPPORTED_VERSIONS],
+  });
+  assertEquals(seen.length, 0);
+});
+
+Deno.test("DEL, CHECK, STATUS and GC print nothing on success", async () => {
+  for (
+    const [command, v] of [["DEL", "1.0.0"], ["CHECK", "1.0.0"], ["STATUS", "1.1.0"], [
+      "GC",
+      "1.1.0",
+    ]]
+  ) {
+    const out = await runShim({ ...ENV, CNI_COMMAND: command }, conf(v), replying({}));
+    assertEquals(out, { stdout: "", exitCode: 0 }, command);
+  }
+});
+
+Deno.test("an error the daemon reports passes through with its code", async () => {
+  const out = await runShim(
+    ENV,
+    conf("1.0.0"),
+    replying({ error: { code: 101, msg: "no free address" } }),
+  );
+  assertEquals(out.exitCode, 1);
+  assertEquals(JSON.parse(out.stdout), { cniVersion: "1.0.0", code: 101, msg: "no free address" });
+});
+
+Deno.test("a malformed reply, or an ADD reply without result, is an I/O error (5)", async () => {
+  for (const reply of [{ result: { ips: "nope" } }, "text", {}]) {
+    const out = await runShim(ENV, conf("1.0.0"), replying(reply));
+    assertEquals([out.exitCode, JSON.parse(out.stdout).code], [1, 5]);
+  }
+});
+
+Deno.test("errors are spec error objects labelled with the requested version", async () => {
+  const out = await runShim({ ...ENV, CNI_IFNAME: undefined }, conf("0.4.0"), replying({}));
+  const printed = JSON.parse(out.stdout);
+  assertEquals([out.exitCode, printed.code, printed.cniVersion], [1, 4, "0.4.0"]);
+  assertEquals(validateCniError(printed), true);
+});
+
+Deno.test("the request carries parsed CNI_ARGS and the config as given", async () => {
+  const seen: CniRequest[] = [];
+  await runShim(
+    { ...ENV, CNI_ARGS: "K8S_POD_NAME=p;K8S_POD_NAMESPACE=n" },
+    conf("1.1.0"),
+    replying({ result: RESULT }, seen),
+  );
+  assertEquals(seen[0].args, { K8S_POD_NAME: "p", K8S_POD_NAMESPACE: "n" });
+  assertEquals(seen[0].config.cniVersion, "1.1.0");
+});

@@ -1,0 +1,68 @@
+import { assertEquals, assertNotEquals, assertRejects } from "deno-std/assert/mod.js";
+import { parseCidr } from "../../../daemon/ipam/cidr.ts";
+import { defaultRange, LocalPool } from "../../../daemon/ipam/local_pool.ts";
+import { CniError } from "../../../lib/cni/errors.ts";
+
+async function withDir(fn: (dir: string) => Promise<void>) {
+  const dir = await Deno.makeTempDir();
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const owner = (n: number) => ({ containerId: `c${n}`, ifname: "eth0" });
+
+Deno.test("the default range skips network, gateway and broadcast", () => {
+  const r = defaultRange(parseCidr("10.0.0.0/29"));
+  assertEquals([r.gateway.value, r.start.value, r.end.value].map(Number), [
+    0x0a000001,
+    0x0a000001,
+    0x0a000006,
+  ]);
+});
+
+Deno.test("addresses are distinct, stable per owner, and exhaustion is code 101", async () => {
+  await withDir(async (dir) => {
+    const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/29")));
+    const got = [];
+    for (let i = 0; i < 5; i++) got.push(await pool.allocate(owner(i)));
+    assertEquals(got, ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]);
+    assertEquals(await pool.allocate(owner(2)), "10.0.0.4");
+    const err = await assertRejects(() => pool.allocate(owner(9)), CniError);
+    assertEquals(err.code, 101);
+    assertEquals(pool.free, 0);
+  });
+});
+
+Deno.test("concurrent allocations never hand out the same address", async () => {
+  await withDir(async (dir) => {
+    const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/24")));
+    const ips = await Promise.all(Array.from({ length: 50 }, (_, i) => pool.allocate(owner(i))));
+    assertEquals(new Set(ips).size, 50);
+  });
+});
+
+Deno.test("a reopened pool remembers allocations and releases", async () => {
+  await withDir(async (dir) => {
+    const range = defaultRange(parseCidr("10.0.0.0/24"));
+    const first = await LocalPool.open(dir, range);
+    const a = await first.allocate(owner(1));
+    const b = await first.allocate(owner(2));
+    assertEquals(await first.release(owner(1)), a);
+    assertEquals(await first.release(owner(1)), undefined);
+    const again = await LocalPool.open(dir, range);
+    assertEquals(again.addressOf(owner(2)), b);
+    assertEquals(again.addressOf(owner(1)), undefined);
+    assertNotEquals(await again.allocate(owner(3)), b);
+  });
+});
+
+Deno.test("an address file made by another process is never handed out twice", async () => {
+  await withDir(async (dir) => {
+    const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/24")));
+    await Deno.writeTextFile(`${dir}/10.0.0.2`, "other\neth0");
+    assertEquals(await pool.allocate(owner(1)), "10.0.0.3");
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * Test harness: a Ferry daemon started in-process on a temporary socket and state directory, and
+ * the shim installed into temporary CNI directories exactly as `deno task install-cni` does.
+ * Everything is removed afterwards, also when the test body throws.
+ *
+ * @module
+ */
+import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../../daemon/config.ts";
+import { type DaemonOverrides, startDaemon } from "../../daemon/main.ts";
+import { install } from "../../cni/install.ts";
+import { uniqueToken } from "./netns.ts";
+
+/** What a shim invocation printed and how it exited. */
+export interface ShimRun {
+  /** Exit code. */
+  code: number;
+  /** Stdout as text. */
+  stdout: string;
+  /** Stdout parsed as JSON, or undefined when empty. */
+  json: Record<string, unknown> | undefined;
+  /** Stderr as text. */
+  stderr: string;
+}
+
+/** A running Ferry for one test. */
+export interface TestFerry {
+  /** The daemon's configuration. */
+  config: DaemonConfig;
+  /** Temporary directory holding everything. */
+  dir: string;
+  /** The installed shim's path. */
+  shimPath: string;
+  /** Runs the installed shim with exactly `env` (nothing else) and `stdin`. */
+  shim(env: Record<string, string>, stdin: string): Promise<ShimRun>;
+  /** Stops the daemon (tests of a daemon that is down). */
+  stopDaemon(): Promise<void>;
+  /** Starts it again with the same configuration and state. */
+  restartDaemon(): Promise<void>;
+}
+
+const REPO = new URL("../../", import.meta.url).pathname;
+
+/** Runs an executable with exactly `env` and `stdin`. */
+export async function runShimAt(
+  path: string,
+  env: Record<string, string>,
+  stdin: string,
+): Promise<ShimRun> {
+  const child = new Deno.Command(path, {
+    env,
+    clearEnv: true,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .spawn();
+  const w = child.stdin.getWriter();
+  await w.write(new TextEncoder().encode(stdin));
+  await w.close();
+  const out = await child.output();
+  const stdout = new TextDecoder().decode(out.stdout);
+  return {
+    code: out.code,
+    stdout,
+    json: stdout.trim() ? JSON.parse(stdout) : undefined,
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+/** A random /24 for one test, so concurrent tests never share addresses. */
+export function testSubnet(): string {
+  return `10.250.${1 + Math.floor(Math.random() * 250)}.0/24`;
+}
+
+/**
+ * Starts a daemon and installs the shim, runs `fn`, and tears it all down.
+ *
+ * @example
+ * ```ts
+ * await withFerry({}, async (ferry) => { const add = await ferry.shim({ … }, conf); });
+ * ```
+ */
+export async function withFerry<T>(
+  options: {
+    config?: Record<string, unknown>;
+    overrides?: ConfigOverrides;
+    daemon?: DaemonOverrides;
+  },
+  fn: (ferry: TestFerry) => Promise<T>,
+): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix: `ferry-test-${uniqueToken()}-` });
+  const config = resolveConfig(
+    { network: { subnet: testSubnet(), mtu: 1500 }, ...options.config },
+    {
+      socket: `${dir}/run/ferry.sock`,
+      stateDir: `${dir}/state`,
+      nodeName: "test-node",
+      ...options.overrides,
+    },
+  );
+  let daemon = await startDaemon(config, options.daemon);
+  let running = true;
+  try {
+    const { shim } = await install({
+      binDir: `${dir}/bin`,
+      confDir: `${dir}/conf`,
+      socket: config.socket,
+      denoDir: `${dir}/deno`,
+      networkName: "ferry",
+      cniVersion: "1.0.0",
+      denoPath: Deno.execPath(),
+      lockFile: `${REPO}deno.lock`,
+    });
+    return await fn({
+      config,
+      dir,
+      shimPath: shim,
+      shim: (env, stdin) => runShimAt(shim, env, stdin),
+      async stopDaemon() {
+        if (running) await daemon.stop();
+        running = false;
+      },
+      async restartDaemon() {
+        if (running) await daemon.stop();
+        daemon = await startDaemon(config, options.daemon);
+        running = true;
+      },
+    });
+  } finally {
+    if (running) await daemon.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** A network config for the shim's stdin. */
+export function netconf(cniVersion = "1.0.0", extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ cniVersion, name: "ferry", type: "ferry", ...extra });
+}

@@ -1,0 +1,70 @@
+/**
+ * Test helpers that create real network namespaces with unique names and always remove them,
+ * also when the test body throws. Deleting a namespace also destroys the veth pairs that have an
+ * end inside it.
+ *
+ * @module
+ */
+
+/** A namespace made for one test. */
+export interface TestNetns {
+  /** Its name under /var/run/netns. */
+  name: string;
+  /** Its path, as CNI_NETNS carries it. */
+  path: string;
+}
+
+/** Runs a command, throwing with its stderr when it fails. */
+export async function run(cmd: string, ...args: string[]): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+  if (!out.success) {
+    throw new Error(`${cmd} ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr)}`);
+  }
+  return new TextDecoder().decode(out.stdout);
+}
+
+/** A short random token for unique names. */
+export function uniqueToken(): string {
+  return crypto.randomUUID().replaceAll("-", "").slice(0, 8);
+}
+
+/** True when the tests run as root (real namespaces need it). */
+export const IS_ROOT = Deno.uid() === 0;
+
+/**
+ * Creates `count` namespaces, runs `fn`, and deletes them whatever happens.
+ *
+ * @example
+ * ```ts
+ * await withNetns(2, async ([a, b]) => { … });
+ * ```
+ */
+export async function withNetns<T>(count: number, fn: (ns: TestNetns[]) => Promise<T>): Promise<T> {
+  const made: TestNetns[] = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const name = `fyt-${uniqueToken()}`;
+      await run("ip", "netns", "add", name);
+      made.push({ name, path: `/var/run/netns/${name}` });
+    }
+    return await fn(made);
+  } finally {
+    for (const ns of made) await run("ip", "netns", "del", ns.name).catch(() => {});
+  }
+}
+
+/** Runs `ip` with `args` inside a namespace. */
+export function ipIn(ns: TestNetns, ...args: string[]): Promise<string> {
+  return run("ip", "-n", ns.name, ...args);
+}
+
+/** True when the host namespace has a link of that name. */
+export async function hostLinkExists(name: string): Promise<boolean> {
+  const out = await new Deno.Command("ip", {
+    args: ["link", "show", "dev", name],
+    stdout: "null",
+    stderr: "null",
+  })
+    .output();
+  return out.success;
+}
