@@ -1,0 +1,99 @@
+// The reference CNI runtime library as a client: Debian's libcni (spec up to 1.0.0) drives a
+// conflist whose first plugin is the installed Ferry shim, chained with Debian's `tuning`
+// plugin, through VALIDATE (VERSION of every plugin), ADD, CHECK and DEL. libcni must accept
+// every result Ferry prints, and tuning must find Ferry's interface in it.
+import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
+import { compareVersions } from "../../lib/cni/versions.ts";
+import { withFerry } from "../helpers/ferry.ts";
+import { ipIn, IS_ROOT, run, uniqueToken, withNetns } from "../helpers/netns.ts";
+
+const DRIVER_SRC = new URL("./libcni_driver/", import.meta.url).pathname;
+const HAVE_LIBCNI = await Deno.stat(
+  "/usr/share/gocode/src/github.com/containernetworking/cni/libcni",
+)
+  .then(() => true, () => false);
+const HAVE_TUNING = await Deno.stat("/usr/lib/cni/tuning").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !HAVE_LIBCNI || !HAVE_TUNING };
+
+async function buildDriver(dir: string): Promise<string> {
+  const out = `${dir}/libcni_driver`;
+  const res = await new Deno.Command("go", {
+    args: ["build", "-o", out, "."],
+    cwd: DRIVER_SRC,
+    env: {
+      GOPATH: "/usr/share/gocode",
+      GO111MODULE: "off",
+      GOFLAGS: "",
+      GOCACHE: `${dir}/gocache`,
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (!res.success) throw new Error(`go build failed: ${new TextDecoder().decode(res.stderr)}`);
+  return out;
+}
+
+for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
+  Deno.test({
+    name:
+      `libcni runs a ${version} conflist of Ferry chained with tuning through ADD, CHECK and DEL`,
+    ...opts,
+    fn: () =>
+      withFerry({}, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const driver = await buildDriver(ferry.dir);
+          const conflist = `${ferry.dir}/chain.conflist`;
+          await Deno.writeTextFile(
+            conflist,
+            JSON.stringify({
+              cniVersion: version,
+              name: "ferry-chain",
+              plugins: [{ type: "ferry" }, {
+                type: "tuning",
+                sysctl: { "net.ipv4.conf.eth0.arp_notify": "1" },
+              }],
+            }),
+          );
+          const id = `c${uniqueToken()}`;
+          const drive = async (command: string) => {
+            const out = await new Deno.Command(driver, {
+              args: [command, conflist, id, ns.path, "eth0", `${ferry.dir}/cnicache`],
+              env: {
+                CNI_PATH: `${ferry.dir}/bin:/usr/lib/cni`,
+                CNI_ARGS:
+                  `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p-${id};K8S_POD_INFRA_CONTAINER_ID=${id}`,
+              },
+              clearEnv: true,
+              stdout: "piped",
+              stderr: "piped",
+            }).output();
+            const text = new TextDecoder().decode(out.stdout);
+            assert(out.success, `${command}: ${text}${new TextDecoder().decode(out.stderr)}`);
+            return text;
+          };
+          assertEquals(JSON.parse(await drive("VALIDATE")), []);
+          const result = JSON.parse(await drive("ADD"));
+          assertEquals(result.cniVersion, version);
+          const address = result.ips[0].address.split("/")[0];
+          assertMatch(
+            await ipIn(ns, "-4", "addr", "show", "dev", "eth0"),
+            new RegExp(`inet ${address}/32`),
+          );
+          assertEquals(
+            (await run(
+              "ip",
+              "netns",
+              "exec",
+              ns.name,
+              "sysctl",
+              "-n",
+              "net.ipv4.conf.eth0.arp_notify",
+            )).trim(),
+            "1",
+          );
+          if (compareVersions(version, "0.4.0") >= 0) await drive("CHECK");
+          await drive("DEL");
+          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+        })),
+  });
+}

@@ -1,0 +1,324 @@
+// The installed shim driven like a container runtime, against an in-process daemon, plugging
+// real veth pairs into real network namespaces. Needs root; every test uses its own namespaces,
+// socket, state and subnet, and removes them also when it fails.
+import { assert, assertEquals, assertMatch, assertNotEquals } from "deno-std/assert/mod.js";
+import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
+import { IpCommandError, type IpRunner, SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
+import { hostLinkName } from "../../daemon/net/naming.ts";
+import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
+import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
+import { validateCniError } from "../../lib/_generated/validateCniError.js";
+import { netconf, type TestFerry, withFerry } from "../helpers/ferry.ts";
+import {
+  hostLinkExists,
+  ipIn,
+  IS_ROOT,
+  run,
+  type TestNetns,
+  uniqueToken,
+  withNetns,
+} from "../helpers/netns.ts";
+
+const opts = { ignore: !IS_ROOT };
+
+function env(command: string, ns: TestNetns | undefined, containerId: string, ifname = "eth0") {
+  const e: Record<string, string> = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_IFNAME: ifname,
+    CNI_PATH: "/usr/lib/cni",
+    CNI_ARGS:
+      `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-${containerId};K8S_POD_UID=uid-${containerId}`,
+  };
+  if (ns) e.CNI_NETNS = ns.path;
+  return e;
+}
+
+async function allocations(ferry: TestFerry): Promise<string[]> {
+  const dir = `${ferry.config.stateDir}/ipam/${ferry.config.network.subnet.replace("/", "_")}`;
+  const names: string[] = [];
+  for await (const e of Deno.readDir(dir)) if (!e.name.startsWith(".")) names.push(e.name);
+  return names;
+}
+
+async function records(ferry: TestFerry): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(`${ferry.config.stateDir}/attachments`)) names.push(e.name);
+  return names;
+}
+
+async function ping(address: string): Promise<boolean> {
+  const out = await new Deno.Command("ping", {
+    args: ["-c", "1", "-W", "2", address],
+    stdout: "null",
+    stderr: "null",
+  })
+    .output();
+  return out.success;
+}
+
+const podAddress = (result: Record<string, unknown>) =>
+  (result.ips as { address: string }[])[0].address.split("/")[0];
+
+for (
+  const version of SUPPORTED_VERSIONS.filter((v) =>
+    compareVersions(v, "1.1.0") < 0 || v === "1.1.0"
+  )
+) {
+  Deno.test({
+    name: `ADD, CHECK and DEL with a ${version} config plug and unplug a real veth`,
+    ...opts,
+    fn: () =>
+      withFerry({}, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const id = `c${uniqueToken()}`;
+          const conf = netconf(version);
+          const add = await ferry.shim(env("ADD", ns, id), conf);
+          assertEquals(add.code, 0, add.stdout + add.stderr);
+          assertEquals(add.json!.cniVersion, version);
+          assertEquals(validateCniResult(add.json), true);
+          const address = podAddress(add.json!);
+          assertMatch(
+            await ipIn(ns, "-4", "addr", "show", "dev", "eth0"),
+            new RegExp(`inet ${address}/32`),
+          );
+          assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), true);
+          assert(await ping(address), `host cannot reach pod at ${address}`);
+
+          const again = await ferry.shim(env("ADD", ns, id), conf);
+          assertEquals(again.json, add.json, "a repeated ADD returns the same result");
+
+          if (compareVersions(version, "0.4.0") >= 0) {
+            const check = await ferry.shim(env("CHECK", ns, id), conf);
+            assertEquals([check.code, check.stdout], [0, ""], check.stdout);
+          }
+
+          const del = await ferry.shim(env("DEL", ns, id), conf);
+          assertEquals([del.code, del.stdout], [0, ""], del.stdout);
+          assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+          assertEquals(await allocations(ferry), []);
+          assertEquals(await records(ferry), []);
+
+          const delAgain = await ferry.shim(env("DEL", ns, id), conf);
+          assertEquals(delAgain.code, 0, "DEL is idempotent");
+        })),
+  });
+}
+
+Deno.test({
+  name: "CHECK reports a removed address as the first difference",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const id = `c${uniqueToken()}`;
+        const add = await ferry.shim(env("ADD", ns, id), netconf());
+        const address = podAddress(add.json!);
+        await ipIn(ns, "addr", "del", `${address}/32`, "dev", "eth0");
+        const check = await ferry.shim(env("CHECK", ns, id), netconf());
+        assertEquals(check.code, 1);
+        assertEquals(check.json!.code, 100);
+        assertMatch(String(check.json!.msg), new RegExp(`lacks address ${address}/32`));
+        await ferry.shim(env("DEL", ns, id), netconf());
+      })),
+});
+
+Deno.test({
+  name: "bad stdin and missing environment are clear errors and allocate nothing",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const id = `c${uniqueToken()}`;
+        const garbage = await ferry.shim(env("ADD", ns, id), "{this is not json");
+        assertEquals([garbage.code, garbage.json!.code], [1, 6]);
+        assertEquals(validateCniError(garbage.json), true);
+        const invalid = await ferry.shim(
+          env("ADD", ns, id),
+          JSON.stringify({ cniVersion: "1.0.0", type: "ferry" }),
+        );
+        assertEquals(invalid.json!.code, 7);
+        const old = await ferry.shim(env("ADD", ns, id), netconf("0.2.0"));
+        assertEquals(old.json!.code, 1);
+        const noNetns = await ferry.shim(env("ADD", undefined, id), netconf());
+        assertEquals(noNetns.json!.code, 4);
+        assertMatch(String(noNetns.json!.msg), /CNI_NETNS/);
+        const noCommand = await ferry.shim({ CNI_CONTAINERID: id }, netconf());
+        assertEquals(noCommand.json!.code, 4);
+        assertEquals(await allocations(ferry), []);
+        assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+      })),
+});
+
+Deno.test({
+  name: "with the daemon down the shim says try again later and names the socket",
+  ...opts,
+  fn: () =>
+    withFerry({}, async (ferry) => {
+      await ferry.stopDaemon();
+      const out = await ferry.shim(
+        env("ADD", { name: "x", path: "/var/run/netns/x" }, "c1"),
+        netconf(),
+      );
+      assertEquals([out.code, out.json!.code], [1, 11]);
+      assertMatch(String(out.json!.msg), new RegExp(ferry.config.socket));
+    }),
+});
+
+Deno.test({
+  name: "20 concurrent ADDs get 20 distinct, reachable addresses and DEL frees them all",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(20, async (namespaces) => {
+        const ids = namespaces.map(() => `c${uniqueToken()}`);
+        const adds = await Promise.all(
+          namespaces.map((ns, i) => ferry.shim(env("ADD", ns, ids[i]), netconf())),
+        );
+        for (const a of adds) assertEquals(a.code, 0, a.stdout);
+        const addresses = adds.map((a) => podAddress(a.json!));
+        assertEquals(new Set(addresses).size, 20);
+        for (const address of addresses) assert(await ping(address), `cannot reach ${address}`);
+        const dels = await Promise.all(
+          namespaces.map((ns, i) => ferry.shim(env("DEL", ns, ids[i]), netconf())),
+        );
+        for (const d of dels) assertEquals(d.code, 0, d.stdout);
+        assertEquals(await allocations(ferry), []);
+        for (const id of ids) assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+      })),
+});
+
+/** Passes host batches through and fails the first batch inside a pod namespace: a plug that breaks halfway. */
+class FailingInPodRunner implements IpRunner {
+  readonly #real = new SpawningIpRunner();
+  batch(lines: string[], options: { netns?: string; json?: boolean } = {}): Promise<string> {
+    if (options.netns && !options.json) {
+      return Promise.reject(new IpCommandError("injected", "injected failure"));
+    }
+    return this.#real.batch(lines, options);
+  }
+}
+
+Deno.test({
+  name: "a plug that fails halfway leaves no link, address or record behind",
+  ...opts,
+  fn: () =>
+    withFerry(
+      { daemon: { plumber: new IpPlumber(new FailingInPodRunner()) } },
+      (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const id = `c${uniqueToken()}`;
+          const out = await ferry.shim(env("ADD", ns, id), netconf());
+          assertEquals([out.code, out.json!.code], [1, 5]);
+          assertMatch(String(out.json!.details), /injected failure/);
+          assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+          assertEquals(await allocations(ferry), []);
+          assertEquals(await records(ferry), []);
+        }),
+    ),
+});
+
+Deno.test({
+  name: "ADD into a namespace that does not exist fails with code 5 and leaks nothing",
+  ...opts,
+  fn: () =>
+    withFerry({}, async (ferry) => {
+      const id = `c${uniqueToken()}`;
+      const out = await ferry.shim(
+        env("ADD", { name: "gone", path: `/var/run/netns/fyt-absent-${id}` }, id),
+        netconf(),
+      );
+      assertEquals([out.code, out.json!.code], [1, 5]);
+      assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+      assertEquals(await allocations(ferry), []);
+    }),
+});
+
+Deno.test({
+  name: "DEL after the namespace is gone still releases the address and succeeds",
+  ...opts,
+  fn: () =>
+    withFerry({}, async (ferry) => {
+      const id = `c${uniqueToken()}`;
+      let nsPath = "";
+      await withNetns(1, async ([ns]) => {
+        nsPath = ns.path;
+        assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
+        assertEquals((await allocations(ferry)).length, 1);
+      });
+      const del = await ferry.shim(env("DEL", { name: "gone", path: nsPath }, id), netconf());
+      assertEquals(del.code, 0, del.stdout);
+      assertEquals(await allocations(ferry), []);
+      assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+    }),
+});
+
+Deno.test({
+  name: "a daemon restarted between ADD and DEL still answers ADD the same and unplugs on DEL",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const id = `c${uniqueToken()}`;
+        const add = await ferry.shim(env("ADD", ns, id), netconf());
+        await ferry.restartDaemon();
+        assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).json, add.json);
+        assertEquals((await ferry.shim(env("CHECK", ns, id), netconf())).code, 0);
+        assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
+        assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+        assertEquals(await allocations(ferry), []);
+      })),
+});
+
+Deno.test({
+  name: "the same container and interface cannot be plugged into a second namespace",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(2, async ([a, b]) => {
+        const id = `c${uniqueToken()}`;
+        const first = await ferry.shim(env("ADD", a, id), netconf());
+        assertEquals(first.code, 0);
+        const second = await ferry.shim(env("ADD", b, id), netconf());
+        assertEquals([second.code, second.json!.code], [1, 4]);
+        assertEquals((await allocations(ferry)).length, 1);
+        await ferry.shim(env("DEL", a, id), netconf());
+      })),
+});
+
+Deno.test({
+  name: "STATUS succeeds and GC unplugs what the runtime no longer lists",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(2, async ([keep, drop]) => {
+        const [k, d] = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+        const conf = netconf("1.1.0");
+        assertEquals((await ferry.shim(env("ADD", keep, k), conf)).code, 0);
+        assertEquals((await ferry.shim(env("ADD", drop, d), conf)).code, 0);
+        const status = await ferry.shim({ CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" }, conf);
+        assertEquals([status.code, status.stdout], [0, ""]);
+        const gcConf = netconf("1.1.0", {
+          "cni.dev/valid-attachments": [{ containerID: k, ifname: "eth0" }],
+        });
+        const gc = await ferry.shim({ CNI_COMMAND: "GC", CNI_PATH: "/usr/lib/cni" }, gcConf);
+        assertEquals([gc.code, gc.stdout], [0, ""], gc.stdout);
+        assertEquals(await hostLinkExists(hostLinkName(d, "eth0")), false);
+        assertEquals(await hostLinkExists(hostLinkName(k, "eth0")), true);
+        assertEquals((await allocations(ferry)).length, 1);
+        assertNotEquals((await ferry.shim(env("CHECK", keep, k), conf)).code, 1);
+        await ferry.shim(env("DEL", keep, k), conf);
+      })),
+});
+
+Deno.test({
+  name: "the test namespaces and links are really removed after a test",
+  ...opts,
+  fn: async () => {
+    let name = "";
+    await withNetns(1, (ns) => Promise.resolve(name = ns[0].name)).catch(() => {});
+    assertEquals((await run("ip", "netns", "list")).includes(name), false);
+  },
+});
