@@ -4,8 +4,8 @@
 // every result Ferry prints, and tuning must find Ferry's interface in it.
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { compareVersions } from "../../lib/cni/versions.ts";
-import { withFerry } from "../helpers/ferry.ts";
-import { ipIn, IS_ROOT, run, uniqueToken, withNetns } from "../helpers/netns.ts";
+import { withFerry } from "../../daemon/dev/harness.ts";
+import { ipIn, IS_ROOT, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 
 const DRIVER_SRC = new URL("./libcni_driver/", import.meta.url).pathname;
 const HAVE_LIBCNI = await Deno.stat(

@@ -8,7 +8,7 @@ import { hostLinkName } from "../../daemon/net/naming.ts";
 import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
-import { netconf, type TestFerry, withFerry } from "../helpers/ferry.ts";
+import { netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,
   ipIn,
@@ -17,7 +17,7 @@ import {
   type TestNetns,
   uniqueToken,
   withNetns,
-} from "../helpers/netns.ts";
+} from "../../daemon/dev/netns.ts";
 
 const opts = { ignore: !IS_ROOT };
 

@@ -1,12 +1,11 @@
 /**
- * Test helpers that create real network namespaces with unique names and always remove them,
- * also when the test body throws. Deleting a namespace also destroys the veth pairs that have an
- * end inside it.
+ * Real network namespaces for the demo and the tests: unique names, always removed, also when
+ * the body throws. Deleting a namespace also destroys the veth pairs that have an end inside it.
  *
  * @module
  */
 
-/** A namespace made for one test. */
+/** A namespace made for one demo or test. */
 export interface TestNetns {
   /** Its name under /var/run/netns. */
   name: string;
@@ -28,7 +27,7 @@ export function uniqueToken(): string {
   return crypto.randomUUID().replaceAll("-", "").slice(0, 8);
 }
 
-/** True when the tests run as root (real namespaces need it). */
+/** True when running as root (real namespaces need it). */
 export const IS_ROOT = Deno.uid() === 0;
 
 /**
@@ -39,11 +38,11 @@ export const IS_ROOT = Deno.uid() === 0;
  * await withNetns(2, async ([a, b]) => { … });
  * ```
  */
-export async function withNetns<T>(count: number, fn: (ns: TestNetns[]) => Promise<T>): Promise<T> {
+export async function withNetns<T>(count: number, fn: (ns: TestNetns[]) => Promise<T>, prefix = "fyt"): Promise<T> {
   const made: TestNetns[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      const name = `fyt-${uniqueToken()}`;
+      const name = `${prefix}-${uniqueToken()}`;
       await run("ip", "netns", "add", name);
       made.push({ name, path: `/var/run/netns/${name}` });
     }

@@ -1,12 +1,12 @@
 /**
- * Test harness: a Ferry daemon started in-process on a temporary socket and state directory, and
- * the shim installed into temporary CNI directories exactly as `deno task install-cni` does.
- * Everything is removed afterwards, also when the test body throws.
+ * A throwaway Ferry for the demo and the tests: a daemon started in-process on a temporary socket
+ * and state directory, and the shim installed into temporary CNI directories exactly as
+ * `deno task install-cni` does. Everything is removed afterwards, also when the body throws.
  *
  * @module
  */
-import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../../daemon/config.ts";
-import { type DaemonOverrides, startDaemon } from "../../daemon/main.ts";
+import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../config.ts";
+import { type DaemonOverrides, startDaemon } from "../main.ts";
 import { install } from "../../cni/install.ts";
 import { uniqueToken } from "./netns.ts";
 
@@ -22,7 +22,7 @@ export interface ShimRun {
   stderr: string;
 }
 
-/** A running Ferry for one test. */
+/** A running throwaway Ferry. */
 export interface TestFerry {
   /** The daemon's configuration. */
   config: DaemonConfig;
@@ -67,7 +67,7 @@ export async function runShimAt(
   };
 }
 
-/** A random /24 for one test, so concurrent tests never share addresses. */
+/** A random /24, so concurrent throwaway Ferries never share addresses. */
 export function testSubnet(): string {
   return `10.250.${1 + Math.floor(Math.random() * 250)}.0/24`;
 }
@@ -77,7 +77,7 @@ export function testSubnet(): string {
  *
  * @example
  * ```ts
- * await withFerry({}, async (ferry) => { const add = await ferry.shim({ … }, conf); });
+ * await withFerry({}, async (ferry) => { const add = await ferry.shim({ CNI_COMMAND: "ADD", … }, conf); });
  * ```
  */
 export async function withFerry<T>(
@@ -88,7 +88,7 @@ export async function withFerry<T>(
   },
   fn: (ferry: TestFerry) => Promise<T>,
 ): Promise<T> {
-  const dir = await Deno.makeTempDir({ prefix: `ferry-test-${uniqueToken()}-` });
+  const dir = await Deno.makeTempDir({ prefix: `ferry-${uniqueToken()}-` });
   const config = resolveConfig(
     { network: { subnet: testSubnet(), mtu: 1500 }, ...options.config },
     {

@@ -1,0 +1,59 @@
+/**
+ * Installs what Ferry's demo and tests need from Debian's packages when it is missing (as root;
+ * otherwise it says what to install). The `test` and `demo` tasks run it first, so that the
+ * README's two commands work on a fresh machine that has only Node and npm.
+ *
+ * @module
+ */
+
+/** A requirement: a path that must exist, and the Debian package that provides it. */
+interface Need {
+  path: string;
+  pkg: string;
+  why: string;
+}
+
+/** What the demo and tests need. */
+export const NEEDS: Need[] = [
+  { path: "/usr/sbin/ip", pkg: "iproute2", why: "plumbing veth pairs and namespaces" },
+  { path: "/usr/bin/nsenter", pkg: "util-linux", why: "running iproute2 inside pod namespaces" },
+  { path: "/usr/bin/ping", pkg: "iputils-ping", why: "proving host-to-pod reachability" },
+  { path: "/usr/bin/python3", pkg: "python3-minimal", why: "making a stale socket in a test" },
+  { path: "/usr/lib/cni/tuning", pkg: "containernetworking-plugins", why: "chaining reference plugins" },
+  { path: "/usr/bin/go", pkg: "golang-go", why: "building the libcni test driver" },
+  {
+    path: "/usr/share/gocode/src/github.com/containernetworking/cni/libcni",
+    pkg: "golang-github-appc-cni-dev",
+    why: "the reference CNI runtime library",
+  },
+];
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+/** Installs the missing packages; resolves to the list of what is still missing. */
+export async function setup(): Promise<Need[]> {
+  const missing: Need[] = [];
+  for (const n of NEEDS) if (!(await exists(n.path))) missing.push(n);
+  if (missing.length === 0) return [];
+  if (Deno.uid() !== 0) {
+    console.error(`missing (install as root): apt-get install ${missing.map((m) => m.pkg).join(" ")}`);
+    return missing;
+  }
+  console.error(`installing ${missing.map((m) => m.pkg).join(" ")} …`);
+  const env = { DEBIAN_FRONTEND: "noninteractive" };
+  const apt = (...args: string[]) =>
+    new Deno.Command("apt-get", { args, env, stdout: "null", stderr: "inherit" }).output();
+  await apt("update", "-qq");
+  const res = await apt("install", "-y", "-qq", "--no-install-recommends", ...new Set(missing.map((m) => m.pkg)));
+  if (!res.success) console.error("apt-get install failed");
+  const still: Need[] = [];
+  for (const n of missing) if (!(await exists(n.path))) still.push(n);
+  return still;
+}
+
+if (import.meta.main) {
+  const still = await setup();
+  for (const n of still) console.error(`still missing: ${n.path} (${n.pkg}, for ${n.why})`);
+}
