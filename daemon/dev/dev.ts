@@ -12,7 +12,10 @@ import { startDaemon } from "../main.ts";
 if (import.meta.main) {
   const repo = new URL("../../", import.meta.url).pathname;
   const dev = `${repo}.dev`;
-  const config = resolveConfig({ logLevel: "debug", network: { subnet: "10.244.251.0/24", mtu: 1500 } }, {
+  const config = resolveConfig({
+    logLevel: "debug",
+    network: { subnet: "10.244.251.0/24", mtu: 1500 },
+  }, {
     socket: `${dev}/run/ferry.sock`,
     stateDir: `${dev}/state`,
     nodeName: "dev-node",
@@ -29,9 +32,11 @@ if (import.meta.main) {
     lockFile: `${repo}deno.lock`,
   });
   const daemon = await startDaemon(config);
-  console.error(`dev daemon on ${config.socket}\nshim: ${shim}\nconflist: ${conflist}\n` +
-    `try: sudo ip netns add demo && echo '{"cniVersion":"1.0.0","name":"ferry","type":"ferry"}' | ` +
-    `CNI_COMMAND=ADD CNI_CONTAINERID=demo1 CNI_NETNS=/var/run/netns/demo CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni ${shim}`);
+  console.error(
+    `dev daemon on ${config.socket}\nshim: ${shim}\nconflist: ${conflist}\n` +
+      `try: sudo ip netns add demo && echo '{"cniVersion":"1.0.0","name":"ferry","type":"ferry"}' | ` +
+      `CNI_COMMAND=ADD CNI_CONTAINERID=demo1 CNI_NETNS=/var/run/netns/demo CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni ${shim}`,
+  );
   const stop = async () => {
     await daemon.stop();
     Deno.exit(0);

@@ -38,7 +38,11 @@ export const IS_ROOT = Deno.uid() === 0;
  * await withNetns(2, async ([a, b]) => { … });
  * ```
  */
-export async function withNetns<T>(count: number, fn: (ns: TestNetns[]) => Promise<T>, prefix = "fyt"): Promise<T> {
+export async function withNetns<T>(
+  count: number,
+  fn: (ns: TestNetns[]) => Promise<T>,
+  prefix = "fyt",
+): Promise<T> {
   const made: TestNetns[] = [];
   try {
     for (let i = 0; i < count; i++) {

@@ -19,7 +19,11 @@ export const NEEDS: Need[] = [
   { path: "/usr/bin/nsenter", pkg: "util-linux", why: "running iproute2 inside pod namespaces" },
   { path: "/usr/bin/ping", pkg: "iputils-ping", why: "proving host-to-pod reachability" },
   { path: "/usr/bin/python3", pkg: "python3-minimal", why: "making a stale socket in a test" },
-  { path: "/usr/lib/cni/tuning", pkg: "containernetworking-plugins", why: "chaining reference plugins" },
+  {
+    path: "/usr/lib/cni/tuning",
+    pkg: "containernetworking-plugins",
+    why: "chaining reference plugins",
+  },
   { path: "/usr/bin/go", pkg: "golang-go", why: "building the libcni test driver" },
   {
     path: "/usr/share/gocode/src/github.com/containernetworking/cni/libcni",
@@ -38,7 +42,9 @@ export async function setup(): Promise<Need[]> {
   for (const n of NEEDS) if (!(await exists(n.path))) missing.push(n);
   if (missing.length === 0) return [];
   if (Deno.uid() !== 0) {
-    console.error(`missing (install as root): apt-get install ${missing.map((m) => m.pkg).join(" ")}`);
+    console.error(
+      `missing (install as root): apt-get install ${missing.map((m) => m.pkg).join(" ")}`,
+    );
     return missing;
   }
   console.error(`installing ${missing.map((m) => m.pkg).join(" ")} …`);
@@ -46,7 +52,13 @@ export async function setup(): Promise<Need[]> {
   const apt = (...args: string[]) =>
     new Deno.Command("apt-get", { args, env, stdout: "null", stderr: "inherit" }).output();
   await apt("update", "-qq");
-  const res = await apt("install", "-y", "-qq", "--no-install-recommends", ...new Set(missing.map((m) => m.pkg)));
+  const res = await apt(
+    "install",
+    "-y",
+    "-qq",
+    "--no-install-recommends",
+    ...new Set(missing.map((m) => m.pkg)),
+  );
   if (!res.success) console.error("apt-get install failed");
   const still: Need[] = [];
   for (const n of missing) if (!(await exists(n.path))) still.push(n);
