@@ -19,6 +19,17 @@ import { KeyedMutex } from "./keyed_mutex.ts";
 import { hostLinkName, stableMac } from "./net/naming.ts";
 import type { Plumber, VethSpec } from "./net/plumber.ts";
 import { firstDifference, vethResult } from "./result.ts";
+import type { PodRegistry, RegisteredPod } from "./registry.ts";
+
+/** The Kubernetes side of the service: where pods are found and attachments recorded. */
+export interface PodSource {
+  /** The pods of this node, fed by the watch. */
+  registry: PodRegistry;
+  /** How long ADD waits for its pod to appear (ms). */
+  waitMs: number;
+  /** Records an attachment on its pod: the one API write of the CNI request path. */
+  annotate(pod: RegisteredPod, attachment: Attachment): Promise<void>;
+}
 
 /** What the service needs. */
 export interface CniServiceDeps {
@@ -34,6 +45,8 @@ export interface CniServiceDeps {
   isReady: () => boolean;
   /** Where to log. */
   logger: Logger;
+  /** Pods from Kubernetes; absent in standalone mode (no pod lookup, no annotation). */
+  pods?: PodSource;
 }
 
 function need(req: CniRequest, field: "containerId" | "ifname" | "netns"): string {
@@ -85,6 +98,7 @@ export class CniService {
     const key = this.#key(req);
     const netns = need(req, "netns");
     return this.#locks.run(key.containerId, async () => {
+      const pod = await this.#podFor(req);
       const existing = this.#d.store.get(key);
       if (existing) {
         if (existing.netns !== netns) {
@@ -117,15 +131,54 @@ export class CniService {
           result: vethResult(spec, prev),
           createdAt: new Date().toISOString(),
         };
-        const pod = podRefFromArgs(req.args);
-        if (pod) record.pod = pod;
+        const ref = podRefFromArgs(req.args);
+        if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
         await this.#d.store.put(record);
+        if (pod && ref) {
+          this.#d.pods!.registry.setContainerId(ref, key.containerId);
+          await this.#annotate(pod, record);
+        }
         return record.result;
       } catch (err) {
         await this.#rollback(key, spec.hostIfname, err);
         throw err;
       }
     });
+  }
+
+  /** Waits for the request's pod when Kubernetes is on and the runtime named a pod. */
+  async #podFor(req: CniRequest): Promise<RegisteredPod | undefined> {
+    const ref = podRefFromArgs(req.args);
+    if (!this.#d.pods || !ref) return undefined;
+    const { registry, waitMs } = this.#d.pods;
+    const signal = AbortSignal.timeout(waitMs);
+    try {
+      return await registry.waitFor(ref, signal);
+    } catch (e) {
+      if (!signal.aborted) throw e;
+      this.#d.logger.warn("pod {namespace}/{name} did not appear within {ms} ms; ADD {containerId} refused", {
+        ...ref,
+        ms: waitMs,
+        containerId: req.containerId,
+      });
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `pod ${ref.namespace}/${ref.name} did not appear in the node's pod watch within ${waitMs / 1000} s`,
+      );
+    }
+  }
+
+  /** The one API write of ADD; a failure is logged, not fatal (node-local state has the record). */
+  async #annotate(pod: RegisteredPod, record: Attachment): Promise<void> {
+    try {
+      await this.#d.pods!.annotate(pod, record);
+    } catch (e) {
+      this.#d.logger.warn("could not record the attachment on pod {namespace}/{name}: {error}", {
+        namespace: pod.namespace,
+        name: pod.name,
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
   }
 
   async #rollback(key: AttachmentKey, hostIfname: string, cause: unknown): Promise<void> {
@@ -146,7 +199,21 @@ export class CniService {
   /** Unplugs and releases; anything already gone is success. */
   del(req: CniRequest): Promise<void> {
     const key = this.#key(req);
-    return this.#locks.run(key.containerId, () => this.#release(key));
+    return this.#locks.run(key.containerId, async () => {
+      const ref = podRefFromArgs(req.args);
+      const registry = this.#d.pods?.registry;
+      const current = ref && registry?.containerIdOf(ref);
+      if (ref && current && current !== key.containerId) {
+        this.#d.logger.warn(
+          "DEL for container {containerId} of pod {namespace}/{name}, which runs container {current}: " +
+            "an old sandbox; the running pod stays plugged",
+          { ...key, ...ref, current },
+        );
+      } else if (ref && current) {
+        registry!.setContainerId(ref, undefined);
+      }
+      await this.#release(key);
+    });
   }
 
   async #release(key: AttachmentKey): Promise<void> {

@@ -16,6 +16,13 @@ export const DaemonConfigSchema = Type.Object({
   kubeconfig: Type.Optional(
     Type.String({ description: "kubeconfig file; in-cluster when absent" }),
   ),
+  standalone: Type.Boolean({ description: "no Kubernetes: plug without pod lookup (local tests, plain CNI)" }),
+  podWaitSeconds: Type.Number({ exclusiveMinimum: 0, description: "how long ADD waits for its pod" }),
+  watch: Type.Object({
+    timeoutSeconds: Type.Integer({ minimum: 1 }),
+    unhealthyAfterSeconds: Type.Number({ exclusiveMinimum: 0 }),
+    resyncSeconds: Type.Number({ minimum: 0 }),
+  }, { additionalProperties: false }),
   stateDir: Type.String({
     pattern: "^/",
     description: "where attachments and allocations are kept",
@@ -46,6 +53,9 @@ export type DaemonConfig = Static<typeof DaemonConfigSchema>;
 export const DEFAULT_CONFIG: DaemonConfig = {
   socket: "/run/ferry/ferry.sock",
   nodeName: Deno.hostname(),
+  standalone: false,
+  podWaitSeconds: 60,
+  watch: { timeoutSeconds: 300, unhealthyAfterSeconds: 60, resyncSeconds: 300 },
   stateDir: "/var/lib/ferry",
   network: { subnet: "10.244.0.0/24", mtu: 1500 },
   maxRequestBytes: 1024 * 1024,
@@ -63,6 +73,8 @@ export interface ConfigOverrides {
   kubeconfig?: string;
   /** `--state-dir` */
   stateDir?: string;
+  /** `--standalone` */
+  standalone?: boolean;
 }
 
 /** A configuration that cannot be used. */
@@ -92,6 +104,7 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     ...DEFAULT_CONFIG,
     ...given,
     network: { ...DEFAULT_CONFIG.network, ...(given.network ?? {}) },
+    watch: { ...DEFAULT_CONFIG.watch, ...(given.watch ?? {}) },
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   };
   const validate = new Ajv({ allErrors: true }).compile(DaemonConfigSchema);

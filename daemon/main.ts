@@ -2,14 +2,21 @@
  * `deno task daemon`: the node daemon, wired in this one place. Everything else receives its
  * collaborators as parameters.
  *
- * Usage: `deno task daemon [--config FILE] [--socket PATH] [--node-name NAME] [--kubeconfig FILE] [--state-dir DIR]`
+ * Usage: `deno task daemon [--config FILE] [--socket PATH] [--node-name NAME] [--kubeconfig FILE] [--state-dir DIR] [--standalone]`
  *
  * @module
  */
 import { getLogger } from "@logtape/logtape";
 import { parseArgs } from "deno-std/cli/parse_args.js";
-import { AttachmentStore } from "./attachment_store.ts";
-import { CniService } from "./cni_service.ts";
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import { type Attachment, AttachmentStore } from "./attachment_store.ts";
+import { CniService, type PodSource } from "./cni_service.ts";
+import { KubeClient } from "./k8s/client.ts";
+import { Informer, type InformerStats } from "./k8s/informer.ts";
+import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
+import { PODS } from "./k8s/resources.ts";
+import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
+import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
 import { parseCidr } from "./ipam/cidr.ts";
 import { defaultRange, LocalPool } from "./ipam/local_pool.ts";
@@ -24,10 +31,30 @@ import { claimSocketPath, serveOnSocket, type SocketServer } from "./socket_serv
 export interface Daemon {
   /** The configuration it runs with. */
   config: DaemonConfig;
+  /** Counters, as `GET /v1/stats` shows them. */
+  stats(): DaemonStats;
+  /** True once it can serve ADD (socket up, first pod list delivered). */
+  ready(): boolean;
+  /** False while the pod watch cannot be re-established. */
+  healthy(): boolean;
   /** Stops it gracefully (in-flight requests finish up to the configured deadline). */
   stop(): Promise<void>;
   /** Settles when the server has stopped. */
   finished: Promise<void>;
+}
+
+/** The daemon's counters. */
+export interface DaemonStats {
+  /** CNI requests served, by command. */
+  cniRequests: Record<string, number>;
+  /** API round trips made while serving CNI requests (ADD's one annotation write each). */
+  apiCallsOnCniPath: number;
+  /** All API requests, by method. */
+  apiRequests: Record<string, number>;
+  /** The pod informer's counters. */
+  podWatch?: InformerStats;
+  /** Pods known, and ADDs waiting for theirs. */
+  registry?: { pods: number; waiting: number };
 }
 
 /** Collaborators a caller (a test, the demo) may replace. */
@@ -36,62 +63,148 @@ export interface DaemonOverrides {
   plumber?: Plumber;
 }
 
+/** The Kubernetes side, wired: API client, pod informer feeding the registry, the annotation write. */
+interface KubeSide {
+  pods: PodSource;
+  informer: Informer<Pod>;
+  transport: CountingTransport & { close?: () => void };
+  cniApiCalls: { count: number };
+  close(): Promise<void>;
+}
+
+async function connectKube(config: DaemonConfig, store: AttachmentStore): Promise<KubeSide> {
+  const conn = config.kubeconfig ? await loadKubeconfig(config.kubeconfig) : await inClusterConfig();
+  const http = new HttpTransport(conn);
+  const transport = new CountingTransport(http);
+  const kube = new KubeClient(transport);
+  const registry = new PodRegistry();
+  const informer = new Informer<Pod>(
+    kube,
+    PODS,
+    { fieldSelector: `spec.nodeName=${config.nodeName}` },
+    { upsert: (p) => registry.upsert(p), remove: (p) => registry.remove(p) },
+    getLogger(["ferry", "watch"]),
+    {
+      watchTimeoutSeconds: config.watch.timeoutSeconds,
+      unhealthyAfterMs: config.watch.unhealthyAfterSeconds * 1000,
+      resyncMs: config.watch.resyncSeconds * 1000,
+    },
+  );
+  informer.start();
+  const cniApiCalls = { count: 0 };
+  const pods: PodSource = {
+    registry,
+    waitMs: config.podWaitSeconds * 1000,
+    async annotate(pod, record) {
+      cniApiCalls.count++;
+      const value = attachmentsAnnotation(record.containerId, store.list());
+      await kube.patchMerge(PODS, pod.namespace, pod.name, {
+        metadata: { annotations: { [ATTACHMENTS_ANNOTATION]: value } },
+      });
+    },
+  };
+  return {
+    pods,
+    informer,
+    transport,
+    cniApiCalls,
+    async close() {
+      await informer.stop();
+      http.close();
+    },
+  };
+}
+
+/** The value of a pod's attachments annotation: its container and every interface plugged for it. */
+export function attachmentsAnnotation(containerId: string, all: Attachment[]): string {
+  const interfaces = all.filter((a) => a.containerId === containerId).map((a) => ({
+    ifname: a.ifname,
+    network: a.network,
+    hostIfname: a.hostIfname,
+    mac: a.result.interfaces?.find((i) => i.name === a.ifname)?.mac,
+    ips: a.result.ips?.map((ip) => ip.address) ?? [],
+  }));
+  return JSON.stringify({ containerId, interfaces });
+}
+
 /**
- * Starts a daemon with `config`: opens its state, claims the socket, serves.
+ * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
+ * claims the socket, serves.
  *
  * @example
  * ```ts
- * const daemon = await startDaemon(resolveConfig(undefined, { socket: "/tmp/ferry.sock" }));
+ * const daemon = await startDaemon(resolveConfig(undefined, { socket: "/tmp/ferry.sock", standalone: true }));
  * await daemon.stop();
  * ```
  */
-export async function startDaemon(
-  config: DaemonConfig,
-  overrides: DaemonOverrides = {},
-): Promise<Daemon> {
+export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
   const logger = getLogger(["ferry", "daemon"]);
   const range = defaultRange(parseCidr(config.network.subnet), {
     start: config.network.rangeStart,
     end: config.network.rangeEnd,
     gateway: config.network.gateway,
   });
-  const pool = await LocalPool.open(
-    `${config.stateDir}/ipam/${config.network.subnet.replace("/", "_")}`,
-    range,
-  );
+  const pool = await LocalPool.open(`${config.stateDir}/ipam/${config.network.subnet.replace("/", "_")}`, range);
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
-  let ready = false;
+  const kube = config.standalone ? undefined : await connectKube(config, store);
+  let serving = false;
+  const ready = () => serving && (kube?.informer.isSynced ?? true);
+  const healthy = () => kube?.informer.healthy ?? true;
+  const cniRequests: Record<string, number> = {};
   const service = new CniService({
     pool,
     store,
     plumber: overrides.plumber ?? new IpPlumber(new SpawningIpRunner()),
     mtu: config.network.mtu,
-    isReady: () => ready,
+    isReady: ready,
     logger: getLogger(["ferry", "cni"]),
+    pods: kube?.pods,
+  });
+  const stats = (): DaemonStats => ({
+    cniRequests: { ...cniRequests },
+    apiCallsOnCniPath: kube?.cniApiCalls.count ?? 0,
+    apiRequests: { ...(kube?.transport.counts ?? {}) },
+    podWatch: kube ? { ...kube.informer.stats } : undefined,
+    registry: kube ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting } : undefined,
   });
   const router = createRouter({
-    handle: (req) => service.handle(req),
-    isHealthy: () => true,
-    isReady: () => ready,
+    handle: (req) => {
+      cniRequests[req.command] = (cniRequests[req.command] ?? 0) + 1;
+      return service.handle(req);
+    },
+    isHealthy: healthy,
+    isReady: ready,
+    stats,
     maxRequestBytes: config.maxRequestBytes,
     logger: getLogger(["ferry", "http"]),
   });
-  await claimSocketPath(config.socket);
-  const server: SocketServer = await serveOnSocket(config.socket, router);
-  ready = true;
-  logger.info("serving on {socket} for node {node}, pool {subnet} ({free} free)", {
+  let server: SocketServer;
+  try {
+    await claimSocketPath(config.socket);
+    server = await serveOnSocket(config.socket, router);
+  } catch (e) {
+    await kube?.close();
+    throw e;
+  }
+  serving = true;
+  logger.info("serving on {socket} for node {node}, pool {subnet} ({free} free), {mode}", {
     socket: config.socket,
     node: config.nodeName,
     subnet: config.network.subnet,
     free: pool.free,
+    mode: kube ? "watching its pods" : "standalone",
   });
   return {
     config,
     finished: server.finished,
+    stats,
+    ready,
+    healthy,
     async stop() {
-      ready = false;
+      serving = false;
       logger.info("shutting down");
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
+      await kube?.close();
     },
   };
 }
@@ -102,6 +215,7 @@ export function parseDaemonArgs(
 ): { configFile?: string; overrides: ConfigOverrides } {
   const flags = parseArgs(args, {
     string: ["config", "socket", "node-name", "kubeconfig", "state-dir"],
+    boolean: ["standalone"],
     unknown: (arg: string) => {
       throw new ConfigError(`unknown argument ${arg}`);
     },
@@ -113,6 +227,7 @@ export function parseDaemonArgs(
       nodeName: flags["node-name"],
       kubeconfig: flags.kubeconfig,
       stateDir: flags["state-dir"],
+      standalone: flags.standalone ? true : undefined,
     },
   };
 }

@@ -1,6 +1,6 @@
 /**
  * The daemon's HTTP routes on its unix socket, readable at a glance: `POST /v1/cni`,
- * `GET /healthz`, `GET /readyz`. Handlers are plain functions from a request to a `Response`;
+ * `GET /healthz`, `GET /readyz`, `GET /v1/stats`. Handlers are plain functions from a request to a `Response`;
  * the body limit and envelope validation are small steps before the service is called.
  *
  * @module
@@ -10,7 +10,7 @@ import { STATUS_CODE } from "deno-std/http/status.js";
 import { CNI_ERROR, CniError, toCniError } from "../lib/cni/errors.ts";
 import type { CniResult } from "../lib/cni/schemas.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
-import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH } from "../lib/socket_api.ts";
+import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../lib/socket_api.ts";
 import { checkShape } from "../lib/validate.ts";
 import { validateCniRequest } from "../lib/_generated/validateCniRequest.js";
 
@@ -22,6 +22,8 @@ export interface RouterDeps {
   isHealthy: () => boolean;
   /** Readiness. */
   isReady: () => boolean;
+  /** Counters for `GET /v1/stats`. */
+  stats: () => unknown;
   /** The largest request body accepted, in bytes. */
   maxRequestBytes: number;
   /** Where to log. */
@@ -99,6 +101,7 @@ export function createRouter(deps: RouterDeps): (req: Request) => Promise<Respon
     [`POST ${CNI_REQUEST_PATH}`]: (req) => cni(deps, req),
     [`GET ${HEALTHZ_PATH}`]: () => probe(deps.isHealthy()),
     [`GET ${READYZ_PATH}`]: () => probe(deps.isReady()),
+    [`GET ${STATS_PATH}`]: () => json(deps.stats()),
   };
   return async (req) => {
     const path = new URL(req.url).pathname;

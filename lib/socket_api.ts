@@ -11,3 +11,5 @@ export const CNI_REQUEST_PATH = "/v1/cni";
 export const HEALTHZ_PATH = "/healthz";
 /** `GET`: readiness: 200 once the daemon can serve ADD. */
 export const READYZ_PATH = "/readyz";
+/** `GET`: counters (CNI requests, API round trips on the CNI path, watch and registry state). */
+export const STATS_PATH = "/v1/stats";

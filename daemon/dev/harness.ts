@@ -6,7 +6,7 @@
  * @module
  */
 import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../config.ts";
-import { type DaemonOverrides, startDaemon } from "../main.ts";
+import { type Daemon, type DaemonOverrides, startDaemon } from "../main.ts";
 import { install } from "../../cni/install.ts";
 import { uniqueToken } from "./netns.ts";
 
@@ -22,7 +22,10 @@ export interface ShimRun {
   stderr: string;
 }
 
-/** A running throwaway Ferry. */
+/**
+ * A running throwaway Ferry. Standalone (no Kubernetes) unless the overrides name a kubeconfig
+ * and set `standalone: false`.
+ */
 export interface TestFerry {
   /** The daemon's configuration. */
   config: DaemonConfig;
@@ -36,6 +39,8 @@ export interface TestFerry {
   stopDaemon(): Promise<void>;
   /** Starts it again with the same configuration and state. */
   restartDaemon(): Promise<void>;
+  /** The running daemon (its stats, readiness, health). */
+  daemon(): Daemon;
 }
 
 const REPO = new URL("../../", import.meta.url).pathname;
@@ -95,6 +100,7 @@ export async function withFerry<T>(
       socket: `${dir}/run/ferry.sock`,
       stateDir: `${dir}/state`,
       nodeName: "test-node",
+      standalone: true,
       ...options.overrides,
     },
   );
@@ -120,6 +126,7 @@ export async function withFerry<T>(
         if (running) await daemon.stop();
         running = false;
       },
+      daemon: () => daemon,
       async restartDaemon() {
         if (running) await daemon.stop();
         daemon = await startDaemon(config, options.daemon);

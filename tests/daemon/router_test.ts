@@ -19,6 +19,7 @@ function router(over: Partial<RouterDeps> = {}) {
     handle: () => Promise.resolve({ cniVersion: "1.1.0", ips: [{ address: "10.0.0.2/32" }] }),
     isHealthy: () => true,
     isReady: () => false,
+    stats: () => ({ cniRequests: { ADD: 1 } }),
     maxRequestBytes: 4096,
     logger: getLogger(["ferry", "test"]),
     ...over,
@@ -64,6 +65,7 @@ Deno.test("a handler's CniError keeps its code; anything else is an internal err
 
 Deno.test("health and readiness report their state; unknown routes are 404/405", async () => {
   const r = router();
+  assertEquals(await (await r(new Request("http://ferry/v1/stats"))).json(), { cniRequests: { ADD: 1 } });
   assertEquals((await r(new Request("http://ferry/healthz"))).status, 200);
   assertEquals((await r(new Request("http://ferry/readyz"))).status, 503);
   const unknown = await r(new Request("http://ferry/nope"));

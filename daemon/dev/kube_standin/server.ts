@@ -1,0 +1,435 @@
+/**
+ * The embedded API stand-in: an in-memory Kubernetes API on loopback that behaves like a real
+ * kube-apiserver wherever Ferry depends on it (see `shared/KUBE-API-FACTS.md`), so developers and
+ * the default test suite need no cluster. Tests get hooks to drop watch connections, delay or
+ * fail requests, and compact history.
+ *
+ * What it models: monotonic resourceVersions shared by all types; list (with `limit`/`continue`,
+ * `resourceVersion` + `resourceVersionMatch=Exact` reads of older versions, HTTP 410 `Expired`
+ * after compaction), watch (from a resourceVersion, synthetic ADDED when none or "0" is given,
+ * objects moving in and out of a selector as ADDED/DELETED, bookmarks only when the type has
+ * newer events, the in-stream ERROR 410 for a compacted version, `timeoutSeconds`); get, create
+ * (409 `AlreadyExists`), update (409 `Conflict` on a stale resourceVersion, 422 when a pod update
+ * has none), JSON merge patch, delete (a pod with `spec.nodeName` is only marked with
+ * `deletionTimestamp` until deleted again with `gracePeriodSeconds=0`, as without a kubelet);
+ * field selectors (the server's supported fields; others are 400) and label selectors;
+ * namespaces must exist; CRDs register their resources (served versions, scope); bearer tokens.
+ *
+ * What it does not model: RBAC and admission beyond namespace existence, strategic merge and JSON
+ * patch (415), subresources other than the object itself, finalizers and garbage collection,
+ * server-side apply, structural-schema pruning and validation of custom resources, protobuf,
+ * `sendInitialEvents`, watch-cache timing (events arrive at once), and API discovery documents.
+ *
+ * @module
+ */
+import type { KubeObject } from "../../k8s/client.ts";
+import { CRDS, EVENTS, NAMESPACES, NODES, PODS, type ResourceType } from "../../k8s/resources.ts";
+import { applyMergePatch } from "./merge_patch.ts";
+import { ApiFailure, type Change, ObjectStore, resourceId } from "./object_store.ts";
+import { matchesSelectors, parseFieldSelector, parseLabelSelector, type Requirement, SelectorError } from "./selectors.ts";
+
+/** Injected trouble for tests. */
+export interface FaultRule {
+  /** Matches requests whose method is this (any when absent). */
+  method?: string;
+  /** Matches requests whose path contains this. */
+  pathIncludes?: string;
+  /** Matches only watch requests (true) or only non-watch requests (false). */
+  watch?: boolean;
+  /** Answer with this HTTP status … */
+  status: number;
+  /** … and this Status reason. */
+  reason: string;
+  /** How many matching requests fail (then the rule is spent). */
+  times: number;
+}
+
+/** Counters for tests. */
+export interface StandinStats {
+  /** Requests served, by `METHOD resource` (watches as `WATCH resource`). */
+  requests: Record<string, number>;
+  /** Watches currently open. */
+  openWatches: number;
+}
+
+/** Options of the stand-in. */
+export interface StandinOptions {
+  /** A bearer token every request must carry (no auth when absent). */
+  token?: string;
+  /** How often an open watch considers sending a bookmark (ms). */
+  bookmarkIntervalMs?: number;
+  /** The port on 127.0.0.1 (0: any free one). */
+  port?: number;
+}
+
+const BUILTIN = [PODS, NODES, NAMESPACES, EVENTS, CRDS, { ...EVENTS, group: "events.k8s.io" }];
+
+interface OpenWatch {
+  close(error?: boolean): void;
+}
+
+/**
+ * The stand-in server.
+ *
+ * @example
+ * ```ts
+ * const api = await KubeStandin.start({ token: "t" });
+ * // … point a client at api.url …
+ * await api.stop();
+ * ```
+ */
+export class KubeStandin {
+  /** The storage (tests may read it directly). */
+  readonly store = new ObjectStore();
+  readonly #types = new Map<string, ResourceType>();
+  readonly #options: StandinOptions;
+  readonly #watches = new Set<OpenWatch>();
+  readonly #faults: FaultRule[] = [];
+  #delayMs = 0;
+  #server?: Deno.HttpServer<Deno.NetAddr>;
+  /** Counters. */
+  readonly stats: StandinStats = { requests: {}, openWatches: 0 };
+
+  private constructor(options: StandinOptions) {
+    this.#options = options;
+    for (const rt of BUILTIN) this.#register(rt);
+    for (const name of ["default", "kube-system", "kube-public"]) {
+      this.store.create(NAMESPACES, undefined, { metadata: { name }, spec: {}, status: { phase: "Active" } } as KubeObject);
+    }
+  }
+
+  /** Starts the stand-in on 127.0.0.1. */
+  static async start(options: StandinOptions = {}): Promise<KubeStandin> {
+    const api = new KubeStandin(options);
+    const listening = Promise.withResolvers<void>();
+    api.#server = Deno.serve(
+      { hostname: "127.0.0.1", port: options.port ?? 0, onListen: () => listening.resolve() },
+      (req) => api.#handle(req),
+    );
+    await listening.promise;
+    return api;
+  }
+
+  /** The base URL, e.g. `http://127.0.0.1:43121`. */
+  get url(): string {
+    return `http://127.0.0.1:${this.#server!.addr.port}`;
+  }
+
+  /** A kubeconfig (YAML) pointing at this stand-in. */
+  kubeconfig(): string {
+    return [
+      "apiVersion: v1",
+      "kind: Config",
+      `clusters: [{name: standin, cluster: {server: "${this.url}"}}]`,
+      `users: [{name: dev, user: {token: "${this.#options.token ?? "none"}"}}]`,
+      "contexts: [{name: standin, context: {cluster: standin, user: dev}}]",
+      "current-context: standin",
+      "",
+    ].join("\n");
+  }
+
+  /** Stops serving and closes every watch. */
+  async stop(): Promise<void> {
+    this.dropWatches();
+    await this.#server?.shutdown();
+  }
+
+  /** Hook: ends every open watch abruptly, as a lost connection would. */
+  dropWatches(): void {
+    for (const w of [...this.#watches]) w.close(true);
+  }
+
+  /** Hook: makes matching requests fail. */
+  failRequests(rule: FaultRule): void {
+    this.#faults.push({ ...rule });
+  }
+
+  /** Hook: delays every response by `ms`. */
+  delayResponses(ms: number): void {
+    this.#delayMs = ms;
+  }
+
+  /** Hook: compacts history up to now, so older resourceVersions answer 410 Expired. */
+  compact(): void {
+    this.store.compact();
+  }
+
+  #register(rt: ResourceType): void {
+    this.#types.set(`${rt.group}/${rt.version}/${rt.plural}`, rt);
+  }
+
+  #count(key: string): void {
+    this.stats.requests[key] = (this.stats.requests[key] ?? 0) + 1;
+  }
+
+  async #handle(req: Request): Promise<Response> {
+    if (this.#delayMs) await new Promise((r) => setTimeout(r, this.#delayMs));
+    const url = new URL(req.url);
+    try {
+      if (["/healthz", "/readyz", "/livez"].includes(url.pathname)) return new Response("ok");
+      if (this.#options.token && req.headers.get("authorization") !== `Bearer ${this.#options.token}`) {
+        throw new ApiFailure(401, "Unauthorized", "Unauthorized");
+      }
+      if (url.pathname === "/version") return json({ major: "1", minor: "26", gitVersion: "v1.26.0-ferry-standin" });
+      const route = this.#route(url.pathname);
+      const isWatch = ["true", "1"].includes(url.searchParams.get("watch") ?? "");
+      this.#injectFault(req.method, url.pathname, isWatch);
+      if (req.method === "GET" && !route.name && isWatch) return this.#watch(route, url);
+      this.#count(`${req.method} ${route.rt.plural}`);
+      return await this.#serve(req, route, url);
+    } catch (e) {
+      if (e instanceof ApiFailure) return status(e.code, e.reason, e.message);
+      if (e instanceof SelectorError) return status(400, "BadRequest", e.message);
+      return status(500, "InternalError", String(e));
+    }
+  }
+
+  #injectFault(method: string, path: string, watch: boolean): void {
+    const rule = this.#faults.find((f) =>
+      f.times > 0 && (!f.method || f.method === method) && (!f.pathIncludes || path.includes(f.pathIncludes)) &&
+      (f.watch === undefined || f.watch === watch)
+    );
+    if (!rule) return;
+    rule.times--;
+    throw new ApiFailure(rule.status, rule.reason, "injected by the test");
+  }
+
+  #route(path: string): { rt: ResourceType; namespace?: string; name?: string } {
+    const m = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))\/(.*)$/.exec(path);
+    if (!m) throw new ApiFailure(404, "NotFound", `the server could not find the requested resource (${path})`);
+    const [group, version] = m[1] ? ["", m[1]] : [m[2], m[3]];
+    const segs = m[4].split("/").filter((s) => s !== "").map(decodeURIComponent);
+    let namespace: string | undefined, plural: string, name: string | undefined, rest: string[];
+    if (segs[0] === "namespaces" && segs.length >= 3) [, namespace, plural, name, ...rest] = segs;
+    else [plural, name, ...rest] = segs;
+    const rt = this.#types.get(`${group}/${version}/${plural}`);
+    if (!rt || rest.length > 0) throw new ApiFailure(404, "NotFound", `the server could not find the requested resource (${path})`);
+    if (!rt.namespaced && namespace) throw new ApiFailure(404, "NotFound", `${plural} is not namespaced`);
+    return { rt, namespace, name };
+  }
+
+  #checkNamespace(namespace: string | undefined): void {
+    if (namespace && !this.store.has(NAMESPACES, undefined, namespace)) {
+      throw new ApiFailure(404, "NotFound", `namespaces ${JSON.stringify(namespace)} not found`);
+    }
+  }
+
+  async #serve(req: Request, r: { rt: ResourceType; namespace?: string; name?: string }, url: URL): Promise<Response> {
+    const { rt, namespace, name } = r;
+    switch (req.method) {
+      case "GET":
+        return name ? json(this.store.get(rt, namespace, name)) : this.#list(rt, namespace, url);
+      case "POST": {
+        if (name) throw new ApiFailure(405, "MethodNotAllowed", "POST to an object");
+        const body = await req.json() as KubeObject;
+        const ns = rt.namespaced ? namespace ?? body.metadata?.namespace : undefined;
+        if (rt.namespaced && !ns) throw new ApiFailure(400, "BadRequest", "the namespace of the object is required");
+        this.#checkNamespace(ns);
+        const created = this.store.create(rt, ns, defaults(rt, body));
+        if (rt === CRDS) this.#registerCrd(created);
+        return json(created, 201);
+      }
+      case "PUT": {
+        if (!name) throw new ApiFailure(405, "MethodNotAllowed", "PUT to a collection");
+        const body = await req.json() as KubeObject;
+        return json(this.store.update(rt, namespace, name, body, rt === PODS));
+      }
+      case "PATCH": {
+        if (!name) throw new ApiFailure(405, "MethodNotAllowed", "PATCH to a collection");
+        const type = req.headers.get("content-type")?.split(";")[0];
+        if (type !== "application/merge-patch+json") {
+          throw new ApiFailure(415, "UnsupportedMediaType", `the stand-in supports only merge patches, not ${type}`);
+        }
+        const current = this.store.get(rt, namespace, name);
+        const patched = applyMergePatch(current, await req.json()) as KubeObject;
+        patched.metadata = { ...patched.metadata, resourceVersion: current.metadata!.resourceVersion };
+        return json(this.store.update(rt, namespace, name, patched, false));
+      }
+      case "DELETE": {
+        if (!name) throw new ApiFailure(405, "MethodNotAllowed", "DELETE of a collection");
+        return json(this.#delete(rt, namespace, name, await deleteGrace(req, url)));
+      }
+    }
+    throw new ApiFailure(405, "MethodNotAllowed", req.method);
+  }
+
+  #delete(rt: ResourceType, namespace: string | undefined, name: string, grace: number | undefined): KubeObject {
+    const current = this.store.get(rt, namespace, name);
+    const nodeName = (current as { spec?: { nodeName?: string } }).spec?.nodeName;
+    const seconds = grace ?? (current as { spec?: { terminationGracePeriodSeconds?: number } }).spec?.terminationGracePeriodSeconds ?? 30;
+    if (rt === PODS && nodeName && seconds > 0) return this.store.markForDeletion(rt, namespace, name, seconds);
+    return this.store.remove(rt, namespace, name);
+  }
+
+  #selectors(rt: ResourceType, url: URL): [Requirement[], Requirement[]] {
+    return [parseFieldSelector(url.searchParams.get("fieldSelector"), rt.plural), parseLabelSelector(url.searchParams.get("labelSelector"))];
+  }
+
+  #list(rt: ResourceType, namespace: string | undefined, url: URL): Response {
+    const [fields, labels] = this.#selectors(rt, url);
+    const limit = Number(url.searchParams.get("limit") ?? "0");
+    const cont = url.searchParams.get("continue");
+    const rvParam = url.searchParams.get("resourceVersion");
+    const match = url.searchParams.get("resourceVersionMatch");
+    let atRv = this.store.rv;
+    let after = "";
+    if (cont) {
+      let token: { rv: number; after: string };
+      try {
+        token = JSON.parse(atob(cont));
+      } catch {
+        throw new ApiFailure(400, "BadRequest", "continue key is not valid");
+      }
+      if (token.rv < this.store.compactedRv) {
+        throw new ApiFailure(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.");
+      }
+      [atRv, after] = [token.rv, token.after];
+    } else if (rvParam && rvParam !== "0") {
+      const n = Number(rvParam);
+      if (!Number.isInteger(n) || n < 0) throw new ApiFailure(400, "BadRequest", `invalid resource version ${rvParam}`);
+      if (n > this.store.rv) throw new ApiFailure(504, "Timeout", `Too large resource version: ${n}, current: ${this.store.rv}`);
+      if (match === "Exact") atRv = n;
+    }
+    const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ""}/${o.metadata!.name}`;
+    let items = this.store.snapshot(rt, namespace, atRv).filter((o) => matchesSelectors(o as Record<string, unknown>, fields, labels));
+    if (after) items = items.filter((o) => keyOf(o) > after);
+    const metadata: Record<string, unknown> = { resourceVersion: String(atRv) };
+    if (limit > 0 && items.length > limit) {
+      metadata.remainingItemCount = items.length - limit;
+      items = items.slice(0, limit);
+      metadata.continue = btoa(JSON.stringify({ rv: atRv, after: keyOf(items[items.length - 1]) }));
+    }
+    return json({ kind: `${rt.kind}List`, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version, metadata, items });
+  }
+
+  #watch(route: { rt: ResourceType; namespace?: string }, url: URL): Response {
+    const { rt, namespace } = route;
+    const [fields, labels] = this.#selectors(rt, url);
+    this.#count(`WATCH ${rt.plural}`);
+    const rvParam = url.searchParams.get("resourceVersion");
+    const bookmarks = url.searchParams.get("allowWatchBookmarks") === "true";
+    const timeoutSeconds = Number(url.searchParams.get("timeoutSeconds") ?? "1800");
+    const inScope = (o: KubeObject | undefined) =>
+      !!o && (!namespace || o.metadata?.namespace === namespace) && matchesSelectors(o as Record<string, unknown>, fields, labels);
+    const toEvent = (c: Change): { type: string; object: KubeObject } | undefined => {
+      const now = inScope(c.object), before = inScope(c.previous);
+      if (c.type === "DELETED") return before ? { type: "DELETED", object: c.object } : undefined;
+      if (now && before) return { type: "MODIFIED", object: c.object };
+      if (now) return { type: "ADDED", object: c.object };
+      if (before) return { type: "DELETED", object: c.object };
+      return undefined;
+    };
+    const encoder = new TextEncoder();
+    const watches = this.#watches;
+    const store = this.store;
+    const stats = this.stats;
+    const interval = this.#options.bookmarkIntervalMs ?? 1000;
+    let cleanup = () => {};
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        let closed = false;
+        let lastSent = 0;
+        const send = (ev: { type: string; object: unknown }) => {
+          if (!closed) controller.enqueue(encoder.encode(JSON.stringify(ev) + "\n"));
+        };
+        const initial: { type: string; object: KubeObject }[] = [];
+        let unsubscribe = () => {};
+        try {
+          if (!rvParam || rvParam === "0") {
+            for (const o of store.snapshot(rt, namespace)) if (inScope(o)) initial.push({ type: "ADDED", object: o });
+            lastSent = store.rv;
+          } else {
+            const from = Number(rvParam);
+            for (const c of store.changesSince(rt, from)) {
+              const ev = toEvent(c);
+              if (ev) initial.push(ev);
+            }
+            lastSent = Math.max(from, ...store.changesSince(rt, from).map((c) => c.rv));
+          }
+        } catch (e) {
+          if (e instanceof ApiFailure) {
+            send({ type: "ERROR", object: { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: e.message, reason: e.reason, code: e.code } });
+            controller.close();
+            return;
+          }
+          throw e;
+        }
+        for (const ev of initial) send(ev);
+        unsubscribe = store.subscribe((c) => {
+          if (c.resource !== resourceId(rt)) return;
+          lastSent = c.rv;
+          const ev = toEvent(c);
+          if (ev) send(ev);
+        });
+        const ticker = setInterval(() => {
+          const newest = store.lastRvOf(rt);
+          if (bookmarks && newest > lastSent) {
+            lastSent = newest;
+            send({ type: "BOOKMARK", object: { kind: rt.kind, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version, metadata: { resourceVersion: String(newest) } } });
+          }
+        }, interval);
+        const timer = setTimeout(() => handle.close(false), timeoutSeconds * 1000);
+        const handle: OpenWatch = {
+          close(error) {
+            if (closed) return;
+            closed = true;
+            cleanup();
+            try {
+              if (error) controller.error(new Error("connection dropped"));
+              else controller.close();
+            } catch { /* already closed */ }
+          },
+        };
+        cleanup = () => {
+          unsubscribe();
+          clearInterval(ticker);
+          clearTimeout(timer);
+          watches.delete(handle);
+          stats.openWatches = watches.size;
+        };
+        watches.add(handle);
+        stats.openWatches = watches.size;
+      },
+      cancel() {
+        cleanup();
+      },
+    });
+    return new Response(body, { headers: { "content-type": "application/json", "transfer-encoding": "chunked" } });
+  }
+
+  #registerCrd(crd: KubeObject): void {
+    const spec = (crd as { spec?: { group: string; scope: string; names: { plural: string; kind: string }; versions: { name: string; served: boolean }[] } }).spec;
+    if (!spec) return;
+    for (const v of spec.versions ?? []) {
+      if (!v.served) continue;
+      this.#register({ group: spec.group, version: v.name, plural: spec.names.plural, kind: spec.names.kind, namespaced: spec.scope === "Namespaced" });
+    }
+  }
+}
+
+function defaults(rt: ResourceType, obj: KubeObject): KubeObject {
+  if (rt !== PODS) return obj;
+  const pod = obj as KubeObject & { status?: { phase?: string }; spec?: Record<string, unknown> };
+  return { ...pod, spec: { ...pod.spec }, status: { phase: "Pending", ...pod.status } } as KubeObject;
+}
+
+async function deleteGrace(req: Request, url: URL): Promise<number | undefined> {
+  const q = url.searchParams.get("gracePeriodSeconds");
+  if (q !== null) return Number(q);
+  const text = await req.text();
+  if (!text) return undefined;
+  try {
+    const opts = JSON.parse(text) as { gracePeriodSeconds?: number };
+    return opts.gracePeriodSeconds;
+  } catch {
+    return undefined;
+  }
+}
+
+function json(body: unknown, code = 200): Response {
+  return new Response(JSON.stringify(body), { status: code, headers: { "content-type": "application/json" } });
+}
+
+function status(code: number, reason: string, message: string): Response {
+  return json({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code }, code);
+}

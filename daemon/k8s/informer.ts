@@ -1,0 +1,247 @@
+/**
+ * An informer: the cache of one resource selection, kept current by list-then-watch. It follows
+ * bookmarks; on 410 Gone (HTTP or the in-stream ERROR event) it re-lists and reconciles the
+ * cache, emitting changes and deletions for what moved while it was blind; it reconnects with
+ * exponential backoff and full jitter; it reports itself unhealthy when it cannot re-establish
+ * the watch within a deadline (and keeps trying); a periodic resync re-delivers the cache.
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import type { KubeClient, KubeObject, SelectOptions } from "./client.ts";
+import { KubeApiError } from "./errors.ts";
+import type { ResourceType } from "./resources.ts";
+import type { KubeStatus } from "./errors.ts";
+
+/** Why a handler sees an object. */
+export type UpsertReason = "event" | "relist" | "resync";
+
+/** What an informer tells its owner. Handlers must not throw. */
+export interface InformerHandlers<T> {
+  /** An object appeared or changed (or is re-delivered). */
+  upsert(obj: T, reason: UpsertReason): void;
+  /** An object is gone. */
+  remove(obj: T): void;
+}
+
+/** Tuning of an informer; every field has a default. */
+export interface InformerOptions {
+  /** Items per list page (default 500). */
+  pageSize?: number;
+  /** `timeoutSeconds` asked of each watch (default 300, with ±10% jitter). */
+  watchTimeoutSeconds?: number;
+  /** First reconnect delay ceiling in ms (default 200). */
+  backoffInitialMs?: number;
+  /** Largest reconnect delay ceiling in ms (default 30 000). */
+  backoffMaxMs?: number;
+  /** Unhealthy when no watch could be re-established for this long (ms, default 60 000). */
+  unhealthyAfterMs?: number;
+  /** Period of re-delivering the cache to handlers (ms; 0 disables; default 0). */
+  resyncMs?: number;
+  /** Randomness for jitter (tests pass a fixed one). */
+  random?: () => number;
+}
+
+/** Counters of an informer. */
+export interface InformerStats {
+  /** Full lists done (the first and every re-list). */
+  lists: number;
+  /** Re-lists caused by 410 Gone. */
+  relists: number;
+  /** Watch connections opened. */
+  watches: number;
+  /** Failed attempts (list or watch). */
+  failures: number;
+}
+
+const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
+
+/**
+ * The informer.
+ *
+ * @example
+ * ```ts
+ * const pods = new Informer<Pod>(kube, PODS, { fieldSelector: `spec.nodeName=${node}` }, handlers, logger);
+ * pods.start();
+ * await pods.synced;
+ * ```
+ */
+export class Informer<T extends KubeObject> {
+  readonly #kube: KubeClient;
+  readonly #rt: ResourceType;
+  readonly #select: SelectOptions;
+  readonly #handlers: InformerHandlers<T>;
+  readonly #log: Logger;
+  readonly #o: Required<InformerOptions>;
+  readonly #cache = new Map<string, T>();
+  readonly #abort = new AbortController();
+  readonly #synced = Promise.withResolvers<void>();
+  #isSynced = false;
+  #failingSince: number | undefined;
+  #loop?: Promise<void>;
+  #resync?: ReturnType<typeof setInterval>;
+  /** Counters. */
+  readonly stats: InformerStats = { lists: 0, relists: 0, watches: 0, failures: 0 };
+
+  /** Creates an informer; call {@link Informer.start}. */
+  constructor(
+    kube: KubeClient,
+    rt: ResourceType,
+    select: SelectOptions,
+    handlers: InformerHandlers<T>,
+    log: Logger,
+    options: InformerOptions = {},
+  ) {
+    this.#kube = kube;
+    this.#rt = rt;
+    this.#select = select;
+    this.#handlers = handlers;
+    this.#log = log;
+    this.#o = {
+      pageSize: 500,
+      watchTimeoutSeconds: 300,
+      backoffInitialMs: 200,
+      backoffMaxMs: 30_000,
+      unhealthyAfterMs: 60_000,
+      resyncMs: 0,
+      random: Math.random,
+      ...options,
+    };
+    this.#synced.promise.catch(() => {});
+  }
+
+  /** Resolves once the first list has been delivered to the handlers. */
+  get synced(): Promise<void> {
+    return this.#synced.promise;
+  }
+
+  /** True once the first list has been delivered. */
+  get isSynced(): boolean {
+    return this.#isSynced;
+  }
+
+  /** False while the watch has been failing for longer than the deadline. */
+  get healthy(): boolean {
+    return this.#failingSince === undefined || Date.now() - this.#failingSince < this.#o.unhealthyAfterMs;
+  }
+
+  /** The cached objects. */
+  list(): T[] {
+    return [...this.#cache.values()];
+  }
+
+  /** Starts listing and watching. */
+  start(): void {
+    this.#loop ??= this.#run();
+    if (this.#o.resyncMs > 0) {
+      this.#resync = setInterval(() => {
+        for (const obj of this.#cache.values()) this.#handlers.upsert(obj, "resync");
+      }, this.#o.resyncMs);
+    }
+  }
+
+  /** Stops: the open watch is closed and the loop ends. */
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    clearInterval(this.#resync);
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#abort.signal;
+    let rv: string | undefined;
+    let attempt = 0;
+    while (!signal.aborted) {
+      try {
+        if (rv === undefined) rv = await this.#relist(signal);
+        const timeoutSeconds = Math.round(this.#o.watchTimeoutSeconds * (0.9 + 0.2 * this.#o.random()));
+        const events = await this.#kube.watch<T | KubeStatus>(this.#rt, {
+          ...this.#select,
+          resourceVersion: rv,
+          allowWatchBookmarks: true,
+          timeoutSeconds,
+          signal,
+        });
+        this.stats.watches++;
+        attempt = 0;
+        this.#failingSince = undefined;
+        for await (const ev of events) {
+          if (ev.type === "ERROR") {
+            const status = ev.object as KubeStatus;
+            throw new KubeApiError(status.code ?? 500, status.reason ?? "Unknown", status.message ?? "watch error");
+          }
+          const obj = ev.object as T;
+          rv = obj.metadata?.resourceVersion ?? rv;
+          if (ev.type === "BOOKMARK") continue;
+          if (ev.type === "DELETED") {
+            this.#cache.delete(keyOf(obj));
+            this.#handlers.remove(obj);
+          } else {
+            this.#cache.set(keyOf(obj), obj);
+            this.#handlers.upsert(obj, "event");
+          }
+        }
+      } catch (e) {
+        if (signal.aborted) break;
+        if (e instanceof KubeApiError && e.isGone) {
+          this.#log.info("{resource}: resourceVersion {rv} expired, re-listing", { resource: this.#rt.plural, rv });
+          this.stats.relists++;
+          rv = undefined;
+          continue;
+        }
+        this.stats.failures++;
+        this.#failingSince ??= Date.now();
+        const ceiling = Math.min(this.#o.backoffMaxMs, this.#o.backoffInitialMs * 2 ** attempt++);
+        const delay = Math.round(this.#o.random() * ceiling);
+        this.#log.warn("{resource}: watch failed ({error}); retrying in {delay} ms", {
+          resource: this.#rt.plural,
+          error: e instanceof Error ? e.message : String(e),
+          delay,
+        });
+        await sleep(delay, signal);
+      }
+    }
+  }
+
+  /** Lists everything, reconciles the cache with it, and returns the list's resourceVersion. */
+  async #relist(signal: AbortSignal): Promise<string> {
+    const { items, resourceVersion } = await this.#kube.listAll<T>(this.#rt, {
+      ...this.#select,
+      pageSize: this.#o.pageSize,
+      signal,
+    });
+    this.stats.lists++;
+    const seen = new Set<string>();
+    for (const obj of items) {
+      const key = keyOf(obj);
+      seen.add(key);
+      const before = this.#cache.get(key);
+      this.#cache.set(key, obj);
+      if (!before || before.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
+        this.#handlers.upsert(obj, "relist");
+      }
+    }
+    for (const [key, obj] of [...this.#cache]) {
+      if (seen.has(key)) continue;
+      this.#cache.delete(key);
+      this.#handlers.remove(obj);
+    }
+    if (!this.#isSynced) {
+      this.#isSynced = true;
+      this.#synced.resolve();
+    }
+    return resourceVersion;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

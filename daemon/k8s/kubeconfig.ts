@@ -1,0 +1,125 @@
+/**
+ * Where the API is and how to authenticate: a kubeconfig file (token, token file, client
+ * certificate, CA; `insecure-skip-tls-verify` is refused), or the in-cluster service account
+ * (token re-read as the kubelet rotates it, CA beside it, address from the environment).
+ *
+ * @module
+ */
+import { parse } from "deno-std/yaml/parse.js";
+import type { ConnectionConfig } from "./transport.ts";
+
+/** A kubeconfig that cannot be used. */
+export class KubeconfigError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "KubeconfigError";
+  }
+}
+
+interface Named<T> {
+  name: string;
+  [key: string]: unknown;
+  value?: T;
+}
+
+interface RawKubeconfig {
+  "current-context"?: string;
+  contexts?: Named<unknown>[];
+  clusters?: Named<unknown>[];
+  users?: Named<unknown>[];
+}
+
+function pick(list: Named<unknown>[] | undefined, name: string | undefined, field: string, what: string) {
+  const entry = list?.find((e) => e.name === name);
+  if (!entry) throw new KubeconfigError(`kubeconfig has no ${what} named ${JSON.stringify(name)}`);
+  return (entry[field] ?? {}) as Record<string, unknown>;
+}
+
+function decodeBase64(data: string): string {
+  return new TextDecoder().decode(Uint8Array.from(atob(data), (c) => c.charCodeAt(0)));
+}
+
+/** A token that is read from `path` again once `ttlMs` has passed (rotated tokens are picked up). */
+export function fileToken(path: string, ttlMs = 60_000, now = () => Date.now()): () => Promise<string> {
+  let cached: { token: string; at: number } | undefined;
+  return async () => {
+    if (!cached || now() - cached.at >= ttlMs) {
+      cached = { token: (await Deno.readTextFile(path)).trim(), at: now() };
+    }
+    return cached.token;
+  };
+}
+
+/**
+ * Reads a kubeconfig file's current context into a connection config.
+ *
+ * @throws {KubeconfigError} for a missing piece, an unsupported auth method, or
+ * `insecure-skip-tls-verify`.
+ * @example
+ * ```ts
+ * const conn = await loadKubeconfig("/etc/kubernetes/kubelet.conf");
+ * ```
+ */
+export async function loadKubeconfig(path: string): Promise<ConnectionConfig> {
+  let raw: RawKubeconfig;
+  try {
+    raw = parse(await Deno.readTextFile(path)) as RawKubeconfig;
+  } catch (e) {
+    throw new KubeconfigError(`cannot read kubeconfig ${path}: ${e instanceof Error ? e.message : e}`);
+  }
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
+  const resolve = (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
+  const readPem = async (inline: unknown, file: unknown) =>
+    typeof inline === "string" ? decodeBase64(inline) : typeof file === "string" ? await Deno.readTextFile(resolve(file)) : undefined;
+
+  const context = pick(raw.contexts, raw["current-context"], "context", "context");
+  const cluster = pick(raw.clusters, context.cluster as string, "cluster", "cluster");
+  const user = pick(raw.users, context.user as string, "user", "user");
+  if (cluster["insecure-skip-tls-verify"]) {
+    throw new KubeconfigError(`kubeconfig ${path} asks for insecure-skip-tls-verify; Ferry refuses to talk to an unverified API server`);
+  }
+  if (user.exec || user["auth-provider"]) {
+    throw new KubeconfigError(`kubeconfig ${path} uses exec or auth-provider credentials, which Ferry does not run`);
+  }
+  if (typeof cluster.server !== "string") throw new KubeconfigError(`kubeconfig ${path} names no server`);
+  const config: ConnectionConfig = { server: cluster.server };
+  config.caCert = await readPem(cluster["certificate-authority-data"], cluster["certificate-authority"]);
+  config.clientCert = await readPem(user["client-certificate-data"], user["client-certificate"]);
+  config.clientKey = await readPem(user["client-key-data"], user["client-key"]);
+  if (typeof user.token === "string") {
+    const token = user.token;
+    config.token = () => Promise.resolve(token);
+  } else if (typeof user.tokenFile === "string") {
+    config.token = fileToken(resolve(user.tokenFile));
+  }
+  return config;
+}
+
+/** Where a pod's service account credentials are mounted. */
+export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/**
+ * The in-cluster connection: `KUBERNETES_SERVICE_HOST`/`_PORT`, the mounted CA, and the mounted
+ * token re-read as it rotates.
+ *
+ * @throws {KubeconfigError} outside a pod.
+ */
+export async function inClusterConfig(
+  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
+  dir = SERVICE_ACCOUNT_DIR,
+): Promise<ConnectionConfig> {
+  const host = env("KUBERNETES_SERVICE_HOST");
+  const port = env("KUBERNETES_SERVICE_PORT");
+  if (!host || !port) {
+    throw new KubeconfigError("not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no kubeconfig given");
+  }
+  const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  let caCert: string;
+  try {
+    caCert = await Deno.readTextFile(`${dir}/ca.crt`);
+  } catch (e) {
+    throw new KubeconfigError(`cannot read the service account CA: ${e instanceof Error ? e.message : e}`);
+  }
+  return { server, caCert, token: fileToken(`${dir}/token`) };
+}

@@ -1,0 +1,70 @@
+/**
+ * The API resources Ferry uses, and how their URLs are formed. Pure.
+ *
+ * @module
+ */
+
+/** A resource type of the API. */
+export interface ResourceType {
+  /** API group; "" for core. */
+  group: string;
+  /** Version, e.g. `v1`. */
+  version: string;
+  /** Plural name in URLs. */
+  plural: string;
+  /** Kind of its objects. */
+  kind: string;
+  /** Whether objects live in namespaces. */
+  namespaced: boolean;
+}
+
+/** Pods. */
+export const PODS: ResourceType = { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true };
+/** Nodes. */
+export const NODES: ResourceType = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false };
+/** Namespaces. */
+export const NAMESPACES: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "namespaces",
+  kind: "Namespace",
+  namespaced: false,
+};
+/** core/v1 Events. */
+export const EVENTS: ResourceType = { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true };
+/** Multus NetworkAttachmentDefinitions. */
+export const NETWORK_ATTACHMENT_DEFINITIONS: ResourceType = {
+  group: "k8s.cni.cncf.io",
+  version: "v1",
+  plural: "network-attachment-definitions",
+  kind: "NetworkAttachmentDefinition",
+  namespaced: true,
+};
+/** CustomResourceDefinitions. */
+export const CRDS: ResourceType = {
+  group: "apiextensions.k8s.io",
+  version: "v1",
+  plural: "customresourcedefinitions",
+  kind: "CustomResourceDefinition",
+  namespaced: false,
+};
+
+/** The `apiVersion` of a resource type's objects. */
+export function apiVersionOf(rt: ResourceType): string {
+  return rt.group ? `${rt.group}/${rt.version}` : rt.version;
+}
+
+/**
+ * The URL path of a collection (no name) or an object.
+ *
+ * @example
+ * ```ts
+ * resourcePath(PODS, "default", "web-0"); // "/api/v1/namespaces/default/pods/web-0"
+ * resourcePath(PODS);                     // "/api/v1/pods" (all namespaces)
+ * ```
+ */
+export function resourcePath(rt: ResourceType, namespace?: string, name?: string): string {
+  const base = rt.group ? `/apis/${rt.group}/${rt.version}` : `/api/${rt.version}`;
+  const ns = rt.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : "";
+  return `${base}${ns}/${rt.plural}${name ? `/${encodeURIComponent(name)}` : ""}`;
+}
