@@ -156,14 +156,19 @@ export class CniService {
       return await registry.waitFor(ref, signal);
     } catch (e) {
       if (!signal.aborted) throw e;
-      this.#d.logger.warn("pod {namespace}/{name} did not appear within {ms} ms; ADD {containerId} refused", {
-        ...ref,
-        ms: waitMs,
-        containerId: req.containerId,
-      });
+      this.#d.logger.warn(
+        "pod {namespace}/{name} did not appear within {ms} ms; ADD {containerId} refused",
+        {
+          ...ref,
+          ms: waitMs,
+          containerId: req.containerId,
+        },
+      );
       throw new CniError(
         CNI_ERROR.TRY_AGAIN_LATER,
-        `pod ${ref.namespace}/${ref.name} did not appear in the node's pod watch within ${waitMs / 1000} s`,
+        `pod ${ref.namespace}/${ref.name} did not appear in the node's pod watch within ${
+          waitMs / 1000
+        } s`,
       );
     }
   }

@@ -16,8 +16,13 @@ export const DaemonConfigSchema = Type.Object({
   kubeconfig: Type.Optional(
     Type.String({ description: "kubeconfig file; in-cluster when absent" }),
   ),
-  standalone: Type.Boolean({ description: "no Kubernetes: plug without pod lookup (local tests, plain CNI)" }),
-  podWaitSeconds: Type.Number({ exclusiveMinimum: 0, description: "how long ADD waits for its pod" }),
+  standalone: Type.Boolean({
+    description: "no Kubernetes: plug without pod lookup (local tests, plain CNI)",
+  }),
+  podWaitSeconds: Type.Number({
+    exclusiveMinimum: 0,
+    description: "how long ADD waits for its pod",
+  }),
   watch: Type.Object({
     timeoutSeconds: Type.Integer({ minimum: 1 }),
     unhealthyAfterSeconds: Type.Number({ exclusiveMinimum: 0 }),

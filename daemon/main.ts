@@ -73,7 +73,9 @@ interface KubeSide {
 }
 
 async function connectKube(config: DaemonConfig, store: AttachmentStore): Promise<KubeSide> {
-  const conn = config.kubeconfig ? await loadKubeconfig(config.kubeconfig) : await inClusterConfig();
+  const conn = config.kubeconfig
+    ? await loadKubeconfig(config.kubeconfig)
+    : await inClusterConfig();
   const http = new HttpTransport(conn);
   const transport = new CountingTransport(http);
   const kube = new KubeClient(transport);
@@ -137,14 +139,20 @@ export function attachmentsAnnotation(containerId: string, all: Attachment[]): s
  * await daemon.stop();
  * ```
  */
-export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
+export async function startDaemon(
+  config: DaemonConfig,
+  overrides: DaemonOverrides = {},
+): Promise<Daemon> {
   const logger = getLogger(["ferry", "daemon"]);
   const range = defaultRange(parseCidr(config.network.subnet), {
     start: config.network.rangeStart,
     end: config.network.rangeEnd,
     gateway: config.network.gateway,
   });
-  const pool = await LocalPool.open(`${config.stateDir}/ipam/${config.network.subnet.replace("/", "_")}`, range);
+  const pool = await LocalPool.open(
+    `${config.stateDir}/ipam/${config.network.subnet.replace("/", "_")}`,
+    range,
+  );
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
   const kube = config.standalone ? undefined : await connectKube(config, store);
   let serving = false;
@@ -165,7 +173,9 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     apiCallsOnCniPath: kube?.cniApiCalls.count ?? 0,
     apiRequests: { ...(kube?.transport.counts ?? {}) },
     podWatch: kube ? { ...kube.informer.stats } : undefined,
-    registry: kube ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting } : undefined,
+    registry: kube
+      ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
+      : undefined,
   });
   const router = createRouter({
     handle: (req) => {

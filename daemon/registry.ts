@@ -135,7 +135,12 @@ export class PodRegistry {
     if (!this.#matches(w.ref, pod)) return;
     this.#forget(key, w);
     if (pod.terminating) {
-      w.reject(new CniError(CNI_ERROR.TRY_AGAIN_LATER, `pod ${key} is terminating; no new sandbox is plugged for it`));
+      w.reject(
+        new CniError(
+          CNI_ERROR.TRY_AGAIN_LATER,
+          `pod ${key} is terminating; no new sandbox is plugged for it`,
+        ),
+      );
     } else {
       w.resolve(pod);
     }

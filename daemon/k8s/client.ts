@@ -69,7 +69,9 @@ export class KubeClient {
       signal?: AbortSignal;
     } = {},
   ): Promise<ListPage<T>> {
-    const list = await this.#t.json<{ items: T[]; metadata: { resourceVersion: string; continue?: string } }>({
+    const list = await this.#t.json<
+      { items: T[]; metadata: { resourceVersion: string; continue?: string } }
+    >({
       method: "GET",
       path: resourcePath(rt, opts.namespace),
       query: {
@@ -82,19 +84,29 @@ export class KubeClient {
       },
       signal: opts.signal,
     });
-    const page: ListPage<T> = { items: list.items ?? [], resourceVersion: list.metadata.resourceVersion };
+    const page: ListPage<T> = {
+      items: list.items ?? [],
+      resourceVersion: list.metadata.resourceVersion,
+    };
     if (list.metadata.continue) page.continue = list.metadata.continue;
     return page;
   }
 
   /** Lists every page (`limit`/`continue`); the result's resourceVersion is the first page's. */
-  async listAll<T>(rt: ResourceType, opts: SelectOptions & { pageSize?: number; signal?: AbortSignal } = {}) {
+  async listAll<T>(
+    rt: ResourceType,
+    opts: SelectOptions & { pageSize?: number; signal?: AbortSignal } = {},
+  ) {
     const items: T[] = [];
     let page = await this.list<T>(rt, { ...opts, limit: opts.pageSize ?? 500 });
     const resourceVersion = page.resourceVersion;
     items.push(...page.items);
     while (page.continue) {
-      page = await this.list<T>(rt, { ...opts, limit: opts.pageSize ?? 500, continue: page.continue });
+      page = await this.list<T>(rt, {
+        ...opts,
+        limit: opts.pageSize ?? 500,
+        continue: page.continue,
+      });
       items.push(...page.items);
     }
     return { items, resourceVersion };
@@ -138,14 +150,24 @@ export class KubeClient {
   }
 
   /** Reads one object. */
-  get<T>(rt: ResourceType, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<T> {
+  get<T>(
+    rt: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<T> {
     return this.#t.json<T>({ method: "GET", path: resourcePath(rt, namespace, name), signal });
   }
 
   /** Creates an object; an existing name throws `KubeApiError` with `isAlreadyExists`. */
   create<T extends KubeObject>(rt: ResourceType, obj: T, signal?: AbortSignal): Promise<T> {
     const body = { apiVersion: apiVersionOf(rt), kind: rt.kind, ...obj };
-    return this.#t.json<T>({ method: "POST", path: resourcePath(rt, obj.metadata?.namespace), body, signal });
+    return this.#t.json<T>({
+      method: "POST",
+      path: resourcePath(rt, obj.metadata?.namespace),
+      body,
+      signal,
+    });
   }
 
   /** Replaces an object; a stale resourceVersion throws `KubeApiError` with `isConflict`. */
@@ -160,7 +182,13 @@ export class KubeClient {
   }
 
   /** Applies a JSON merge patch (RFC 7386): named keys change, `null` removes a key. */
-  patchMerge<T>(rt: ResourceType, namespace: string | undefined, name: string, patch: unknown, signal?: AbortSignal) {
+  patchMerge<T>(
+    rt: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+    signal?: AbortSignal,
+  ) {
     return this.#t.json<T>({
       method: "PATCH",
       path: resourcePath(rt, namespace, name),
@@ -187,8 +215,20 @@ export class KubeClient {
 
   /** Records a core/v1 Event about `regarding` (shown by `kubectl describe`). */
   createEvent(
-    regarding: { kind: string; namespace?: string; name: string; uid?: string; apiVersion?: string },
-    event: { type: "Normal" | "Warning"; reason: string; message: string; component: string; host?: string },
+    regarding: {
+      kind: string;
+      namespace?: string;
+      name: string;
+      uid?: string;
+      apiVersion?: string;
+    },
+    event: {
+      type: "Normal" | "Warning";
+      reason: string;
+      message: string;
+      component: string;
+      host?: string;
+    },
     signal?: AbortSignal,
   ): Promise<KubeObject> {
     const now = new Date().toISOString();

@@ -55,7 +55,11 @@ export interface KubeStatus {
 /** Builds the error from a Status body (or whatever the server sent). */
 export function kubeErrorFrom(status: number, body: unknown): KubeApiError {
   const s = (body && typeof body === "object" ? body : {}) as KubeStatus;
-  return new KubeApiError(s.code ?? status, s.reason ?? "Unknown", s.message ?? String(body).slice(0, 300));
+  return new KubeApiError(
+    s.code ?? status,
+    s.reason ?? "Unknown",
+    s.message ?? String(body).slice(0, 300),
+  );
 }
 
 /** The API server could not be reached at all (connection refused, TLS failure, timeout). */

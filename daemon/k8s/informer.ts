@@ -122,7 +122,8 @@ export class Informer<T extends KubeObject> {
 
   /** False while the watch has been failing for longer than the deadline. */
   get healthy(): boolean {
-    return this.#failingSince === undefined || Date.now() - this.#failingSince < this.#o.unhealthyAfterMs;
+    return this.#failingSince === undefined ||
+      Date.now() - this.#failingSince < this.#o.unhealthyAfterMs;
   }
 
   /** The cached objects. */
@@ -154,7 +155,9 @@ export class Informer<T extends KubeObject> {
     while (!signal.aborted) {
       try {
         if (rv === undefined) rv = await this.#relist(signal);
-        const timeoutSeconds = Math.round(this.#o.watchTimeoutSeconds * (0.9 + 0.2 * this.#o.random()));
+        const timeoutSeconds = Math.round(
+          this.#o.watchTimeoutSeconds * (0.9 + 0.2 * this.#o.random()),
+        );
         const events = await this.#kube.watch<T | KubeStatus>(this.#rt, {
           ...this.#select,
           resourceVersion: rv,
@@ -168,7 +171,11 @@ export class Informer<T extends KubeObject> {
         for await (const ev of events) {
           if (ev.type === "ERROR") {
             const status = ev.object as KubeStatus;
-            throw new KubeApiError(status.code ?? 500, status.reason ?? "Unknown", status.message ?? "watch error");
+            throw new KubeApiError(
+              status.code ?? 500,
+              status.reason ?? "Unknown",
+              status.message ?? "watch error",
+            );
           }
           const obj = ev.object as T;
           rv = obj.metadata?.resourceVersion ?? rv;
@@ -184,7 +191,10 @@ export class Informer<T extends KubeObject> {
       } catch (e) {
         if (signal.aborted) break;
         if (e instanceof KubeApiError && e.isGone) {
-          this.#log.info("{resource}: resourceVersion {rv} expired, re-listing", { resource: this.#rt.plural, rv });
+          this.#log.info("{resource}: resourceVersion {rv} expired, re-listing", {
+            resource: this.#rt.plural,
+            rv,
+          });
           this.stats.relists++;
           rv = undefined;
           continue;

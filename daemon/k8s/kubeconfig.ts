@@ -30,7 +30,12 @@ interface RawKubeconfig {
   users?: Named<unknown>[];
 }
 
-function pick(list: Named<unknown>[] | undefined, name: string | undefined, field: string, what: string) {
+function pick(
+  list: Named<unknown>[] | undefined,
+  name: string | undefined,
+  field: string,
+  what: string,
+) {
   const entry = list?.find((e) => e.name === name);
   if (!entry) throw new KubeconfigError(`kubeconfig has no ${what} named ${JSON.stringify(name)}`);
   return (entry[field] ?? {}) as Record<string, unknown>;
@@ -41,7 +46,11 @@ function decodeBase64(data: string): string {
 }
 
 /** A token that is read from `path` again once `ttlMs` has passed (rotated tokens are picked up). */
-export function fileToken(path: string, ttlMs = 60_000, now = () => Date.now()): () => Promise<string> {
+export function fileToken(
+  path: string,
+  ttlMs = 60_000,
+  now = () => Date.now(),
+): () => Promise<string> {
   let cached: { token: string; at: number } | undefined;
   return async () => {
     if (!cached || now() - cached.at >= ttlMs) {
@@ -66,25 +75,40 @@ export async function loadKubeconfig(path: string): Promise<ConnectionConfig> {
   try {
     raw = parse(await Deno.readTextFile(path)) as RawKubeconfig;
   } catch (e) {
-    throw new KubeconfigError(`cannot read kubeconfig ${path}: ${e instanceof Error ? e.message : e}`);
+    throw new KubeconfigError(
+      `cannot read kubeconfig ${path}: ${e instanceof Error ? e.message : e}`,
+    );
   }
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
   const resolve = (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
   const readPem = async (inline: unknown, file: unknown) =>
-    typeof inline === "string" ? decodeBase64(inline) : typeof file === "string" ? await Deno.readTextFile(resolve(file)) : undefined;
+    typeof inline === "string"
+      ? decodeBase64(inline)
+      : typeof file === "string"
+      ? await Deno.readTextFile(resolve(file))
+      : undefined;
 
   const context = pick(raw.contexts, raw["current-context"], "context", "context");
   const cluster = pick(raw.clusters, context.cluster as string, "cluster", "cluster");
   const user = pick(raw.users, context.user as string, "user", "user");
   if (cluster["insecure-skip-tls-verify"]) {
-    throw new KubeconfigError(`kubeconfig ${path} asks for insecure-skip-tls-verify; Ferry refuses to talk to an unverified API server`);
+    throw new KubeconfigError(
+      `kubeconfig ${path} asks for insecure-skip-tls-verify; Ferry refuses to talk to an unverified API server`,
+    );
   }
   if (user.exec || user["auth-provider"]) {
-    throw new KubeconfigError(`kubeconfig ${path} uses exec or auth-provider credentials, which Ferry does not run`);
+    throw new KubeconfigError(
+      `kubeconfig ${path} uses exec or auth-provider credentials, which Ferry does not run`,
+    );
   }
-  if (typeof cluster.server !== "string") throw new KubeconfigError(`kubeconfig ${path} names no server`);
+  if (typeof cluster.server !== "string") {
+    throw new KubeconfigError(`kubeconfig ${path} names no server`);
+  }
   const config: ConnectionConfig = { server: cluster.server };
-  config.caCert = await readPem(cluster["certificate-authority-data"], cluster["certificate-authority"]);
+  config.caCert = await readPem(
+    cluster["certificate-authority-data"],
+    cluster["certificate-authority"],
+  );
   config.clientCert = await readPem(user["client-certificate-data"], user["client-certificate"]);
   config.clientKey = await readPem(user["client-key-data"], user["client-key"]);
   if (typeof user.token === "string") {
@@ -112,14 +136,18 @@ export async function inClusterConfig(
   const host = env("KUBERNETES_SERVICE_HOST");
   const port = env("KUBERNETES_SERVICE_PORT");
   if (!host || !port) {
-    throw new KubeconfigError("not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no kubeconfig given");
+    throw new KubeconfigError(
+      "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and no kubeconfig given",
+    );
   }
   const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
   let caCert: string;
   try {
     caCert = await Deno.readTextFile(`${dir}/ca.crt`);
   } catch (e) {
-    throw new KubeconfigError(`cannot read the service account CA: ${e instanceof Error ? e.message : e}`);
+    throw new KubeconfigError(
+      `cannot read the service account CA: ${e instanceof Error ? e.message : e}`,
+    );
   }
   return { server, caCert, token: fileToken(`${dir}/token`) };
 }

@@ -19,9 +19,21 @@ export interface ResourceType {
 }
 
 /** Pods. */
-export const PODS: ResourceType = { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true };
+export const PODS: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "pods",
+  kind: "Pod",
+  namespaced: true,
+};
 /** Nodes. */
-export const NODES: ResourceType = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false };
+export const NODES: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "nodes",
+  kind: "Node",
+  namespaced: false,
+};
 /** Namespaces. */
 export const NAMESPACES: ResourceType = {
   group: "",
@@ -31,7 +43,13 @@ export const NAMESPACES: ResourceType = {
   namespaced: false,
 };
 /** core/v1 Events. */
-export const EVENTS: ResourceType = { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true };
+export const EVENTS: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "events",
+  kind: "Event",
+  namespaced: true,
+};
 /** Multus NetworkAttachmentDefinitions. */
 export const NETWORK_ATTACHMENT_DEFINITIONS: ResourceType = {
   group: "k8s.cni.cncf.io",

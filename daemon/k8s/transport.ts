@@ -95,7 +95,10 @@ export class HttpTransport implements KubeTransport {
       });
     } catch (e) {
       if (req.signal?.aborted) throw req.signal.reason ?? e;
-      throw new KubeUnreachableError(`cannot reach ${this.#config.server}: ${e instanceof Error ? e.message : e}`, { cause: e });
+      throw new KubeUnreachableError(
+        `cannot reach ${this.#config.server}: ${e instanceof Error ? e.message : e}`,
+        { cause: e },
+      );
     }
     if (!res.ok) {
       const text = await res.text();

@@ -16,7 +16,9 @@ export interface WatchEvent<T> {
  * Yields one event per JSON line of `body`; a partial last line at the end of the stream is
  * dropped (the server closed mid-event, which a re-watch recovers from).
  */
-export async function* watchEvents<T>(body: ReadableStream<Uint8Array>): AsyncGenerator<WatchEvent<T>> {
+export async function* watchEvents<T>(
+  body: ReadableStream<Uint8Array>,
+): AsyncGenerator<WatchEvent<T>> {
   let buffer = "";
   for await (const text of body.pipeThrough(new TextDecoderStream())) {
     buffer += text;

@@ -65,7 +65,9 @@ Deno.test("a handler's CniError keeps its code; anything else is an internal err
 
 Deno.test("health and readiness report their state; unknown routes are 404/405", async () => {
   const r = router();
-  assertEquals(await (await r(new Request("http://ferry/v1/stats"))).json(), { cniRequests: { ADD: 1 } });
+  assertEquals(await (await r(new Request("http://ferry/v1/stats"))).json(), {
+    cniRequests: { ADD: 1 },
+  });
   assertEquals((await r(new Request("http://ferry/healthz"))).status, 200);
   assertEquals((await r(new Request("http://ferry/readyz"))).status, 503);
   const unknown = await r(new Request("http://ferry/nope"));

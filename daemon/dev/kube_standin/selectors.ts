@@ -38,7 +38,15 @@ export const SELECTABLE_FIELDS: Record<string, string[]> = {
     "status.podIP",
     "status.nominatedNodeName",
   ],
-  events: ["involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid", "reason", "type", "source"],
+  events: [
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "reason",
+    "type",
+    "source",
+  ],
   namespaces: ["status.phase"],
 };
 
@@ -79,7 +87,13 @@ export function parseLabelSelector(text: string | null): Requirement[] {
   terms.push(text.slice(start));
   return terms.map((t) => t.trim()).filter((t) => t !== "").map((term) => {
     let m = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(term);
-    if (m) return { key: m[1], op: m[2] as "in" | "notin", values: m[3].split(",").map((v) => v.trim()) };
+    if (m) {
+      return {
+        key: m[1],
+        op: m[2] as "in" | "notin",
+        values: m[3].split(",").map((v) => v.trim()),
+      };
+    }
     m = /^([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)$/.exec(term);
     if (m) return { key: m[1], op: m[2] === "!=" ? "!=" : "=", values: [m[3]] };
     m = /^(!?)([\w./-]+)$/.exec(term);
@@ -91,7 +105,9 @@ export function parseLabelSelector(text: string | null): Requirement[] {
 /** The value of a dotted field path of an object, as a string ("" when absent). */
 export function fieldValue(obj: unknown, path: string): string {
   let cur: unknown = obj;
-  for (const part of path.split(".")) cur = cur && typeof cur === "object" ? (cur as Record<string, unknown>)[part] : undefined;
+  for (const part of path.split(".")) {
+    cur = cur && typeof cur === "object" ? (cur as Record<string, unknown>)[part] : undefined;
+  }
   if (cur === undefined || cur === null) return path === "spec.hostNetwork" ? "false" : "";
   return String(cur);
 }
@@ -115,8 +131,13 @@ function satisfies(req: Requirement, value: string | undefined): boolean {
 }
 
 /** True when `obj` matches every field requirement and every label requirement. */
-export function matchesSelectors(obj: Record<string, unknown>, fields: Requirement[], labels: Requirement[]): boolean {
-  const objLabels = ((obj.metadata as { labels?: Record<string, string> } | undefined)?.labels) ?? {};
+export function matchesSelectors(
+  obj: Record<string, unknown>,
+  fields: Requirement[],
+  labels: Requirement[],
+): boolean {
+  const objLabels = ((obj.metadata as { labels?: Record<string, string> } | undefined)?.labels) ??
+    {};
   return fields.every((r) => satisfies(r, fieldValue(obj, r.key))) &&
     labels.every((r) => satisfies(r, objLabels[r.key]));
 }

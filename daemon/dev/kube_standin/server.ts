@@ -8,10 +8,12 @@
  * `resourceVersion` + `resourceVersionMatch=Exact` reads of older versions, HTTP 410 `Expired`
  * after compaction), watch (from a resourceVersion, synthetic ADDED when none or "0" is given,
  * objects moving in and out of a selector as ADDED/DELETED, bookmarks only when the type has
- * newer events, the in-stream ERROR 410 for a compacted version, `timeoutSeconds`); get, create
+ * newer events, the in-stream ERROR 410 for a version older than the watch cache, which keeps at
+ * least 100 events per type and all of the last 75 s, `timeoutSeconds`); get, create
  * (409 `AlreadyExists`), update (409 `Conflict` on a stale resourceVersion, 422 when a pod update
  * has none), JSON merge patch, delete (a pod with `spec.nodeName` is only marked with
- * `deletionTimestamp` until deleted again with `gracePeriodSeconds=0`, as without a kubelet);
+ * `deletionTimestamp` until deleted again with `gracePeriodSeconds=0`, as without a kubelet, and
+ * every other pod deletion is a MODIFIED with grace 0 followed by DELETED, as the real server does);
  * field selectors (the server's supported fields; others are 400) and label selectors;
  * namespaces must exist; CRDs register their resources (served versions, scope); bearer tokens.
  *
@@ -26,7 +28,13 @@ import type { KubeObject } from "../../k8s/client.ts";
 import { CRDS, EVENTS, NAMESPACES, NODES, PODS, type ResourceType } from "../../k8s/resources.ts";
 import { applyMergePatch } from "./merge_patch.ts";
 import { ApiFailure, type Change, ObjectStore, resourceId } from "./object_store.ts";
-import { matchesSelectors, parseFieldSelector, parseLabelSelector, type Requirement, SelectorError } from "./selectors.ts";
+import {
+  matchesSelectors,
+  parseFieldSelector,
+  parseLabelSelector,
+  type Requirement,
+  SelectorError,
+} from "./selectors.ts";
 
 /** Injected trouble for tests. */
 export interface FaultRule {
@@ -94,7 +102,11 @@ export class KubeStandin {
     this.#options = options;
     for (const rt of BUILTIN) this.#register(rt);
     for (const name of ["default", "kube-system", "kube-public"]) {
-      this.store.create(NAMESPACES, undefined, { metadata: { name }, spec: {}, status: { phase: "Active" } } as KubeObject);
+      this.store.create(
+        NAMESPACES,
+        undefined,
+        { metadata: { name }, spec: {}, status: { phase: "Active" } } as KubeObject,
+      );
     }
   }
 
@@ -144,14 +156,24 @@ export class KubeStandin {
     this.#faults.push({ ...rule });
   }
 
+  /** Hook: removes every fault rule. */
+  clearFaults(): void {
+    this.#faults.length = 0;
+  }
+
   /** Hook: delays every response by `ms`. */
   delayResponses(ms: number): void {
     this.#delayMs = ms;
   }
 
-  /** Hook: compacts history up to now, so older resourceVersions answer 410 Expired. */
+  /** Hook: compacts etcd up to now: exact lists and continue tokens of older versions answer 410. */
   compact(): void {
     this.store.compact();
+  }
+
+  /** Hook: empties the watch cache: watches from older versions get the in-stream 410 ERROR. */
+  expireWatchCache(): void {
+    this.store.expireWatchCache();
   }
 
   #register(rt: ResourceType): void {
@@ -167,10 +189,14 @@ export class KubeStandin {
     const url = new URL(req.url);
     try {
       if (["/healthz", "/readyz", "/livez"].includes(url.pathname)) return new Response("ok");
-      if (this.#options.token && req.headers.get("authorization") !== `Bearer ${this.#options.token}`) {
+      if (
+        this.#options.token && req.headers.get("authorization") !== `Bearer ${this.#options.token}`
+      ) {
         throw new ApiFailure(401, "Unauthorized", "Unauthorized");
       }
-      if (url.pathname === "/version") return json({ major: "1", minor: "26", gitVersion: "v1.26.0-ferry-standin" });
+      if (url.pathname === "/version") {
+        return json({ major: "1", minor: "26", gitVersion: "v1.26.0-ferry-standin" });
+      }
       const route = this.#route(url.pathname);
       const isWatch = ["true", "1"].includes(url.searchParams.get("watch") ?? "");
       this.#injectFault(req.method, url.pathname, isWatch);
@@ -186,7 +212,8 @@ export class KubeStandin {
 
   #injectFault(method: string, path: string, watch: boolean): void {
     const rule = this.#faults.find((f) =>
-      f.times > 0 && (!f.method || f.method === method) && (!f.pathIncludes || path.includes(f.pathIncludes)) &&
+      f.times > 0 && (!f.method || f.method === method) &&
+      (!f.pathIncludes || path.includes(f.pathIncludes)) &&
       (f.watch === undefined || f.watch === watch)
     );
     if (!rule) return;
@@ -196,15 +223,29 @@ export class KubeStandin {
 
   #route(path: string): { rt: ResourceType; namespace?: string; name?: string } {
     const m = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))\/(.*)$/.exec(path);
-    if (!m) throw new ApiFailure(404, "NotFound", `the server could not find the requested resource (${path})`);
+    if (!m) {
+      throw new ApiFailure(
+        404,
+        "NotFound",
+        `the server could not find the requested resource (${path})`,
+      );
+    }
     const [group, version] = m[1] ? ["", m[1]] : [m[2], m[3]];
     const segs = m[4].split("/").filter((s) => s !== "").map(decodeURIComponent);
     let namespace: string | undefined, plural: string, name: string | undefined, rest: string[];
     if (segs[0] === "namespaces" && segs.length >= 3) [, namespace, plural, name, ...rest] = segs;
     else [plural, name, ...rest] = segs;
     const rt = this.#types.get(`${group}/${version}/${plural}`);
-    if (!rt || rest.length > 0) throw new ApiFailure(404, "NotFound", `the server could not find the requested resource (${path})`);
-    if (!rt.namespaced && namespace) throw new ApiFailure(404, "NotFound", `${plural} is not namespaced`);
+    if (!rt || rest.length > 0) {
+      throw new ApiFailure(
+        404,
+        "NotFound",
+        `the server could not find the requested resource (${path})`,
+      );
+    }
+    if (!rt.namespaced && namespace) {
+      throw new ApiFailure(404, "NotFound", `${plural} is not namespaced`);
+    }
     return { rt, namespace, name };
   }
 
@@ -214,7 +255,11 @@ export class KubeStandin {
     }
   }
 
-  async #serve(req: Request, r: { rt: ResourceType; namespace?: string; name?: string }, url: URL): Promise<Response> {
+  async #serve(
+    req: Request,
+    r: { rt: ResourceType; namespace?: string; name?: string },
+    url: URL,
+  ): Promise<Response> {
     const { rt, namespace, name } = r;
     switch (req.method) {
       case "GET":
@@ -223,7 +268,9 @@ export class KubeStandin {
         if (name) throw new ApiFailure(405, "MethodNotAllowed", "POST to an object");
         const body = await req.json() as KubeObject;
         const ns = rt.namespaced ? namespace ?? body.metadata?.namespace : undefined;
-        if (rt.namespaced && !ns) throw new ApiFailure(400, "BadRequest", "the namespace of the object is required");
+        if (rt.namespaced && !ns) {
+          throw new ApiFailure(400, "BadRequest", "the namespace of the object is required");
+        }
         this.#checkNamespace(ns);
         const created = this.store.create(rt, ns, defaults(rt, body));
         if (rt === CRDS) this.#registerCrd(created);
@@ -238,11 +285,18 @@ export class KubeStandin {
         if (!name) throw new ApiFailure(405, "MethodNotAllowed", "PATCH to a collection");
         const type = req.headers.get("content-type")?.split(";")[0];
         if (type !== "application/merge-patch+json") {
-          throw new ApiFailure(415, "UnsupportedMediaType", `the stand-in supports only merge patches, not ${type}`);
+          throw new ApiFailure(
+            415,
+            "UnsupportedMediaType",
+            `the stand-in supports only merge patches, not ${type}`,
+          );
         }
         const current = this.store.get(rt, namespace, name);
         const patched = applyMergePatch(current, await req.json()) as KubeObject;
-        patched.metadata = { ...patched.metadata, resourceVersion: current.metadata!.resourceVersion };
+        patched.metadata = {
+          ...patched.metadata,
+          resourceVersion: current.metadata!.resourceVersion,
+        };
         return json(this.store.update(rt, namespace, name, patched, false));
       }
       case "DELETE": {
@@ -253,16 +307,32 @@ export class KubeStandin {
     throw new ApiFailure(405, "MethodNotAllowed", req.method);
   }
 
-  #delete(rt: ResourceType, namespace: string | undefined, name: string, grace: number | undefined): KubeObject {
+  #delete(
+    rt: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    grace: number | undefined,
+  ): KubeObject {
     const current = this.store.get(rt, namespace, name);
     const nodeName = (current as { spec?: { nodeName?: string } }).spec?.nodeName;
-    const seconds = grace ?? (current as { spec?: { terminationGracePeriodSeconds?: number } }).spec?.terminationGracePeriodSeconds ?? 30;
-    if (rt === PODS && nodeName && seconds > 0) return this.store.markForDeletion(rt, namespace, name, seconds);
+    const seconds = grace ??
+      (current as { spec?: { terminationGracePeriodSeconds?: number } }).spec
+        ?.terminationGracePeriodSeconds ??
+      30;
+    if (rt !== PODS) return this.store.remove(rt, namespace, name);
+    // Pods always pass through graceful deletion, as on a real server: a bound pod with a grace
+    // period is only marked (no kubelet confirms here); otherwise it is marked with grace 0
+    // (a MODIFIED event) and removed at once (DELETED).
+    if (nodeName && seconds > 0) return this.store.markForDeletion(rt, namespace, name, seconds);
+    this.store.markForDeletion(rt, namespace, name, 0);
     return this.store.remove(rt, namespace, name);
   }
 
   #selectors(rt: ResourceType, url: URL): [Requirement[], Requirement[]] {
-    return [parseFieldSelector(url.searchParams.get("fieldSelector"), rt.plural), parseLabelSelector(url.searchParams.get("labelSelector"))];
+    return [
+      parseFieldSelector(url.searchParams.get("fieldSelector"), rt.plural),
+      parseLabelSelector(url.searchParams.get("labelSelector")),
+    ];
   }
 
   #list(rt: ResourceType, namespace: string | undefined, url: URL): Response {
@@ -281,17 +351,31 @@ export class KubeStandin {
         throw new ApiFailure(400, "BadRequest", "continue key is not valid");
       }
       if (token.rv < this.store.compactedRv) {
-        throw new ApiFailure(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.");
+        throw new ApiFailure(
+          410,
+          "Expired",
+          "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+        );
       }
       [atRv, after] = [token.rv, token.after];
     } else if (rvParam && rvParam !== "0") {
       const n = Number(rvParam);
-      if (!Number.isInteger(n) || n < 0) throw new ApiFailure(400, "BadRequest", `invalid resource version ${rvParam}`);
-      if (n > this.store.rv) throw new ApiFailure(504, "Timeout", `Too large resource version: ${n}, current: ${this.store.rv}`);
+      if (!Number.isInteger(n) || n < 0) {
+        throw new ApiFailure(400, "BadRequest", `invalid resource version ${rvParam}`);
+      }
+      if (n > this.store.rv) {
+        throw new ApiFailure(
+          504,
+          "Timeout",
+          `Too large resource version: ${n}, current: ${this.store.rv}`,
+        );
+      }
       if (match === "Exact") atRv = n;
     }
     const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ""}/${o.metadata!.name}`;
-    let items = this.store.snapshot(rt, namespace, atRv).filter((o) => matchesSelectors(o as Record<string, unknown>, fields, labels));
+    let items = this.store.snapshot(rt, namespace, atRv).filter((o) =>
+      matchesSelectors(o as Record<string, unknown>, fields, labels)
+    );
     if (after) items = items.filter((o) => keyOf(o) > after);
     const metadata: Record<string, unknown> = { resourceVersion: String(atRv) };
     if (limit > 0 && items.length > limit) {
@@ -299,7 +383,12 @@ export class KubeStandin {
       items = items.slice(0, limit);
       metadata.continue = btoa(JSON.stringify({ rv: atRv, after: keyOf(items[items.length - 1]) }));
     }
-    return json({ kind: `${rt.kind}List`, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version, metadata, items });
+    return json({
+      kind: `${rt.kind}List`,
+      apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version,
+      metadata,
+      items,
+    });
   }
 
   #watch(route: { rt: ResourceType; namespace?: string }, url: URL): Response {
@@ -310,7 +399,8 @@ export class KubeStandin {
     const bookmarks = url.searchParams.get("allowWatchBookmarks") === "true";
     const timeoutSeconds = Number(url.searchParams.get("timeoutSeconds") ?? "1800");
     const inScope = (o: KubeObject | undefined) =>
-      !!o && (!namespace || o.metadata?.namespace === namespace) && matchesSelectors(o as Record<string, unknown>, fields, labels);
+      !!o && (!namespace || o.metadata?.namespace === namespace) &&
+      matchesSelectors(o as Record<string, unknown>, fields, labels);
     const toEvent = (c: Change): { type: string; object: KubeObject } | undefined => {
       const now = inScope(c.object), before = inScope(c.previous);
       if (c.type === "DELETED") return before ? { type: "DELETED", object: c.object } : undefined;
@@ -336,7 +426,9 @@ export class KubeStandin {
         let unsubscribe = () => {};
         try {
           if (!rvParam || rvParam === "0") {
-            for (const o of store.snapshot(rt, namespace)) if (inScope(o)) initial.push({ type: "ADDED", object: o });
+            for (const o of store.snapshot(rt, namespace)) {
+              if (inScope(o)) initial.push({ type: "ADDED", object: o });
+            }
             lastSent = store.rv;
           } else {
             const from = Number(rvParam);
@@ -348,7 +440,18 @@ export class KubeStandin {
           }
         } catch (e) {
           if (e instanceof ApiFailure) {
-            send({ type: "ERROR", object: { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: e.message, reason: e.reason, code: e.code } });
+            send({
+              type: "ERROR",
+              object: {
+                kind: "Status",
+                apiVersion: "v1",
+                metadata: {},
+                status: "Failure",
+                message: e.message,
+                reason: e.reason,
+                code: e.code,
+              },
+            });
             controller.close();
             return;
           }
@@ -357,15 +460,23 @@ export class KubeStandin {
         for (const ev of initial) send(ev);
         unsubscribe = store.subscribe((c) => {
           if (c.resource !== resourceId(rt)) return;
-          lastSent = c.rv;
           const ev = toEvent(c);
-          if (ev) send(ev);
+          if (!ev) return;
+          lastSent = c.rv;
+          send(ev);
         });
         const ticker = setInterval(() => {
           const newest = store.lastRvOf(rt);
           if (bookmarks && newest > lastSent) {
             lastSent = newest;
-            send({ type: "BOOKMARK", object: { kind: rt.kind, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version, metadata: { resourceVersion: String(newest) } } });
+            send({
+              type: "BOOKMARK",
+              object: {
+                kind: rt.kind,
+                apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version,
+                metadata: { resourceVersion: String(newest), creationTimestamp: null },
+              },
+            });
           }
         }, interval);
         const timer = setTimeout(() => handle.close(false), timeoutSeconds * 1000);
@@ -394,15 +505,30 @@ export class KubeStandin {
         cleanup();
       },
     });
-    return new Response(body, { headers: { "content-type": "application/json", "transfer-encoding": "chunked" } });
+    return new Response(body, {
+      headers: { "content-type": "application/json", "transfer-encoding": "chunked" },
+    });
   }
 
   #registerCrd(crd: KubeObject): void {
-    const spec = (crd as { spec?: { group: string; scope: string; names: { plural: string; kind: string }; versions: { name: string; served: boolean }[] } }).spec;
+    const spec = (crd as {
+      spec?: {
+        group: string;
+        scope: string;
+        names: { plural: string; kind: string };
+        versions: { name: string; served: boolean }[];
+      };
+    }).spec;
     if (!spec) return;
     for (const v of spec.versions ?? []) {
       if (!v.served) continue;
-      this.#register({ group: spec.group, version: v.name, plural: spec.names.plural, kind: spec.names.kind, namespaced: spec.scope === "Namespaced" });
+      this.#register({
+        group: spec.group,
+        version: v.name,
+        plural: spec.names.plural,
+        kind: spec.names.kind,
+        namespaced: spec.scope === "Namespaced",
+      });
     }
   }
 }
@@ -410,7 +536,11 @@ export class KubeStandin {
 function defaults(rt: ResourceType, obj: KubeObject): KubeObject {
   if (rt !== PODS) return obj;
   const pod = obj as KubeObject & { status?: { phase?: string }; spec?: Record<string, unknown> };
-  return { ...pod, spec: { ...pod.spec }, status: { phase: "Pending", ...pod.status } } as KubeObject;
+  return {
+    ...pod,
+    spec: { ...pod.spec },
+    status: { phase: "Pending", ...pod.status },
+  } as KubeObject;
 }
 
 async function deleteGrace(req: Request, url: URL): Promise<number | undefined> {
@@ -427,9 +557,20 @@ async function deleteGrace(req: Request, url: URL): Promise<number | undefined> 
 }
 
 function json(body: unknown, code = 200): Response {
-  return new Response(JSON.stringify(body), { status: code, headers: { "content-type": "application/json" } });
+  return new Response(JSON.stringify(body), {
+    status: code,
+    headers: { "content-type": "application/json" },
+  });
 }
 
 function status(code: number, reason: string, message: string): Response {
-  return json({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code }, code);
+  return json({
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason,
+    code,
+  }, code);
 }

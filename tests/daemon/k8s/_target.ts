@@ -1,0 +1,130 @@
+/**
+ * The API under test: the embedded stand-in by default, or a real kube-apiserver when
+ * `FERRY_TEST_KUBECONFIG` names its kubeconfig. The same test files run against both; objects get
+ * unique names and are removed by the tests.
+ *
+ * @module
+ */
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import { KubeClient } from "../../../daemon/k8s/client.ts";
+import { loadKubeconfig } from "../../../daemon/k8s/kubeconfig.ts";
+import { PODS } from "../../../daemon/k8s/resources.ts";
+import { HttpTransport } from "../../../daemon/k8s/transport.ts";
+import { KubeStandin } from "../../../daemon/dev/kube_standin/server.ts";
+import { uniqueToken } from "../../../daemon/dev/netns.ts";
+
+/** The kubeconfig of a real API server, when the real-server suite runs. */
+export const REAL_KUBECONFIG = Deno.env.get("FERRY_TEST_KUBECONFIG");
+
+/** One API target for one test. */
+export interface KubeTarget {
+  /** A kubeconfig file for it. */
+  kubeconfig: string;
+  /** A client on it. */
+  client: KubeClient;
+  /** The stand-in, when that is the target (its hooks). */
+  standin?: KubeStandin;
+  /** A unique token for object names. */
+  id: string;
+  /** Waits (real) or forces (stand-in) etcd compaction past `oldRv`: exact lists of it answer 410. */
+  expireList(oldRv: string): Promise<void>;
+  /**
+   * Waits for (real) or forces (stand-in) the watch cache to drop `oldRv`: watches from it get the
+   * in-stream 410. A real watch cache keeps at least 100 events per type and all of the last 75 s,
+   * so this waits 76 s and then makes 110 pod events.
+   */
+  expireWatch(oldRv: string): Promise<void>;
+}
+
+/** A valid pod (the real server validates containers) bound to `nodeName`. */
+export function testPod(name: string, nodeName: string, extra: Partial<Pod["metadata"]> = {}): Pod {
+  return {
+    metadata: { name, namespace: "default", ...extra },
+    spec: {
+      nodeName,
+      containers: [{ name: "c", image: "registry.invalid/pause:3.9" }],
+      terminationGracePeriodSeconds: 30,
+    },
+  };
+}
+
+async function until(ms: number, done: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+/** Deletes pods right away (gracePeriodSeconds=0), ignoring those already gone. */
+export async function removePods(client: KubeClient, names: string[]): Promise<void> {
+  await Promise.all(
+    names.map((n) => client.delete(PODS, "default", n, { gracePeriodSeconds: 0 }).catch(() => {})),
+  );
+}
+
+/**
+ * Runs `fn` against the target.
+ *
+ * @example
+ * ```ts
+ * Deno.test("…", () => withKube(async (k) => { await k.client.create(PODS, testPod(`p-${k.id}`, "n")); }));
+ * ```
+ */
+export async function withKube<T>(fn: (t: KubeTarget) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix: "ferry-kube-" });
+  const id = uniqueToken();
+  let standin: KubeStandin | undefined;
+  let transport: HttpTransport | undefined;
+  try {
+    let kubeconfig = REAL_KUBECONFIG;
+    if (!kubeconfig) {
+      standin = await KubeStandin.start({ token: `tok-${id}`, bookmarkIntervalMs: 100 });
+      kubeconfig = `${dir}/kubeconfig`;
+      await Deno.writeTextFile(kubeconfig, standin.kubeconfig());
+    }
+    transport = new HttpTransport(await loadKubeconfig(kubeconfig));
+    const client = new KubeClient(transport);
+    const api = standin;
+    return await fn({
+      kubeconfig,
+      client,
+      standin,
+      id,
+      async expireList(oldRv: string) {
+        if (api) return api.compact();
+        // A real server compacts etcd on its own (start it with --etcd-compaction-interval=20s).
+        await until(120_000, async () => {
+          try {
+            await client.list(PODS, {
+              namespace: "default",
+              resourceVersion: oldRv,
+              resourceVersionMatch: "Exact",
+              limit: 1,
+            });
+            return false;
+          } catch (e) {
+            if ((e as { status?: number }).status === 410) return true;
+            throw e;
+          }
+        });
+      },
+      async expireWatch(_oldRv: string) {
+        if (api) return api.expireWatchCache();
+        await new Promise((r) => setTimeout(r, 76_000));
+        const churn = `churn-${id}`;
+        await client.create(PODS, testPod(churn, `churn-node-${id}`));
+        for (let i = 0; i < 110; i++) {
+          await client.patchMerge(PODS, "default", churn, {
+            metadata: { labels: { i: String(i) } },
+          });
+        }
+        await removePods(client, [churn]);
+      },
+    });
+  } finally {
+    transport?.close();
+    await standin?.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}

@@ -1,0 +1,197 @@
+// The informer against the API under test. Tests that need the stand-in's hooks (dropped
+// connections, injected failures) run only against it; the real-server suite covers the same
+// ground end to end by stopping and starting the API server.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import { getLogger } from "@logtape/logtape";
+import { Informer, type InformerOptions } from "../../../daemon/k8s/informer.ts";
+import { PODS } from "../../../daemon/k8s/resources.ts";
+import type { KubeClient } from "../../../daemon/k8s/client.ts";
+import { REAL_KUBECONFIG, removePods, testPod, withKube } from "./_target.ts";
+
+const standinOnly = { ignore: !!REAL_KUBECONFIG };
+
+async function until(cond: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+const FAST: InformerOptions = { backoffInitialMs: 20, backoffMaxMs: 100, watchTimeoutSeconds: 60 };
+
+/** An informer on one node's pods that records what its handlers see. */
+function recordingInformer(client: KubeClient, node: string, options: InformerOptions = FAST) {
+  const seen: string[] = [];
+  const changed = new EventTarget();
+  const note = (s: string) => {
+    seen.push(s);
+    changed.dispatchEvent(new Event("change"));
+  };
+  const informer = new Informer<Pod>(
+    client,
+    PODS,
+    { fieldSelector: `spec.nodeName=${node}` },
+    {
+      upsert: (p, why) => note(`${why}:${p.metadata!.name}:${p.metadata?.labels?.v ?? "-"}`),
+      remove: (p) => note(`remove:${p.metadata!.name}`),
+    },
+    getLogger(["ferry", "test"]),
+    options,
+  );
+  const waitFor = (pred: (seen: string[]) => boolean, ms = 10_000) =>
+    new Promise<void>((resolve, reject) => {
+      if (pred(seen)) return resolve();
+      const timer = setTimeout(
+        () => reject(new Error(`timed out; saw ${JSON.stringify(seen)}`)),
+        ms,
+      );
+      changed.addEventListener("change", function check() {
+        if (!pred(seen)) return;
+        clearTimeout(timer);
+        changed.removeEventListener("change", check);
+        resolve();
+      });
+    });
+  return { informer, seen, waitFor };
+}
+
+Deno.test("the informer lists first, then follows changes of its node's pods only", () =>
+  withKube(async ({ client, id }) => {
+    const node = `node-${id}`;
+    const names = [`a-${id}`, `b-${id}`, `other-${id}`];
+    await client.create<Pod>(PODS, testPod(names[0], node));
+    const { informer, seen, waitFor } = recordingInformer(client, node);
+    try {
+      informer.start();
+      await informer.synced;
+      assertEquals(seen, [`relist:${names[0]}:-`]);
+      await client.create<Pod>(PODS, testPod(names[2], `elsewhere-${id}`));
+      await client.create<Pod>(PODS, testPod(names[1], node));
+      await client.patchMerge(PODS, "default", names[0], { metadata: { labels: { v: "2" } } });
+      await client.delete(PODS, "default", names[1], { gracePeriodSeconds: 0 });
+      await waitFor((s) => s.includes(`remove:${names[1]}`));
+      assert(seen.includes(`event:${names[1]}:-`));
+      assert(seen.includes(`event:${names[0]}:2`));
+      assertEquals(seen.some((s) => s.includes(names[2])), false);
+      assertEquals(informer.list().map((p) => p.metadata!.name), [names[0]]);
+    } finally {
+      await informer.stop();
+      await removePods(client, names);
+    }
+  }));
+
+Deno.test({
+  name:
+    "after a dropped connection the informer watches again from where it was, without re-listing",
+  ...standinOnly,
+  fn: () =>
+    withKube(async ({ client, id, standin }) => {
+      const node = `node-${id}`;
+      const { informer, waitFor } = recordingInformer(client, node);
+      try {
+        informer.start();
+        await informer.synced;
+        await until(() => standin!.stats.openWatches === 1);
+        standin!.dropWatches();
+        await client.create<Pod>(PODS, testPod(`late-${id}`, node));
+        await waitFor((s) => s.includes(`event:late-${id}:-`));
+        assertEquals(informer.stats.lists, 1);
+        assert(informer.stats.watches >= 2);
+        assertEquals(standin!.stats.openWatches, 1);
+      } finally {
+        await informer.stop();
+        await removePods(client, [`late-${id}`]);
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "a 410 makes the informer re-list and deliver what changed while it was blind, deletions included",
+  ...standinOnly,
+  fn: () =>
+    withKube(async ({ client, id, standin }) => {
+      const node = `node-${id}`;
+      const [keep, change, gone, born] = ["keep", "change", "gone", "born"].map((n) =>
+        `${n}-${id}`
+      );
+      for (const n of [keep, change, gone]) await client.create<Pod>(PODS, testPod(n, node));
+      const { informer, seen, waitFor } = recordingInformer(client, node);
+      try {
+        informer.start();
+        await informer.synced;
+        await until(() => standin!.stats.openWatches === 1);
+        standin!.failRequests({
+          watch: true,
+          status: 503,
+          reason: "ServiceUnavailable",
+          times: 1_000_000,
+        });
+        standin!.dropWatches();
+        await client.patchMerge(PODS, "default", change, { metadata: { labels: { v: "blind" } } });
+        await client.delete(PODS, "default", gone, { gracePeriodSeconds: 0 });
+        await client.create<Pod>(PODS, testPod(born, node));
+        standin!.expireWatchCache();
+        standin!.clearFaults();
+        await waitFor((s) =>
+          s.includes(`remove:${gone}`) && s.includes(`relist:${born}:-`) &&
+          s.includes(`relist:${change}:blind`)
+        );
+        assertEquals(informer.stats.relists, 1);
+        assertEquals(
+          seen.filter((s) => s.includes(keep)),
+          [`relist:${keep}:-`],
+          "unchanged pods are not re-delivered",
+        );
+        assertEquals(
+          informer.list().map((p) => p.metadata!.name).sort(),
+          [born, change, keep].sort(),
+        );
+      } finally {
+        await informer.stop();
+        await removePods(client, [keep, change, gone, born]);
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "the informer turns unhealthy when the API stays down past the deadline, and healthy when it is back",
+  ...standinOnly,
+  fn: () =>
+    withKube(async ({ client, id, standin }) => {
+      const { informer } = recordingInformer(client, `node-${id}`, {
+        ...FAST,
+        unhealthyAfterMs: 300,
+      });
+      try {
+        informer.start();
+        await informer.synced;
+        assertEquals(informer.healthy, true);
+        await until(() => standin!.stats.openWatches === 1);
+        standin!.failRequests({ status: 503, reason: "ServiceUnavailable", times: 1_000_000 });
+        standin!.dropWatches();
+        await new Promise((r) => setTimeout(r, 600));
+        assertEquals(informer.healthy, false);
+        standin!.clearFaults();
+        await until(() => informer.healthy);
+      } finally {
+        await informer.stop();
+      }
+    }),
+});
+
+Deno.test("a periodic resync re-delivers the cache to the handlers", () =>
+  withKube(async ({ client, id }) => {
+    const node = `node-${id}`;
+    await client.create<Pod>(PODS, testPod(`r-${id}`, node));
+    const { informer, waitFor } = recordingInformer(client, node, { ...FAST, resyncMs: 100 });
+    try {
+      informer.start();
+      await waitFor((s) => s.filter((x) => x === `resync:r-${id}:-`).length >= 2);
+    } finally {
+      await informer.stop();
+      await removePods(client, [`r-${id}`]);
+    }
+  }));
