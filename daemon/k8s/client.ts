@@ -140,13 +140,7 @@ export class KubeClient {
       },
       signal: opts.signal,
     });
-    return (async function* () {
-      try {
-        yield* watchEvents<T>(body);
-      } finally {
-        await body.cancel().catch(() => {});
-      }
-    })();
+    return watchEvents<T>(body, opts.signal);
   }
 
   /** Reads one object. */

@@ -14,20 +14,37 @@ export interface WatchEvent<T> {
 
 /**
  * Yields one event per JSON line of `body`; a partial last line at the end of the stream is
- * dropped (the server closed mid-event, which a re-watch recovers from).
+ * dropped (the server closed mid-event, which a re-watch recovers from). Aborting `signal` ends
+ * the iteration at once with the signal's reason and cancels the body, whatever the transport
+ * does with its own abort.
  */
 export async function* watchEvents<T>(
   body: ReadableStream<Uint8Array>,
+  signal?: AbortSignal,
 ): AsyncGenerator<WatchEvent<T>> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  const aborted = new Promise<never>((_, reject) => {
+    if (!signal) return;
+    const fail = () => reject(signal.reason ?? new DOMException("aborted", "AbortError"));
+    if (signal.aborted) fail();
+    else signal.addEventListener("abort", fail, { once: true });
+  });
+  aborted.catch(() => {});
   let buffer = "";
-  for await (const text of body.pipeThrough(new TextDecoderStream())) {
-    buffer += text;
-    let nl: number;
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, nl).trim();
-      buffer = buffer.slice(nl + 1);
-      if (line) yield JSON.parse(line) as WatchEvent<T>;
+  try {
+    while (true) {
+      const { done, value } = await Promise.race([reader.read(), aborted]);
+      if (done) break;
+      buffer += value;
+      let nl: number;
+      while ((nl = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, nl).trim();
+        buffer = buffer.slice(nl + 1);
+        if (line) yield JSON.parse(line) as WatchEvent<T>;
+      }
     }
+  } finally {
+    reader.cancel().catch(() => {});
   }
   const last = buffer.trim();
   if (last) {

@@ -1,0 +1,293 @@
+// The daemon with its Kubernetes side on (the stand-in, or a real API server with
+// FERRY_TEST_KUBECONFIG), driven through the installed shim with CNI_ARGS exactly as container
+// runtimes send them, plugging real namespaces. Needs root.
+import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import { hostLinkName } from "../../daemon/net/naming.ts";
+import { PODS } from "../../daemon/k8s/resources.ts";
+import { ATTACHMENTS_ANNOTATION } from "../../daemon/registry.ts";
+import { netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
+import {
+  hostLinkExists,
+  IS_ROOT,
+  type TestNetns,
+  uniqueToken,
+  withNetns,
+} from "../../daemon/dev/netns.ts";
+import { READYZ_PATH } from "../../lib/socket_api.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import {
+  type KubeTarget,
+  REAL_KUBECONFIG,
+  removePods,
+  testPod,
+  withKube,
+} from "../daemon/k8s/_target.ts";
+
+const opts = { ignore: !IS_ROOT };
+
+function runtimeEnv(
+  command: string,
+  ns: TestNetns | undefined,
+  containerId: string,
+  pod: string,
+  uid = "",
+) {
+  const env: Record<string, string> = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_IFNAME: "eth0",
+    CNI_PATH: "/usr/lib/cni",
+    CNI_ARGS:
+      `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod};K8S_POD_INFRA_CONTAINER_ID=${containerId};K8S_POD_UID=${uid}`,
+  };
+  if (ns) env.CNI_NETNS = ns.path;
+  return env;
+}
+
+/** A daemon watching `node` on the target, with the shim installed. */
+function withNodeFerry<T>(
+  k: KubeTarget,
+  node: string,
+  fn: (f: TestFerry) => Promise<T>,
+  config: Record<string, unknown> = {},
+) {
+  return withFerry({
+    config: { podWaitSeconds: 20, ...config },
+    overrides: { standalone: false, kubeconfig: k.kubeconfig, nodeName: node },
+  }, async (ferry) => {
+    await until(() => ferry.daemon().ready());
+    return await fn(ferry);
+  });
+}
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+Deno.test({
+  name:
+    "an ADD that starts before its pod exists is served once the watch delivers the pod, and records it on the pod",
+  ...opts,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const name = `early-${k.id}`;
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const cid = `c${uniqueToken()}`;
+          try {
+            const adding = ferry.shim(runtimeEnv("ADD", ns, cid, name), netconf());
+            await until(() => ferry.daemon().stats().registry!.waiting === 1);
+            const pod = await k.client.create<Pod>(PODS, testPod(name, node));
+            const add = await adding;
+            assertEquals(add.code, 0, add.stdout);
+            const stored = await k.client.get<Pod>(PODS, "default", name);
+            const record = JSON.parse(stored.metadata!.annotations![ATTACHMENTS_ANNOTATION]);
+            assertEquals(record.containerId, cid);
+            assertEquals(record.interfaces[0].ifname, "eth0");
+            assertEquals(
+              record.interfaces[0].ips,
+              (add.json!.ips as { address: string }[]).map((i) => i.address),
+            );
+            assertEquals(ferry.daemon().stats().apiCallsOnCniPath, 1);
+            assertEquals(
+              (await ferry.shim(runtimeEnv("DEL", ns, cid, name, pod.metadata!.uid), netconf()))
+                .code,
+              0,
+            );
+          } finally {
+            await removePods(k.client, [name]);
+          }
+        }));
+    }),
+});
+
+Deno.test({
+  name: "an ADD for a pod that never appears fails with try-again-later and leaves nothing behind",
+  ...opts,
+  fn: () =>
+    withKube((k) =>
+      withNodeFerry(k, `node-${k.id}`, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const cid = `c${uniqueToken()}`;
+          const add = await ferry.shim(runtimeEnv("ADD", ns, cid, `ghost-${k.id}`), netconf());
+          assertEquals([add.code, add.json!.code], [1, 11]);
+          assertMatch(String(add.json!.msg), new RegExp(`default/ghost-${k.id}`));
+          assertEquals(await hostLinkExists(hostLinkName(cid, "eth0")), false);
+          assertEquals(ferry.daemon().stats().registry!.waiting, 0);
+        }), { podWaitSeconds: 0.5 })
+    ),
+});
+
+Deno.test({
+  name: "a DEL carrying an older container ID leaves the running pod plugged",
+  ...opts,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const name = `stale-${k.id}`;
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(2, async ([oldNs, ns]) => {
+          const [oldCid, cid] = [`old${uniqueToken()}`, `new${uniqueToken()}`];
+          try {
+            await k.client.create<Pod>(PODS, testPod(name, node));
+            // A first sandbox that the runtime abandoned, then the one that runs.
+            assertEquals(
+              (await ferry.shim(runtimeEnv("ADD", oldNs, oldCid, name), netconf())).code,
+              0,
+            );
+            const add = await ferry.shim(runtimeEnv("ADD", ns, cid, name), netconf());
+            assertEquals(add.code, 0);
+            const del = await ferry.shim(runtimeEnv("DEL", oldNs, oldCid, name), netconf());
+            assertEquals(del.code, 0);
+            assertEquals(
+              await hostLinkExists(hostLinkName(cid, "eth0")),
+              true,
+              "the running pod is still plugged",
+            );
+            assertEquals(
+              await hostLinkExists(hostLinkName(oldCid, "eth0")),
+              false,
+              "the old sandbox is released",
+            );
+            const check = await ferry.shim(runtimeEnv("CHECK", ns, cid, name), netconf());
+            assertEquals(check.code, 0, check.stdout);
+            assertEquals((await ferry.shim(runtimeEnv("DEL", ns, cid, name), netconf())).code, 0);
+          } finally {
+            await removePods(k.client, [name]);
+          }
+        }));
+    }),
+});
+
+Deno.test({
+  name:
+    "a daemon restarted between ADD and DEL still unplugs and releases, and DEL after the pod is gone succeeds",
+  ...opts,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const name = `restart-${k.id}`;
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const cid = `c${uniqueToken()}`;
+          try {
+            await k.client.create<Pod>(PODS, testPod(name, node));
+            const add = await ferry.shim(runtimeEnv("ADD", ns, cid, name), netconf());
+            assertEquals(add.code, 0);
+            await ferry.restartDaemon();
+            await until(() => ferry.daemon().ready());
+            assertEquals(
+              (await ferry.shim(runtimeEnv("ADD", ns, cid, name), netconf())).json,
+              add.json,
+            );
+            await removePods(k.client, [name]);
+            const del = await ferry.shim(runtimeEnv("DEL", ns, cid, name), netconf());
+            assertEquals(del.code, 0, del.stdout);
+            assertEquals(await hostLinkExists(hostLinkName(cid, "eth0")), false);
+          } finally {
+            await removePods(k.client, [name]);
+          }
+        }));
+    }),
+});
+
+Deno.test({
+  name: "100 pods created at once are all served by one watch, with one API write per ADD",
+  ...opts,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const names = Array.from({ length: Number(Deno.env.get("FERRY_BULK") ?? 100) }, (_, i) =>
+        `bulk${i}-${k.id}`);
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(names.length, async (namespaces) => {
+          const cids = names.map(() =>
+            `c${uniqueToken()}`
+          );
+          try {
+            const adds = Promise.all(
+              namespaces.map((ns, i) =>
+                ferry.shim(runtimeEnv("ADD", ns, cids[i], names[i]), netconf())
+              ),
+            );
+            await Promise.all(names.map((n) => k.client.create<Pod>(PODS, testPod(n, node))));
+            const results = await adds;
+            for (const r of results) assertEquals(r.code, 0, r.stdout);
+            assertEquals(
+              new Set(results.map((r) => JSON.stringify(r.json!.ips))).size,
+              names.length,
+            );
+            const stats = ferry.daemon().stats();
+            assertEquals(stats.apiCallsOnCniPath, names.length);
+            assertEquals(stats.podWatch!.lists, 1);
+            assertEquals(stats.podWatch!.watches, 1, "a single watch served them all");
+            if (k.standin) assertEquals(k.standin.stats.requests["WATCH pods"], 1);
+            const dels = await Promise.all(
+              namespaces.map((ns, i) =>
+                ferry.shim(runtimeEnv("DEL", ns, cids[i], names[i]), netconf())
+              ),
+            );
+            for (const d of dels) assertEquals(d.code, 0);
+            assertEquals(
+              ferry.daemon().stats().apiCallsOnCniPath,
+              names.length,
+              "DEL makes no API round trip",
+            );
+          } finally {
+            await removePods(k.client, names);
+          }
+        }), {
+        network: {
+          subnet: `10.${200 + Math.floor(Math.random() * 50)}.${
+            Math.floor(Math.random() * 250)
+          }.0/24`,
+          mtu: 1500,
+        },
+      });
+    }),
+});
+
+Deno.test({
+  name: "readyz stays 503 until the first pod list has been delivered",
+  ...opts,
+  ignore: !IS_ROOT || !!REAL_KUBECONFIG,
+  fn: () =>
+    withKube(async (k) => {
+      k.standin!.failRequests({
+        method: "GET",
+        watch: false,
+        status: 503,
+        reason: "ServiceUnavailable",
+        times: 3,
+      });
+      await withFerry({
+        config: { podWaitSeconds: 5 },
+        overrides: { standalone: false, kubeconfig: k.kubeconfig, nodeName: `node-${k.id}` },
+      }, async (ferry) => {
+        const first = await unixRequest(
+          ferry.config.socket,
+          "GET",
+          READYZ_PATH,
+          undefined,
+          AbortSignal.timeout(2000),
+        );
+        assertEquals(first.status, 503);
+        await until(() => ferry.daemon().ready());
+        const later = await unixRequest(
+          ferry.config.socket,
+          "GET",
+          READYZ_PATH,
+          undefined,
+          AbortSignal.timeout(2000),
+        );
+        assertEquals(later.status, 200);
+        assert(ferry.daemon().stats().podWatch!.failures >= 3);
+      });
+    }),
+});
