@@ -1,17 +1,26 @@
 /**
- * `deno task demo` (as root): Ferry's main job end to end on this machine. Starts a daemon on a
- * temporary socket, installs the shim, plugs three pod namespaces through it exactly as a
- * container runtime would, prints what was plugged, proves the host reaches every pod, deletes
- * them, and verifies that no namespace, link, address or record is left.
+ * `deno task demo` (as root): Ferry's main job end to end on this machine, on the embedded
+ * cluster. Starts the API stand-in and creates three pods bound to a node; starts a daemon for
+ * that node (one pod watch) on a temporary socket and installs the shim; plugs three pod
+ * namespaces through the shim exactly as a container runtime would (CNI_ARGS naming the pods);
+ * prints what was plugged; proves the host reaches every pod; deletes them; and verifies that no
+ * namespace, link, address or record is left.
  *
  * @module
  */
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import { PODS } from "../k8s/resources.ts";
+import { KubeClient } from "../k8s/client.ts";
+import { HttpTransport } from "../k8s/transport.ts";
 import { hostLinkName } from "../net/naming.ts";
+import { ATTACHMENTS_ANNOTATION } from "../registry.ts";
 import { netconf, withFerry } from "./harness.ts";
+import { KubeStandin } from "./kube_standin/server.ts";
 import { IS_ROOT, run, uniqueToken, withNetns } from "./netns.ts";
 
 interface Row {
   pod: string;
+  uid: string;
   netns: string;
   iface: string;
   hostLink: string;
@@ -44,11 +53,30 @@ async function pingOnce(address: string): Promise<boolean> {
 /** Runs the demo; resolves to true when every step held. */
 export async function demo(): Promise<boolean> {
   const conf = netconf("1.0.0");
+  const node = "demo-node";
   const ids = ["web-0", "web-1", "db-0"].map((pod) => ({ pod, id: `demo${uniqueToken()}` }));
   let ok = true;
-  await withFerry(
-    { config: { network: { subnet: "10.244.250.0/24", mtu: 1500 } } },
-    (ferry) =>
+  const api = await KubeStandin.start({ token: crypto.randomUUID() });
+  const dir = await Deno.makeTempDir({ prefix: "ferry-demo-" });
+  const transport = new HttpTransport({ server: api.url, token: () => Promise.resolve(api.token) });
+  try {
+    const kube = new KubeClient(transport);
+    await Deno.writeTextFile(`${dir}/kubeconfig`, api.kubeconfig());
+    for (const { pod } of ids) {
+      await kube.create<Pod>(PODS, {
+        metadata: { name: pod, namespace: "default", labels: { app: pod.split("-")[0] } },
+        spec: { nodeName: node, containers: [{ name: "app", image: "registry.invalid/app:1" }] },
+      });
+    }
+    console.log(
+      `API stand-in on ${api.url} with pods ${
+        ids.map((i) => `default/${i.pod}`).join(", ")
+      } on ${node}`,
+    );
+    await withFerry({
+      config: { network: { subnet: "10.244.250.0/24", mtu: 1500 }, podWaitSeconds: 10 },
+      overrides: { standalone: false, kubeconfig: `${dir}/kubeconfig`, nodeName: node },
+    }, (ferry) =>
       withNetns(ids.length, async (namespaces) => {
         console.log(`daemon on ${ferry.config.socket}; shim installed at ${ferry.shimPath}\n`);
         const rows: Row[] = [];
@@ -60,7 +88,8 @@ export async function demo(): Promise<boolean> {
             CNI_NETNS: ns.path,
             CNI_IFNAME: "eth0",
             CNI_PATH: "/usr/lib/cni",
-            CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod}`,
+            CNI_ARGS:
+              `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod};K8S_POD_INFRA_CONTAINER_ID=${id}`,
           };
           const add = await ferry.shim(env, conf);
           if (add.code !== 0) throw new Error(`ADD ${pod} failed: ${add.stdout}`);
@@ -70,9 +99,12 @@ export async function demo(): Promise<boolean> {
           };
           const address = result.ips[0].address;
           const reachable = await pingOnce(address.split("/")[0]);
-          ok &&= reachable;
+          const recorded = (await kube.get<Pod>(PODS, "default", pod)).metadata?.annotations
+            ?.[ATTACHMENTS_ANNOTATION];
+          ok &&= reachable && JSON.parse(recorded ?? "{}").containerId === id;
           rows.push({
             pod: `default/${pod}`,
+            uid: (await kube.get<Pod>(PODS, "default", pod)).metadata!.uid!.slice(0, 8),
             netns: ns.name,
             iface: "eth0",
             hostLink: result.interfaces[0].name,
@@ -82,6 +114,11 @@ export async function demo(): Promise<boolean> {
           });
         }
         console.log(table(rows) + "\n");
+        const stats = ferry.daemon().stats();
+        console.log(
+          `one pod watch (${stats.podWatch!.watches} watch, ${stats.podWatch!.lists} list); ` +
+            `API round trips on the CNI path: ${stats.apiCallsOnCniPath} (one annotation write per ADD)\n`,
+        );
         for (const [i, ns] of namespaces.entries()) {
           const del = await ferry.shim({
             CNI_COMMAND: "DEL",
@@ -89,8 +126,10 @@ export async function demo(): Promise<boolean> {
             CNI_NETNS: ns.path,
             CNI_IFNAME: "eth0",
             CNI_PATH: "/usr/lib/cni",
+            CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${ids[i].pod}`,
           }, conf);
           if (del.code !== 0) throw new Error(`DEL ${ids[i].pod} failed: ${del.stdout}`);
+          await kube.delete(PODS, "default", ids[i].pod, { gracePeriodSeconds: 0 });
         }
         const leftLinks = [];
         for (const { id } of ids) {
@@ -128,8 +167,12 @@ export async function demo(): Promise<boolean> {
         const leftNs = names.filter((n) => list.includes(n));
         console.log(`namespaces left after teardown: ${leftNs.length}`);
         ok &&= leftNs.length === 0;
-      }),
-  );
+      }));
+  } finally {
+    transport.close();
+    await api.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
   return ok;
 }
 

@@ -127,6 +127,11 @@ export class KubeStandin {
     return `http://127.0.0.1:${this.#server!.addr.port}`;
   }
 
+  /** The bearer token it asks for, if any. */
+  get token(): string | undefined {
+    return this.#options.token;
+  }
+
   /** A kubeconfig (YAML) pointing at this stand-in. */
   kubeconfig(): string {
     return [

@@ -48,11 +48,11 @@ export function testPod(name: string, nodeName: string, extra: Partial<Pod["meta
   };
 }
 
-async function until(ms: number, done: () => Promise<boolean>): Promise<void> {
+async function until(ms: number, done: () => Promise<boolean>, pauseMs = 2000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await done())) {
     if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 2000));
+    await new Promise((r) => setTimeout(r, pauseMs));
   }
 }
 
@@ -109,17 +109,33 @@ export async function withKube<T>(fn: (t: KubeTarget) => Promise<T>): Promise<T>
           }
         });
       },
-      async expireWatch(_oldRv: string) {
+      async expireWatch(oldRv: string) {
         if (api) return api.expireWatchCache();
+        // Events younger than 75 s are never evicted; after that, churn until the cache (whose
+        // capacity earlier bursts may have grown) has dropped the old version.
         await new Promise((r) => setTimeout(r, 76_000));
         const churn = `churn-${id}`;
         await client.create(PODS, testPod(churn, `churn-node-${id}`));
-        for (let i = 0; i < 110; i++) {
-          await client.patchMerge(PODS, "default", churn, {
-            metadata: { labels: { i: String(i) } },
-          });
+        try {
+          await until(300_000, async () => {
+            for (let i = 0; i < 100; i++) {
+              await client.patchMerge(PODS, "default", churn, {
+                metadata: { labels: { i: String(i) } },
+              });
+            }
+            const abort = new AbortController();
+            const events = await client.watch(PODS, {
+              namespace: "default",
+              resourceVersion: oldRv,
+              signal: abort.signal,
+            });
+            const first = await events.next();
+            abort.abort();
+            return first.value?.type === "ERROR";
+          }, 0);
+        } finally {
+          await removePods(client, [churn]);
         }
-        await removePods(client, [churn]);
       },
     });
   } finally {
