@@ -13,6 +13,7 @@ import { type Attachment, AttachmentStore } from "./attachment_store.ts";
 import { CniService, type PodSource } from "./cni_service.ts";
 import { KubeClient } from "./k8s/client.ts";
 import { Informer, type InformerStats } from "./k8s/informer.ts";
+import { Watcher } from "./k8s/watcher.ts";
 import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
 import { PODS } from "./k8s/resources.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
@@ -66,7 +67,7 @@ export interface DaemonOverrides {
 /** The Kubernetes side, wired: API client, pod informer feeding the registry, the annotation write. */
 interface KubeSide {
   pods: PodSource;
-  informer: Informer<Pod>;
+  watcher: Watcher;
   transport: CountingTransport & { close?: () => void };
   cniApiCalls: { count: number };
   close(): Promise<void>;
@@ -92,7 +93,9 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
       resyncMs: config.watch.resyncSeconds * 1000,
     },
   );
-  informer.start();
+  const watcher = new Watcher();
+  watcher.add("pods", informer);
+  watcher.start();
   const cniApiCalls = { count: 0 };
   const pods: PodSource = {
     registry,
@@ -107,11 +110,11 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   };
   return {
     pods,
-    informer,
+    watcher,
     transport,
     cniApiCalls,
     async close() {
-      await informer.stop();
+      await watcher.stop();
       http.close();
     },
   };
@@ -156,8 +159,8 @@ export async function startDaemon(
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
   const kube = config.standalone ? undefined : await connectKube(config, store);
   let serving = false;
-  const ready = () => serving && (kube?.informer.isSynced ?? true);
-  const healthy = () => kube?.informer.healthy ?? true;
+  const ready = () => serving && (kube?.watcher.synced ?? true);
+  const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
   const service = new CniService({
     pool,
@@ -172,7 +175,7 @@ export async function startDaemon(
     cniRequests: { ...cniRequests },
     apiCallsOnCniPath: kube?.cniApiCalls.count ?? 0,
     apiRequests: { ...(kube?.transport.counts ?? {}) },
-    podWatch: kube ? { ...kube.informer.stats } : undefined,
+    podWatch: kube?.watcher.stats().pods,
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,

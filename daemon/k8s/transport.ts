@@ -71,11 +71,9 @@ export class HttpTransport implements KubeTransport {
     this.#config = config;
     const options: Deno.CreateHttpClientOptions = {};
     if (config.caCert) options.caCerts = [config.caCert];
-    if (config.clientCert && config.clientKey) {
-      (options as { cert?: string; key?: string }).cert = config.clientCert;
-      (options as { cert?: string; key?: string }).key = config.clientKey;
-    }
-    this.#client = Deno.createHttpClient(options);
+    this.#client = config.clientCert && config.clientKey
+      ? Deno.createHttpClient({ ...options, cert: config.clientCert, key: config.clientKey })
+      : Deno.createHttpClient(options);
   }
 
   async #send(req: KubeRequest, accept: string): Promise<Response> {

@@ -1,0 +1,94 @@
+import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import {
+  fileToken,
+  inClusterConfig,
+  KubeconfigError,
+  loadKubeconfig,
+} from "../../../daemon/k8s/kubeconfig.ts";
+
+async function withDir(fn: (dir: string) => Promise<void>) {
+  const dir = await Deno.makeTempDir();
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const kubeconfig = (cluster: string, user: string) => `
+apiVersion: v1
+kind: Config
+current-context: ctx
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {${cluster}}}]
+users: [{name: u, user: {${user}}}]
+`;
+
+Deno.test("a kubeconfig with a CA file (relative to it) and a token yields server, CA and token", () =>
+  withDir(async (dir) => {
+    await Deno.writeTextFile(`${dir}/ca.crt`, "CA PEM");
+    await Deno.writeTextFile(
+      `${dir}/config`,
+      kubeconfig(`server: "https://10.0.0.1:6443", certificate-authority: ca.crt`, `token: abc`),
+    );
+    const c = await loadKubeconfig(`${dir}/config`);
+    assertEquals([c.server, c.caCert, await c.token!()], [
+      "https://10.0.0.1:6443",
+      "CA PEM",
+      "abc",
+    ]);
+  }));
+
+Deno.test("inline certificate data is base64-decoded for the client certificate and key", () =>
+  withDir(async (dir) => {
+    const b64 = (s: string) => btoa(s);
+    await Deno.writeTextFile(
+      `${dir}/config`,
+      kubeconfig(
+        `server: "https://k:6443", certificate-authority-data: ${b64("CA")}`,
+        `client-certificate-data: ${b64("CERT")}, client-key-data: ${b64("KEY")}`,
+      ),
+    );
+    const c = await loadKubeconfig(`${dir}/config`);
+    assertEquals([c.caCert, c.clientCert, c.clientKey, c.token], ["CA", "CERT", "KEY", undefined]);
+  }));
+
+Deno.test("insecure-skip-tls-verify and exec credentials are refused with a clear error", () =>
+  withDir(async (dir) => {
+    await Deno.writeTextFile(
+      `${dir}/a`,
+      kubeconfig(`server: "https://k", insecure-skip-tls-verify: true`, `token: t`),
+    );
+    await assertRejects(
+      () => loadKubeconfig(`${dir}/a`),
+      KubeconfigError,
+      "insecure-skip-tls-verify",
+    );
+    await Deno.writeTextFile(`${dir}/b`, kubeconfig(`server: "https://k"`, `exec: {command: aws}`));
+    await assertRejects(() => loadKubeconfig(`${dir}/b`), KubeconfigError, "exec");
+    await assertRejects(() => loadKubeconfig(`${dir}/missing`), KubeconfigError, "cannot read");
+  }));
+
+Deno.test("in-cluster config uses the service host, the mounted CA, and re-reads a rotated token", () =>
+  withDir(async (dir) => {
+    await Deno.writeTextFile(`${dir}/ca.crt`, "CA");
+    await Deno.writeTextFile(`${dir}/token`, "first\n");
+    const env: Record<string, string> = {
+      KUBERNETES_SERVICE_HOST: "fd00::1",
+      KUBERNETES_SERVICE_PORT: "443",
+    };
+    const c = await inClusterConfig((n) => env[n], dir);
+    assertEquals([c.server, c.caCert, await c.token!()], ["https://[fd00::1]:443", "CA", "first"]);
+    let now = 0;
+    const token = fileToken(`${dir}/token`, 1000, () => now);
+    assertEquals(await token(), "first");
+    await Deno.writeTextFile(`${dir}/token`, "rotated");
+    assertEquals(await token(), "first", "cached within the TTL");
+    now = 1000;
+    assertEquals(await token(), "rotated");
+    await assertRejects(
+      () => inClusterConfig(() => undefined, dir),
+      KubeconfigError,
+      "not in a cluster",
+    );
+  }));
