@@ -16,7 +16,7 @@ import { hostLinkName } from "../net/naming.ts";
 import { ATTACHMENTS_ANNOTATION } from "../registry.ts";
 import { netconf, withFerry } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
-import { IS_ROOT, run, uniqueToken, withNetns } from "./netns.ts";
+import { IS_ROOT, pingOnce, run, uniqueToken, withNetns } from "./netns.ts";
 
 interface Row {
   pod: string;
@@ -38,16 +38,6 @@ function table(rows: Row[]): string {
     line(width.map((w) => "-".repeat(w))),
     ...rows.map((r) => line(cols.map((c) => r[c]))),
   ].join("\n");
-}
-
-async function pingOnce(address: string): Promise<boolean> {
-  const out = await new Deno.Command("ping", {
-    args: ["-c", "1", "-W", "2", address],
-    stdout: "null",
-    stderr: "null",
-  })
-    .output();
-  return out.success;
 }
 
 /** Runs the demo; resolves to true when every step held. */

@@ -71,3 +71,24 @@ export async function hostLinkExists(name: string): Promise<boolean> {
     .output();
   return out.success;
 }
+
+/** True when one ICMP echo to `address` is answered within 2 s. */
+export async function pingOnce(address: string): Promise<boolean> {
+  const out = await new Deno.Command("ping", {
+    args: ["-c", "1", "-W", "2", address],
+    stdout: "null",
+    stderr: "null",
+  })
+    .output();
+  return out.success;
+}
+
+/** Runs `fn` with a fresh temporary directory, removed afterwards whatever happens. */
+export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix: "ferry-" });
+  try {
+    return await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}

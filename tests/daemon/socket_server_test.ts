@@ -1,19 +1,12 @@
 import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { claimSocketPath, serveOnSocket, SocketInUseError } from "../../daemon/socket_server.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
+import { withTempDir } from "../../daemon/dev/netns.ts";
 
-async function withDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 const ok = () => Promise.resolve(new Response("ok"));
 
 Deno.test("the socket is created 0600 in a new 0700 directory and removed at shutdown", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const path = `${dir}/run/ferry/f.sock`;
     await claimSocketPath(path);
     const server = await serveOnSocket(path, ok);
@@ -25,7 +18,7 @@ Deno.test("the socket is created 0600 in a new 0700 directory and removed at shu
 });
 
 Deno.test("a stale socket nobody answers on is replaced", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const path = `${dir}/f.sock`;
     // A process that bound the socket and died without removing it (as after SIGKILL).
     const py = `import socket; socket.socket(socket.AF_UNIX).bind(${JSON.stringify(path)})`;
@@ -42,7 +35,7 @@ Deno.test("a stale socket nobody answers on is replaced", async () => {
 });
 
 Deno.test("a second daemon on a live socket refuses to start", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const path = `${dir}/f.sock`;
     await claimSocketPath(path);
     const server = await serveOnSocket(path, ok);
@@ -55,7 +48,7 @@ Deno.test("a second daemon on a live socket refuses to start", async () => {
 });
 
 Deno.test("a path that is not a socket is never replaced", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const path = `${dir}/f.sock`;
     await Deno.writeTextFile(path, "important");
     await assertRejects(() => claimSocketPath(path), SocketInUseError, "not a socket");
@@ -64,7 +57,7 @@ Deno.test("a path that is not a socket is never replaced", async () => {
 });
 
 Deno.test("shutdown lets an in-flight request finish", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const path = `${dir}/f.sock`;
     const entered = Promise.withResolvers<void>();
     const server = await serveOnSocket(path, async () => {

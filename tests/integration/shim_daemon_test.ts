@@ -13,6 +13,7 @@ import {
   hostLinkExists,
   ipIn,
   IS_ROOT,
+  pingOnce,
   run,
   type TestNetns,
   uniqueToken,
@@ -47,16 +48,6 @@ async function records(ferry: TestFerry): Promise<string[]> {
   return names;
 }
 
-async function ping(address: string): Promise<boolean> {
-  const out = await new Deno.Command("ping", {
-    args: ["-c", "1", "-W", "2", address],
-    stdout: "null",
-    stderr: "null",
-  })
-    .output();
-  return out.success;
-}
-
 const podAddress = (result: Record<string, unknown>) =>
   (result.ips as { address: string }[])[0].address.split("/")[0];
 
@@ -83,7 +74,7 @@ for (
             new RegExp(`inet ${address}/32`),
           );
           assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), true);
-          assert(await ping(address), `host cannot reach pod at ${address}`);
+          assert(await pingOnce(address), `host cannot reach pod at ${address}`);
 
           const again = await ferry.shim(env("ADD", ns, id), conf);
           assertEquals(again.json, add.json, "a repeated ADD returns the same result");
@@ -179,7 +170,7 @@ Deno.test({
         for (const a of adds) assertEquals(a.code, 0, a.stdout);
         const addresses = adds.map((a) => podAddress(a.json!));
         assertEquals(new Set(addresses).size, 20);
-        for (const address of addresses) assert(await ping(address), `cannot reach ${address}`);
+        for (const address of addresses) assert(await pingOnce(address), `cannot reach ${address}`);
         const dels = await Promise.all(
           namespaces.map((ns, i) => ferry.shim(env("DEL", ns, ids[i]), netconf())),
         );

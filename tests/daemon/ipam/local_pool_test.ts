@@ -2,15 +2,7 @@ import { assertEquals, assertNotEquals, assertRejects } from "deno-std/assert/mo
 import { parseCidr } from "../../../daemon/ipam/cidr.ts";
 import { defaultRange, LocalPool } from "../../../daemon/ipam/local_pool.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
-
-async function withDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../../../daemon/dev/netns.ts";
 
 const owner = (n: number) => ({ containerId: `c${n}`, ifname: "eth0" });
 
@@ -24,7 +16,7 @@ Deno.test("the default range skips network, gateway and broadcast", () => {
 });
 
 Deno.test("addresses are distinct, stable per owner, and exhaustion is code 101", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/29")));
     const got = [];
     for (let i = 0; i < 5; i++) got.push(await pool.allocate(owner(i)));
@@ -37,7 +29,7 @@ Deno.test("addresses are distinct, stable per owner, and exhaustion is code 101"
 });
 
 Deno.test("concurrent allocations never hand out the same address", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/24")));
     const ips = await Promise.all(Array.from({ length: 50 }, (_, i) => pool.allocate(owner(i))));
     assertEquals(new Set(ips).size, 50);
@@ -45,7 +37,7 @@ Deno.test("concurrent allocations never hand out the same address", async () => 
 });
 
 Deno.test("a reopened pool remembers allocations and releases", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const range = defaultRange(parseCidr("10.0.0.0/24"));
     const first = await LocalPool.open(dir, range);
     const a = await first.allocate(owner(1));
@@ -60,7 +52,7 @@ Deno.test("a reopened pool remembers allocations and releases", async () => {
 });
 
 Deno.test("an address file made by another process is never handed out twice", async () => {
-  await withDir(async (dir) => {
+  await withTempDir(async (dir) => {
     const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/24")));
     await Deno.writeTextFile(`${dir}/10.0.0.2`, "other\neth0");
     assertEquals(await pool.allocate(owner(1)), "10.0.0.3");

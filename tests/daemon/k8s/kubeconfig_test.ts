@@ -5,15 +5,7 @@ import {
   KubeconfigError,
   loadKubeconfig,
 } from "../../../daemon/k8s/kubeconfig.ts";
-
-async function withDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../../../daemon/dev/netns.ts";
 
 const kubeconfig = (cluster: string, user: string) => `
 apiVersion: v1
@@ -25,7 +17,7 @@ users: [{name: u, user: {${user}}}]
 `;
 
 Deno.test("a kubeconfig with a CA file (relative to it) and a token yields server, CA and token", () =>
-  withDir(async (dir) => {
+  withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/ca.crt`, "CA PEM");
     await Deno.writeTextFile(
       `${dir}/config`,
@@ -40,7 +32,7 @@ Deno.test("a kubeconfig with a CA file (relative to it) and a token yields serve
   }));
 
 Deno.test("inline certificate data is base64-decoded for the client certificate and key", () =>
-  withDir(async (dir) => {
+  withTempDir(async (dir) => {
     const b64 = (s: string) => btoa(s);
     await Deno.writeTextFile(
       `${dir}/config`,
@@ -54,7 +46,7 @@ Deno.test("inline certificate data is base64-decoded for the client certificate 
   }));
 
 Deno.test("insecure-skip-tls-verify and exec credentials are refused with a clear error", () =>
-  withDir(async (dir) => {
+  withTempDir(async (dir) => {
     await Deno.writeTextFile(
       `${dir}/a`,
       kubeconfig(`server: "https://k", insecure-skip-tls-verify: true`, `token: t`),
@@ -70,7 +62,7 @@ Deno.test("insecure-skip-tls-verify and exec credentials are refused with a clea
   }));
 
 Deno.test("in-cluster config uses the service host, the mounted CA, and re-reads a rotated token", () =>
-  withDir(async (dir) => {
+  withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/ca.crt`, "CA");
     await Deno.writeTextFile(`${dir}/token`, "first\n");
     const env: Record<string, string> = {
