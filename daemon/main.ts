@@ -159,7 +159,9 @@ export async function startDaemon(
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
   const kube = config.standalone ? undefined : await connectKube(config, store);
   let serving = false;
-  const ready = () => serving && (kube?.watcher.synced ?? true);
+  // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
+  // its deadline (then new pods cannot be seen, so ADD cannot be served).
+  const ready = () => serving && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
   const service = new CniService({

@@ -8,7 +8,11 @@
  */
 
 /** The test files that talk to the Kubernetes API; the default suite runs them on the stand-in. */
-export const KUBE_FACING_TESTS = ["tests/daemon/k8s/", "tests/integration/kube_daemon_test.ts"];
+export const KUBE_FACING_TESTS = [
+  "tests/daemon/k8s/",
+  "tests/integration/kube_daemon_test.ts",
+  "tests/deploy/",
+];
 
 if (import.meta.main) {
   const kubeconfig = Deno.env.get("FERRY_TEST_KUBECONFIG") ?? "/opt/realk8s/kubeconfig";

@@ -291,3 +291,46 @@ Deno.test({
       });
     }),
 });
+
+Deno.test({
+  name:
+    "the API server stopping and starting again leaves plugged pods alone; readiness is honest and the watch resumes",
+  ...opts,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const [before, after] = [`before-${k.id}`, `after-${k.id}`];
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(2, async ([ns1, ns2]) => {
+          const [c1, c2] = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+          try {
+            await k.client.create<Pod>(PODS, testPod(before, node));
+            assertEquals((await ferry.shim(runtimeEnv("ADD", ns1, c1, before), netconf())).code, 0);
+            await k.stopApi();
+            try {
+              await until(() => !ferry.daemon().ready(), 30_000);
+              assertEquals(ferry.daemon().healthy(), false);
+              assertEquals(
+                await hostLinkExists(hostLinkName(c1, "eth0")),
+                true,
+                "nothing is unplugged while the API is away",
+              );
+              const check = await ferry.shim(runtimeEnv("CHECK", ns1, c1, before), netconf());
+              assertEquals(check.code, 0, "CHECK is served from the node's own state");
+            } finally {
+              await k.startApi();
+            }
+            await until(() => ferry.daemon().ready(), 60_000);
+            await k.client.create<Pod>(PODS, testPod(after, node));
+            const add = await ferry.shim(runtimeEnv("ADD", ns2, c2, after), netconf());
+            assertEquals(add.code, 0, add.stdout);
+            assertEquals(await hostLinkExists(hostLinkName(c1, "eth0")), true);
+            for (const [ns, c, p] of [[ns1, c1, before], [ns2, c2, after]] as const) {
+              assertEquals((await ferry.shim(runtimeEnv("DEL", ns, c, p), netconf())).code, 0);
+            }
+          } finally {
+            await removePods(k.client, [before, after]);
+          }
+        }), { watch: { timeoutSeconds: 300, unhealthyAfterSeconds: 1, resyncSeconds: 0 } });
+    }),
+});

@@ -94,6 +94,7 @@ export class KubeStandin {
   readonly #watches = new Set<OpenWatch>();
   readonly #faults: FaultRule[] = [];
   #delayMs = 0;
+  #port = 0;
   #server?: Deno.HttpServer<Deno.NetAddr>;
   /** Counters. */
   readonly stats: StandinStats = { requests: {}, openWatches: 0 };
@@ -113,12 +114,7 @@ export class KubeStandin {
   /** Starts the stand-in on 127.0.0.1. */
   static async start(options: StandinOptions = {}): Promise<KubeStandin> {
     const api = new KubeStandin(options);
-    const listening = Promise.withResolvers<void>();
-    api.#server = Deno.serve(
-      { hostname: "127.0.0.1", port: options.port ?? 0, onListen: () => listening.resolve() },
-      (req) => api.#handle(req),
-    );
-    await listening.promise;
+    await api.#listen(options.port ?? 0);
     return api;
   }
 
@@ -149,6 +145,29 @@ export class KubeStandin {
   async stop(): Promise<void> {
     this.dropWatches();
     await this.#server?.shutdown();
+  }
+
+  /**
+   * Hook: the API server goes away (watches drop, connections are refused) until
+   * {@link KubeStandin.resume}, which serves the same objects on the same port again.
+   */
+  async pause(): Promise<void> {
+    this.#port = this.#server!.addr.port;
+    await this.stop();
+  }
+
+  /** Hook: serves again on the port {@link KubeStandin.pause} left. */
+  async resume(): Promise<void> {
+    await this.#listen(this.#port);
+  }
+
+  async #listen(port: number): Promise<void> {
+    const listening = Promise.withResolvers<void>();
+    this.#server = Deno.serve(
+      { hostname: "127.0.0.1", port, onListen: () => listening.resolve() },
+      (req) => this.#handle(req),
+    );
+    await listening.promise;
   }
 
   /** Hook: ends every open watch abruptly, as a lost connection would. */

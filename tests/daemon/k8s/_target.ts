@@ -34,6 +34,10 @@ export interface KubeTarget {
    * so this waits 76 s and then makes 110 pod events.
    */
   expireWatch(oldRv: string): Promise<void>;
+  /** Stops the API server (real: /opt/realk8s/stop.sh; stand-in: pause). */
+  stopApi(): Promise<void>;
+  /** Starts it again (real: /opt/realk8s/start.sh; stand-in: resume on the same port). */
+  startApi(): Promise<void>;
 }
 
 /** A valid pod (the real server validates containers) bound to `nodeName`. */
@@ -46,6 +50,17 @@ export function testPod(name: string, nodeName: string, extra: Partial<Pod["meta
       terminationGracePeriodSeconds: 30,
     },
   };
+}
+
+async function sh(cmd: string, ...args: string[]): Promise<void> {
+  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+  if (!out.success) {
+    throw new Error(
+      `${cmd} failed: ${new TextDecoder().decode(out.stdout)}${
+        new TextDecoder().decode(out.stderr)
+      }`,
+    );
+  }
 }
 
 async function until(ms: number, done: () => Promise<boolean>, pauseMs = 2000): Promise<void> {
@@ -91,6 +106,14 @@ export async function withKube<T>(fn: (t: KubeTarget) => Promise<T>): Promise<T>
       client,
       standin,
       id,
+      async stopApi() {
+        if (api) return await api.pause();
+        await sh("/opt/realk8s/stop.sh");
+      },
+      async startApi() {
+        if (api) return await api.resume();
+        await sh("/opt/realk8s/start.sh", "--etcd-compaction-interval=20s");
+      },
       async expireList(oldRv: string) {
         if (api) return api.compact();
         // A real server compacts etcd on its own (start it with --etcd-compaction-interval=20s).

@@ -1,0 +1,29 @@
+/**
+ * Every API access the daemon makes, in one list: the RBAC in `deploy/rbac.yaml` must grant these
+ * and nothing else (a test asks a real API server both ways).
+ *
+ * @module
+ */
+
+/** One kind of access: verbs on a resource of an API group. */
+export interface ApiUse {
+  /** API group ("" for core). */
+  group: string;
+  /** Resource (plural). */
+  resource: string;
+  /** Verbs. */
+  verbs: string[];
+  /** Why the daemon needs it. */
+  why: string;
+}
+
+/** What the daemon does with the API. */
+export const DAEMON_API_USE: ApiUse[] = [
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list", "watch"],
+    why: "the one watch of the node's pods",
+  },
+  { group: "", resource: "pods", verbs: ["patch"], why: "ADD records its attachment on the pod" },
+];
