@@ -334,3 +334,84 @@ Deno.test({
         }), { watch: { timeoutSeconds: 300, unhealthyAfterSeconds: 1, resyncSeconds: 0 } });
     }),
 });
+
+async function kubectl(kubeconfig: string, stdin: string, ...args: string[]): Promise<string> {
+  const child = new Deno.Command("kubectl", {
+    args,
+    env: { KUBECONFIG: kubeconfig },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .spawn();
+  const w = child.stdin.getWriter();
+  await w.write(new TextEncoder().encode(stdin));
+  await w.close();
+  const out = await child.output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`kubectl ${args.join(" ")}: ${text}`);
+  return text;
+}
+
+Deno.test({
+  name: "a Node and a pod bound to it, created with kubectl as an operator would, are served",
+  // kubectl needs the API's discovery documents, which only a real server has.
+  ignore: !IS_ROOT || !REAL_KUBECONFIG,
+  fn: () =>
+    withKube((k) => {
+      const node = `kubectl-node-${k.id}`;
+      const pod = `kubectl-pod-${k.id}`;
+      const manifest = `
+apiVersion: v1
+kind: Node
+metadata: {name: ${node}, labels: {ferry.dev/test: "true"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ${pod}, namespace: default}
+spec:
+  nodeName: ${node}
+  containers: [{name: app, image: registry.invalid/app:1}]
+`;
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const cid = `c${uniqueToken()}`;
+          try {
+            await kubectl(k.kubeconfig, manifest, "apply", "-f", "-");
+            const uid =
+              (await kubectl(k.kubeconfig, "", "get", "pod", pod, "-o", "jsonpath={.metadata.uid}"))
+                .trim();
+            const add = await ferry.shim(runtimeEnv("ADD", ns, cid, pod, uid), netconf());
+            assertEquals(add.code, 0, add.stdout);
+            const recorded = await kubectl(
+              k.kubeconfig,
+              "",
+              "get",
+              "pod",
+              pod,
+              "-o",
+              `jsonpath={.metadata.annotations.ferry\\.dev/attachments}`,
+            );
+            assertEquals(JSON.parse(recorded).containerId, cid);
+            assertEquals(
+              (await ferry.shim(runtimeEnv("DEL", ns, cid, pod, uid), netconf())).code,
+              0,
+            );
+          } finally {
+            await kubectl(
+              k.kubeconfig,
+              "",
+              "delete",
+              "pod",
+              pod,
+              "--grace-period=0",
+              "--force",
+              "--ignore-not-found",
+            ).catch(() => {});
+            await kubectl(k.kubeconfig, "", "delete", "node", node, "--ignore-not-found").catch(
+              () => {},
+            );
+          }
+        }));
+    }),
+});
