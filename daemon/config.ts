@@ -27,6 +27,7 @@ export const DaemonConfigSchema = Type.Object({
     timeoutSeconds: Type.Integer({ minimum: 1 }),
     unhealthyAfterSeconds: Type.Number({ exclusiveMinimum: 0 }),
     resyncSeconds: Type.Number({ minimum: 0 }),
+    requestTimeoutSeconds: Type.Number({ exclusiveMinimum: 0 }),
   }, { additionalProperties: false }),
   stateDir: Type.String({
     pattern: "^/",
@@ -60,7 +61,12 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   nodeName: Deno.hostname(),
   standalone: false,
   podWaitSeconds: 60,
-  watch: { timeoutSeconds: 300, unhealthyAfterSeconds: 60, resyncSeconds: 300 },
+  watch: {
+    timeoutSeconds: 300,
+    unhealthyAfterSeconds: 60,
+    resyncSeconds: 300,
+    requestTimeoutSeconds: 30,
+  },
   stateDir: "/var/lib/ferry",
   network: { subnet: "10.244.0.0/24", mtu: 1500 },
   maxRequestBytes: 1024 * 1024,

@@ -91,6 +91,7 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
       watchTimeoutSeconds: config.watch.timeoutSeconds,
       unhealthyAfterMs: config.watch.unhealthyAfterSeconds * 1000,
       resyncMs: config.watch.resyncSeconds * 1000,
+      requestTimeoutMs: config.watch.requestTimeoutSeconds * 1000,
     },
   );
   const watcher = new Watcher();

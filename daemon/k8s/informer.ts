@@ -11,7 +11,15 @@ import type { Logger } from "@logtape/logtape";
 import type { KubeClient, KubeObject, SelectOptions } from "./client.ts";
 import { KubeApiError } from "./errors.ts";
 import type { ResourceType } from "./resources.ts";
+import type { WatchEvent } from "./watch_stream.ts";
 import type { KubeStatus } from "./errors.ts";
+
+/** A watch stream outlived its own timeout by the margin: cut it and watch again. */
+class StreamOverdue extends Error {
+  constructor() {
+    super("the watch stream is overdue");
+  }
+}
 
 /** Why a handler sees an object. */
 export type UpsertReason = "event" | "relist" | "resync";
@@ -38,6 +46,12 @@ export interface InformerOptions {
   unhealthyAfterMs?: number;
   /** Period of re-delivering the cache to handlers (ms; 0 disables; default 0). */
   resyncMs?: number;
+  /**
+   * How long a list, or the opening of a watch, may take before it counts as failed (ms, default
+   * 30 000). A watch stream is also cut this long after its own `timeoutSeconds` should have
+   * ended it, so a half-open connection to a vanished server cannot hold the informer forever.
+   */
+  requestTimeoutMs?: number;
   /** Randomness for jitter (tests pass a fixed one). */
   random?: () => number;
 }
@@ -52,6 +66,8 @@ export interface InformerStats {
   watches: number;
   /** Failed attempts (list or watch). */
   failures: number;
+  /** Open watches that ended before `stop` (closed by the server, broken, expired, overdue). */
+  interrupted: number;
 }
 
 const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
@@ -81,7 +97,7 @@ export class Informer<T extends KubeObject> {
   #loop?: Promise<void>;
   #resync?: ReturnType<typeof setInterval>;
   /** Counters. */
-  readonly stats: InformerStats = { lists: 0, relists: 0, watches: 0, failures: 0 };
+  readonly stats: InformerStats = { lists: 0, relists: 0, watches: 0, failures: 0, interrupted: 0 };
 
   /** Creates an informer; call {@link Informer.start}. */
   constructor(
@@ -104,6 +120,7 @@ export class Informer<T extends KubeObject> {
       backoffMaxMs: 30_000,
       unhealthyAfterMs: 60_000,
       resyncMs: 0,
+      requestTimeoutMs: 30_000,
       random: Math.random,
       ...options,
     };
@@ -154,42 +171,51 @@ export class Informer<T extends KubeObject> {
     let attempt = 0;
     while (!signal.aborted) {
       try {
-        if (rv === undefined) rv = await this.#relist(signal);
+        if (rv === undefined) {
+          rv = await this.#relist(
+            AbortSignal.any([signal, AbortSignal.timeout(this.#o.requestTimeoutMs)]),
+          );
+        }
         const timeoutSeconds = Math.round(
           this.#o.watchTimeoutSeconds * (0.9 + 0.2 * this.#o.random()),
         );
-        const events = await this.#kube.watch<T | KubeStatus>(this.#rt, {
-          ...this.#select,
-          resourceVersion: rv,
-          allowWatchBookmarks: true,
-          timeoutSeconds,
-          signal,
-        });
+        // Opening the watch must answer within the request timeout; the stream then lives at most
+        // its own timeout plus that margin (a half-open connection cannot hold the informer).
+        const watchAbort = new AbortController();
+        const opening = setTimeout(
+          () => watchAbort.abort(new Error("the watch did not open in time")),
+          this.#o.requestTimeoutMs,
+        );
+        let events: AsyncGenerator<WatchEvent<T | KubeStatus>>;
+        try {
+          events = await this.#kube.watch<T | KubeStatus>(this.#rt, {
+            ...this.#select,
+            resourceVersion: rv,
+            allowWatchBookmarks: true,
+            timeoutSeconds,
+            signal: AbortSignal.any([signal, watchAbort.signal]),
+          });
+        } finally {
+          clearTimeout(opening);
+        }
         this.stats.watches++;
         attempt = 0;
         this.#failingSince = undefined;
-        for await (const ev of events) {
-          if (ev.type === "ERROR") {
-            const status = ev.object as KubeStatus;
-            throw new KubeApiError(
-              status.code ?? 500,
-              status.reason ?? "Unknown",
-              status.message ?? "watch error",
-            );
-          }
-          const obj = ev.object as T;
-          rv = obj.metadata?.resourceVersion ?? rv;
-          if (ev.type === "BOOKMARK") continue;
-          if (ev.type === "DELETED") {
-            this.#cache.delete(keyOf(obj));
-            this.#handlers.remove(obj);
-          } else {
-            this.#cache.set(keyOf(obj), obj);
-            this.#handlers.upsert(obj, "event");
-          }
+        const cutoff = setTimeout(
+          () => watchAbort.abort(new StreamOverdue()),
+          timeoutSeconds * 1000 + this.#o.requestTimeoutMs,
+        );
+        const seen = { rv };
+        try {
+          await this.#consume(events, seen);
+        } finally {
+          clearTimeout(cutoff);
+          rv = seen.rv;
+          if (!signal.aborted) this.stats.interrupted++;
         }
       } catch (e) {
         if (signal.aborted) break;
+        if (e instanceof StreamOverdue) continue;
         if (e instanceof KubeApiError && e.isGone) {
           this.#log.info("{resource}: resourceVersion {rv} expired, re-listing", {
             resource: this.#rt.plural,
@@ -209,6 +235,33 @@ export class Informer<T extends KubeObject> {
           delay,
         });
         await sleep(delay, signal);
+      }
+    }
+  }
+
+  /** Applies a watch's events to the cache and handlers, keeping `seen.rv` current. */
+  async #consume(
+    events: AsyncGenerator<WatchEvent<T | KubeStatus>>,
+    seen: { rv: string },
+  ): Promise<void> {
+    for await (const ev of events) {
+      if (ev.type === "ERROR") {
+        const status = ev.object as KubeStatus;
+        throw new KubeApiError(
+          status.code ?? 500,
+          status.reason ?? "Unknown",
+          status.message ?? "watch error",
+        );
+      }
+      const obj = ev.object as T;
+      seen.rv = obj.metadata?.resourceVersion ?? seen.rv;
+      if (ev.type === "BOOKMARK") continue;
+      if (ev.type === "DELETED") {
+        this.#cache.delete(keyOf(obj));
+        this.#handlers.remove(obj);
+      } else {
+        this.#cache.set(keyOf(obj), obj);
+        this.#handlers.upsert(obj, "event");
       }
     }
   }

@@ -61,10 +61,14 @@ function withNodeFerry<T>(
   });
 }
 
-async function until(cond: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
+async function until(
+  cond: () => boolean | Promise<boolean>,
+  ms = 15_000,
+  what = String(cond),
+): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
+    if (Date.now() > deadline) throw new Error(`not true within ${ms} ms: ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -225,8 +229,12 @@ Deno.test({
             );
             const stats = ferry.daemon().stats();
             assertEquals(stats.apiCallsOnCniPath, names.length);
-            assertEquals(stats.podWatch!.lists, 1);
-            assertEquals(stats.podWatch!.watches, 1, "a single watch served them all");
+            // One watch stream served them all: one list, no per-pod watch. A real server may end
+            // a watch it finds too slow; the informer then resumes it from its resourceVersion.
+            const w = stats.podWatch!;
+            assertEquals(w.lists, 1, JSON.stringify(stats));
+            assertEquals(w.watches, 1 + w.interrupted, JSON.stringify(stats));
+            assert(w.watches <= 3, JSON.stringify(stats));
             if (k.standin) assertEquals(k.standin.stats.requests["WATCH pods"], 1);
             const dels = await Promise.all(
               namespaces.map((ns, i) =>
@@ -331,7 +339,14 @@ Deno.test({
           } finally {
             await removePods(k.client, [before, after]);
           }
-        }), { watch: { timeoutSeconds: 300, unhealthyAfterSeconds: 1, resyncSeconds: 0 } });
+        }), {
+        watch: {
+          timeoutSeconds: 300,
+          unhealthyAfterSeconds: 1,
+          resyncSeconds: 0,
+          requestTimeoutSeconds: 3,
+        },
+      });
     }),
 });
 

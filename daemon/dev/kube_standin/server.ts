@@ -94,6 +94,7 @@ export class KubeStandin {
   readonly #watches = new Set<OpenWatch>();
   readonly #faults: FaultRule[] = [];
   #delayMs = 0;
+  readonly #delayed = new Set<() => void>();
   #port = 0;
   #server?: Deno.HttpServer<Deno.NetAddr>;
   /** Counters. */
@@ -185,9 +186,10 @@ export class KubeStandin {
     this.#faults.length = 0;
   }
 
-  /** Hook: delays every response by `ms`. */
+  /** Hook: delays every response by `ms`; `0` also releases the requests being delayed now. */
   delayResponses(ms: number): void {
     this.#delayMs = ms;
+    if (ms === 0) { for (const release of [...this.#delayed]) release(); }
   }
 
   /** Hook: compacts etcd up to now: exact lists and continue tokens of older versions answer 410. */
@@ -209,7 +211,17 @@ export class KubeStandin {
   }
 
   async #handle(req: Request): Promise<Response> {
-    if (this.#delayMs) await new Promise((r) => setTimeout(r, this.#delayMs));
+    if (this.#delayMs) {
+      await new Promise<void>((resolve) => {
+        const release = () => {
+          clearTimeout(timer);
+          this.#delayed.delete(release);
+          resolve();
+        };
+        const timer = setTimeout(release, this.#delayMs);
+        this.#delayed.add(release);
+      });
+    }
     const url = new URL(req.url);
     try {
       if (["/healthz", "/readyz", "/livez"].includes(url.pathname)) return new Response("ok");

@@ -108,7 +108,18 @@ export async function withKube<T>(fn: (t: KubeTarget) => Promise<T>): Promise<T>
       id,
       async stopApi() {
         if (api) return await api.pause();
+        // stop.sh sends SIGTERM and waits 10 s; a draining apiserver can keep serving open watches
+        // longer than that, so make sure the process is gone (as after a crash).
+        const pid = (await Deno.readTextFile("/opt/realk8s/run/apiserver.pid").catch(() => ""))
+          .trim();
         await sh("/opt/realk8s/stop.sh");
+        if (pid) {
+          await sh(
+            "/bin/sh",
+            "-c",
+            `kill -9 ${pid} 2>/dev/null; while kill -0 ${pid} 2>/dev/null; do sleep 0.1; done; true`,
+          );
+        }
       },
       async startApi() {
         if (api) return await api.resume();

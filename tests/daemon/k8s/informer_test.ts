@@ -182,6 +182,34 @@ Deno.test({
     }),
 });
 
+Deno.test({
+  name:
+    "a watch that does not open within the request timeout counts as a failure, and the informer recovers",
+  ...standinOnly,
+  fn: () =>
+    withKube(async ({ client, id, standin }) => {
+      const { informer } = recordingInformer(client, `node-${id}`, {
+        ...FAST,
+        unhealthyAfterMs: 300,
+        requestTimeoutMs: 200,
+      });
+      try {
+        informer.start();
+        await informer.synced;
+        await until(() => standin!.stats.openWatches === 1);
+        standin!.delayResponses(60_000);
+        standin!.dropWatches();
+        await until(() => !informer.healthy);
+        standin!.delayResponses(0);
+        await until(() => informer.healthy);
+        assert(informer.stats.failures >= 1);
+      } finally {
+        standin!.delayResponses(0);
+        await informer.stop();
+      }
+    }),
+});
+
 Deno.test("a periodic resync re-delivers the cache to the handlers", () =>
   withKube(async ({ client, id }) => {
     const node = `node-${id}`;
