@@ -68,7 +68,7 @@ export interface DaemonOverrides {
 interface KubeSide {
   pods: PodSource;
   watcher: Watcher;
-  transport: CountingTransport & { close?: () => void };
+  transport: CountingTransport;
   cniApiCalls: { count: number };
   close(): Promise<void>;
 }

@@ -89,12 +89,12 @@ export async function demo(): Promise<boolean> {
           };
           const address = result.ips[0].address;
           const reachable = await pingOnce(address.split("/")[0]);
-          const recorded = (await kube.get<Pod>(PODS, "default", pod)).metadata?.annotations
-            ?.[ATTACHMENTS_ANNOTATION];
+          const stored = await kube.get<Pod>(PODS, "default", pod);
+          const recorded = stored.metadata?.annotations?.[ATTACHMENTS_ANNOTATION];
           ok &&= reachable && JSON.parse(recorded ?? "{}").containerId === id;
           rows.push({
             pod: `default/${pod}`,
-            uid: (await kube.get<Pod>(PODS, "default", pod)).metadata!.uid!.slice(0, 8),
+            uid: stored.metadata!.uid!.slice(0, 8),
             netns: ns.name,
             iface: "eth0",
             hostLink: result.interfaces[0].name,

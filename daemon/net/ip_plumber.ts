@@ -59,17 +59,6 @@ export class IpPlumber implements Plumber {
     }
   }
 
-  /** True when the host namespace has a link named `name`. */
-  async hostLinkExists(name: string): Promise<boolean> {
-    try {
-      await this.#ip.batch([`link show dev ${name}`]);
-      return true;
-    } catch (e) {
-      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return false;
-      throw e;
-    }
-  }
-
   /** Reads link, addresses and routes of `ifname` in `netns` with one batch. */
   async inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
     try {

@@ -50,6 +50,4 @@ export interface Plumber {
   unplugVeth(hostIfname: string): Promise<void>;
   /** Reads an interface in a namespace; null when the namespace or the interface is gone. */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null>;
-  /** True when a link of that name exists in the host namespace. */
-  hostLinkExists(name: string): Promise<boolean>;
 }
