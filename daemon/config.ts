@@ -16,6 +16,9 @@ export const DaemonConfigSchema = Type.Object({
   kubeconfig: Type.Optional(
     Type.String({ description: "kubeconfig file; in-cluster when absent" }),
   ),
+  allowInsecureTls: Type.Boolean({
+    description: "accept a kubeconfig with insecure-skip-tls-verify",
+  }),
   standalone: Type.Boolean({
     description: "no Kubernetes: plug without pod lookup (local tests, plain CNI)",
   }),
@@ -59,6 +62,7 @@ export type DaemonConfig = Static<typeof DaemonConfigSchema>;
 export const DEFAULT_CONFIG: DaemonConfig = {
   socket: "/run/ferry/ferry.sock",
   nodeName: Deno.hostname(),
+  allowInsecureTls: false,
   standalone: false,
   podWaitSeconds: 60,
   watch: {

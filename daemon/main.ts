@@ -75,7 +75,7 @@ interface KubeSide {
 
 async function connectKube(config: DaemonConfig, store: AttachmentStore): Promise<KubeSide> {
   const conn = config.kubeconfig
-    ? await loadKubeconfig(config.kubeconfig)
+    ? await loadKubeconfig(config.kubeconfig, { allowInsecureTls: config.allowInsecureTls })
     : await inClusterConfig();
   const http = new HttpTransport(conn);
   const transport = new CountingTransport(http);

@@ -45,7 +45,7 @@ Deno.test("inline certificate data is base64-decoded for the client certificate 
     assertEquals([c.caCert, c.clientCert, c.clientKey, c.token], ["CA", "CERT", "KEY", undefined]);
   }));
 
-Deno.test("insecure-skip-tls-verify and exec credentials are refused with a clear error", () =>
+Deno.test("insecure-skip-tls-verify is refused unless allowed, exec credentials always, with a clear error", () =>
   withTempDir(async (dir) => {
     await Deno.writeTextFile(
       `${dir}/a`,
@@ -55,6 +55,10 @@ Deno.test("insecure-skip-tls-verify and exec credentials are refused with a clea
       () => loadKubeconfig(`${dir}/a`),
       KubeconfigError,
       "insecure-skip-tls-verify",
+    );
+    assertEquals(
+      (await loadKubeconfig(`${dir}/a`, { allowInsecureTls: true })).server,
+      "https://k",
     );
     await Deno.writeTextFile(`${dir}/b`, kubeconfig(`server: "https://k"`, `exec: {command: aws}`));
     await assertRejects(() => loadKubeconfig(`${dir}/b`), KubeconfigError, "exec");
