@@ -51,9 +51,31 @@ export async function runShimAt(
   env: Record<string, string>,
   stdin: string,
 ): Promise<ShimRun> {
-  const child = new Deno.Command(path, {
+  const out = await runWithInput(path, [], env, stdin, true);
+  const stdout = new TextDecoder().decode(out.stdout);
+  return {
+    code: out.code,
+    stdout,
+    json: stdout.trim() ? JSON.parse(stdout) : undefined,
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+/**
+ * Runs `cmd` with `args` and `env`, writing `stdin` to it; with `clearEnv`, `env` is all it gets.
+ * Resolves to its exit status and output.
+ */
+export async function runWithInput(
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+  stdin: string,
+  clearEnv = false,
+): Promise<Deno.CommandOutput> {
+  const child = new Deno.Command(cmd, {
+    args,
     env,
-    clearEnv: true,
+    clearEnv,
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
@@ -62,14 +84,7 @@ export async function runShimAt(
   const w = child.stdin.getWriter();
   await w.write(new TextEncoder().encode(stdin));
   await w.close();
-  const out = await child.output();
-  const stdout = new TextDecoder().decode(out.stdout);
-  return {
-    code: out.code,
-    stdout,
-    json: stdout.trim() ? JSON.parse(stdout) : undefined,
-    stderr: new TextDecoder().decode(out.stderr),
-  };
+  return await child.output();
 }
 
 /** A random /24, so concurrent throwaway Ferries never share addresses. */

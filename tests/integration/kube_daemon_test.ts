@@ -6,7 +6,7 @@ import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import { hostLinkName } from "../../daemon/net/naming.ts";
 import { PODS } from "../../daemon/k8s/resources.ts";
 import { ATTACHMENTS_ANNOTATION } from "../../daemon/registry.ts";
-import { netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
+import { netconf, runWithInput, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,
   IS_ROOT,
@@ -351,18 +351,7 @@ Deno.test({
 });
 
 async function kubectl(kubeconfig: string, stdin: string, ...args: string[]): Promise<string> {
-  const child = new Deno.Command("kubectl", {
-    args,
-    env: { KUBECONFIG: kubeconfig },
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
-  const out = await child.output();
+  const out = await runWithInput("kubectl", args, { KUBECONFIG: kubeconfig }, stdin);
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
   if (!out.success) throw new Error(`kubectl ${args.join(" ")}: ${text}`);
   return text;
