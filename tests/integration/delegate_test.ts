@@ -1,0 +1,138 @@
+// The delegate driver running Debian's reference plugins in real namespaces. Needs root.
+import { assertEquals, assertMatch, assertRejects } from "deno-std/assert/mod.js";
+import { delegate } from "../../daemon/net/delegate.ts";
+import { ipIn, IS_ROOT, run, uniqueToken, withNetns, withTempDir } from "../../daemon/dev/netns.ts";
+import { CniError } from "../../lib/cni/errors.ts";
+import type { NetConf } from "../../lib/cni/schemas.ts";
+
+const HAVE_PLUGINS = await Deno.stat("/usr/lib/cni/bridge").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !HAVE_PLUGINS };
+const PATH = ["/usr/lib/cni"];
+
+function bridgeConf(bridge: string, dataDir: string, subnet: string): NetConf {
+  return {
+    cniVersion: "1.0.0",
+    name: `net-${bridge}`,
+    type: "bridge",
+    bridge,
+    isGateway: true,
+    ipam: { type: "host-local", ranges: [[{ subnet }]], dataDir } as NetConf["ipam"],
+  } as NetConf;
+}
+
+Deno.test({
+  name:
+    "ADD and DEL through the reference bridge plugin with host-local IPAM, DEL getting the cached result",
+  ...opts,
+  fn: () =>
+    withTempDir((dir) =>
+      withNetns(1, async ([ns]) => {
+        const bridge = `fb${uniqueToken().slice(0, 8)}`;
+        const config = bridgeConf(
+          bridge,
+          `${dir}/ipam`,
+          `10.251.${1 + Math.floor(Math.random() * 250)}.0/24`,
+        );
+        const cid = `d${uniqueToken()}`;
+        try {
+          const result = await delegate({
+            command: "ADD",
+            config,
+            containerId: cid,
+            netns: ns.path,
+            ifname: "net1",
+            path: PATH,
+          });
+          assertEquals(result!.cniVersion, "1.1.0");
+          const address = result!.ips![0].address;
+          assertMatch(await ipIn(ns, "addr", "show", "dev", "net1"), new RegExp(`inet ${address}`));
+          await delegate({
+            command: "CHECK",
+            config,
+            containerId: cid,
+            netns: ns.path,
+            ifname: "net1",
+            path: PATH,
+            prevResult: { ...result!, cniVersion: "1.0.0" },
+          });
+          await delegate({
+            command: "DEL",
+            config,
+            containerId: cid,
+            netns: ns.path,
+            ifname: "net1",
+            path: PATH,
+            prevResult: { ...result!, cniVersion: "1.0.0" },
+          });
+          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+          const left = [];
+          for await (
+            const e of Deno.readDir(`${dir}/ipam/${config.name}`)
+          ) if (/^\d/.test(e.name)) left.push(e.name);
+          assertEquals(left, [], "host-local released the address");
+        } finally {
+          await run("ip", "link", "del", bridge).catch(() => {});
+        }
+      })
+    ),
+});
+
+Deno.test({
+  name: "a plugin's own error passes through with its code; a missing plugin is invalid config (7)",
+  ...opts,
+  fn: () =>
+    withNetns(1, async ([ns]) => {
+      const broken = { cniVersion: "1.0.0", name: "n", type: "host-local" } as NetConf;
+      const err = await assertRejects(
+        () =>
+          delegate({
+            command: "ADD",
+            config: broken,
+            containerId: "c1",
+            netns: ns.path,
+            ifname: "net1",
+            path: PATH,
+          }),
+        CniError,
+      );
+      assertEquals(err.message.startsWith("plugin host-local:"), true, err.message);
+      const missing = await assertRejects(
+        () =>
+          delegate({
+            command: "ADD",
+            config: { ...broken, type: "no-such-plugin" },
+            containerId: "c1",
+            netns: ns.path,
+            ifname: "net1",
+            path: PATH,
+          }),
+        CniError,
+      );
+      assertEquals(missing.code, 7);
+    }),
+});
+
+Deno.test({
+  name: "a plugin that hangs is killed when the signal aborts",
+  ...opts,
+  fn: () =>
+    withTempDir(async (dir) => {
+      await Deno.writeTextFile(`${dir}/hang`, "#!/bin/sh\nexec sleep 30\n", { mode: 0o755 });
+      const started = Date.now();
+      const err = await assertRejects(
+        () =>
+          delegate({
+            command: "ADD",
+            config: { cniVersion: "1.0.0", name: "n", type: "hang" } as NetConf,
+            containerId: "c1",
+            netns: "/var/run/netns/none",
+            ifname: "net1",
+            path: [dir],
+            signal: AbortSignal.timeout(300),
+          }),
+        CniError,
+      );
+      assertEquals(err.code, 5);
+      assertEquals(Date.now() - started < 10_000, true);
+    }),
+});
