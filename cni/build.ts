@@ -6,6 +6,7 @@
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
+import { DEFAULT_SOCKET } from "../lib/socket_api.ts";
 import { SHIM_ENTRYPOINT, shimArgs, shimPermissionFlags } from "./sandbox.ts";
 
 /** The `deno compile` arguments for a shim bound to `socket`, written to `output`. */
@@ -25,7 +26,7 @@ export function compileArgs(socket: string, output: string): string[] {
 if (import.meta.main) {
   const flags = parseArgs(Deno.args, {
     string: ["output", "socket"],
-    default: { output: "ferry", socket: "/run/ferry/ferry.sock" },
+    default: { output: "ferry", socket: DEFAULT_SOCKET },
   });
   const args = compileArgs(flags.socket, flags.output);
   console.log(`deno ${args.join(" ")}`);

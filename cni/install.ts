@@ -12,6 +12,7 @@ import { checkShape } from "../lib/validate.ts";
 import { validateNetConfList } from "../lib/_generated/validateNetConfList.js";
 import type { NetConfList } from "../lib/cni/schemas.ts";
 import { SHIM_ENTRYPOINT, SHIM_RUNTIME_FLAGS, shimArgs, shimPermissionFlags } from "./sandbox.ts";
+import { DEFAULT_SOCKET } from "../lib/socket_api.ts";
 
 /** What to install. */
 export interface InstallOptions {
@@ -81,6 +82,23 @@ export function conflist(o: Pick<InstallOptions, "networkName" | "cniVersion">):
   );
 }
 
+/**
+ * Options for an install where everything lives under `dir` (`bin/`, `conf/`, `deno/`), with
+ * this Deno and this repository's lock file: what dev mode, the demo and the tests use.
+ */
+export function installUnder(dir: string, socket: string): InstallOptions {
+  return {
+    binDir: `${dir}/bin`,
+    confDir: `${dir}/conf`,
+    socket,
+    denoDir: `${dir}/deno`,
+    networkName: "ferry",
+    cniVersion: "1.0.0",
+    denoPath: Deno.execPath(),
+    lockFile: new URL("../deno.lock", import.meta.url).pathname,
+  };
+}
+
 /** Installs the wrapper and the conflist, then runs VERSION through the wrapper. */
 export async function install(o: InstallOptions): Promise<{ shim: string; conflist: string }> {
   await Deno.mkdir(o.binDir, { recursive: true });
@@ -115,7 +133,7 @@ if (import.meta.main) {
     default: {
       "bin-dir": "/opt/cni/bin",
       "conf-dir": "/etc/cni/net.d",
-      socket: "/run/ferry/ferry.sock",
+      socket: DEFAULT_SOCKET,
       "deno-dir": "/var/cache/ferry/deno",
       "network-name": "ferry",
       "cni-version": "1.0.0",

@@ -7,9 +7,8 @@
 import { CNI_ENV_VARS, type CniEnv } from "./invocation.ts";
 import { runShim } from "./shim.ts";
 import { daemonSender } from "./daemon_client.ts";
-
-/** The socket the shim uses when `--socket` is not given. */
-export const DEFAULT_SOCKET = "/run/ferry/ferry.sock";
+import { DEFAULT_SOCKET } from "../lib/socket_api.ts";
+import { concatBytes } from "../lib/bytes.ts";
 
 function socketFromArgs(args: string[]): string {
   const i = args.indexOf("--socket");
@@ -19,13 +18,7 @@ function socketFromArgs(args: string[]): string {
 async function readStdin(): Promise<string> {
   const chunks: Uint8Array[] = [];
   for await (const chunk of Deno.stdin.readable) chunks.push(chunk);
-  const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let off = 0;
-  for (const c of chunks) {
-    all.set(c, off);
-    off += c.length;
-  }
-  return new TextDecoder().decode(all);
+  return new TextDecoder().decode(concatBytes(chunks));
 }
 
 if (import.meta.main) {

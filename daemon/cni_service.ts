@@ -7,7 +7,7 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import { podRefFromArgs } from "../lib/cni/args.ts";
+import { type PodRef, podRefFromArgs } from "../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 import type { CniResult } from "../lib/cni/schemas.ts";
 import { upgradeResult } from "../lib/cni/versions.ts";
@@ -97,8 +97,9 @@ export class CniService {
   add(req: CniRequest): Promise<CniResult> {
     const key = this.#key(req);
     const netns = need(req, "netns");
+    const ref = podRefFromArgs(req.args);
     return this.#locks.run(key.containerId, async () => {
-      const pod = await this.#podFor(req);
+      const pod = ref && await this.#podFor(ref, req.containerId);
       const existing = this.#d.store.get(key);
       if (existing) {
         if (existing.netns !== netns) {
@@ -131,7 +132,6 @@ export class CniService {
           result: vethResult(spec, prev),
           createdAt: new Date().toISOString(),
         };
-        const ref = podRefFromArgs(req.args);
         if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
         await this.#d.store.put(record);
         if (pod && ref) {
@@ -147,9 +147,8 @@ export class CniService {
   }
 
   /** Waits for the request's pod when Kubernetes is on and the runtime named a pod. */
-  async #podFor(req: CniRequest): Promise<RegisteredPod | undefined> {
-    const ref = podRefFromArgs(req.args);
-    if (!this.#d.pods || !ref) return undefined;
+  async #podFor(ref: PodRef, containerId: string | undefined): Promise<RegisteredPod | undefined> {
+    if (!this.#d.pods) return undefined;
     const { registry, waitMs } = this.#d.pods;
     const signal = AbortSignal.timeout(waitMs);
     try {
@@ -161,7 +160,7 @@ export class CniService {
         {
           ...ref,
           ms: waitMs,
-          containerId: req.containerId,
+          containerId,
         },
       );
       throw new CniError(

@@ -8,6 +8,7 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { Ajv } from "ajv";
 import { describeIssues } from "../lib/validate.ts";
+import { DEFAULT_SOCKET } from "../lib/socket_api.ts";
 
 /** The schema of the daemon configuration file. */
 export const DaemonConfigSchema = Type.Object({
@@ -60,7 +61,7 @@ export type DaemonConfig = Static<typeof DaemonConfigSchema>;
 
 /** Every default, in one place. */
 export const DEFAULT_CONFIG: DaemonConfig = {
-  socket: "/run/ferry/ferry.sock",
+  socket: DEFAULT_SOCKET,
   nodeName: Deno.hostname(),
   allowInsecureTls: false,
   standalone: false,

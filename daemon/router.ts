@@ -12,6 +12,7 @@ import type { CniResult } from "../lib/cni/schemas.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../lib/socket_api.ts";
 import { checkShape } from "../lib/validate.ts";
+import { concatBytes } from "../lib/bytes.ts";
 import { validateCniRequest } from "../lib/_generated/validateCniRequest.js";
 
 /** What the routes need. */
@@ -79,13 +80,7 @@ async function readBody(req: Request, limit: number): Promise<string> {
     if (total > limit) throw tooLarge();
     chunks.push(chunk);
   }
-  const all = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    all.set(c, off);
-    off += c.length;
-  }
-  return new TextDecoder().decode(all);
+  return new TextDecoder().decode(concatBytes(chunks));
 }
 
 /**

@@ -5,6 +5,9 @@
  * @module
  */
 
+/** Where the daemon listens and the shim connects unless told otherwise. */
+export const DEFAULT_SOCKET = "/run/ferry/ferry.sock";
+
 /** `POST`: a CNI invocation (a {@link import("./envelope.ts").CniRequest}). */
 export const CNI_REQUEST_PATH = "/v1/cni";
 /** `GET`: liveness: 200 while the daemon works, 503 when it is stuck (e.g. lost its API watch). */

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { concatBytes } from "./bytes.ts";
 
 /** A complete HTTP response. */
 export interface UnixHttpResponse {
@@ -65,7 +66,7 @@ export async function unixRequest(
     const head = `${method} ${path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n` +
       (body === undefined ? "" : "Content-Type: application/json\r\n") +
       `Content-Length: ${payload.length}\r\n\r\n`;
-    await writeAll(conn, concat([new TextEncoder().encode(head), payload]));
+    await writeAll(conn, concatBytes([new TextEncoder().encode(head), payload]));
     const raw = await readAll(conn);
     signal.throwIfAborted();
     return parseResponse(raw);
@@ -94,17 +95,7 @@ async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
     if (total > MAX_RESPONSE_BYTES) throw new Error("response too large");
     chunks.push(buf.slice(0, n));
   }
-  return concat(chunks);
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 /**
@@ -147,7 +138,7 @@ function dechunk(data: Uint8Array): Uint8Array {
     if (eol < 0) throw new Error("malformed chunked body");
     const size = parseInt(new TextDecoder().decode(data.subarray(off, eol)).split(";")[0], 16);
     if (Number.isNaN(size)) throw new Error("malformed chunk size");
-    if (size === 0) return concat(parts);
+    if (size === 0) return concatBytes(parts);
     const start = eol + 2;
     if (start + size > data.length) throw new Error("truncated chunked body");
     parts.push(data.subarray(start, start + size));

@@ -10,7 +10,7 @@
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import { parseAll } from "deno-std/yaml/parse.js";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
-import { install } from "../../cni/install.ts";
+import { install, installUnder } from "../../cni/install.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { PODS } from "../k8s/resources.ts";
 import { HttpTransport } from "../k8s/transport.ts";
@@ -72,16 +72,7 @@ if (import.meta.main) {
       );
     }
   }
-  const { shim } = await install({
-    binDir: `${dev}/bin`,
-    confDir: `${dev}/conf`,
-    socket: config.socket,
-    denoDir: `${dev}/deno`,
-    networkName: "ferry",
-    cniVersion: "1.0.0",
-    denoPath: Deno.execPath(),
-    lockFile: `${repo}deno.lock`,
-  });
+  const { shim } = await install(installUnder(dev, config.socket));
   const daemon = await startDaemon(config);
   console.error(
     `API stand-in: ${api.url} (kubeconfig ${dev}/kubeconfig)\ndaemon: ${config.socket} for node ${DEV_NODE}\nshim: ${shim}\n` +

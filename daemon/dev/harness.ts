@@ -7,7 +7,7 @@
  */
 import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../config.ts";
 import { type Daemon, type DaemonOverrides, startDaemon } from "../main.ts";
-import { install } from "../../cni/install.ts";
+import { install, installUnder } from "../../cni/install.ts";
 import { uniqueToken } from "./netns.ts";
 
 /** What a shim invocation printed and how it exited. */
@@ -42,8 +42,6 @@ export interface TestFerry {
   /** The running daemon (its stats, readiness, health). */
   daemon(): Daemon;
 }
-
-const REPO = new URL("../../", import.meta.url).pathname;
 
 /** Runs an executable with exactly `env` and `stdin`. */
 export async function runShimAt(
@@ -122,16 +120,7 @@ export async function withFerry<T>(
   let daemon = await startDaemon(config, options.daemon);
   let running = true;
   try {
-    const { shim } = await install({
-      binDir: `${dir}/bin`,
-      confDir: `${dir}/conf`,
-      socket: config.socket,
-      denoDir: `${dir}/deno`,
-      networkName: "ferry",
-      cniVersion: "1.0.0",
-      denoPath: Deno.execPath(),
-      lockFile: `${REPO}deno.lock`,
-    });
+    const { shim } = await install(installUnder(dir, config.socket));
     return await fn({
       config,
       dir,

@@ -1,5 +1,5 @@
 import { assertEquals } from "deno-std/assert/mod.js";
-import { install, wrapperCommand } from "../../cni/install.ts";
+import { install, installUnder, wrapperCommand } from "../../cni/install.ts";
 import { compileArgs } from "../../cni/build.ts";
 import { SHIM_ENTRYPOINT, shimPermissionFlags } from "../../cni/sandbox.ts";
 
@@ -59,16 +59,7 @@ Deno.test("under the shim's flags nothing but its socket and the CNI variables i
 Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixed cache and no config", async () => {
   const dir = await Deno.makeTempDir();
   try {
-    const o = {
-      binDir: `${dir}/bin`,
-      confDir: `${dir}/conf`,
-      socket: `${dir}/f.sock`,
-      denoDir: `${dir}/deno`,
-      networkName: "ferry",
-      cniVersion: "1.0.0",
-      denoPath: Deno.execPath(),
-      lockFile: `${REPO}deno.lock`,
-    };
+    const o = installUnder(dir, `${dir}/f.sock`);
     const { shim, conflist } = await install(o);
     const script = await Deno.readTextFile(shim);
     const expected = wrapperCommand(o).map((a) => `'${a}'`).join(" ");
