@@ -6,7 +6,8 @@
  *
  * @module
  */
-import type { CniResult } from "../lib/cni/schemas.ts";
+import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
+import type { DriverName } from "./drivers/driver.ts";
 import type { PodRef } from "../lib/cni/args.ts";
 
 /** One plugged interface. */
@@ -19,8 +20,12 @@ export interface Attachment {
   netns: string;
   /** The network (config `name`) the interface belongs to. */
   network: string;
-  /** The host end of the veth pair. */
-  hostIfname: string;
+  /** The driver that plugged it (records from before drivers existed are `bridge`). */
+  driver?: DriverName;
+  /** The attachment config the driver got (not kept for the default network). */
+  conf?: NetConf;
+  /** The host end of the veth pair, when the driver made one. */
+  hostIfname?: string;
   /** The pod, when the runtime named it in CNI_ARGS. */
   pod?: PodRef;
   /** The result returned to the runtime, in the current spec version. */

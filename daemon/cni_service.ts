@@ -1,24 +1,22 @@
 /**
- * What each CNI command does on this node: ADD plugs a veth with an address from the node-local
- * pool, DEL unplugs and releases (forgivingly), CHECK compares the live interface with the
+ * What each CNI command does on this node: ADD plugs the interface through its driver (the node
+ * bridge for the default network; macvlan, ipvlan or a delegated plugin when the config names an
+ * `attachment`), DEL unplugs and releases (forgivingly), CHECK compares the live state with the
  * recorded result, STATUS tells whether ADD can be served, GC removes what the runtime no longer
- * lists. Collaborators (pool, store, plumber) are handed in.
+ * lists. Collaborators (drivers, store, pods) are handed in.
  *
  * @module
  */
 import type { Logger } from "@logtape/logtape";
 import { type PodRef, podRefFromArgs } from "../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
-import type { CniResult } from "../lib/cni/schemas.ts";
+import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
 import { upgradeResult } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
 import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
-import { formatIp } from "./ipam/cidr.ts";
-import type { LocalPool } from "./ipam/local_pool.ts";
+import type { BridgeDriver } from "./drivers/bridge.ts";
+import type { Driver, DriverName } from "./drivers/driver.ts";
 import { KeyedMutex } from "./keyed_mutex.ts";
-import { hostLinkName, stableMac } from "./net/naming.ts";
-import type { Plumber, VethSpec } from "./net/plumber.ts";
-import { firstDifference, vethResult } from "./result.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
@@ -33,20 +31,60 @@ export interface PodSource {
 
 /** What the service needs. */
 export interface CniServiceDeps {
-  /** The node-local address pool. */
-  pool: LocalPool;
+  /** The default network (the node bridge and its pools). */
+  bridge: BridgeDriver;
+  /** The drivers of `attachment` configs; a type without a native driver goes to `delegate`. */
+  drivers: { macvlan: Driver; ipvlan: Driver; delegate: Driver };
   /** The record of plugged interfaces. */
   store: AttachmentStore;
-  /** The kernel side. */
-  plumber: Plumber;
-  /** MTU of pod interfaces. */
-  mtu: number;
   /** Whether the daemon can serve ADD (STATUS reports it). */
   isReady: () => boolean;
   /** Where to log. */
   logger: Logger;
   /** Pods from Kubernetes; absent in standalone mode (no pod lookup, no annotation). */
   pods?: PodSource;
+}
+
+/** The driver and config a request's network config selects. */
+export interface Selection {
+  /** Which driver. */
+  driver: DriverName;
+  /** The config that driver gets. */
+  conf: NetConf;
+}
+
+/**
+ * Selects the driver: without `attachment`, the default network (`bridge`); with one, its `type`
+ * picks macvlan or ipvlan natively, anything else is delegated to that plugin. The attachment
+ * inherits `cniVersion` and `name` from the Ferry config unless it sets its own.
+ *
+ * @throws {CniError} code 7 when `attachment` is not a config with a type, or names Ferry itself.
+ */
+export function selectDriver(config: NetConf): Selection {
+  const attachment = (config as Record<string, unknown>).attachment;
+  if (attachment === undefined) return { driver: "bridge", conf: config };
+  if (
+    attachment === null || typeof attachment !== "object" || Array.isArray(attachment) ||
+    typeof (attachment as { type?: unknown }).type !== "string"
+  ) {
+    throw new CniError(
+      CNI_ERROR.INVALID_CONFIG,
+      `network ${config.name}: attachment must be a network config with a type`,
+    );
+  }
+  const conf = {
+    cniVersion: config.cniVersion,
+    name: config.name,
+    ...attachment,
+  } as NetConf;
+  if (conf.type === config.type) {
+    throw new CniError(
+      CNI_ERROR.INVALID_CONFIG,
+      `network ${config.name}: an attachment cannot be of type ${conf.type} itself`,
+    );
+  }
+  if (conf.type === "macvlan" || conf.type === "ipvlan") return { driver: conf.type, conf };
+  return { driver: "delegate", conf };
 }
 
 function need(req: CniRequest, field: "containerId" | "ifname" | "netns"): string {
@@ -60,7 +98,7 @@ function need(req: CniRequest, field: "containerId" | "ifname" | "netns"): strin
  *
  * @example
  * ```ts
- * const service = new CniService({ pool, store, plumber, mtu: 1500, isReady: () => true, logger });
+ * const service = new CniService({ bridge, drivers, store, isReady: () => true, logger });
  * const result = await service.handle(request);
  * ```
  */
@@ -93,11 +131,16 @@ export class CniService {
     return { containerId: need(req, "containerId"), ifname: need(req, "ifname") };
   }
 
+  #driver(name: DriverName): Driver {
+    return name === "bridge" ? this.#d.bridge : this.#d.drivers[name];
+  }
+
   /** Plugs the interface, or returns the recorded result of an earlier identical ADD. */
   add(req: CniRequest): Promise<CniResult> {
     const key = this.#key(req);
     const netns = need(req, "netns");
     const ref = podRefFromArgs(req.args);
+    const { driver, conf } = selectDriver(req.config);
     return this.#locks.run(key.containerId, async () => {
       const pod = ref && await this.#podFor(ref, req.containerId);
       const existing = this.#d.store.get(key);
@@ -110,39 +153,45 @@ export class CniService {
         }
         return existing.result;
       }
-      const address = await this.#d.pool.allocate(key);
-      const spec: VethSpec = {
+      const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
+      const plugged = await this.#driver(driver).add({
+        key,
         netns,
-        ifname: key.ifname,
-        hostIfname: hostLinkName(key.containerId, key.ifname),
-        containerMac: stableMac(key.containerId, key.ifname, "container"),
-        hostMac: stableMac(key.containerId, key.ifname, "host"),
-        mtu: this.#d.mtu,
-        address,
-        gateway: formatIp(this.#d.pool.range.gateway),
+        conf,
+        args: req.args,
+        path: req.path,
+        prevResult,
+      });
+      const record: Attachment = {
+        ...key,
+        netns,
+        network: req.config.name,
+        driver,
+        result: plugged.result,
+        createdAt: new Date().toISOString(),
       };
+      if (plugged.hostIfname) record.hostIfname = plugged.hostIfname;
+      if (driver !== "bridge") record.conf = conf;
+      if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
       try {
-        await this.#d.plumber.plugVeth(spec);
-        const prev = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
-        const record: Attachment = {
-          ...key,
-          netns,
-          network: req.config.name,
-          hostIfname: spec.hostIfname,
-          result: vethResult(spec, prev),
-          createdAt: new Date().toISOString(),
-        };
-        if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
         await this.#d.store.put(record);
-        if (pod && ref) {
-          this.#d.pods!.registry.setContainerId(ref, key.containerId);
-          await this.#annotate(pod, record);
-        }
-        return record.result;
       } catch (err) {
-        await this.#rollback(key, spec.hostIfname, err);
-        throw err;
+        this.#d.logger.warn("ADD of {containerId}/{ifname} could not be recorded, rolling back", {
+          ...key,
+        });
+        await this.#unplug(record, req).catch((e) =>
+          this.#d.logger.error("rollback of {containerId}/{ifname} failed: {error}", {
+            ...key,
+            error: String(e),
+          })
+        );
+        throw new CniError(CNI_ERROR.IO_FAILURE, "cannot record the attachment", String(err));
       }
+      if (pod && ref) {
+        this.#d.pods!.registry.setContainerId(ref, key.containerId);
+        await this.#annotate(pod, record);
+      }
+      return record.result;
     });
   }
 
@@ -185,21 +234,6 @@ export class CniService {
     }
   }
 
-  async #rollback(key: AttachmentKey, hostIfname: string, cause: unknown): Promise<void> {
-    this.#d.logger.warn("ADD of {containerId}/{ifname} failed, rolling back: {cause}", {
-      ...key,
-      cause: String(cause),
-    });
-    await this.#d.plumber.unplugVeth(hostIfname).catch((e) =>
-      this.#d.logger.error("rollback could not remove {hostIfname}: {error}", {
-        hostIfname,
-        error: String(e),
-      })
-    );
-    await this.#d.store.delete(key);
-    await this.#d.pool.release(key);
-  }
-
   /** Unplugs and releases; anything already gone is success. */
   del(req: CniRequest): Promise<void> {
     const key = this.#key(req);
@@ -216,18 +250,34 @@ export class CniService {
       } else if (ref && current) {
         registry!.setContainerId(ref, undefined);
       }
-      await this.#release(key);
+      await this.#release(key, req);
     });
   }
 
-  async #release(key: AttachmentKey): Promise<void> {
+  /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
+  async #release(key: AttachmentKey, req?: CniRequest): Promise<void> {
     const record = this.#d.store.get(key);
-    await this.#d.plumber.unplugVeth(
-      record?.hostIfname ?? hostLinkName(key.containerId, key.ifname),
-    );
-    const ip = await this.#d.pool.release(key);
+    await this.#unplug(record ?? key, req);
     await this.#d.store.delete(key);
-    this.#d.logger.info("released {containerId}/{ifname} ({ip})", { ...key, ip: ip ?? "none" });
+    this.#d.logger.info("released {containerId}/{ifname} ({ips})", {
+      ...key,
+      ips: record?.result.ips?.map((ip) => ip.address).join(", ") || "none",
+    });
+  }
+
+  async #unplug(target: Attachment | AttachmentKey, req?: CniRequest): Promise<void> {
+    const record = "result" in target ? target : undefined;
+    const selected = req ? selectDriver(req.config) : { driver: "bridge" as const, conf: undefined };
+    const driver = record?.driver ?? selected.driver;
+    const conf = record?.conf ?? selected.conf ?? req?.config;
+    await this.#driver(driver).del({
+      key: { containerId: target.containerId, ifname: target.ifname },
+      netns: req?.netns ?? record?.netns,
+      conf: conf!,
+      args: req?.args ?? {},
+      path: req?.path ?? [],
+      record,
+    });
   }
 
   /** Compares the live interface with the previous result (or the recorded one). */
@@ -243,9 +293,14 @@ export class CniService {
         );
       }
       const expected = req.config.prevResult ? upgradeResult(req.config.prevResult) : record.result;
-      const live = await this.#d.plumber.inspect(netns, key.ifname);
-      const diff = firstDifference(expected, key.ifname, netns, live);
-      if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);
+      await this.#driver(record.driver ?? "bridge").check({
+        key,
+        netns,
+        conf: record.conf ?? req.config,
+        args: req.args,
+        path: req.path,
+        record,
+      }, expected);
     });
   }
 
@@ -254,7 +309,7 @@ export class CniService {
     if (!this.#d.isReady()) {
       throw new CniError(CNI_ERROR.PLUGIN_NOT_AVAILABLE, "the Ferry daemon is not ready");
     }
-    if (this.#d.pool.free <= 0) {
+    if (this.#d.bridge.free <= 0) {
       throw new CniError(CNI_ERROR.PLUGIN_NOT_AVAILABLE, "no free address on this node");
     }
   }
@@ -274,7 +329,7 @@ export class CniService {
     for (const a of this.#d.store.list()) {
       if (a.network === req.config.name) stale.set(`${a.containerId}/${a.ifname}`, a);
     }
-    for (const { owner } of this.#d.pool.allocations()) {
+    for (const owner of this.#d.bridge.owners()) {
       if (!this.#d.store.get(owner)) stale.set(`${owner.containerId}/${owner.ifname}`, owner);
     }
     for (const [id, key] of stale) {
@@ -283,8 +338,8 @@ export class CniService {
         // Looked at again under the lock: an ADD may have recorded it meanwhile.
         const now = this.#d.store.get(key);
         if (now && now.network !== req.config.name) return;
-        if (!now && !this.#d.pool.addressOf(key)) return;
-        await this.#release(key);
+        if (!now && !this.#d.bridge.holds(key)) return;
+        await this.#release(key, req);
       });
     }
   }

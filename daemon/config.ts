@@ -42,8 +42,20 @@ export const DaemonConfigSchema = Type.Object({
     rangeStart: Type.Optional(Type.String()),
     rangeEnd: Type.Optional(Type.String()),
     gateway: Type.Optional(Type.String()),
+    subnet6: Type.Optional(Type.String({
+      description: "second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)",
+    })),
+    bridge: Type.String({
+      pattern: "^[^\\s/:]{1,15}$",
+      description: "the node bridge pod veths join; it holds the gateways",
+    }),
+    forwarding: Type.Boolean({ description: "turn on IPv4/IPv6 forwarding on the node" }),
     mtu: Type.Integer({ minimum: 576, maximum: 65535 }),
   }, { additionalProperties: false }),
+  pluginTimeoutSeconds: Type.Number({
+    exclusiveMinimum: 0,
+    description: "deadline of a delegated or IPAM plugin run",
+  }),
   maxRequestBytes: Type.Integer({ minimum: 1024 }),
   shutdownTimeoutSeconds: Type.Number({ minimum: 0 }),
   logLevel: Type.Union([
@@ -73,7 +85,8 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     requestTimeoutSeconds: 30,
   },
   stateDir: "/var/lib/ferry",
-  network: { subnet: "10.244.0.0/24", mtu: 1500 },
+  network: { subnet: "10.244.0.0/24", bridge: "ferry0", forwarding: true, mtu: 1500 },
+  pluginTimeoutSeconds: 60,
   maxRequestBytes: 1024 * 1024,
   shutdownTimeoutSeconds: 10,
   logLevel: "info",

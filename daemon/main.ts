@@ -22,6 +22,9 @@ import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from
 import { parseCidr } from "./ipam/cidr.ts";
 import { defaultRange, LocalPool } from "./ipam/local_pool.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
+import { BridgeDriver } from "./drivers/bridge.ts";
+import { DelegatedDriver } from "./drivers/delegated.ts";
+import { SublinkDriver } from "./drivers/sublink.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
 import { SpawningIpRunner } from "./net/ip_runner.ts";
 import type { Plumber } from "./net/plumber.ts";
@@ -148,16 +151,18 @@ export async function startDaemon(
   overrides: DaemonOverrides = {},
 ): Promise<Daemon> {
   const logger = getLogger(["ferry", "daemon"]);
-  const range = defaultRange(parseCidr(config.network.subnet), {
-    start: config.network.rangeStart,
-    end: config.network.rangeEnd,
-    gateway: config.network.gateway,
-  });
-  const pool = await LocalPool.open(
-    `${config.stateDir}/ipam/${config.network.subnet.replace("/", "_")}`,
-    range,
-  );
+  const pools = await openPools(config);
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
+  const plumber = overrides.plumber ??
+    new IpPlumber(new SpawningIpRunner(), { forwarding: config.network.forwarding });
+  const bridge = new BridgeDriver({
+    pools,
+    plumber,
+    bridge: config.network.bridge,
+    mtu: config.network.mtu,
+  });
+  await bridge.prepare();
+  const deadline = () => AbortSignal.timeout(config.pluginTimeoutSeconds * 1000);
   const kube = config.standalone ? undefined : await connectKube(config, store);
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
@@ -166,10 +171,13 @@ export async function startDaemon(
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
   const service = new CniService({
-    pool,
+    bridge,
+    drivers: {
+      macvlan: new SublinkDriver("macvlan", plumber, deadline),
+      ipvlan: new SublinkDriver("ipvlan", plumber, deadline),
+      delegate: new DelegatedDriver(deadline),
+    },
     store,
-    plumber: overrides.plumber ?? new IpPlumber(new SpawningIpRunner()),
-    mtu: config.network.mtu,
     isReady: ready,
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
@@ -203,11 +211,12 @@ export async function startDaemon(
     throw e;
   }
   serving = true;
-  logger.info("serving on {socket} for node {node}, pool {subnet} ({free} free), {mode}", {
+  logger.info("serving on {socket} for node {node}, bridge {bridge} {subnets} ({free} free), {mode}", {
     socket: config.socket,
     node: config.nodeName,
-    subnet: config.network.subnet,
-    free: pool.free,
+    bridge: config.network.bridge,
+    subnets: [config.network.subnet, config.network.subnet6].filter(Boolean).join(" "),
+    free: bridge.free,
     mode: kube ? "watching its pods" : "standalone",
   });
   return {
@@ -223,6 +232,43 @@ export async function startDaemon(
       await kube?.close();
     },
   };
+}
+
+/** Where a pool keeps its allocations. */
+export function poolDir(stateDir: string, subnet: string): string {
+  return `${stateDir}/ipam/${subnet.replaceAll("/", "_").replaceAll(":", "-")}`;
+}
+
+/** Opens the default network's pools: `subnet`, and `subnet6` for dual stack. */
+async function openPools(config: DaemonConfig): Promise<LocalPool[]> {
+  const { network } = config;
+  let ranges;
+  try {
+    ranges = [
+      {
+        subnet: network.subnet,
+        range: defaultRange(parseCidr(network.subnet), {
+          start: network.rangeStart,
+          end: network.rangeEnd,
+          gateway: network.gateway,
+        }),
+      },
+    ];
+    if (network.subnet6) {
+      ranges.push({ subnet: network.subnet6, range: defaultRange(parseCidr(network.subnet6)) });
+    }
+  } catch (e) {
+    throw new ConfigError(`invalid network: ${e instanceof Error ? e.message : e}`);
+  }
+  if (ranges.length === 2) {
+    const [a, b] = ranges.map((r) => r.range.subnet.network.family);
+    if (a !== 4 || b !== 6) {
+      throw new ConfigError("invalid network: subnet must be IPv4 and subnet6 IPv6 for dual stack");
+    }
+  }
+  return await Promise.all(
+    ranges.map((r) => LocalPool.open(poolDir(config.stateDir, r.subnet), r.range)),
+  );
 }
 
 /** Parses the daemon's command line. */

@@ -1,44 +1,10 @@
 /**
- * Builds and compares CNI results. Pure: what the runtime is told about a plugged interface, and
- * the first difference between a recorded result and the live state (for CHECK).
+ * Compares a recorded CNI result with the live state of an interface (for CHECK). Pure.
  *
  * @module
  */
 import type { CniResult } from "../lib/cni/schemas.ts";
-import { CURRENT_VERSION } from "../lib/cni/versions.ts";
-import type { LiveInterface, VethSpec } from "./net/plumber.ts";
-import { hostPrefix } from "./net/veth_plan.ts";
-
-/**
- * The result of a veth plug, appended to `prev` (a chained plugin's previous result) when given.
- *
- * @example
- * ```ts
- * vethResult(spec, undefined).ips; // [{ address: "10.244.0.5/32", gateway: "10.244.0.1", interface: 1 }]
- * ```
- */
-export function vethResult(spec: VethSpec, prev: CniResult | undefined): CniResult {
-  const interfaces = [...(prev?.interfaces ?? [])];
-  interfaces.push({ name: spec.hostIfname, mac: spec.hostMac });
-  const podIndex =
-    interfaces.push({ name: spec.ifname, mac: spec.containerMac, sandbox: spec.netns }) - 1;
-  const defaultDst = spec.address.includes(":") ? "::/0" : "0.0.0.0/0";
-  const result: CniResult = {
-    cniVersion: CURRENT_VERSION,
-    interfaces,
-    ips: [
-      ...(prev?.ips ?? []),
-      {
-        address: `${spec.address}/${hostPrefix(spec.address)}`,
-        gateway: spec.gateway,
-        interface: podIndex,
-      },
-    ],
-    routes: [...(prev?.routes ?? []), { dst: defaultDst, gw: spec.gateway }],
-  };
-  if (prev?.dns) result.dns = prev.dns;
-  return result;
-}
+import type { LiveInterface } from "./net/plumber.ts";
 
 /**
  * The first way `live` differs from what `expected` says about interface `ifname` in `netns`,

@@ -85,9 +85,15 @@ export async function runWithInput(
   return await child.output();
 }
 
-/** A random /24, so concurrent throwaway Ferries never share addresses. */
+/** A random /24 out of 10.100.0.0/14 (1024 of them), so throwaway Ferries never share addresses. */
 export function testSubnet(): string {
-  return `10.250.${1 + Math.floor(Math.random() * 250)}.0/24`;
+  const n = Math.floor(Math.random() * 1024);
+  return `10.${100 + (n >> 8)}.${n & 255}.0/24`;
+}
+
+/** A random IPv6 /64 out of fd00:f3::/32, for dual-stack throwaway Ferries. */
+export function testSubnet6(): string {
+  return `fd00:f3:${Math.floor(Math.random() * 0xffff).toString(16)}::/64`;
 }
 
 /**
@@ -106,9 +112,21 @@ export async function withFerry<T>(
   },
   fn: (ferry: TestFerry) => Promise<T>,
 ): Promise<T> {
-  const dir = await Deno.makeTempDir({ prefix: `ferry-${uniqueToken()}-` });
+  const token = uniqueToken();
+  const dir = await Deno.makeTempDir({ prefix: `ferry-${token}-` });
+  const given = options.config ?? {};
   const config = resolveConfig(
-    { network: { subnet: testSubnet(), mtu: 1500 }, ...options.config },
+    {
+      ...given,
+      // Its own bridge and subnet; the host's forwarding sysctls are left alone unless asked.
+      network: {
+        subnet: testSubnet(),
+        bridge: `fb${token}`,
+        forwarding: false,
+        mtu: 1500,
+        ...(given.network as Record<string, unknown> | undefined),
+      },
+    },
     {
       socket: `${dir}/run/ferry.sock`,
       stateDir: `${dir}/state`,
@@ -117,7 +135,14 @@ export async function withFerry<T>(
       ...options.overrides,
     },
   );
-  let daemon = await startDaemon(config, options.daemon);
+  let daemon: Daemon;
+  try {
+    daemon = await startDaemon(config, options.daemon);
+  } catch (e) {
+    await removeBridge(config.network.bridge);
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    throw e;
+  }
   let running = true;
   try {
     const { shim } = await install(installUnder(dir, config.socket));
@@ -139,8 +164,14 @@ export async function withFerry<T>(
     });
   } finally {
     if (running) await daemon.stop();
+    await removeBridge(config.network.bridge);
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Deletes a throwaway Ferry's bridge (the daemon leaves it on stop, as a node's must stay). */
+export async function removeBridge(name: string): Promise<void> {
+  await new Deno.Command("ip", { args: ["link", "del", name], stderr: "null" }).output();
 }
 
 /** A network config for the shim's stdin. */

@@ -8,7 +8,7 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
-import { upgradeResult } from "../../lib/cni/versions.ts";
+import { convertResult, upgradeResult } from "../../lib/cni/versions.ts";
 import { checkShape } from "../../lib/validate.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 
@@ -16,8 +16,10 @@ import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 export interface DelegateCall {
   /** ADD, DEL or CHECK. */
   command: "ADD" | "DEL" | "CHECK";
-  /** The plugin's network config (its `type` names the binary). */
+  /** The plugin's network config (its `type` names the binary unless `plugin` does). */
   config: NetConf;
+  /** The binary to run, when not `config.type` (an IPAM plugin gets its parent's config). */
+  plugin?: string;
   /** The container ID. */
   containerId: string;
   /** The network namespace path (may be absent for DEL). */
@@ -33,6 +35,9 @@ export interface DelegateCall {
   /** Aborts the plugin (it is killed). */
   signal?: AbortSignal;
 }
+
+/** A plugin type names a file in a CNI_PATH directory: no path separators, no leading dot. */
+const PLUGIN_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
 /** Finds the binary for `type` in `path`; undefined when none is there. */
 export async function findPlugin(type: string, path: string[]): Promise<string | undefined> {
@@ -58,15 +63,22 @@ export async function findPlugin(type: string, path: string[]): Promise<string |
  * ```
  */
 export async function delegate(call: DelegateCall): Promise<CniResult | undefined> {
-  const binary = await findPlugin(call.config.type, call.path);
+  const type = call.plugin ?? call.config.type;
+  if (!PLUGIN_NAME.test(type)) {
+    throw new CniError(CNI_ERROR.INVALID_CONFIG, `invalid plugin type ${JSON.stringify(type)}`);
+  }
+  const binary = await findPlugin(type, call.path);
   if (!binary) {
     throw new CniError(
       CNI_ERROR.INVALID_CONFIG,
-      `failed to find plugin ${JSON.stringify(call.config.type)} in path [${call.path.join(" ")}]`,
+      `failed to find plugin ${JSON.stringify(type)} in path [${call.path.join(" ")}]`,
     );
   }
+  // The plugin reads prevResult in its config's version.
   const stdin = JSON.stringify(
-    call.prevResult ? { ...call.config, prevResult: call.prevResult } : call.config,
+    call.prevResult
+      ? { ...call.config, prevResult: convertResult(call.prevResult, call.config.cniVersion) }
+      : call.config,
   );
   const env: Record<string, string> = {
     CNI_COMMAND: call.command,
@@ -98,12 +110,12 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
     if (call.signal?.aborted) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
-        `plugin ${call.config.type} was stopped: ${call.signal.reason}`,
+        `plugin ${type} was stopped: ${call.signal.reason}`,
       );
     }
     const text = new TextDecoder().decode(out.stdout).trim();
     if (!out.success) {
-      throw pluginError(call.config.type, text, new TextDecoder().decode(out.stderr));
+      throw pluginError(type, text, new TextDecoder().decode(out.stderr));
     }
     if (call.command !== "ADD") return undefined;
     let parsed: unknown;
@@ -112,7 +124,7 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
     } catch {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
-        `plugin ${call.config.type} printed no JSON result`,
+        `plugin ${type} printed no JSON result`,
         text.slice(0, 300),
       );
     }
@@ -121,7 +133,7 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
         validateCniResult,
         parsed,
         CNI_ERROR.IO_FAILURE,
-        `result of plugin ${call.config.type}`,
+        `result of plugin ${type}`,
       ),
     );
   } finally {

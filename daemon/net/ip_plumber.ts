@@ -1,16 +1,28 @@
 /**
- * {@link Plumber} on iproute2 batches: a veth plug costs two processes (one batch per namespace),
- * not one per operation. A step toward netlink in-process, which will implement the same
- * interface.
+ * {@link Plumber} on iproute2 batches: a plug costs two process chains (one batch per namespace,
+ * sysctls written by the same chain), not one per operation. A step toward netlink in-process,
+ * which will implement the same interface.
  *
  * @module
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { IpCommandError, type IpRunner } from "./ip_runner.ts";
-import type { LiveInterface, Plumber, VethSpec } from "./plumber.ts";
-import { planVeth } from "./veth_plan.ts";
+import { type PlugPlan, planBridge, planSublink, planVeth } from "./link_plan.ts";
+import type {
+  BridgeSpec,
+  LiveInterface,
+  Plumber,
+  SublinkSpec,
+  VethSpec,
+} from "./plumber.ts";
 
 const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
+
+/** Options of the iproute2 plumber. */
+export interface IpPlumberOptions {
+  /** Whether {@link Plumber.ensureBridge} turns on IP forwarding (default true). */
+  forwarding?: boolean;
+}
 
 /**
  * The iproute2 plumber.
@@ -22,27 +34,61 @@ const MISSING = /does not exist|Cannot find device|No such file|cannot open netn
  */
 export class IpPlumber implements Plumber {
   readonly #ip: IpRunner;
+  readonly #forwarding: boolean;
 
   /** Creates a plumber running its batches through `ip`. */
-  constructor(ip: IpRunner) {
+  constructor(ip: IpRunner, options: IpPlumberOptions = {}) {
     this.#ip = ip;
+    this.#forwarding = options.forwarding ?? true;
+  }
+
+  /** Creates (when missing) and configures the bridge; repeating it is harmless. */
+  async ensureBridge(spec: BridgeSpec): Promise<void> {
+    try {
+      const exists = await this.#linkExists(spec.name);
+      const plan = planBridge(spec, exists, this.#forwarding);
+      if (plan.create.length) {
+        await this.#ip.batch(plan.create).catch(async (e) => {
+          // Another daemon or an operator may have created it meanwhile.
+          if (!(await this.#linkExists(spec.name))) throw e;
+        });
+      }
+      await this.#ip.batch(plan.configure.lines, { sysctls: plan.configure.sysctls });
+    } catch (e) {
+      throw ioError(`failed to set up bridge ${spec.name}`, e);
+    }
+  }
+
+  async #linkExists(name: string): Promise<boolean> {
+    try {
+      await this.#ip.batch([`link show dev ${name}`]);
+      return true;
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return false;
+      throw e;
+    }
   }
 
   /** Creates and configures the pair; on failure throws CNI code 5 (the caller rolls back). */
   async plugVeth(spec: VethSpec): Promise<void> {
-    const plan = planVeth(spec);
+    await this.#run(planVeth(spec), spec.netns, `failed to plug ${spec.ifname} in ${spec.netns}`);
+  }
+
+  /** Creates the macvlan/ipvlan link in the pod and configures it; code 5 on failure. */
+  async plugSublink(spec: SublinkSpec): Promise<void> {
+    await this.#run(
+      planSublink(spec),
+      spec.netns,
+      `failed to plug ${spec.kind} ${spec.ifname} on ${spec.master} in ${spec.netns}`,
+    );
+  }
+
+  async #run(plan: PlugPlan, netns: string, what: string): Promise<void> {
     try {
-      await this.#ip.batch(plan.host);
-      await this.#ip.batch(plan.container, { netns: spec.netns });
+      await this.#ip.batch(plan.host.lines, { sysctls: plan.host.sysctls });
+      await this.#ip.batch(plan.container.lines, { netns, sysctls: plan.container.sysctls });
     } catch (e) {
-      if (e instanceof IpCommandError) {
-        throw new CniError(
-          CNI_ERROR.IO_FAILURE,
-          `failed to plug ${spec.ifname} in ${spec.netns}`,
-          e.message,
-        );
-      }
-      throw e;
+      throw ioError(what, e);
     }
   }
 
@@ -52,10 +98,22 @@ export class IpPlumber implements Plumber {
       await this.#ip.batch([`link del ${hostIfname}`]);
     } catch (e) {
       if (e instanceof IpCommandError && MISSING.test(e.stderr)) return;
-      if (e instanceof IpCommandError) {
-        throw new CniError(CNI_ERROR.IO_FAILURE, `failed to remove ${hostIfname}`, e.message);
-      }
-      throw e;
+      throw ioError(`failed to remove ${hostIfname}`, e);
+    }
+  }
+
+  /** Deletes `ifname` inside `netns`; an absent namespace or link is success. */
+  async unplugIn(netns: string, ifname: string): Promise<void> {
+    try {
+      await Deno.stat(netns);
+    } catch {
+      return;
+    }
+    try {
+      await this.#ip.batch([`link del ${ifname}`], { netns });
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return;
+      throw ioError(`failed to remove ${ifname} in ${netns}`, e);
     }
   }
 
@@ -90,6 +148,11 @@ export class IpPlumber implements Plumber {
       );
     }
   }
+}
+
+function ioError(what: string, e: unknown): unknown {
+  if (e instanceof IpCommandError) return new CniError(CNI_ERROR.IO_FAILURE, what, e.message);
+  return e;
 }
 
 interface IpAddrJson {

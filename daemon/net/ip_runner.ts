@@ -26,6 +26,18 @@ export interface IpBatchOptions {
   json?: boolean;
   /** Address family of every line (`-4`/`-6`); iproute2 cannot switch it per line. */
   family?: 4 | 6;
+  /** Sysctls written (paths under `/proc/sys/`) in the same namespace before the batch runs. */
+  sysctls?: [path: string, value: string][];
+}
+
+/**
+ * A shell script writing the sysctls given as `path=value` arguments, then exec'ing ip with
+ * `ipArgs` (fixed flags only): one process chain per namespace; paths and values never become code.
+ */
+function sysctlsThenIp(ipArgs: string[]): string {
+  return `for kv do printf %s "\${kv##*=}" > "/proc/sys/\${kv%=*}" || exit 1; done; exec ip ${
+    ipArgs.join(" ")
+  }`;
 }
 
 /** Runs iproute2 batches. */
@@ -45,14 +57,20 @@ export interface IpRunner {
 export class SpawningIpRunner implements IpRunner {
   /** Runs `lines` as one batch. */
   async batch(lines: string[], options: IpBatchOptions = {}): Promise<string> {
-    const ipArgs = [
+    const flags = [
       ...(options.family ? [`-${options.family}`] : []),
       ...(options.json ? ["-j"] : []),
-      "-batch",
-      "-",
     ];
+    const sysctls = options.sysctls ?? [];
+    if (!options.netns) {
+      for (const [path, value] of sysctls) await writeSysctl(path, value);
+    }
+    const ipArgs = [...flags, "-batch", "-"];
+    const inNs = sysctls.length > 0
+      ? ["sh", "-c", sysctlsThenIp(ipArgs), "sh", ...sysctls.map(([p, v]) => `${p}=${v}`)]
+      : ["ip", ...ipArgs];
     const [cmd, args] = options.netns
-      ? ["nsenter", [`--net=${options.netns}`, "--", "ip", ...ipArgs]]
+      ? ["nsenter", [`--net=${options.netns}`, "--", ...inNs]]
       : ["ip", ipArgs];
     const child = new Deno.Command(cmd, { args, stdin: "piped", stdout: "piped", stderr: "piped" })
       .spawn();
@@ -65,5 +83,14 @@ export class SpawningIpRunner implements IpRunner {
       throw new IpCommandError(`ip batch${options.netns ? ` in ${options.netns}` : ""}`, stderr);
     }
     return new TextDecoder().decode(out.stdout);
+  }
+}
+
+/** Writes one sysctl of the daemon's own (host) namespace. */
+export async function writeSysctl(path: string, value: string): Promise<void> {
+  try {
+    await Deno.writeTextFile(`/proc/sys/${path}`, value);
+  } catch (e) {
+    throw new IpCommandError(`sysctl ${path}=${value}`, e instanceof Error ? e.message : String(e));
   }
 }

@@ -1,12 +1,39 @@
 /**
- * The plumbing interface: what the daemon needs from the kernel to plug, unplug and inspect a
- * pod interface. Implementations: {@link import("./ip_plumber.ts").IpPlumber} (iproute2 batches);
- * later ones (in-process netlink, bridges, macvlan, delegation) implement the same interface.
+ * The plumbing interface: what the daemon needs from the kernel to plug, unplug and inspect pod
+ * interfaces. Implementations: {@link import("./ip_plumber.ts").IpPlumber} (iproute2 batches, one
+ * process per namespace touched); an in-process netlink implementation can replace it behind this
+ * interface.
  *
  * @module
  */
 
-/** Everything needed to plug one veth-attached pod interface. */
+/** An address for an interface, with its gateway when it routes through one. */
+export interface InterfaceAddress {
+  /** The address with the subnet's prefix, e.g. `10.244.0.5/24` or `fd00::5/64`. */
+  cidr: string;
+  /** The gateway of that subnet, e.g. `10.244.0.1`; a default route goes through it. */
+  gateway?: string;
+}
+
+/** A route to set inside the pod. */
+export interface PodRoute {
+  /** Destination, e.g. `0.0.0.0/0`. */
+  dst: string;
+  /** Next hop; on-link when absent. */
+  gw?: string;
+}
+
+/** The node bridge that pod veths attach to and that holds the gateway addresses. */
+export interface BridgeSpec {
+  /** Its name, e.g. `ferry0`. */
+  name: string;
+  /** Its MTU. */
+  mtu: number;
+  /** The gateway addresses with the subnets' prefixes, e.g. `10.244.0.1/24`. */
+  gateways: string[];
+}
+
+/** Everything needed to plug one veth pair whose host end joins the node bridge. */
 export interface VethSpec {
   /** The pod's network namespace (a path). */
   netns: string;
@@ -14,16 +41,40 @@ export interface VethSpec {
   ifname: string;
   /** The host end's name. */
   hostIfname: string;
+  /** The bridge the host end joins. */
+  bridge: string;
   /** The MAC of the pod end. */
   containerMac: string;
   /** The MAC of the host end. */
   hostMac: string;
   /** MTU of both ends. */
   mtu: number;
-  /** The pod's address without prefix, e.g. `10.244.0.5`. */
-  address: string;
-  /** The gateway the pod routes through (held by the host end). */
-  gateway: string;
+  /** The pod's addresses, one per family; a default route goes through each gateway. */
+  addresses: InterfaceAddress[];
+}
+
+/** A macvlan or ipvlan interface created on a master link and moved into the pod. */
+export interface SublinkSpec {
+  /** `macvlan` or `ipvlan`. */
+  kind: "macvlan" | "ipvlan";
+  /** The pod's network namespace (a path). */
+  netns: string;
+  /** The interface name inside the pod. */
+  ifname: string;
+  /** The host link it sits on. */
+  master: string;
+  /** macvlan: bridge, private, vepa, passthru; ipvlan: l2, l3, l3s. */
+  mode: string;
+  /** ipvlan only: bridge, private or vepa. */
+  flag?: string;
+  /** MTU; the master's when absent. */
+  mtu?: number;
+  /** macvlan only: the MAC; the kernel picks one when absent. */
+  mac?: string;
+  /** Addresses to set. */
+  addresses: InterfaceAddress[];
+  /** Routes to set (a default route comes from each gateway when asked for there). */
+  routes: PodRoute[];
 }
 
 /** An interface as it is live in a namespace. */
@@ -44,10 +95,16 @@ export interface LiveInterface {
 
 /** Plugs and unplugs interfaces. Every method may throw a {@link import("../../lib/cni/errors.ts").CniError}. */
 export interface Plumber {
-  /** Creates the pair, moves the pod end into the namespace and configures both ends. */
+  /** Creates the bridge if missing, brings it up, sets its MTU and gateway addresses and the forwarding sysctls. Idempotent. */
+  ensureBridge(spec: BridgeSpec): Promise<void>;
+  /** Creates the pair, attaches the host end to the bridge, moves the pod end into the namespace and configures it. */
   plugVeth(spec: VethSpec): Promise<void>;
   /** Removes the host end (and with it the pod end); an absent link is success. */
   unplugVeth(hostIfname: string): Promise<void>;
+  /** Creates a macvlan/ipvlan link in the pod's namespace and configures it. */
+  plugSublink(spec: SublinkSpec): Promise<void>;
+  /** Removes an interface inside a namespace; an absent namespace or link is success. */
+  unplugIn(netns: string, ifname: string): Promise<void>;
   /** Reads an interface in a namespace; null when the namespace or the interface is gone. */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null>;
 }

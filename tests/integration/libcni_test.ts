@@ -77,7 +77,7 @@ for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
           const address = result.ips[0].address.split("/")[0];
           assertMatch(
             await ipIn(ns, "-4", "addr", "show", "dev", "eth0"),
-            new RegExp(`inet ${address}/32`),
+            new RegExp(`inet ${address}/24`),
           );
           assertEquals(
             (await run(

@@ -2,6 +2,7 @@
 // real veth pairs into real network namespaces. Needs root; every test uses its own namespaces,
 // socket, state and subnet, and removes them also when it fails.
 import { assert, assertEquals, assertMatch, assertNotEquals } from "deno-std/assert/mod.js";
+import { poolDir } from "../../daemon/main.ts";
 import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
 import { IpCommandError, type IpRunner, SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
 import { hostLinkName } from "../../daemon/net/naming.ts";
@@ -36,7 +37,7 @@ function env(command: string, ns: TestNetns | undefined, containerId: string, if
 }
 
 async function allocations(ferry: TestFerry): Promise<string[]> {
-  const dir = `${ferry.config.stateDir}/ipam/${ferry.config.network.subnet.replace("/", "_")}`;
+  const dir = poolDir(ferry.config.stateDir, ferry.config.network.subnet);
   const names: string[] = [];
   for await (const e of Deno.readDir(dir)) if (!e.name.startsWith(".")) names.push(e.name);
   return names;
@@ -71,7 +72,7 @@ for (
           const address = podAddress(add.json!);
           assertMatch(
             await ipIn(ns, "-4", "addr", "show", "dev", "eth0"),
-            new RegExp(`inet ${address}/32`),
+            new RegExp(`inet ${address}/24`),
           );
           assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), true);
           assert(await pingOnce(address), `host cannot reach pod at ${address}`);
@@ -106,11 +107,11 @@ Deno.test({
         const id = `c${uniqueToken()}`;
         const add = await ferry.shim(env("ADD", ns, id), netconf());
         const address = podAddress(add.json!);
-        await ipIn(ns, "addr", "del", `${address}/32`, "dev", "eth0");
+        await ipIn(ns, "addr", "del", `${address}/24`, "dev", "eth0");
         const check = await ferry.shim(env("CHECK", ns, id), netconf());
         assertEquals(check.code, 1);
         assertEquals(check.json!.code, 100);
-        assertMatch(String(check.json!.msg), new RegExp(`lacks address ${address}/32`));
+        assertMatch(String(check.json!.msg), new RegExp(`lacks address ${address}/24`));
         await ferry.shim(env("DEL", ns, id), netconf());
       })),
 });

@@ -1,0 +1,173 @@
+/**
+ * The `bridge` driver: the node's default network. A veth pair per pod, the host end on the node
+ * bridge (which holds the gateways), the pod end with one address per configured family from the
+ * node-local pools, a stable MAC, the network's MTU and a default route per family.
+ *
+ * @module
+ */
+import type { CniResult } from "../../lib/cni/schemas.ts";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
+import type { AttachmentKey } from "../attachment_store.ts";
+import { formatIp } from "../ipam/cidr.ts";
+import type { LocalPool } from "../ipam/local_pool.ts";
+import { defaultRoutes } from "../net/link_plan.ts";
+import { hostLinkName, stableMac } from "../net/naming.ts";
+import type { BridgeSpec, InterfaceAddress, Plumber, VethSpec } from "../net/plumber.ts";
+import { firstDifference } from "../result.ts";
+import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
+
+/** What the bridge driver needs. */
+export interface BridgeDriverDeps {
+  /** One pool per family (IPv4 and/or IPv6). */
+  pools: LocalPool[];
+  /** The kernel side. */
+  plumber: Plumber;
+  /** The node bridge's name. */
+  bridge: string;
+  /** MTU of the bridge and the pod interfaces. */
+  mtu: number;
+}
+
+/** The bridge the pools imply: their gateways with the subnets' prefixes. */
+export function bridgeSpec(deps: BridgeDriverDeps): BridgeSpec {
+  return {
+    name: deps.bridge,
+    mtu: deps.mtu,
+    gateways: deps.pools.map((p) => `${formatIp(p.range.gateway)}/${p.range.subnet.prefix}`),
+  };
+}
+
+/**
+ * The default network's driver.
+ *
+ * @example
+ * ```ts
+ * const driver = new BridgeDriver({ pools: [v4], plumber, bridge: "ferry0", mtu: 1500 });
+ * await driver.prepare();
+ * ```
+ */
+export class BridgeDriver implements Driver {
+  readonly #d: BridgeDriverDeps;
+
+  /** Creates the driver. */
+  constructor(deps: BridgeDriverDeps) {
+    if (deps.pools.length === 0) throw new Error("the bridge driver needs at least one pool");
+    this.#d = deps;
+  }
+
+  /** Sets up the node bridge (idempotent); the daemon calls it at start. */
+  prepare(): Promise<void> {
+    return this.#d.plumber.ensureBridge(bridgeSpec(this.#d));
+  }
+
+  /** Addresses free in the most constrained family. */
+  get free(): number {
+    return Math.min(...this.#d.pools.map((p) => p.free));
+  }
+
+  /** Allocates one address per family and plugs the veth; rolls everything back on failure. */
+  async add(ctx: AddContext): Promise<Plugged> {
+    const { key, netns } = ctx;
+    const spec: VethSpec = {
+      netns,
+      ifname: key.ifname,
+      hostIfname: hostLinkName(key.containerId, key.ifname),
+      bridge: this.#d.bridge,
+      containerMac: stableMac(key.containerId, key.ifname, "container"),
+      hostMac: stableMac(key.containerId, key.ifname, "host"),
+      mtu: this.#d.mtu,
+      addresses: [],
+    };
+    try {
+      for (const pool of this.#d.pools) {
+        const ip = await pool.allocate(key);
+        spec.addresses.push({
+          cidr: `${ip}/${pool.range.subnet.prefix}`,
+          gateway: formatIp(pool.range.gateway),
+        });
+      }
+      try {
+        await this.#d.plumber.plugVeth(spec);
+      } catch (e) {
+        if (!(e instanceof CniError) || !/master|bridge|Cannot find device/i.test(e.details ?? "")) {
+          throw e;
+        }
+        // The bridge went away under us (an operator, a restarted network service): set it up
+        // again once and retry.
+        await this.#d.plumber.unplugVeth(spec.hostIfname);
+        await this.prepare();
+        await this.#d.plumber.plugVeth(spec);
+      }
+    } catch (e) {
+      await this.#undo(key, spec.hostIfname);
+      throw e;
+    }
+    return { result: vethResult(spec, ctx.prevResult), hostIfname: spec.hostIfname };
+  }
+
+  async #undo(key: AttachmentKey, hostIfname: string): Promise<void> {
+    await this.#d.plumber.unplugVeth(hostIfname).catch(() => {});
+    for (const pool of this.#d.pools) await pool.release(key).catch(() => {});
+  }
+
+  /** Removes the host end (the pod end goes with it) and releases the addresses. */
+  async del(ctx: RecordContext): Promise<void> {
+    await this.#d.plumber.unplugVeth(
+      ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname),
+    );
+    for (const pool of this.#d.pools) await pool.release(ctx.key);
+  }
+
+  /** Compares link, addresses and routes in the pod with `expected`. */
+  async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
+    const live = await this.#d.plumber.inspect(ctx.netns, ctx.key.ifname);
+    const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
+    if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);
+    const host = ctx.record?.hostIfname;
+    if (host && !(await this.#d.plumber.inspect("/proc/self/ns/net", host))) {
+      throw new CniError(CNI_ERROR.CHECK_MISMATCH, `host link ${host} does not exist`);
+    }
+  }
+
+  /** Whether `owner` holds addresses in this driver's pools. */
+  holds(owner: AttachmentKey): boolean {
+    return this.#d.pools.some((p) => p.addressOf(owner) !== undefined);
+  }
+
+  /** Every owner holding addresses. */
+  owners(): AttachmentKey[] {
+    return this.#d.pools.flatMap((p) => p.allocations().map((a) => a.owner));
+  }
+}
+
+/**
+ * The result of a veth plug, appended to `prev` (a chained plugin's previous result) when given.
+ *
+ * @example
+ * ```ts
+ * vethResult(spec, undefined).ips; // [{ address: "10.244.0.5/24", gateway: "10.244.0.1", interface: 1 }]
+ * ```
+ */
+export function vethResult(spec: VethSpec, prev: CniResult | undefined): CniResult {
+  const interfaces = [...(prev?.interfaces ?? [])];
+  interfaces.push({ name: spec.hostIfname, mac: spec.hostMac, mtu: spec.mtu });
+  const podIndex = interfaces.push({
+    name: spec.ifname,
+    mac: spec.containerMac,
+    mtu: spec.mtu,
+    sandbox: spec.netns,
+  }) - 1;
+  const result: CniResult = {
+    cniVersion: CURRENT_VERSION,
+    interfaces,
+    ips: [...(prev?.ips ?? []), ...spec.addresses.map((a) => ipEntry(a, podIndex))],
+    routes: [...(prev?.routes ?? []), ...defaultRoutes(spec.addresses)],
+  };
+  if (prev?.dns) result.dns = prev.dns;
+  return result;
+}
+
+function ipEntry(a: InterfaceAddress, index: number) {
+  return { address: a.cidr, ...(a.gateway ? { gateway: a.gateway } : {}), interface: index };
+}

@@ -1,0 +1,59 @@
+/**
+ * IPAM for natively plugged attachments (macvlan, ipvlan): the attachment's `ipam` section runs
+ * the named IPAM plugin from CNI_PATH (host-local, static, dhcp, …) exactly as the reference
+ * plugins do — the whole attachment config on stdin, the IPAM plugin's binary exec'ed.
+ *
+ * @module
+ */
+import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
+import { delegate } from "../net/delegate.ts";
+import type { AttachmentKey } from "../attachment_store.ts";
+
+/** One IPAM call's inputs. */
+export interface IpamCall {
+  /** The attachment config holding `ipam`. */
+  conf: NetConf;
+  /** Container ID and interface. */
+  key: AttachmentKey;
+  /** The namespace path. */
+  netns?: string;
+  /** CNI_ARGS. */
+  args: Record<string, string>;
+  /** CNI_PATH. */
+  path: string[];
+  /** Kills a hung plugin. */
+  signal?: AbortSignal;
+}
+
+/** Runs the IPAM plugin's ADD; an attachment without `ipam` gets an empty result. */
+export async function ipamAdd(call: IpamCall): Promise<CniResult> {
+  if (!call.conf.ipam?.type) return { cniVersion: call.conf.cniVersion };
+  const result = await delegate({
+    command: "ADD",
+    config: call.conf,
+    plugin: call.conf.ipam.type,
+    containerId: call.key.containerId,
+    netns: call.netns,
+    ifname: call.key.ifname,
+    args: call.args,
+    path: call.path,
+    signal: call.signal,
+  });
+  return result!;
+}
+
+/** Runs the IPAM plugin's DEL (releases the addresses); nothing to do without `ipam`. */
+export async function ipamDel(call: IpamCall): Promise<void> {
+  if (!call.conf.ipam?.type) return;
+  await delegate({
+    command: "DEL",
+    config: call.conf,
+    plugin: call.conf.ipam.type,
+    containerId: call.key.containerId,
+    netns: call.netns,
+    ifname: call.key.ifname,
+    args: call.args,
+    path: call.path,
+    signal: call.signal,
+  });
+}

@@ -1,0 +1,149 @@
+/**
+ * The `macvlan` and `ipvlan` drivers: a link on a host master interface, created directly in the
+ * pod's namespace, addressed by the attachment's IPAM plugin. Configs use the reference plugins'
+ * format (`master`, `mode`, `mtu`, `ipam`, `runtimeConfig.mac`), so NetworkAttachmentDefinitions
+ * written for them work unchanged.
+ *
+ * @module
+ */
+import { type Static, Type } from "@sinclair/typebox";
+import { Ajv } from "ajv";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
+import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
+import { checkShape } from "../../lib/validate.ts";
+import { stableMac } from "../net/naming.ts";
+import type { Plumber, SublinkSpec } from "../net/plumber.ts";
+import { firstDifference } from "../result.ts";
+import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
+import { type IpamCall, ipamAdd, ipamDel } from "./ipam_exec.ts";
+
+const IFNAME = "^[^\\s/:]{1,15}$";
+const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
+
+/** The settings of a macvlan attachment (the rest of the config is the usual NetConf). */
+export const MacvlanConfSchema = Type.Object({
+  type: Type.Literal("macvlan"),
+  master: Type.String({ pattern: IFNAME }),
+  mode: Type.Optional(Type.Union(["bridge", "private", "vepa", "passthru"].map((m) =>
+    Type.Literal(m)
+  ))),
+  mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
+  runtimeConfig: Type.Optional(Type.Object({ mac: Type.Optional(Type.String({ pattern: MAC })) })),
+});
+
+/** The settings of an ipvlan attachment. */
+export const IpvlanConfSchema = Type.Object({
+  type: Type.Literal("ipvlan"),
+  master: Type.String({ pattern: IFNAME }),
+  mode: Type.Optional(Type.Union(["l2", "l3", "l3s"].map((m) => Type.Literal(m)))),
+  mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
+});
+
+type SublinkConf = Static<typeof MacvlanConfSchema> | Static<typeof IpvlanConfSchema>;
+
+/** Runs a delegated plugin under a deadline. */
+export type Deadline = () => AbortSignal;
+
+/**
+ * A macvlan or ipvlan driver.
+ *
+ * @example
+ * ```ts
+ * const macvlan = new SublinkDriver("macvlan", plumber, () => AbortSignal.timeout(60_000));
+ * ```
+ */
+export class SublinkDriver implements Driver {
+  readonly #kind: "macvlan" | "ipvlan";
+  readonly #plumber: Plumber;
+  readonly #deadline: Deadline;
+  readonly #validate;
+
+  /** Creates the driver for `kind`. */
+  constructor(kind: "macvlan" | "ipvlan", plumber: Plumber, deadline: Deadline) {
+    this.#kind = kind;
+    this.#plumber = plumber;
+    this.#deadline = deadline;
+    this.#validate = new Ajv({ allErrors: true }).compile(
+      kind === "macvlan" ? MacvlanConfSchema : IpvlanConfSchema,
+    );
+  }
+
+  #conf(conf: NetConf): SublinkConf {
+    return checkShape<SublinkConf>(
+      this.#validate,
+      conf,
+      CNI_ERROR.INVALID_CONFIG,
+      `${this.#kind} config of network ${conf.name}`,
+    );
+  }
+
+  #ipam(ctx: RecordContext | AddContext): IpamCall {
+    return { ...ctx, signal: this.#deadline() };
+  }
+
+  /** Gets addresses from the IPAM plugin, creates and configures the link; undoes both on failure. */
+  async add(ctx: AddContext): Promise<Plugged> {
+    const conf = this.#conf(ctx.conf);
+    const { key, netns } = ctx;
+    const ipam = await ipamAdd(this.#ipam(ctx));
+    const mac = conf.type === "macvlan"
+      ? (conf.runtimeConfig?.mac ?? stableMac(key.containerId, key.ifname, "container"))
+      : undefined;
+    const spec: SublinkSpec = {
+      kind: this.#kind,
+      netns,
+      ifname: key.ifname,
+      master: conf.master,
+      mode: conf.mode ?? (conf.type === "macvlan" ? "bridge" : "l2"),
+      mtu: conf.mtu,
+      mac,
+      addresses: (ipam.ips ?? []).map((ip) => ({ cidr: ip.address, gateway: ip.gateway })),
+      routes: (ipam.routes ?? []).map((r) => ({ dst: r.dst, gw: r.gw })),
+    };
+    try {
+      await this.#plumber.plugSublink(spec);
+    } catch (e) {
+      await this.#plumber.unplugIn(netns, key.ifname).catch(() => {});
+      await ipamDel(this.#ipam(ctx)).catch(() => {});
+      throw e;
+    }
+    const iface = {
+      name: key.ifname,
+      mac: mac ?? await masterMac(conf.master),
+      ...(conf.mtu ? { mtu: conf.mtu } : {}),
+      sandbox: netns,
+    };
+    const result: CniResult = {
+      cniVersion: CURRENT_VERSION,
+      interfaces: [iface],
+      ips: (ipam.ips ?? []).map((ip) => ({ ...ip, interface: 0 })),
+      routes: ipam.routes ?? [],
+    };
+    if (ipam.dns) result.dns = ipam.dns;
+    return { result };
+  }
+
+  /** Removes the link in the pod (gone namespace or link is fine) and releases the addresses. */
+  async del(ctx: RecordContext): Promise<void> {
+    this.#conf(ctx.conf);
+    if (ctx.netns) await this.#plumber.unplugIn(ctx.netns, ctx.key.ifname);
+    await ipamDel(this.#ipam(ctx));
+  }
+
+  /** Compares the link in the pod with `expected`. */
+  async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
+    const live = await this.#plumber.inspect(ctx.netns, ctx.key.ifname);
+    const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
+    if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);
+  }
+}
+
+/** An ipvlan link shares its master's MAC. */
+async function masterMac(master: string): Promise<string | undefined> {
+  try {
+    return (await Deno.readTextFile(`/sys/class/net/${master}/address`)).trim();
+  } catch {
+    return undefined;
+  }
+}

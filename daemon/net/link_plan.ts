@@ -1,0 +1,155 @@
+/**
+ * Plans plugs as iproute2 batch lines and sysctl writes, per namespace. Pure: a plan is plain
+ * data, tested without touching the kernel; {@link import("./ip_plumber.ts").IpPlumber} runs it.
+ *
+ * The default network is a node bridge holding the gateway addresses: each pod's veth host end
+ * joins it, the pod end gets the pod's addresses with the subnet prefix and a default route per
+ * family through the gateway. Pods on a node reach each other over the bridge and the host
+ * through the gateway; the host reaches every pod through the bridge's connected routes.
+ *
+ * @module
+ */
+import type { BridgeSpec, InterfaceAddress, PodRoute, SublinkSpec, VethSpec } from "./plumber.ts";
+
+/** One sysctl write: the path under `/proc/sys/` and the value. */
+export type Sysctl = [path: string, value: string];
+
+/** What to run in one namespace: sysctls first, then the batch lines. */
+export interface NamespacePlan {
+  /** Sysctl writes, in order. */
+  sysctls: Sysctl[];
+  /** iproute2 batch lines, in order. */
+  lines: string[];
+}
+
+/** A plug: the host namespace's part, then the pod namespace's part. */
+export interface PlugPlan {
+  /** Run in the host namespace first. */
+  host: NamespacePlan;
+  /** Then run inside the pod's namespace. */
+  container: NamespacePlan;
+}
+
+/** Whether an address (with or without prefix) is IPv6. */
+export function isIpv6(address: string): boolean {
+  return address.includes(":");
+}
+
+/** The default route of the family of `address`. */
+export function defaultDst(address: string): string {
+  return isIpv6(address) ? "::/0" : "0.0.0.0/0";
+}
+
+/** `nodad` for IPv6: a pod's address is unique by allocation, waiting for DAD only delays it. */
+function addrLine(a: InterfaceAddress, ifname: string): string {
+  return `addr add ${a.cidr} dev ${ifname}${isIpv6(a.cidr) ? " nodad" : ""}`;
+}
+
+/** Sysctls an interface inside the pod needs: IPv6 enabled on it when it gets an IPv6 address. */
+function podSysctls(ifname: string, addresses: InterfaceAddress[]): Sysctl[] {
+  return addresses.some((a) => isIpv6(a.cidr))
+    ? [[`net/ipv6/conf/${ifname}/disable_ipv6`, "0"]]
+    : [];
+}
+
+/** Lines configuring an interface already in the pod: up, addresses, routes. */
+function podLines(ifname: string, addresses: InterfaceAddress[], routes: PodRoute[]): string[] {
+  return [
+    "link set lo up",
+    `link set ${ifname} up`,
+    ...addresses.map((a) => addrLine(a, ifname)),
+    ...routes.map((r) => `route add ${r.dst}${r.gw ? ` via ${r.gw}` : ""} dev ${ifname}`),
+  ];
+}
+
+/** The default routes of a set of addresses: one per family that has a gateway. */
+export function defaultRoutes(addresses: InterfaceAddress[]): PodRoute[] {
+  const seen = new Set<string>();
+  const routes: PodRoute[] = [];
+  for (const a of addresses) {
+    const dst = defaultDst(a.cidr);
+    if (!a.gateway || seen.has(dst)) continue;
+    seen.add(dst);
+    routes.push({ dst, gw: a.gateway });
+  }
+  return routes;
+}
+
+/**
+ * Plans the bridge: created when `exists` is false, then up with its MTU and the gateway
+ * addresses (`addr replace`, so repeating it changes nothing); sysctls: IPv4 forwarding when any
+ * gateway is IPv4, IPv6 enabled on the bridge and IPv6 forwarding when any is IPv6 (only when
+ * `forwarding`).
+ */
+export function planBridge(spec: BridgeSpec, exists: boolean, forwarding: boolean): {
+  create: string[];
+  configure: NamespacePlan;
+} {
+  const v6 = spec.gateways.some(isIpv6);
+  const v4 = spec.gateways.some((g) => !isIpv6(g));
+  const sysctls: Sysctl[] = [];
+  if (v6) sysctls.push([`net/ipv6/conf/${spec.name}/disable_ipv6`, "0"]);
+  if (forwarding && v4) sysctls.push(["net/ipv4/ip_forward", "1"]);
+  if (forwarding && v6) sysctls.push(["net/ipv6/conf/all/forwarding", "1"]);
+  return {
+    create: exists ? [] : [`link add ${spec.name} mtu ${spec.mtu} type bridge`],
+    configure: {
+      sysctls,
+      lines: [
+        `link set ${spec.name} mtu ${spec.mtu} up`,
+        ...spec.gateways.map((g) => `addr replace ${g} dev ${spec.name}${isIpv6(g) ? " nodad" : ""}`),
+      ],
+    },
+  };
+}
+
+/**
+ * Plans a veth plug on the bridge.
+ *
+ * @example
+ * ```ts
+ * planVeth(spec).host.lines[0]; // "link add fy… mtu 1500 address … type veth peer name eth0 … netns /var/run/netns/p"
+ * ```
+ */
+export function planVeth(spec: VethSpec): PlugPlan {
+  const { hostIfname: host, ifname, mtu } = spec;
+  return {
+    host: {
+      sysctls: [],
+      lines: [
+        `link add ${host} mtu ${mtu} address ${spec.hostMac} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
+        `link set ${host} master ${spec.bridge} up`,
+      ],
+    },
+    container: {
+      sysctls: podSysctls(ifname, spec.addresses),
+      lines: podLines(ifname, spec.addresses, defaultRoutes(spec.addresses)),
+    },
+  };
+}
+
+/**
+ * Plans a macvlan or ipvlan plug: the link is created directly in the pod's namespace (its name
+ * never appears in the host's), then configured there.
+ */
+export function planSublink(spec: SublinkSpec): PlugPlan {
+  const opts = [
+    spec.mtu ? ` mtu ${spec.mtu}` : "",
+    spec.kind === "macvlan" && spec.mac ? ` address ${spec.mac}` : "",
+  ].join("");
+  const type = spec.kind === "macvlan"
+    ? `macvlan mode ${spec.mode}`
+    : `ipvlan mode ${spec.mode}${spec.flag ? ` ${spec.flag}` : ""}`;
+  return {
+    host: {
+      sysctls: [],
+      lines: [
+        `link add link ${spec.master} name ${spec.ifname}${opts} netns ${spec.netns} type ${type}`,
+      ],
+    },
+    container: {
+      sysctls: podSysctls(spec.ifname, spec.addresses),
+      lines: podLines(spec.ifname, spec.addresses, spec.routes),
+    },
+  };
+}
