@@ -267,7 +267,9 @@ export class CniService {
 
   async #unplug(target: Attachment | AttachmentKey, req?: CniRequest): Promise<void> {
     const record = "result" in target ? target : undefined;
-    const selected = req ? selectDriver(req.config) : { driver: "bridge" as const, conf: undefined };
+    const selected = req
+      ? selectDriver(req.config)
+      : { driver: "bridge" as const, conf: undefined };
     const driver = record?.driver ?? selected.driver;
     const conf = record?.conf ?? selected.conf ?? req?.config;
     await this.#driver(driver).del({

@@ -211,14 +211,17 @@ export async function startDaemon(
     throw e;
   }
   serving = true;
-  logger.info("serving on {socket} for node {node}, bridge {bridge} {subnets} ({free} free), {mode}", {
-    socket: config.socket,
-    node: config.nodeName,
-    bridge: config.network.bridge,
-    subnets: [config.network.subnet, config.network.subnet6].filter(Boolean).join(" "),
-    free: bridge.free,
-    mode: kube ? "watching its pods" : "standalone",
-  });
+  logger.info(
+    "serving on {socket} for node {node}, bridge {bridge} {subnets} ({free} free), {mode}",
+    {
+      socket: config.socket,
+      node: config.nodeName,
+      bridge: config.network.bridge,
+      subnets: [config.network.subnet, config.network.subnet6].filter(Boolean).join(" "),
+      free: bridge.free,
+      mode: kube ? "watching its pods" : "standalone",
+    },
+  );
   return {
     config,
     finished: server.finished,

@@ -41,6 +41,20 @@ export interface TestFerry {
   restartDaemon(): Promise<void>;
   /** The running daemon (its stats, readiness, health). */
   daemon(): Daemon;
+  /** The addresses allocated on disk, over every pool. */
+  allocations(): Promise<string[]>;
+  /** The attachment records on disk. */
+  records(): Promise<string[]>;
+}
+
+async function fileNames(dir: string): Promise<string[]> {
+  const names: string[] = [];
+  try {
+    for await (const e of Deno.readDir(dir)) if (!e.name.startsWith(".")) names.push(e.name);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  return names.sort();
 }
 
 /** Runs an executable with exactly `env` and `stdin`. */
@@ -156,6 +170,12 @@ export async function withFerry<T>(
         running = false;
       },
       daemon: () => daemon,
+      async allocations() {
+        const pools = await fileNames(`${config.stateDir}/ipam`);
+        return (await Promise.all(pools.map((p) => fileNames(`${config.stateDir}/ipam/${p}`))))
+          .flat();
+      },
+      records: () => fileNames(`${config.stateDir}/attachments`),
       async restartDaemon() {
         if (running) await daemon.stop();
         daemon = await startDaemon(config, options.daemon);
@@ -172,6 +192,28 @@ export async function withFerry<T>(
 /** Deletes a throwaway Ferry's bridge (the daemon leaves it on stop, as a node's must stay). */
 export async function removeBridge(name: string): Promise<void> {
   await new Deno.Command("ip", { args: ["link", "del", name], stderr: "null" }).output();
+}
+
+/**
+ * The CNI environment a runtime sets for one invocation, naming pod `pod-<containerId>` in
+ * `default`; `netns` absent for a DEL of a sandbox already gone.
+ */
+export function cniEnv(
+  command: string,
+  netns: { path: string } | undefined,
+  containerId: string,
+  ifname = "eth0",
+): Record<string, string> {
+  const e: Record<string, string> = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_IFNAME: ifname,
+    CNI_PATH: "/usr/lib/cni",
+    CNI_ARGS:
+      `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-${containerId};K8S_POD_UID=uid-${containerId}`,
+  };
+  if (netns) e.CNI_NETNS = netns.path;
+  return e;
 }
 
 /** A network config for the shim's stdin. */

@@ -72,14 +72,16 @@ export async function hostLinkExists(name: string): Promise<boolean> {
   return out.success;
 }
 
-/** True when one ICMP echo to `address` is answered within 2 s. */
-export async function pingOnce(address: string): Promise<boolean> {
-  const out = await new Deno.Command("ping", {
-    args: ["-c", "1", "-W", "2", address],
-    stdout: "null",
-    stderr: "null",
-  })
-    .output();
+/**
+ * True when one ICMP echo to `address` is answered within 2 s; sent from the host, or from inside
+ * `from` when given. Only loopback and the project's own namespaces are ever pinged.
+ */
+export async function pingOnce(address: string, from?: TestNetns): Promise<boolean> {
+  const ping = ["ping", "-c", "1", "-W", "2", address];
+  const [cmd, args] = from
+    ? ["ip", ["netns", "exec", from.name, ...ping]]
+    : [ping[0], ping.slice(1)];
+  const out = await new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).output();
   return out.success;
 }
 

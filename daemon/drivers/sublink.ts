@@ -16,7 +16,7 @@ import { stableMac } from "../net/naming.ts";
 import type { Plumber, SublinkSpec } from "../net/plumber.ts";
 import { firstDifference } from "../result.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
-import { type IpamCall, ipamAdd, ipamDel } from "./ipam_exec.ts";
+import { ipamAdd, type IpamCall, ipamDel } from "./ipam_exec.ts";
 
 const IFNAME = "^[^\\s/:]{1,15}$";
 const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
@@ -25,9 +25,9 @@ const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
 export const MacvlanConfSchema = Type.Object({
   type: Type.Literal("macvlan"),
   master: Type.String({ pattern: IFNAME }),
-  mode: Type.Optional(Type.Union(["bridge", "private", "vepa", "passthru"].map((m) =>
-    Type.Literal(m)
-  ))),
+  mode: Type.Optional(
+    Type.Union(["bridge", "private", "vepa", "passthru"].map((m) => Type.Literal(m))),
+  ),
   mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
   runtimeConfig: Type.Optional(Type.Object({ mac: Type.Optional(Type.String({ pattern: MAC })) })),
 });

@@ -7,14 +7,8 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { IpCommandError, type IpRunner } from "./ip_runner.ts";
-import { type PlugPlan, planBridge, planSublink, planVeth } from "./link_plan.ts";
-import type {
-  BridgeSpec,
-  LiveInterface,
-  Plumber,
-  SublinkSpec,
-  VethSpec,
-} from "./plumber.ts";
+import { planBridge, planSublink, planVeth, type PlugPlan } from "./link_plan.ts";
+import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "./plumber.ts";
 
 const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
 

@@ -97,7 +97,9 @@ export function planBridge(spec: BridgeSpec, exists: boolean, forwarding: boolea
       sysctls,
       lines: [
         `link set ${spec.name} mtu ${spec.mtu} up`,
-        ...spec.gateways.map((g) => `addr replace ${g} dev ${spec.name}${isIpv6(g) ? " nodad" : ""}`),
+        ...spec.gateways.map((g) =>
+          `addr replace ${g} dev ${spec.name}${isIpv6(g) ? " nodad" : ""}`
+        ),
       ],
     },
   };

@@ -2,14 +2,13 @@
 // real veth pairs into real network namespaces. Needs root; every test uses its own namespaces,
 // socket, state and subnet, and removes them also when it fails.
 import { assert, assertEquals, assertMatch, assertNotEquals } from "deno-std/assert/mod.js";
-import { poolDir } from "../../daemon/main.ts";
 import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
 import { IpCommandError, type IpRunner, SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
 import { hostLinkName } from "../../daemon/net/naming.ts";
 import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
-import { netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
+import { cniEnv, netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,
   ipIn,
@@ -23,31 +22,7 @@ import {
 
 const opts = { ignore: !IS_ROOT };
 
-function env(command: string, ns: TestNetns | undefined, containerId: string, ifname = "eth0") {
-  const e: Record<string, string> = {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: containerId,
-    CNI_IFNAME: ifname,
-    CNI_PATH: "/usr/lib/cni",
-    CNI_ARGS:
-      `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-${containerId};K8S_POD_UID=uid-${containerId}`,
-  };
-  if (ns) e.CNI_NETNS = ns.path;
-  return e;
-}
-
-async function allocations(ferry: TestFerry): Promise<string[]> {
-  const dir = poolDir(ferry.config.stateDir, ferry.config.network.subnet);
-  const names: string[] = [];
-  for await (const e of Deno.readDir(dir)) if (!e.name.startsWith(".")) names.push(e.name);
-  return names;
-}
-
-async function records(ferry: TestFerry): Promise<string[]> {
-  const names: string[] = [];
-  for await (const e of Deno.readDir(`${ferry.config.stateDir}/attachments`)) names.push(e.name);
-  return names;
-}
+const env = cniEnv;
 
 const podAddress = (result: Record<string, unknown>) =>
   (result.ips as { address: string }[])[0].address.split("/")[0];
@@ -89,8 +64,8 @@ for (
           assertEquals([del.code, del.stdout], [0, ""], del.stdout);
           assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
           assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
-          assertEquals(await allocations(ferry), []);
-          assertEquals(await records(ferry), []);
+          assertEquals(await ferry.allocations(), []);
+          assertEquals(await ferry.records(), []);
 
           const delAgain = await ferry.shim(env("DEL", ns, id), conf);
           assertEquals(delAgain.code, 0, "DEL is idempotent");
@@ -138,7 +113,7 @@ Deno.test({
         assertMatch(String(noNetns.json!.msg), /CNI_NETNS/);
         const noCommand = await ferry.shim({ CNI_CONTAINERID: id }, netconf());
         assertEquals(noCommand.json!.code, 4);
-        assertEquals(await allocations(ferry), []);
+        assertEquals(await ferry.allocations(), []);
         assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
       })),
 });
@@ -176,7 +151,7 @@ Deno.test({
           namespaces.map((ns, i) => ferry.shim(env("DEL", ns, ids[i]), netconf())),
         );
         for (const d of dels) assertEquals(d.code, 0, d.stdout);
-        assertEquals(await allocations(ferry), []);
+        assertEquals(await ferry.allocations(), []);
         for (const id of ids) assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
       })),
 });
@@ -206,8 +181,8 @@ Deno.test({
           assertMatch(String(out.json!.details), /injected failure/);
           assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
           assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
-          assertEquals(await allocations(ferry), []);
-          assertEquals(await records(ferry), []);
+          assertEquals(await ferry.allocations(), []);
+          assertEquals(await ferry.records(), []);
         }),
     ),
 });
@@ -224,7 +199,7 @@ Deno.test({
       );
       assertEquals([out.code, out.json!.code], [1, 5]);
       assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-      assertEquals(await allocations(ferry), []);
+      assertEquals(await ferry.allocations(), []);
     }),
 });
 
@@ -238,11 +213,11 @@ Deno.test({
       await withNetns(1, async ([ns]) => {
         nsPath = ns.path;
         assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
-        assertEquals((await allocations(ferry)).length, 1);
+        assertEquals((await ferry.allocations()).length, 1);
       });
       const del = await ferry.shim(env("DEL", { name: "gone", path: nsPath }, id), netconf());
       assertEquals(del.code, 0, del.stdout);
-      assertEquals(await allocations(ferry), []);
+      assertEquals(await ferry.allocations(), []);
       assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
     }),
 });
@@ -260,7 +235,7 @@ Deno.test({
         assertEquals((await ferry.shim(env("CHECK", ns, id), netconf())).code, 0);
         assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
         assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-        assertEquals(await allocations(ferry), []);
+        assertEquals(await ferry.allocations(), []);
       })),
 });
 
@@ -275,7 +250,7 @@ Deno.test({
         assertEquals(first.code, 0);
         const second = await ferry.shim(env("ADD", b, id), netconf());
         assertEquals([second.code, second.json!.code], [1, 4]);
-        assertEquals((await allocations(ferry)).length, 1);
+        assertEquals((await ferry.allocations()).length, 1);
         await ferry.shim(env("DEL", a, id), netconf());
       })),
 });
@@ -299,7 +274,7 @@ Deno.test({
         assertEquals([gc.code, gc.stdout], [0, ""], gc.stdout);
         assertEquals(await hostLinkExists(hostLinkName(d, "eth0")), false);
         assertEquals(await hostLinkExists(hostLinkName(k, "eth0")), true);
-        assertEquals((await allocations(ferry)).length, 1);
+        assertEquals((await ferry.allocations()).length, 1);
         assertNotEquals((await ferry.shim(env("CHECK", keep, k), conf)).code, 1);
         await ferry.shim(env("DEL", keep, k), conf);
       })),

@@ -105,7 +105,9 @@ Deno.test("an ipvlan takes its mode and flag and never a MAC", () => {
     addresses: [],
     routes: [],
   });
-  assertEquals(plan.host.lines, ["link add link eth1 name net2 netns /n type ipvlan mode l3 private"]);
+  assertEquals(plan.host.lines, [
+    "link add link eth1 name net2 netns /n type ipvlan mode l3 private",
+  ]);
 });
 
 Deno.test("ip -j output becomes a live interface without link-local noise", () => {
