@@ -94,3 +94,35 @@ export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/**
+ * Creates a veth pair with both ends in the host namespace and up (a master for macvlan tests that
+ * carries no traffic off the machine: its peer goes nowhere), runs `fn` with the master's name,
+ * and deletes the pair whatever happens.
+ */
+export async function withMasterLink<T>(fn: (name: string) => Promise<T>): Promise<T> {
+  const token = uniqueToken();
+  const [name, peer] = [`fym${token}`, `fyp${token}`];
+  await run("ip", "link", "add", name, "type", "veth", "peer", "name", peer);
+  try {
+    await run("ip", "link", "set", name, "up");
+    await run("ip", "link", "set", peer, "up");
+    return await fn(name);
+  } finally {
+    await run("ip", "link", "del", name).catch(() => {});
+  }
+}
+
+/** True when the kernel can create links of `kind` (ipvlan is a module some kernels lack). */
+export async function kernelSupports(kind: "macvlan" | "ipvlan"): Promise<boolean> {
+  if (!IS_ROOT) return false;
+  return await withMasterLink(async (master) => {
+    const probe = `fyk${uniqueToken()}`;
+    const out = await new Deno.Command("ip", {
+      args: ["link", "add", "link", master, "name", probe, "type", kind],
+      stderr: "null",
+    }).output();
+    if (out.success) await run("ip", "link", "del", probe).catch(() => {});
+    return out.success;
+  });
+}
