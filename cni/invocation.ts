@@ -15,6 +15,7 @@ import {
   isSupportedVersion,
 } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
+import { CONTAINER_ID_PATTERN } from "../lib/cni/names.ts";
 import { checkShape } from "../lib/validate.ts";
 import { validateNetConf } from "../lib/_generated/validateNetConf.js";
 
@@ -32,7 +33,7 @@ export const CNI_ENV_VARS = [
 export type CniEnv = Partial<Record<(typeof CNI_ENV_VARS)[number], string>>;
 
 const COMMANDS: readonly CniCommand[] = ["ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"];
-const CONTAINER_ID = /^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$/;
+const CONTAINER_ID = new RegExp(CONTAINER_ID_PATTERN);
 
 /** Which variables each command requires (as libcni's skel does). */
 const REQUIRED: Record<Exclude<CniCommand, "VERSION">, (keyof CniEnv)[]> = {

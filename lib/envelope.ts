@@ -6,8 +6,12 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import { CniResultSchema, NetConfSchema } from "./cni/schemas.ts";
+import { CONTAINER_ID_PATTERN, IFNAME_PATTERN, NETNS_PATTERN } from "./cni/names.ts";
 
-/** A CNI invocation, forwarded by the shim. Variables a command does not need may be absent. */
+/**
+ * A CNI invocation, forwarded by the shim. Variables a command does not need may be absent. The
+ * daemon validates it again: its socket is the trust boundary, not the shim.
+ */
 export const CniRequestSchema = Type.Object({
   command: Type.Union([
     Type.Literal("ADD"),
@@ -16,9 +20,9 @@ export const CniRequestSchema = Type.Object({
     Type.Literal("STATUS"),
     Type.Literal("GC"),
   ]),
-  containerId: Type.Optional(Type.String({ minLength: 1 })),
-  netns: Type.Optional(Type.String()),
-  ifname: Type.Optional(Type.String({ minLength: 1, maxLength: 15 })),
+  containerId: Type.Optional(Type.String({ pattern: CONTAINER_ID_PATTERN })),
+  netns: Type.Optional(Type.String({ pattern: NETNS_PATTERN })),
+  ifname: Type.Optional(Type.String({ pattern: IFNAME_PATTERN })),
   args: Type.Record(Type.String(), Type.String()),
   path: Type.Array(Type.String()),
   config: NetConfSchema,

@@ -4,11 +4,13 @@
 // @ts-nocheck
 "use strict";
 export const validateCniRequest = validate10;
-const schema11 = {"$id":"ferry:validateCniRequest","additionalProperties":false,"type":"object","required":["command","args","path","config"],"properties":{"command":{"anyOf":[{"const":"ADD","type":"string"},{"const":"DEL","type":"string"},{"const":"CHECK","type":"string"},{"const":"STATUS","type":"string"},{"const":"GC","type":"string"}]},"containerId":{"minLength":1,"type":"string"},"netns":{"type":"string"},"ifname":{"minLength":1,"maxLength":15,"type":"string"},"args":{"type":"object","patternProperties":{"^(.*)$":{"type":"string"}}},"path":{"type":"array","items":{"type":"string"}},"config":{"$id":"NetConf","additionalProperties":true,"type":"object","required":["cniVersion","name","type"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"name":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"type":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"capabilities":{"type":"object","patternProperties":{"^(.*)$":{"type":"boolean"}}},"ipam":{"type":"object","required":["type"],"properties":{"type":{"minLength":1,"type":"string"}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}},"prevResult":{"$id":"CniResult","type":"object","required":["cniVersion"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"interfaces":{"type":"array","items":{"type":"object","required":["name"],"properties":{"name":{"minLength":1,"type":"string"},"mac":{"type":"string"},"mtu":{"minimum":0,"type":"integer"},"sandbox":{"type":"string"},"socketPath":{"type":"string"},"pciID":{"type":"string"}}}},"ips":{"type":"array","items":{"type":"object","required":["address"],"properties":{"version":{"anyOf":[{"const":"4","type":"string"},{"const":"6","type":"string"}]},"address":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gateway":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"interface":{"minimum":0,"type":"integer"}}}},"routes":{"type":"array","items":{"type":"object","required":["dst"],"properties":{"dst":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gw":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"mtu":{"minimum":0,"type":"integer"},"advmss":{"minimum":0,"type":"integer"},"priority":{"minimum":0,"type":"integer"},"table":{"minimum":0,"type":"integer"},"scope":{"minimum":0,"type":"integer"}}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}}}},"runtimeConfig":{"type":"object","patternProperties":{"^(.*)$":{}}},"args":{"type":"object","patternProperties":{"^(.*)$":{}}}}}}};
-const pattern0 = new RegExp("^(.*)$", "u");
-const pattern1 = new RegExp("^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$", "u");
-const pattern4 = new RegExp("^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$", "u");
-const pattern5 = new RegExp("^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$", "u");
+const schema11 = {"$id":"ferry:validateCniRequest","additionalProperties":false,"type":"object","required":["command","args","path","config"],"properties":{"command":{"anyOf":[{"const":"ADD","type":"string"},{"const":"DEL","type":"string"},{"const":"CHECK","type":"string"},{"const":"STATUS","type":"string"},{"const":"GC","type":"string"}]},"containerId":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"netns":{"pattern":"^/\\S*$","type":"string"},"ifname":{"pattern":"^(?!\\.{1,2}$)[^\\s/:]{1,15}$","type":"string"},"args":{"type":"object","patternProperties":{"^(.*)$":{"type":"string"}}},"path":{"type":"array","items":{"type":"string"}},"config":{"$id":"NetConf","additionalProperties":true,"type":"object","required":["cniVersion","name","type"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"name":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"type":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"capabilities":{"type":"object","patternProperties":{"^(.*)$":{"type":"boolean"}}},"ipam":{"type":"object","required":["type"],"properties":{"type":{"minLength":1,"type":"string"}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}},"prevResult":{"$id":"CniResult","type":"object","required":["cniVersion"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"interfaces":{"type":"array","items":{"type":"object","required":["name"],"properties":{"name":{"minLength":1,"type":"string"},"mac":{"type":"string"},"mtu":{"minimum":0,"type":"integer"},"sandbox":{"type":"string"},"socketPath":{"type":"string"},"pciID":{"type":"string"}}}},"ips":{"type":"array","items":{"type":"object","required":["address"],"properties":{"version":{"anyOf":[{"const":"4","type":"string"},{"const":"6","type":"string"}]},"address":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gateway":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"interface":{"minimum":0,"type":"integer"}}}},"routes":{"type":"array","items":{"type":"object","required":["dst"],"properties":{"dst":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gw":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"mtu":{"minimum":0,"type":"integer"},"advmss":{"minimum":0,"type":"integer"},"priority":{"minimum":0,"type":"integer"},"table":{"minimum":0,"type":"integer"},"scope":{"minimum":0,"type":"integer"}}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}}}},"runtimeConfig":{"type":"object","patternProperties":{"^(.*)$":{}}},"args":{"type":"object","patternProperties":{"^(.*)$":{}}}}}}};
+const pattern0 = new RegExp("^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$", "u");
+const pattern1 = new RegExp("^/\\S*$", "u");
+const pattern2 = new RegExp("^(?!\\.{1,2}$)[^\\s/:]{1,15}$", "u");
+const pattern3 = new RegExp("^(.*)$", "u");
+const pattern7 = new RegExp("^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$", "u");
+const pattern8 = new RegExp("^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="ferry:validateCniRequest" */;
@@ -193,8 +195,8 @@ let data1 = data.containerId;
 const _errs14 = errors;
 if(errors === _errs14){
 if(typeof data1 === "string"){
-if(data1.length < 1){
-validate10.errors = [{instancePath:instancePath+"/containerId",schemaPath:"#/properties/containerId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+if(!pattern0.test(data1)){
+validate10.errors = [{instancePath:instancePath+"/containerId",schemaPath:"#/properties/containerId/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"},message:"must match pattern \""+"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"+"\""}];
 return false;
 }
 }
@@ -210,10 +212,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.netns !== undefined){
+let data2 = data.netns;
 const _errs16 = errors;
-if(typeof data.netns !== "string"){
+if(errors === _errs16){
+if(typeof data2 === "string"){
+if(!pattern1.test(data2)){
+validate10.errors = [{instancePath:instancePath+"/netns",schemaPath:"#/properties/netns/pattern",keyword:"pattern",params:{pattern: "^/\\S*$"},message:"must match pattern \""+"^/\\S*$"+"\""}];
+return false;
+}
+}
+else {
 validate10.errors = [{instancePath:instancePath+"/netns",schemaPath:"#/properties/netns/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs16 === errors;
 }
@@ -226,15 +237,9 @@ let data3 = data.ifname;
 const _errs18 = errors;
 if(errors === _errs18){
 if(typeof data3 === "string"){
-if(data3.length > 15){
-validate10.errors = [{instancePath:instancePath+"/ifname",schemaPath:"#/properties/ifname/maxLength",keyword:"maxLength",params:{limit: 15},message:"must NOT have more than 15 characters"}];
+if(!pattern2.test(data3)){
+validate10.errors = [{instancePath:instancePath+"/ifname",schemaPath:"#/properties/ifname/pattern",keyword:"pattern",params:{pattern: "^(?!\\.{1,2}$)[^\\s/:]{1,15}$"},message:"must match pattern \""+"^(?!\\.{1,2}$)[^\\s/:]{1,15}$"+"\""}];
 return false;
-}
-else {
-if(data3.length < 1){
-validate10.errors = [{instancePath:instancePath+"/ifname",schemaPath:"#/properties/ifname/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
 }
 }
 else {
@@ -255,7 +260,7 @@ if(errors === _errs20){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 var valid2 = true;
 for(const key1 in data4){
-if(pattern0.test(key1)){
+if(pattern3.test(key1)){
 const _errs22 = errors;
 if(typeof data4[key1] !== "string"){
 validate10.errors = [{instancePath:instancePath+"/args/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/args/patternProperties/%5E(.*)%24/type",keyword:"type",params:{type: "string"},message:"must be string"}];
@@ -346,7 +351,7 @@ let data10 = data8.name;
 const _errs33 = errors;
 if(errors === _errs33){
 if(typeof data10 === "string"){
-if(!pattern1.test(data10)){
+if(!pattern0.test(data10)){
 validate10.errors = [{instancePath:instancePath+"/config/name",schemaPath:"#/properties/config/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"},message:"must match pattern \""+"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"+"\""}];
 return false;
 }
@@ -367,7 +372,7 @@ let data11 = data8.type;
 const _errs35 = errors;
 if(errors === _errs35){
 if(typeof data11 === "string"){
-if(!pattern1.test(data11)){
+if(!pattern0.test(data11)){
 validate10.errors = [{instancePath:instancePath+"/config/type",schemaPath:"#/properties/config/properties/type/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"},message:"must match pattern \""+"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"+"\""}];
 return false;
 }
@@ -390,7 +395,7 @@ if(errors === _errs37){
 if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
 var valid5 = true;
 for(const key2 in data12){
-if(pattern0.test(key2)){
+if(pattern3.test(key2)){
 const _errs39 = errors;
 if(typeof data12[key2] !== "boolean"){
 validate10.errors = [{instancePath:instancePath+"/config/capabilities/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/config/properties/capabilities/patternProperties/%5E(.*)%24/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
@@ -848,7 +853,7 @@ let data37 = data35.address;
 const _errs91 = errors;
 if(errors === _errs91){
 if(typeof data37 === "string"){
-if(!pattern4.test(data37)){
+if(!pattern7.test(data37)){
 validate10.errors = [{instancePath:instancePath+"/config/prevResult/ips/" + i5+"/address",schemaPath:"#/properties/config/properties/prevResult/properties/ips/items/properties/address/pattern",keyword:"pattern",params:{pattern: "^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$"},message:"must match pattern \""+"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$"+"\""}];
 return false;
 }
@@ -869,7 +874,7 @@ let data38 = data35.gateway;
 const _errs93 = errors;
 if(errors === _errs93){
 if(typeof data38 === "string"){
-if(!pattern5.test(data38)){
+if(!pattern8.test(data38)){
 validate10.errors = [{instancePath:instancePath+"/config/prevResult/ips/" + i5+"/gateway",schemaPath:"#/properties/config/properties/prevResult/properties/ips/items/properties/gateway/pattern",keyword:"pattern",params:{pattern: "^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$"},message:"must match pattern \""+"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$"+"\""}];
 return false;
 }
@@ -955,7 +960,7 @@ let data42 = data41.dst;
 const _errs101 = errors;
 if(errors === _errs101){
 if(typeof data42 === "string"){
-if(!pattern4.test(data42)){
+if(!pattern7.test(data42)){
 validate10.errors = [{instancePath:instancePath+"/config/prevResult/routes/" + i6+"/dst",schemaPath:"#/properties/config/properties/prevResult/properties/routes/items/properties/dst/pattern",keyword:"pattern",params:{pattern: "^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$"},message:"must match pattern \""+"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$"+"\""}];
 return false;
 }
@@ -976,7 +981,7 @@ let data43 = data41.gw;
 const _errs103 = errors;
 if(errors === _errs103){
 if(typeof data43 === "string"){
-if(!pattern5.test(data43)){
+if(!pattern8.test(data43)){
 validate10.errors = [{instancePath:instancePath+"/config/prevResult/routes/" + i6+"/gw",schemaPath:"#/properties/config/properties/prevResult/properties/routes/items/properties/gw/pattern",keyword:"pattern",params:{pattern: "^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$"},message:"must match pattern \""+"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$"+"\""}];
 return false;
 }

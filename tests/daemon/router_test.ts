@@ -43,6 +43,30 @@ Deno.test("a body that is not JSON is CNI error 6, an invalid envelope is 7", as
   assertEquals([invalid.status, (await invalid.json()).error.code], [400, 7]);
 });
 
+Deno.test("names that would reach files, links or batch lines are refused before any handler runs", async () => {
+  let handled = 0;
+  const r = router({
+    handle: () => {
+      handled++;
+      return Promise.resolve(undefined);
+    },
+  });
+  for (
+    const bad of [
+      { containerId: "../../etc/x" },
+      { ifname: "eth0\nlink del lo" },
+      { ifname: ".." },
+      { ifname: "a:b" },
+      { netns: "relative/ns" },
+      { netns: "/var/run/netns/p type dummy" },
+    ]
+  ) {
+    const res = await r(post(JSON.stringify({ ...REQ, ...bad })));
+    assertEquals([res.status, (await res.json()).error.code], [400, 7], JSON.stringify(bad));
+  }
+  assertEquals(handled, 0);
+});
+
 Deno.test("a body over the limit is refused with CNI error 6 before it is parsed", async () => {
   let called = false;
   const res = await router({ handle: () => (called = true, Promise.resolve(undefined)) })(

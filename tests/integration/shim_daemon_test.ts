@@ -8,14 +8,13 @@ import { hostLinkName } from "../../daemon/net/naming.ts";
 import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
-import { cniEnv, netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
+import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,
   ipIn,
   IS_ROOT,
   pingOnce,
   run,
-  type TestNetns,
   uniqueToken,
   withNetns,
 } from "../../daemon/dev/netns.ts";
@@ -125,7 +124,7 @@ Deno.test({
     withFerry({}, async (ferry) => {
       await ferry.stopDaemon();
       const out = await ferry.shim(
-        env("ADD", { name: "x", path: "/var/run/netns/x" }, "c1"),
+        env("ADD", { path: "/var/run/netns/x" }, "c1"),
         netconf(),
       );
       assertEquals([out.code, out.json!.code], [1, 11]);
@@ -194,7 +193,7 @@ Deno.test({
     withFerry({}, async (ferry) => {
       const id = `c${uniqueToken()}`;
       const out = await ferry.shim(
-        env("ADD", { name: "gone", path: `/var/run/netns/fyt-absent-${id}` }, id),
+        env("ADD", { path: `/var/run/netns/fyt-absent-${id}` }, id),
         netconf(),
       );
       assertEquals([out.code, out.json!.code], [1, 5]);
@@ -215,7 +214,7 @@ Deno.test({
         assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
         assertEquals((await ferry.allocations()).length, 1);
       });
-      const del = await ferry.shim(env("DEL", { name: "gone", path: nsPath }, id), netconf());
+      const del = await ferry.shim(env("DEL", { path: nsPath }, id), netconf());
       assertEquals(del.code, 0, del.stdout);
       assertEquals(await ferry.allocations(), []);
       assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
