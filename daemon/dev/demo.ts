@@ -1,10 +1,11 @@
 /**
  * `deno task demo` (as root): Ferry's main job end to end on this machine, on the embedded
  * cluster. Starts the API stand-in and creates three pods bound to a node; starts a daemon for
- * that node (one pod watch) on a temporary socket and installs the shim; plugs three pod
- * namespaces through the shim exactly as a container runtime would (CNI_ARGS naming the pods);
- * prints what was plugged; proves the host reaches every pod; deletes them; and verifies that no
- * namespace, link, address or record is left.
+ * that node (one pod watch) on a temporary socket with a dual-stack default network on its own
+ * bridge, and installs the shim; plugs three pod namespaces through the shim exactly as a
+ * container runtime would (CNI_ARGS naming the pods); prints what was plugged; proves every pod
+ * reaches every other pod and the host, and the host every pod, over IPv4 and IPv6; deletes them;
+ * and verifies that no namespace, link, bridge, address or record is left.
  *
  * @module
  */
@@ -16,7 +17,7 @@ import { hostLinkName } from "../net/naming.ts";
 import { ATTACHMENTS_ANNOTATION } from "../registry.ts";
 import { netconf, withFerry } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
-import { IS_ROOT, pingOnce, run, uniqueToken, withNetns } from "./netns.ts";
+import { hostLinkExists, IS_ROOT, pingOnce, run, uniqueToken, withNetns } from "./netns.ts";
 
 interface Row {
   pod: string;
@@ -25,9 +26,15 @@ interface Row {
   iface: string;
   hostLink: string;
   mac: string;
-  address: string;
-  ping: string;
+  ipv4: string;
+  ipv6: string;
+  "host→pod": string;
+  "pod→pods": string;
+  "pod→host": string;
 }
+
+const answered = (results: boolean[]) =>
+  results.every(Boolean) ? `ok (${results.length})` : `FAILED ${results.filter((r) => !r).length}`;
 
 function table(rows: Row[]): string {
   const cols = Object.keys(rows[0]) as (keyof Row)[];
@@ -64,11 +71,18 @@ export async function demo(): Promise<boolean> {
       } on ${node}`,
     );
     await withFerry({
-      config: { network: { subnet: "10.244.250.0/24", mtu: 1500 }, podWaitSeconds: 10 },
+      config: {
+        network: { subnet: "10.244.250.0/24", subnet6: "fd00:10:244:250::/64", mtu: 1500 },
+        podWaitSeconds: 10,
+      },
       overrides: { standalone: false, kubeconfig: `${dir}/kubeconfig`, nodeName: node },
     }, (ferry) =>
       withNetns(ids.length, async (namespaces) => {
-        console.log(`daemon on ${ferry.config.socket}; shim installed at ${ferry.shimPath}\n`);
+        console.log(
+          `daemon on ${ferry.config.socket}, bridge ${ferry.config.network.bridge}; ` +
+            `shim installed at ${ferry.shimPath}\n`,
+        );
+        const plugged: { v4: string; v6: string; gw4: string; gw6: string }[] = [];
         const rows: Row[] = [];
         for (const [i, ns] of namespaces.entries()) {
           const { pod, id } = ids[i];
@@ -85,13 +99,18 @@ export async function demo(): Promise<boolean> {
           if (add.code !== 0) throw new Error(`ADD ${pod} failed: ${add.stdout}`);
           const result = add.json as {
             interfaces: { name: string; mac: string }[];
-            ips: { address: string }[];
+            ips: { address: string; gateway: string }[];
           };
-          const address = result.ips[0].address;
-          const reachable = await pingOnce(address.split("/")[0]);
+          const [v4, v6] = result.ips;
+          plugged.push({
+            v4: v4.address.split("/")[0],
+            v6: v6.address.split("/")[0],
+            gw4: v4.gateway,
+            gw6: v6.gateway,
+          });
           const stored = await kube.get<Pod>(PODS, "default", pod);
           const recorded = stored.metadata?.annotations?.[ATTACHMENTS_ANNOTATION];
-          ok &&= reachable && JSON.parse(recorded ?? "{}").containerId === id;
+          ok &&= JSON.parse(recorded ?? "{}").containerId === id;
           rows.push({
             pod: `default/${pod}`,
             uid: stored.metadata!.uid!.slice(0, 8),
@@ -99,9 +118,26 @@ export async function demo(): Promise<boolean> {
             iface: "eth0",
             hostLink: result.interfaces[0].name,
             mac: result.interfaces[1].mac,
-            address,
-            ping: reachable ? "ok" : "FAILED",
+            ipv4: v4.address,
+            ipv6: v6.address,
+            "host→pod": "",
+            "pod→pods": "",
+            "pod→host": "",
           });
+        }
+        // Every pod is up before any ping: each pod reaches the others, the host and its gateway.
+        for (const [i, ns] of namespaces.entries()) {
+          const me = plugged[i];
+          const others = plugged.filter((_, j) => j !== i);
+          const host = await Promise.all([pingOnce(me.v4), pingOnce(me.v6)]);
+          const pods = await Promise.all(
+            others.flatMap((o) => [pingOnce(o.v4, ns), pingOnce(o.v6, ns)]),
+          );
+          const gw = await Promise.all([pingOnce(me.gw4, ns), pingOnce(me.gw6, ns)]);
+          rows[i]["host→pod"] = answered(host);
+          rows[i]["pod→pods"] = answered(pods);
+          rows[i]["pod→host"] = answered(gw);
+          ok &&= [...host, ...pods, ...gw].every(Boolean);
         }
         console.log(table(rows) + "\n");
         const stats = ferry.daemon().stats();
@@ -130,14 +166,8 @@ export async function demo(): Promise<boolean> {
           }).output();
           if (probe.success) leftLinks.push(hostLinkName(id, "eth0"));
         }
-        const leftAllocations = [];
-        for await (
-          const e of Deno.readDir(`${ferry.config.stateDir}/ipam/10.244.250.0_24`)
-        ) leftAllocations.push(e.name);
-        const leftRecords = [];
-        for await (const e of Deno.readDir(`${ferry.config.stateDir}/attachments`)) {
-          leftRecords.push(e.name);
-        }
+        const leftAllocations = await ferry.allocations();
+        const leftRecords = await ferry.records();
         const leftInPods = [];
         for (const ns of namespaces) {
           if ((await run("ip", "-n", ns.name, "-o", "link", "show")).includes("eth0")) {
@@ -157,7 +187,12 @@ export async function demo(): Promise<boolean> {
         const leftNs = names.filter((n) => list.includes(n));
         console.log(`namespaces left after teardown: ${leftNs.length}`);
         ok &&= leftNs.length === 0;
-      }));
+        return ferry.config.network.bridge;
+      })).then(async (bridge) => {
+        const left = await hostLinkExists(bridge);
+        console.log(`bridge ${bridge} left after teardown: ${left ? "yes" : "no"}`);
+        ok &&= !left;
+      });
   } finally {
     transport.close();
     await api.stop();
@@ -176,7 +211,7 @@ if (import.meta.main) {
   const ok = await demo();
   console.log(
     ok
-      ? "\ndemo: every pod was plugged, reachable, and cleanly removed"
+      ? "\ndemo: every pod was plugged, reached every other pod and the host, and was cleanly removed"
       : "\ndemo: FAILED (see above)",
   );
   Deno.exit(ok ? 0 : 1);
