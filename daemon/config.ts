@@ -50,6 +50,9 @@ export const DaemonConfigSchema = Type.Object({
       description: "the node bridge pod veths join; it holds the gateways",
     }),
     forwarding: Type.Boolean({ description: "turn on IPv4/IPv6 forwarding on the node" }),
+    plumbing: Type.Union([Type.Literal("netlink"), Type.Literal("iproute2")], {
+      description: "plug pod veths with in-process netlink, or with iproute2 batches",
+    }),
     mtu: Type.Integer({ minimum: 576, maximum: 65535 }),
   }, { additionalProperties: false }),
   pluginTimeoutSeconds: Type.Number({
@@ -85,7 +88,13 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     requestTimeoutSeconds: 30,
   },
   stateDir: "/var/lib/ferry",
-  network: { subnet: "10.244.0.0/24", bridge: "ferry0", forwarding: true, mtu: 1500 },
+  network: {
+    subnet: "10.244.0.0/24",
+    bridge: "ferry0",
+    forwarding: true,
+    plumbing: "netlink",
+    mtu: 1500,
+  },
   pluginTimeoutSeconds: 60,
   maxRequestBytes: 1024 * 1024,
   shutdownTimeoutSeconds: 10,

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger, type Logger } from "@logtape/logtape";
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import { type Attachment, AttachmentStore } from "./attachment_store.ts";
@@ -27,6 +27,8 @@ import { DelegatedDriver } from "./drivers/delegated.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
 import { SpawningIpRunner } from "./net/ip_runner.ts";
+import { Libc } from "./net/netlink/libc.ts";
+import { NetlinkPlumber } from "./net/netlink/netlink_plumber.ts";
 import type { Plumber } from "./net/plumber.ts";
 import { createRouter } from "./router.ts";
 import { claimSocketPath, serveOnSocket, type SocketServer } from "./socket_server.ts";
@@ -153,8 +155,7 @@ export async function startDaemon(
   const logger = getLogger(["ferry", "daemon"]);
   const pools = await openPools(config);
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
-  const plumber = overrides.plumber ??
-    new IpPlumber(new SpawningIpRunner(), { forwarding: config.network.forwarding });
+  const plumber = overrides.plumber ?? createPlumber(config, logger);
   const bridge = new BridgeDriver({
     pools,
     plumber,
@@ -235,6 +236,23 @@ export async function startDaemon(
       await kube?.close();
     },
   };
+}
+
+/**
+ * The plumber the config asks for: in-process netlink for the hot path (iproute2 for the rest),
+ * or iproute2 throughout. Netlink falls back to iproute2 where FFI cannot be loaded.
+ */
+function createPlumber(config: DaemonConfig, logger: Logger): Plumber {
+  const ip = new IpPlumber(new SpawningIpRunner(), { forwarding: config.network.forwarding });
+  if (config.network.plumbing === "iproute2") return ip;
+  try {
+    return new NetlinkPlumber(Libc.open(), ip);
+  } catch (e) {
+    logger.warn("in-process netlink unavailable ({error}); plugging with iproute2", {
+      error: e instanceof Error ? e.message : String(e),
+    });
+    return ip;
+  }
 }
 
 /** Where a pool keeps its allocations. */

@@ -29,130 +29,138 @@ async function json(cmd: string, ...args: string[]) {
   return JSON.parse(await run(cmd, ...args));
 }
 
-Deno.test({
-  name: "three pods on the bridge reach each other and the host, and the host reaches every pod",
-  ...opts,
-  fn: () =>
-    withFerry({ config: { network: { mtu: 1400 } } }, (ferry) =>
-      withNetns(3, async (nss) => {
-        const bridge = ferry.config.network.bridge;
-        const results: Result[] = [];
-        const ids = nss.map(() => `c${uniqueToken()}`);
-        for (const [n, ns] of nss.entries()) {
-          const id = ids[n];
-          const add = await ferry.shim(cniEnv("ADD", ns, id), netconf());
-          assertEquals(add.code, 0, add.stdout + add.stderr);
-          const r = add.json as unknown as Result;
-          results.push(r);
-          // The host end is a port of the bridge, with the network's MTU.
-          const [host] = await json(
-            "ip",
-            "-j",
-            "-d",
-            "link",
-            "show",
-            "dev",
-            hostLinkName(id, "eth0"),
-          );
-          assertEquals([host.master, host.mtu], [bridge, 1400]);
-          // The pod end: stable MAC, MTU, address with the subnet's prefix, default route.
-          const [pod] = await json("ip", "-n", ns.name, "-j", "addr", "show", "dev", "eth0");
-          assertEquals(pod.address, stableMac(id, "eth0", "container"));
-          assertEquals(pod.mtu, 1400);
-          assertEquals(
-            pod.addr_info.filter((a: { family: string }) => a.family === "inet")
-              .map((a: { local: string; prefixlen: number }) => `${a.local}/${a.prefixlen}`),
-            [r.ips[0].address],
-          );
-          assertMatch(r.ips[0].address, /\/24$/);
-          assertMatch(
-            await ipIn(ns, "route", "show", "default"),
-            new RegExp(`default via ${r.ips[0].gateway} dev eth0`),
-          );
-        }
-        // The bridge holds the gateway.
-        const [br] = await json("ip", "-j", "addr", "show", "dev", bridge);
-        assertEquals(
-          br.addr_info.filter((a: { family: string }) => a.family === "inet")
-            .map((a: { local: string; prefixlen: number }) => `${a.local}/${a.prefixlen}`),
-          [`${results[0].ips[0].gateway}/24`],
-        );
-        for (const [i, from] of nss.entries()) {
-          assert(await pingOnce(addressOf(results[i], 4)), `host cannot reach pod ${i}`);
-          assert(
-            await pingOnce(results[i].ips[0].gateway!, from),
-            `pod ${i} cannot reach the host`,
-          );
-          for (const [j] of nss.entries()) {
-            if (i === j) continue;
-            assert(
-              await pingOnce(addressOf(results[j], 4), from),
-              `pod ${i} cannot reach pod ${j}`,
+// Both plumbings: in-process netlink (the default) and iproute2 batches.
+for (const plumbing of ["netlink", "iproute2"]) {
+  Deno.test({
+    name:
+      `three pods on the bridge reach each other and the host, and the host every pod (${plumbing})`,
+    ...opts,
+    fn: () =>
+      withFerry(
+        { config: { network: { mtu: 1400, plumbing } } },
+        (ferry) =>
+          withNetns(3, async (nss) => {
+            const bridge = ferry.config.network.bridge;
+            const results: Result[] = [];
+            const ids = nss.map(() => `c${uniqueToken()}`);
+            for (const [n, ns] of nss.entries()) {
+              const id = ids[n];
+              const add = await ferry.shim(cniEnv("ADD", ns, id), netconf());
+              assertEquals(add.code, 0, add.stdout + add.stderr);
+              const r = add.json as unknown as Result;
+              results.push(r);
+              // The host end is a port of the bridge, with the network's MTU.
+              const [host] = await json(
+                "ip",
+                "-j",
+                "-d",
+                "link",
+                "show",
+                "dev",
+                hostLinkName(id, "eth0"),
+              );
+              assertEquals([host.master, host.mtu], [bridge, 1400]);
+              // The pod end: stable MAC, MTU, address with the subnet's prefix, default route.
+              const [pod] = await json("ip", "-n", ns.name, "-j", "addr", "show", "dev", "eth0");
+              assertEquals(pod.address, stableMac(id, "eth0", "container"));
+              assertEquals(pod.mtu, 1400);
+              assertEquals(
+                pod.addr_info.filter((a: { family: string }) => a.family === "inet")
+                  .map((a: { local: string; prefixlen: number }) => `${a.local}/${a.prefixlen}`),
+                [r.ips[0].address],
+              );
+              assertMatch(r.ips[0].address, /\/24$/);
+              assertMatch(
+                await ipIn(ns, "route", "show", "default"),
+                new RegExp(`default via ${r.ips[0].gateway} dev eth0`),
+              );
+            }
+            // The bridge holds the gateway.
+            const [br] = await json("ip", "-j", "addr", "show", "dev", bridge);
+            assertEquals(
+              br.addr_info.filter((a: { family: string }) => a.family === "inet")
+                .map((a: { local: string; prefixlen: number }) => `${a.local}/${a.prefixlen}`),
+              [`${results[0].ips[0].gateway}/24`],
             );
-          }
-        }
-        for (const [i, ns] of nss.entries()) {
-          assertEquals((await ferry.shim(cniEnv("DEL", ns, ids[i]), netconf())).code, 0);
-        }
-        assertEquals(await ferry.allocations(), []);
-      })),
-});
+            for (const [i, from] of nss.entries()) {
+              assert(await pingOnce(addressOf(results[i], 4)), `host cannot reach pod ${i}`);
+              assert(
+                await pingOnce(results[i].ips[0].gateway!, from),
+                `pod ${i} cannot reach the host`,
+              );
+              for (const [j] of nss.entries()) {
+                if (i === j) continue;
+                assert(
+                  await pingOnce(addressOf(results[j], 4), from),
+                  `pod ${i} cannot reach pod ${j}`,
+                );
+              }
+            }
+            for (const [i, ns] of nss.entries()) {
+              assertEquals((await ferry.shim(cniEnv("DEL", ns, ids[i]), netconf())).code, 0);
+            }
+            assertEquals(await ferry.allocations(), []);
+          }),
+      ),
+  });
 
-Deno.test({
-  name: "dual stack: every pod gets an IPv4 and an IPv6 address and reaches the others over both",
-  ...opts,
-  fn: () =>
-    withFerry(
-      { config: { network: { subnet6: testSubnet6() } } },
-      (ferry) =>
-        withNetns(2, async ([a, b]) => {
-          const ids = [`c${uniqueToken()}`, `c${uniqueToken()}`];
-          const [ra, rb] = await Promise.all([a, b].map(async (ns, i) => {
-            const add = await ferry.shim(cniEnv("ADD", ns, ids[i]), netconf());
-            assertEquals(add.code, 0, add.stdout + add.stderr);
-            return add.json as unknown as Result;
-          }));
-          assertEquals(ra.ips.map((ip) => ip.address.includes(":")), [false, true]);
-          assertMatch(ra.ips[1].address, /\/64$/);
-          assertEquals(ra.routes.map((r) => r.dst), ["0.0.0.0/0", "::/0"]);
-          assertMatch(
-            await ipIn(a, "-6", "route", "show", "default"),
-            new RegExp(`default via ${ra.ips[1].gateway} dev eth0`),
-          );
-          assertEquals(
-            (await run(
-              "ip",
-              "netns",
-              "exec",
-              a.name,
-              "sysctl",
-              "-n",
-              "net.ipv6.conf.eth0.disable_ipv6",
-            ))
-              .trim(),
-            "0",
-          );
-          assert(await pingOnce(addressOf(rb, 6), a), "pod a cannot reach pod b over IPv6");
-          assert(await pingOnce(addressOf(ra, 4), b), "pod b cannot reach pod a over IPv4");
-          assert(await pingOnce(addressOf(rb, 6)), "the host cannot reach pod b over IPv6");
-          assert(await pingOnce(ra.ips[1].gateway!, a), "pod a cannot reach its IPv6 gateway");
+  Deno.test({
+    name:
+      `dual stack: every pod gets an IPv4 and an IPv6 address and reaches the others over both (${plumbing})`,
+    ...opts,
+    fn: () =>
+      withFerry(
+        { config: { network: { subnet6: testSubnet6() } } },
+        (ferry) =>
+          withNetns(2, async ([a, b]) => {
+            const ids = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+            const [ra, rb] = await Promise.all([a, b].map(async (ns, i) => {
+              const add = await ferry.shim(cniEnv("ADD", ns, ids[i]), netconf());
+              assertEquals(add.code, 0, add.stdout + add.stderr);
+              return add.json as unknown as Result;
+            }));
+            assertEquals(ra.ips.map((ip) => ip.address.includes(":")), [false, true]);
+            assertMatch(ra.ips[1].address, /\/64$/);
+            assertEquals(ra.routes.map((r) => r.dst), ["0.0.0.0/0", "::/0"]);
+            assertMatch(
+              await ipIn(a, "-6", "route", "show", "default"),
+              new RegExp(`default via ${ra.ips[1].gateway} dev eth0`),
+            );
+            assertEquals(
+              (await run(
+                "ip",
+                "netns",
+                "exec",
+                a.name,
+                "sysctl",
+                "-n",
+                "net.ipv6.conf.eth0.disable_ipv6",
+              ))
+                .trim(),
+              "0",
+            );
+            assert(await pingOnce(addressOf(rb, 6), a), "pod a cannot reach pod b over IPv6");
+            assert(await pingOnce(addressOf(ra, 4), b), "pod b cannot reach pod a over IPv4");
+            assert(await pingOnce(addressOf(rb, 6)), "the host cannot reach pod b over IPv6");
+            assert(await pingOnce(ra.ips[1].gateway!, a), "pod a cannot reach its IPv6 gateway");
 
-          const check = await ferry.shim(cniEnv("CHECK", a, ids[0]), netconf());
-          assertEquals(check.code, 0, check.stdout);
-          await ipIn(a, "-6", "route", "del", "default");
-          const broken = await ferry.shim(cniEnv("CHECK", a, ids[0]), netconf());
-          assertEquals(broken.json?.code, 100);
-          assertMatch(String(broken.json?.msg), /route to ::\/0 via .* is missing on eth0/);
+            const check = await ferry.shim(cniEnv("CHECK", a, ids[0]), netconf());
+            assertEquals(check.code, 0, check.stdout);
+            await ipIn(a, "-6", "route", "del", "default");
+            const broken = await ferry.shim(cniEnv("CHECK", a, ids[0]), netconf());
+            assertEquals(broken.json?.code, 100);
+            assertMatch(String(broken.json?.msg), /route to ::\/0 via .* is missing on eth0/);
 
-          for (const [i, ns] of [a, b].entries()) {
-            const del = await ferry.shim(cniEnv("DEL", ns, ids[i]), netconf());
-            assertEquals(del.code, 0, del.stdout);
-          }
-          assertEquals(await ferry.allocations(), []);
-          assertEquals(await ferry.records(), []);
-        }),
-    ),
-});
+            for (const [i, ns] of [a, b].entries()) {
+              const del = await ferry.shim(cniEnv("DEL", ns, ids[i]), netconf());
+              assertEquals(del.code, 0, del.stdout);
+            }
+            assertEquals(await ferry.allocations(), []);
+            assertEquals(await ferry.records(), []);
+          }),
+      ),
+  });
+}
 
 Deno.test({
   name: "the forwarding sysctls are set by the daemon, not assumed",

@@ -3,6 +3,9 @@
 // socket, state and subnet, and removes them also when it fails.
 import { assert, assertEquals, assertMatch, assertNotEquals } from "deno-std/assert/mod.js";
 import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
+import { Libc, type NetlinkSys, SyscallError } from "../../daemon/net/netlink/libc.ts";
+import { NL } from "../../daemon/net/netlink/messages.ts";
+import { NetlinkPlumber } from "../../daemon/net/netlink/netlink_plumber.ts";
 import { IpCommandError, type IpRunner, SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
 import { hostLinkName } from "../../daemon/net/naming.ts";
 import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
@@ -166,25 +169,52 @@ class FailingInPodRunner implements IpRunner {
   }
 }
 
-Deno.test({
-  name: "a plug that fails halfway leaves no link, address or record behind",
-  ...opts,
-  fn: () =>
-    withFerry(
-      { daemon: { plumber: new IpPlumber(new FailingInPodRunner()) } },
-      (ferry) =>
-        withNetns(1, async ([ns]) => {
-          const id = `c${uniqueToken()}`;
-          const out = await ferry.shim(env("ADD", ns, id), netconf());
-          assertEquals([out.code, out.json!.code], [1, 5]);
-          assertMatch(String(out.json!.details), /injected failure/);
-          assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
-          assertEquals(await ferry.allocations(), []);
-          assertEquals(await ferry.records(), []);
-        }),
-    ),
-});
+/** Real in-process netlink, except that adding an address fails: a plug that breaks halfway. */
+function failingAddrNetlink(): NetlinkPlumber {
+  const libc = Libc.open();
+  const sys: NetlinkSys = {
+    netlinkSocket: () => libc.netlinkSocket(),
+    send(fd, msg) {
+      if (new DataView(msg.buffer).getUint16(4, true) === NL.RTM_NEWADDR) {
+        throw new SyscallError("injected failure", 5);
+      }
+      libc.send(fd, msg);
+    },
+    recv: (fd, buf) => libc.recv(fd, buf),
+    close: (fd) => libc.close(fd),
+    openRead: (path) => libc.openRead(path),
+    writeFile: (path, value) => libc.writeFile(path, value),
+    inNetns: (fd, home, fn) => libc.inNetns(fd, home, fn),
+  };
+  return new NetlinkPlumber(sys, new IpPlumber(new SpawningIpRunner()));
+}
+
+for (
+  const [plumbing, plumber] of [
+    ["iproute2", () => new IpPlumber(new FailingInPodRunner())],
+    ["netlink", failingAddrNetlink],
+  ] as const
+) {
+  Deno.test({
+    name: `a plug that fails halfway (${plumbing}) leaves no link, address or record behind`,
+    ...opts,
+    fn: () =>
+      withFerry(
+        { daemon: { plumber: plumber() } },
+        (ferry) =>
+          withNetns(1, async ([ns]) => {
+            const id = `c${uniqueToken()}`;
+            const out = await ferry.shim(env("ADD", ns, id), netconf());
+            assertEquals([out.code, out.json!.code], [1, 5]);
+            assertMatch(String(out.json!.details), /injected failure/);
+            assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+            assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+            assertEquals(await ferry.allocations(), []);
+            assertEquals(await ferry.records(), []);
+          }),
+      ),
+  });
+}
 
 Deno.test({
   name: "ADD into a namespace that does not exist fails with code 5 and leaks nothing",

@@ -1,0 +1,176 @@
+/**
+ * The few libc calls in-process netlink needs, through Deno FFI: netlink sockets, and `setns` to
+ * create a socket inside a pod's network namespace. Every call is synchronous on the JS thread:
+ * {@link inNetns} switches only that thread, runs its callback, and switches back before any
+ * other JavaScript can run, so nothing else ever executes in the pod's namespace.
+ *
+ * @module
+ */
+
+const SYMBOLS = {
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  setns: { parameters: ["i32", "i32"], result: "i32" },
+  open: { parameters: ["buffer", "i32"], result: "i32" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+} as const;
+
+type Lib = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+const AF_NETLINK = 16;
+const SOCK_RAW = 3;
+const SOCK_CLOEXEC = 0o2000000;
+const NETLINK_ROUTE = 0;
+const O_RDONLY = 0;
+const O_WRONLY = 1;
+const O_CLOEXEC = 0o2000000;
+const CLONE_NEWNET = 0x40000000;
+const SOL_SOCKET = 1;
+const SO_RCVTIMEO = 20;
+
+const ERRNO_NAMES: Record<number, string> = {
+  1: "EPERM: operation not permitted",
+  2: "ENOENT: no such file or directory",
+  13: "EACCES: permission denied",
+  16: "EBUSY: device or resource busy",
+  17: "EEXIST: file exists",
+  19: "ENODEV: no such device",
+  22: "EINVAL: invalid argument",
+  95: "EOPNOTSUPP: operation not supported",
+  99: "EADDRNOTAVAIL: cannot assign requested address",
+  101: "ENETUNREACH: network is unreachable",
+  11: "EAGAIN: no answer in time",
+};
+
+/** A failed system call or netlink request, with its errno. */
+export class SyscallError extends Error {
+  /** The errno (positive). */
+  readonly errno: number;
+  /** Creates the error for `what` failing with `errno`. */
+  constructor(what: string, errno: number) {
+    super(`${what}: ${ERRNO_NAMES[errno] ?? `errno ${errno}`}`);
+    this.name = "SyscallError";
+    this.errno = errno;
+  }
+}
+
+/** What in-process netlink needs from the system; {@link Libc} is the real one, tests wrap it. */
+export interface NetlinkSys {
+  /** A NETLINK_ROUTE socket in the calling thread's namespace. */
+  netlinkSocket(): number;
+  /** Sends one message. */
+  send(fd: number, msg: Uint8Array): void;
+  /** Receives into `buf`; the number of bytes. */
+  recv(fd: number, buf: Uint8Array): number;
+  /** Closes a descriptor. */
+  close(fd: number): void;
+  /** Opens a file read-only. */
+  openRead(path: string): number;
+  /** Writes an existing file (a sysctl). */
+  writeFile(path: string, value: string): void;
+  /** Runs synchronous `fn` inside the namespace `netnsFd`, then returns to `homeFd`. */
+  inNetns<T>(netnsFd: number, homeFd: number, fn: () => T): T;
+}
+
+/**
+ * The libc binding. Opening fails (and the caller falls back to iproute2) where FFI is not
+ * permitted or libc is not glibc.
+ *
+ * @example
+ * ```ts
+ * const libc = Libc.open();
+ * const fd = libc.netlinkSocket();
+ * ```
+ */
+export class Libc implements NetlinkSys {
+  readonly #c: Lib;
+
+  private constructor(c: Lib) {
+    this.#c = c;
+  }
+
+  /** Loads libc; throws when FFI is unavailable. */
+  static open(): Libc {
+    return new Libc(Deno.dlopen("libc.so.6", SYMBOLS).symbols);
+  }
+
+  #errno(): number {
+    const p = this.#c.__errno_location();
+    return p ? new Deno.UnsafePointerView(p).getInt32() : 0;
+  }
+
+  #check(what: string, result: number | bigint): number {
+    const n = Number(result);
+    if (n < 0) throw new SyscallError(what, this.#errno());
+    return n;
+  }
+
+  /** A NETLINK_ROUTE socket in the calling thread's namespace, with a 5 s receive timeout. */
+  netlinkSocket(): number {
+    const fd = this.#check(
+      "socket(AF_NETLINK)",
+      this.#c.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE),
+    );
+    const timeout = new BigInt64Array([5n, 0n]);
+    this.#c.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new Uint8Array(timeout.buffer), 16);
+    return fd;
+  }
+
+  /** Sends one message. */
+  send(fd: number, msg: Uint8Array): void {
+    this.#check("netlink send", this.#c.send(fd, msg, BigInt(msg.length), 0));
+  }
+
+  /** Receives into `buf`; resolves to the number of bytes. */
+  recv(fd: number, buf: Uint8Array): number {
+    return this.#check("netlink recv", this.#c.recv(fd, buf, BigInt(buf.length), 0));
+  }
+
+  /** Closes a descriptor. */
+  close(fd: number): void {
+    this.#c.close(fd);
+  }
+
+  /** Opens a file read-only (a namespace file); throws with its errno. */
+  openRead(path: string): number {
+    return this.#check(`open ${path}`, this.#c.open(cString(path), O_RDONLY | O_CLOEXEC));
+  }
+
+  /** Writes `value` to a file that must exist (a sysctl), in the calling thread's namespace. */
+  writeFile(path: string, value: string): void {
+    const fd = this.#check(`open ${path}`, this.#c.open(cString(path), O_WRONLY | O_CLOEXEC));
+    try {
+      const bytes = new TextEncoder().encode(value);
+      this.#check(`write ${path}`, this.#c.write(fd, bytes, BigInt(bytes.length)));
+    } finally {
+      this.#c.close(fd);
+    }
+  }
+
+  /**
+   * Runs `fn` with the calling thread in the network namespace `netnsFd`, then returns it to
+   * `homeFd`. `fn` must be synchronous. If switching back fails the process cannot be trusted
+   * to be in its own namespace any more, so it exits.
+   */
+  inNetns<T>(netnsFd: number, homeFd: number, fn: () => T): T {
+    this.#check("setns(pod)", this.#c.setns(netnsFd, CLONE_NEWNET));
+    try {
+      return fn();
+    } finally {
+      if (this.#c.setns(homeFd, CLONE_NEWNET) !== 0) {
+        console.error(
+          `ferry: cannot return to the daemon's network namespace (errno ${this.#errno()})`,
+        );
+        Deno.exit(70);
+      }
+    }
+  }
+}
+
+function cString(text: string): Uint8Array {
+  return new TextEncoder().encode(text + "\0");
+}

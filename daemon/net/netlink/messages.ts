@@ -1,0 +1,257 @@
+/**
+ * rtnetlink messages as bytes: building the requests Ferry sends (links, addresses, routes) and
+ * reading the kernel's answers. Pure: no sockets, tested byte for byte. Layouts follow
+ * `linux/netlink.h`, `linux/rtnetlink.h`, `linux/if_link.h` and `linux/veth.h`.
+ *
+ * @module
+ */
+import { parseIp } from "../../ipam/cidr.ts";
+
+/** Message types and flags Ferry uses. */
+export const NL = {
+  F_REQUEST: 0x1,
+  F_ACK: 0x4,
+  F_REPLACE: 0x100,
+  F_EXCL: 0x200,
+  F_CREATE: 0x400,
+  ERROR: 2,
+  DONE: 3,
+  RTM_NEWLINK: 16,
+  RTM_DELLINK: 17,
+  RTM_GETLINK: 18,
+  RTM_NEWADDR: 20,
+  RTM_NEWROUTE: 24,
+} as const;
+
+const IFLA_ADDRESS = 1;
+const IFLA_IFNAME = 3;
+const IFLA_MTU = 4;
+const IFLA_MASTER = 10;
+const IFLA_LINKINFO = 18;
+const IFLA_NET_NS_FD = 28;
+const IFLA_INFO_KIND = 1;
+const IFLA_INFO_DATA = 2;
+const VETH_INFO_PEER = 1;
+const IFA_ADDRESS = 1;
+const IFA_LOCAL = 2;
+const IFA_F_NODAD = 0x02;
+const RTA_OIF = 4;
+const RTA_GATEWAY = 5;
+const NLA_F_NESTED = 0x8000;
+const IFF_UP = 0x1;
+const AF_INET = 2;
+const AF_INET6 = 10;
+
+/** A netlink attribute: a type and either raw bytes or nested attributes. */
+export type Attr = [type: number, value: Uint8Array | Attr[]];
+
+const align4 = (n: number) => (n + 3) & ~3;
+
+/** Encodes attributes, padding each to 4 bytes; nested lists get NLA_F_NESTED. */
+export function encodeAttrs(attrs: Attr[]): Uint8Array {
+  const parts = attrs.map(([type, value]) => {
+    const nested = !(value instanceof Uint8Array);
+    const body = nested ? encodeAttrs(value) : value;
+    const out = new Uint8Array(align4(4 + body.length));
+    const view = new DataView(out.buffer);
+    view.setUint16(0, 4 + body.length, true);
+    view.setUint16(2, type | (nested ? NLA_F_NESTED : 0), true);
+    out.set(body, 4);
+    return out;
+  });
+  return concat(parts);
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** A NUL-terminated string attribute value. */
+export function str(text: string): Uint8Array {
+  return new TextEncoder().encode(text + "\0");
+}
+
+/** A native-endian u32 attribute value. */
+export function u32(n: number): Uint8Array {
+  const out = new Uint8Array(4);
+  new DataView(out.buffer).setUint32(0, n, true);
+  return out;
+}
+
+/** The 6 bytes of a MAC written `aa:bb:cc:dd:ee:ff`. */
+export function mac(text: string): Uint8Array {
+  return Uint8Array.from(text.split(":").map((h) => parseInt(h, 16)));
+}
+
+/** The bytes of an IPv4 or IPv6 address (network order) and its family. */
+export function ipBytes(text: string): { family: number; bytes: Uint8Array } {
+  const ip = parseIp(text);
+  const len = ip.family === 4 ? 4 : 16;
+  const bytes = new Uint8Array(len);
+  for (let i = 0; i < len; i++) {
+    bytes[i] = Number((ip.value >> BigInt(8 * (len - 1 - i))) & 0xffn);
+  }
+  return { family: ip.family === 4 ? AF_INET : AF_INET6, bytes };
+}
+
+/** Frames a message: the 16-byte header, then `body`. */
+export function frame(type: number, flags: number, seq: number, body: Uint8Array): Uint8Array {
+  const out = new Uint8Array(16 + body.length);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, out.length, true);
+  view.setUint16(4, type, true);
+  view.setUint16(6, flags | NL.F_REQUEST, true);
+  view.setUint32(8, seq, true);
+  view.setUint32(12, 0, true);
+  out.set(body, 16);
+  return out;
+}
+
+/** `struct ifinfomsg` (16 bytes). */
+function ifinfomsg(index: number, flags: number, change: number): Uint8Array {
+  const out = new Uint8Array(16);
+  const view = new DataView(out.buffer);
+  view.setInt32(4, index, true);
+  view.setUint32(8, flags, true);
+  view.setUint32(12, change, true);
+  return out;
+}
+
+/** One end of a veth pair to create. */
+export interface VethEnd {
+  /** Its name. */
+  name: string;
+  /** Its MAC. */
+  mac: string;
+  /** Its MTU. */
+  mtu: number;
+}
+
+/**
+ * RTM_NEWLINK creating a veth pair in one message: the host end up and enslaved to `masterIndex`,
+ * the peer created directly in the namespace `peerNetnsFd` refers to.
+ */
+export function newVeth(
+  seq: number,
+  host: VethEnd,
+  peer: VethEnd,
+  masterIndex: number,
+  peerNetnsFd: number,
+): Uint8Array {
+  const peerInfo = concat([
+    ifinfomsg(0, 0, 0),
+    encodeAttrs([
+      [IFLA_IFNAME, str(peer.name)],
+      [IFLA_MTU, u32(peer.mtu)],
+      [IFLA_ADDRESS, mac(peer.mac)],
+      [IFLA_NET_NS_FD, u32(peerNetnsFd)],
+    ]),
+  ]);
+  const body = concat([
+    ifinfomsg(0, IFF_UP, IFF_UP),
+    encodeAttrs([
+      [IFLA_IFNAME, str(host.name)],
+      [IFLA_MTU, u32(host.mtu)],
+      [IFLA_ADDRESS, mac(host.mac)],
+      [IFLA_MASTER, u32(masterIndex)],
+      [IFLA_LINKINFO, [[IFLA_INFO_KIND, str("veth")], [IFLA_INFO_DATA, [[
+        VETH_INFO_PEER,
+        peerInfo,
+      ]]]]],
+    ]),
+  ]);
+  return frame(NL.RTM_NEWLINK, NL.F_ACK | NL.F_CREATE | NL.F_EXCL, seq, body);
+}
+
+/** RTM_NEWLINK bringing the link with `index` up. */
+export function linkUp(seq: number, index: number): Uint8Array {
+  return frame(NL.RTM_NEWLINK, NL.F_ACK, seq, ifinfomsg(index, IFF_UP, IFF_UP));
+}
+
+/** RTM_GETLINK asking for the link called `name`. */
+export function getLink(seq: number, name: string): Uint8Array {
+  return frame(
+    NL.RTM_GETLINK,
+    0,
+    seq,
+    concat([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
+  );
+}
+
+/** RTM_DELLINK of the link called `name`. */
+export function delLink(seq: number, name: string): Uint8Array {
+  return frame(
+    NL.RTM_DELLINK,
+    NL.F_ACK,
+    seq,
+    concat([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
+  );
+}
+
+/** RTM_NEWADDR of `cidr` on link `index` (IPv6 without duplicate address detection). */
+export function newAddr(seq: number, index: number, cidr: string): Uint8Array {
+  const [address, prefix] = cidr.split("/");
+  const { family, bytes } = ipBytes(address);
+  const head = new Uint8Array(8);
+  const view = new DataView(head.buffer);
+  view.setUint8(0, family);
+  view.setUint8(1, Number(prefix));
+  view.setUint8(2, family === AF_INET6 ? IFA_F_NODAD : 0);
+  view.setUint32(4, index, true);
+  const attrs: Attr[] = family === AF_INET
+    ? [[IFA_LOCAL, bytes], [IFA_ADDRESS, bytes]]
+    : [[IFA_ADDRESS, bytes]];
+  return frame(
+    NL.RTM_NEWADDR,
+    NL.F_ACK | NL.F_CREATE | NL.F_EXCL,
+    seq,
+    concat([head, encodeAttrs(attrs)]),
+  );
+}
+
+/** RTM_NEWROUTE of a default route via `gateway` out of link `index` (main table). */
+export function newDefaultRoute(seq: number, index: number, gateway: string): Uint8Array {
+  const { family, bytes } = ipBytes(gateway);
+  const head = Uint8Array.of(family, 0, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0);
+  return frame(
+    NL.RTM_NEWROUTE,
+    NL.F_ACK | NL.F_CREATE | NL.F_EXCL,
+    seq,
+    concat([head, encodeAttrs([[RTA_GATEWAY, bytes], [RTA_OIF, u32(index)]])]),
+  );
+}
+
+/** One message of a kernel answer. */
+export interface Reply {
+  /** Its type (NL.ERROR for acks and errors). */
+  type: number;
+  /** Its sequence number. */
+  seq: number;
+  /** For NL.ERROR: 0 for an ack, else a negative errno. */
+  error?: number;
+  /** For RTM_NEWLINK: the link's index. */
+  index?: number;
+}
+
+/** Splits a buffer of answers into messages. */
+export function parseReplies(buf: Uint8Array): Reply[] {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const out: Reply[] = [];
+  let at = 0;
+  while (at + 16 <= buf.length) {
+    const len = view.getUint32(at, true);
+    if (len < 16 || at + len > buf.length) break;
+    const reply: Reply = { type: view.getUint16(at + 4, true), seq: view.getUint32(at + 8, true) };
+    if (reply.type === NL.ERROR) reply.error = view.getInt32(at + 16, true);
+    if (reply.type === NL.RTM_NEWLINK) reply.index = view.getInt32(at + 20, true);
+    out.push(reply);
+    at += align4(len);
+  }
+  return out;
+}

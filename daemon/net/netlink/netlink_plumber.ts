@@ -1,0 +1,128 @@
+/**
+ * {@link Plumber} with the hot path in-process: a default-network plug (veth pair created up on
+ * the bridge with its peer directly in the pod's namespace, then the pod end's sysctls, link,
+ * addresses and routes) and an unplug are rtnetlink messages sent from the daemon itself, with
+ * no process started. The rarer operations (bridge set-up, macvlan/ipvlan, CHECK's inspection) go
+ * to the iproute2 plumber handed in.
+ *
+ * @module
+ */
+import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
+import { defaultRoutes, planVeth } from "../link_plan.ts";
+import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
+import { type NetlinkSys, SyscallError } from "./libc.ts";
+import { delLink, getLink, linkUp, newAddr, newDefaultRoute, newVeth } from "./messages.ts";
+import { RouteSocket } from "./route_socket.ts";
+
+const ENODEV = 19;
+const LOOPBACK_INDEX = 1;
+
+/**
+ * The netlink plumber.
+ *
+ * @example
+ * ```ts
+ * const plumber = new NetlinkPlumber(Libc.open(), new IpPlumber(new SpawningIpRunner()));
+ * ```
+ */
+export class NetlinkPlumber implements Plumber {
+  readonly #sys: NetlinkSys;
+  readonly #rest: Plumber;
+  readonly #homeFd: number;
+  readonly #host: RouteSocket;
+
+  /** Opens the daemon's own namespace and a netlink socket in it. */
+  constructor(sys: NetlinkSys, rest: Plumber) {
+    this.#sys = sys;
+    this.#rest = rest;
+    this.#homeFd = sys.openRead("/proc/thread-self/ns/net");
+    this.#host = new RouteSocket(sys, sys.netlinkSocket());
+  }
+
+  /** Through iproute2 (once per daemon start, or when the bridge vanished). */
+  ensureBridge(spec: BridgeSpec): Promise<void> {
+    return this.#rest.ensureBridge(spec);
+  }
+
+  /** Plugs with rtnetlink messages; code 5 on failure (the caller rolls back). */
+  plugVeth(spec: VethSpec): Promise<void> {
+    try {
+      this.#plug(spec);
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(ioError(`failed to plug ${spec.ifname} in ${spec.netns}`, e));
+    }
+  }
+
+  #plug(spec: VethSpec): void {
+    const master = this.#host.linkIndex(
+      `bridge "${spec.bridge}"`,
+      (seq) => getLink(seq, spec.bridge),
+    );
+    const podFd = this.#sys.openRead(spec.netns);
+    try {
+      this.#host.ack(
+        `create veth ${spec.hostIfname} with peer ${spec.ifname}`,
+        (seq) =>
+          newVeth(
+            seq,
+            { name: spec.hostIfname, mac: spec.hostMac, mtu: spec.mtu },
+            { name: spec.ifname, mac: spec.containerMac, mtu: spec.mtu },
+            master,
+            podFd,
+          ),
+      );
+      const { sysctls } = planVeth(spec).container;
+      const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
+        for (const [path, value] of sysctls) this.#sys.writeFile(`/proc/sys/${path}`, value);
+        return new RouteSocket(this.#sys, this.#sys.netlinkSocket());
+      });
+      try {
+        pod.ack("set lo up", (seq) => linkUp(seq, LOOPBACK_INDEX));
+        const index = pod.linkIndex(`find ${spec.ifname}`, (seq) => getLink(seq, spec.ifname));
+        pod.ack(`set ${spec.ifname} up`, (seq) => linkUp(seq, index));
+        for (const a of spec.addresses) {
+          pod.ack(`add address ${a.cidr}`, (seq) => newAddr(seq, index, a.cidr));
+        }
+        for (const r of defaultRoutes(spec.addresses)) {
+          pod.ack(`add route ${r.dst} via ${r.gw}`, (seq) => newDefaultRoute(seq, index, r.gw!));
+        }
+      } finally {
+        pod.close();
+      }
+    } finally {
+      this.#sys.close(podFd);
+    }
+  }
+
+  /** Deletes the host end with one message; an absent link is success. */
+  unplugVeth(hostIfname: string): Promise<void> {
+    try {
+      this.#host.ack(`delete ${hostIfname}`, (seq) => delLink(seq, hostIfname));
+    } catch (e) {
+      if (e instanceof SyscallError && e.errno === ENODEV) return Promise.resolve();
+      return Promise.reject(ioError(`failed to remove ${hostIfname}`, e));
+    }
+    return Promise.resolve();
+  }
+
+  /** Through iproute2. */
+  plugSublink(spec: SublinkSpec): Promise<void> {
+    return this.#rest.plugSublink(spec);
+  }
+
+  /** Through iproute2. */
+  unplugIn(netns: string, ifname: string): Promise<void> {
+    return this.#rest.unplugIn(netns, ifname);
+  }
+
+  /** Through iproute2 (CHECK only). */
+  inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
+    return this.#rest.inspect(netns, ifname);
+  }
+}
+
+function ioError(what: string, e: unknown): unknown {
+  if (e instanceof SyscallError) return new CniError(CNI_ERROR.IO_FAILURE, what, e.message);
+  return e;
+}

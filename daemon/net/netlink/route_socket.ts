@@ -1,0 +1,63 @@
+/**
+ * A NETLINK_ROUTE socket that sends one request at a time and waits for its answer. Synchronous
+ * (the kernel answers rtnetlink requests before `send` returns), so a request and its answer
+ * never interleave with another's.
+ *
+ * @module
+ */
+import { type NetlinkSys, SyscallError } from "./libc.ts";
+import { NL, parseReplies, type Reply } from "./messages.ts";
+
+/** A request builder: the message for a sequence number. */
+export type Build = (seq: number) => Uint8Array;
+
+/**
+ * One socket.
+ *
+ * @example
+ * ```ts
+ * const sock = new RouteSocket(libc, libc.netlinkSocket());
+ * sock.ack("link up", (seq) => linkUp(seq, 1));
+ * ```
+ */
+export class RouteSocket {
+  readonly #libc: NetlinkSys;
+  readonly #fd: number;
+  readonly #buf = new Uint8Array(64 * 1024);
+  #seq = Math.floor(Math.random() * 1e6);
+
+  /** Wraps an open socket descriptor. */
+  constructor(libc: NetlinkSys, fd: number) {
+    this.#libc = libc;
+    this.#fd = fd;
+  }
+
+  #exchange(what: string, build: Build): Reply {
+    const seq = ++this.#seq;
+    this.#libc.send(this.#fd, build(seq));
+    for (;;) {
+      const n = this.#libc.recv(this.#fd, this.#buf);
+      const reply = parseReplies(this.#buf.subarray(0, n)).find((r) => r.seq === seq);
+      if (!reply) continue; // a late answer to an earlier request
+      if (reply.type === NL.ERROR && reply.error) throw new SyscallError(what, -reply.error);
+      return reply;
+    }
+  }
+
+  /** Sends a request that asks for an ack; throws {@link SyscallError} on a kernel error. */
+  ack(what: string, build: Build): void {
+    this.#exchange(what, build);
+  }
+
+  /** Sends a RTM_GETLINK request; resolves to the link's index. */
+  linkIndex(what: string, build: Build): number {
+    const reply = this.#exchange(what, build);
+    if (reply.index === undefined) throw new SyscallError(what, 22);
+    return reply.index;
+  }
+
+  /** Closes the socket. */
+  close(): void {
+    this.#libc.close(this.#fd);
+  }
+}

@@ -1,0 +1,106 @@
+import { assertEquals } from "deno-std/assert/mod.js";
+import {
+  delLink,
+  encodeAttrs,
+  frame,
+  ipBytes,
+  newAddr,
+  newDefaultRoute,
+  newVeth,
+  NL,
+  parseReplies,
+  str,
+} from "../../../../daemon/net/netlink/messages.ts";
+
+const view = (b: Uint8Array) => new DataView(b.buffer, b.byteOffset, b.byteLength);
+
+Deno.test("attributes are length-prefixed, padded to 4 bytes, and nested ones are flagged", () => {
+  assertEquals([...encodeAttrs([[3, str("ab")]])], [7, 0, 3, 0, 97, 98, 0, 0]);
+  const nested = encodeAttrs([[18, [[1, str("veth")]]]]);
+  assertEquals(nested.length, 16);
+  assertEquals([view(nested).getUint16(0, true), view(nested).getUint16(2, true)], [
+    16,
+    18 | 0x8000,
+  ]);
+  assertEquals([view(nested).getUint16(4, true), view(nested).getUint16(6, true)], [9, 1]);
+});
+
+Deno.test("a frame carries its total length, type, request flag and sequence number", () => {
+  const msg = frame(NL.RTM_GETLINK, 0, 42, new Uint8Array(16));
+  const v = view(msg);
+  assertEquals([v.getUint32(0, true), v.getUint16(4, true), v.getUint16(6, true)], [32, 18, 1]);
+  assertEquals(v.getUint32(8, true), 42);
+  const del = view(delLink(7, "fy0"));
+  assertEquals(del.getUint16(6, true), NL.F_REQUEST | NL.F_ACK);
+});
+
+Deno.test("addresses are network-order bytes of their family", () => {
+  assertEquals(ipBytes("10.244.0.5"), { family: 2, bytes: Uint8Array.of(10, 244, 0, 5) });
+  const v6 = ipBytes("fd00::5");
+  assertEquals([v6.family, v6.bytes.length, v6.bytes[0], v6.bytes[1], v6.bytes[15]], [
+    10,
+    16,
+    0xfd,
+    0,
+    5,
+  ]);
+});
+
+Deno.test("an IPv4 address sets local and address; an IPv6 one skips duplicate address detection", () => {
+  const v4 = newAddr(1, 7, "10.244.0.5/24");
+  const h = view(v4);
+  assertEquals([h.getUint8(16), h.getUint8(17), h.getUint8(18), h.getUint32(20, true)], [
+    2,
+    24,
+    0,
+    7,
+  ]);
+  // IFA_LOCAL (2) then IFA_ADDRESS (1), 8 bytes each.
+  assertEquals([h.getUint16(26, true), h.getUint16(34, true)], [2, 1]);
+  assertEquals([...v4.subarray(28, 32)], [10, 244, 0, 5]);
+  assertEquals(h.getUint16(6, true), NL.F_REQUEST | NL.F_ACK | NL.F_CREATE | NL.F_EXCL);
+  const v6 = view(newAddr(1, 7, "fd00::5/64"));
+  assertEquals([v6.getUint8(16), v6.getUint8(17), v6.getUint8(18)], [10, 64, 0x02]);
+});
+
+Deno.test("a default route goes into the main table as a unicast boot route via the gateway", () => {
+  const r = newDefaultRoute(3, 9, "10.244.0.1");
+  assertEquals([...r.subarray(16, 28)], [2, 0, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0]);
+  assertEquals([view(r).getUint16(30, true), ...r.subarray(32, 36)], [5, 10, 244, 0, 1]);
+  assertEquals(view(r).getUint32(40, true), 9);
+});
+
+Deno.test("a veth request puts the peer's name, MAC, MTU and namespace inside the link info", () => {
+  const msg = newVeth(
+    1,
+    { name: "fyhost", mac: "02:00:00:00:00:01", mtu: 1450 },
+    { name: "eth0", mac: "02:00:00:00:00:02", mtu: 1450 },
+    12,
+    33,
+  );
+  const text = new TextDecoder().decode(msg);
+  for (const part of ["fyhost\0", "eth0\0", "veth\0"]) {
+    assertEquals(text.includes(part), true, part);
+  }
+  assertEquals(view(msg).getUint32(0, true), msg.length);
+  // ifinfomsg of the host end: up, with the change mask.
+  assertEquals([view(msg).getUint32(24, true), view(msg).getUint32(28, true)], [1, 1]);
+});
+
+Deno.test("answers parse into acks, errors with their errno, and link indexes", () => {
+  const ack = frame(NL.ERROR, 0, 5, new Uint8Array(20));
+  const err = frame(NL.ERROR, 0, 6, new Uint8Array(20));
+  view(err).setInt32(16, -17, true);
+  const link = frame(NL.RTM_NEWLINK, 0, 7, new Uint8Array(16));
+  view(link).setInt32(20, 4242, true);
+  const buf = new Uint8Array(ack.length + err.length + link.length);
+  buf.set(ack);
+  buf.set(err, ack.length);
+  buf.set(link, ack.length + err.length);
+  assertEquals(parseReplies(buf), [
+    { type: NL.ERROR, seq: 5, error: 0 },
+    { type: NL.ERROR, seq: 6, error: -17 },
+    { type: NL.RTM_NEWLINK, seq: 7, index: 4242 },
+  ]);
+  assertEquals(parseReplies(buf.subarray(0, 10)), []);
+});
