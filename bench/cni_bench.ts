@@ -4,7 +4,8 @@
  *
  * - shim cold start: the installed shim answering VERSION (process start to exit);
  * - daemon ADD / DEL: the daemon's own handling (request in → interface configured → response
- *   out), timed on its socket without the shim;
+ *   out), timed on its socket without the shim, with in-process netlink (the default) and with
+ *   iproute2 batches;
  * - shim ADD / DEL: the whole invocation as a runtime sees it;
  * - 100 concurrent ADDs through the shim: p99 of their latencies.
  *
@@ -12,7 +13,7 @@
  *
  * @module
  */
-import { netconf, withFerry } from "../daemon/dev/harness.ts";
+import { netconf, type TestFerry, withFerry } from "../daemon/dev/harness.ts";
 import { IS_ROOT, uniqueToken, withNetns } from "../daemon/dev/netns.ts";
 import { CNI_REQUEST_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
@@ -53,6 +54,56 @@ const env = (command: string, cid: string, netns?: string) => ({
   ...(netns ? { CNI_NETNS: netns } : {}),
 });
 
+/** The daemon's own handling of ADD and DEL, timed on its socket without the shim. */
+async function daemonSeries(
+  ferry: TestFerry,
+  n: number,
+  label: string,
+): Promise<Record<string, Series>> {
+  return await withNetns(n, async (namespaces) => {
+    const add: number[] = [], del: number[] = [];
+    for (const ns of namespaces) {
+      const cid = `b${uniqueToken()}`;
+      const req = (command: string) =>
+        JSON.stringify({
+          command,
+          containerId: cid,
+          netns: ns.path,
+          ifname: "eth0",
+          args: {},
+          path: [],
+          config: JSON.parse(netconf()),
+        });
+      const [a, res] = await timed(() =>
+        unixRequest(
+          ferry.config.socket,
+          "POST",
+          CNI_REQUEST_PATH,
+          req("ADD"),
+          AbortSignal.timeout(10_000),
+        )
+      );
+      if (res.status !== 200) throw new Error(res.body);
+      add.push(a);
+      del.push(
+        (await timed(() =>
+          unixRequest(
+            ferry.config.socket,
+            "POST",
+            CNI_REQUEST_PATH,
+            req("DEL"),
+            AbortSignal.timeout(10_000),
+          )
+        ))[0],
+      );
+    }
+    return {
+      [`daemon ADD${label} (socket in → response out)`]: summarize(add),
+      [`daemon DEL${label}`]: summarize(del),
+    };
+  });
+}
+
 if (import.meta.main) {
   if (!IS_ROOT) {
     console.error("the benchmark plugs real namespaces and must run as root");
@@ -67,46 +118,7 @@ if (import.meta.main) {
     }
     results["shim cold start (VERSION)"] = summarize(version);
 
-    await withNetns(N, async (namespaces) => {
-      const add: number[] = [], del: number[] = [];
-      for (const ns of namespaces) {
-        const cid = `b${uniqueToken()}`;
-        const req = (command: string) =>
-          JSON.stringify({
-            command,
-            containerId: cid,
-            netns: ns.path,
-            ifname: "eth0",
-            args: {},
-            path: [],
-            config: JSON.parse(netconf()),
-          });
-        const [a, res] = await timed(() =>
-          unixRequest(
-            ferry.config.socket,
-            "POST",
-            CNI_REQUEST_PATH,
-            req("ADD"),
-            AbortSignal.timeout(10_000),
-          )
-        );
-        if (res.status !== 200) throw new Error(res.body);
-        add.push(a);
-        del.push(
-          (await timed(() =>
-            unixRequest(
-              ferry.config.socket,
-              "POST",
-              CNI_REQUEST_PATH,
-              req("DEL"),
-              AbortSignal.timeout(10_000),
-            )
-          ))[0],
-        );
-      }
-      results["daemon ADD (socket in → response out)"] = summarize(add);
-      results["daemon DEL"] = summarize(del);
-    });
+    Object.assign(results, await daemonSeries(ferry, N, ""));
 
     await withNetns(N, async (namespaces) => {
       const add: number[] = [], del: number[] = [];
@@ -135,6 +147,17 @@ if (import.meta.main) {
     });
   });
 
+  await withFerry(
+    { config: { logLevel: "error", network: { plumbing: "iproute2" } } },
+    async (ferry) => Object.assign(results, await daemonSeries(ferry, N, " with iproute2")),
+  );
+
+  // Targets (issue 4): the daemon's own ADD at p50 ≤ 10 ms.
+  const targets = [{
+    what: "daemon ADD p50 ≤ 10 ms (in-process netlink)",
+    met: results["daemon ADD (socket in → response out)"].p50 <= 10,
+  }];
+
   const machine = {
     cpus: navigator.hardwareConcurrency,
     deno: Deno.version.deno,
@@ -144,7 +167,7 @@ if (import.meta.main) {
   await Deno.mkdir(dir, { recursive: true });
   await Deno.writeTextFile(
     new URL("latest.json", dir),
-    JSON.stringify({ machine, results }, null, 2) + "\n",
+    JSON.stringify({ machine, results, targets }, null, 2) + "\n",
   );
   const rows = Object.entries(results).map(([k, s]) =>
     `| ${k} | ${s.n} | ${s.p50} | ${s.p90} | ${s.p99} | ${s.max} |`
@@ -156,7 +179,9 @@ if (import.meta.main) {
   ].join("\n");
   await Deno.writeTextFile(
     new URL("latest.md", dir),
-    `# Ferry benchmark\n\n${machine.date}, ${machine.cpus} CPUs, Deno ${machine.deno}\n\n${table}\n`,
+    `# Ferry benchmark\n\n${machine.date}, ${machine.cpus} CPUs, Deno ${machine.deno}\n\n${table}\n\n` +
+      targets.map((t) => `- ${t.met ? "met" : "NOT met"}: ${t.what}`).join("\n") + "\n",
   );
   console.log(table);
+  for (const t of targets) console.log(`${t.met ? "met" : "NOT met"}: ${t.what}`);
 }
