@@ -163,6 +163,14 @@ export async function startDaemon(
     mtu: config.network.mtu,
   });
   await bridge.prepare();
+  const swept = await bridge.reconcile(store.list());
+  if (swept.links.length || swept.addresses) {
+    logger.warn("removed {links} unrecorded links ({names}) and {addresses} unrecorded addresses", {
+      links: swept.links.length,
+      names: swept.links.join(", "),
+      addresses: swept.addresses,
+    });
+  }
   const deadline = () => AbortSignal.timeout(config.pluginTimeoutSeconds * 1000);
   const kube = config.standalone ? undefined : await connectKube(config, store);
   let serving = false;

@@ -8,11 +8,11 @@
 import type { CniResult } from "../../lib/cni/schemas.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
-import type { AttachmentKey } from "../attachment_store.ts";
+import type { Attachment, AttachmentKey } from "../attachment_store.ts";
 import { formatIp } from "../ipam/cidr.ts";
 import type { LocalPool } from "../ipam/local_pool.ts";
 import { defaultRoutes } from "../net/link_plan.ts";
-import { hostLinkName, stableMac } from "../net/naming.ts";
+import { HOST_LINK_PREFIX, hostLinkName, stableMac } from "../net/naming.ts";
 import type { BridgeSpec, InterfaceAddress, Plumber, VethSpec } from "../net/plumber.ts";
 import { firstDifference } from "../result.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
@@ -123,6 +123,26 @@ export class BridgeDriver implements Driver {
     const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
     // The pod end exists only while its host end does (a veth pair dies whole).
     if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);
+  }
+
+  /**
+   * Puts the node back in line with the record after a crash: removes Ferry's links on the bridge
+   * that no attachment names and releases addresses that no attachment holds (an ADD killed
+   * halfway leaves both). Run at start, before any request is served.
+   */
+  async reconcile(records: Attachment[]): Promise<{ links: string[]; addresses: number }> {
+    const known = new Set(records.map((r) => r.hostIfname).filter(Boolean));
+    const links = (await this.#d.plumber.bridgePorts(this.#d.bridge)).filter((name) =>
+      name.startsWith(HOST_LINK_PREFIX) && !known.has(name)
+    );
+    for (const name of links) await this.#d.plumber.unplugVeth(name);
+    const owners = new Set(records.map((r) => `${r.containerId}/${r.ifname}`));
+    let addresses = 0;
+    for (const owner of this.owners()) {
+      if (owners.has(`${owner.containerId}/${owner.ifname}`)) continue;
+      for (const pool of this.#d.pools) if (await pool.release(owner)) addresses++;
+    }
+    return { links, addresses };
   }
 
   /** Whether `owner` holds addresses in this driver's pools. */

@@ -111,6 +111,19 @@ export class IpPlumber implements Plumber {
     }
   }
 
+  /** Lists the bridge's ports with one `ip -j link show master` run. */
+  async bridgePorts(bridge: string): Promise<string[]> {
+    try {
+      const out = await this.#ip.batch([`link show master ${bridge}`], { json: true });
+      return out.split("\n").filter((l) => l.trim() !== "").flatMap((l) =>
+        (JSON.parse(l) as { ifname: string }[]).map((link) => link.ifname)
+      );
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return [];
+      throw ioError(`failed to list the ports of ${bridge}`, e);
+    }
+  }
+
   /** Reads link, addresses and routes of `ifname` in `netns` with one batch. */
   async inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
     try {

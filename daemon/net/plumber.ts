@@ -107,4 +107,6 @@ export interface Plumber {
   unplugIn(netns: string, ifname: string): Promise<void>;
   /** Reads an interface in a namespace; null when the namespace or the interface is gone. */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null>;
+  /** The names of the links enslaved to `bridge` in the host namespace (none when it is absent). */
+  bridgePorts(bridge: string): Promise<string[]>;
 }

@@ -269,6 +269,32 @@ Deno.test({
 });
 
 Deno.test({
+  name: "a daemon restarted after dying between plug and record removes the stray link and address",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(2, async ([ns, other]) => {
+        const [id, keep] = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+        assertEquals((await ferry.shim(env("ADD", other, keep), netconf())).code, 0);
+        assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
+        // What a crash after plugging but before recording leaves: a link and an address.
+        await ferry.stopDaemon();
+        await Deno.remove(`${ferry.config.stateDir}/attachments/${id}--eth0.json`);
+        await ferry.restartDaemon();
+        assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+        assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+        assertEquals((await ferry.allocations()).length, 1, "only the recorded pod keeps one");
+        assertEquals(await hostLinkExists(hostLinkName(keep, "eth0")), true);
+        // The runtime's retry plugs it afresh.
+        assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
+        for (const [n, c] of [[ns, id], [other, keep]] as const) {
+          assertEquals((await ferry.shim(env("DEL", n, c), netconf())).code, 0);
+        }
+        assertEquals(await ferry.allocations(), []);
+      })),
+});
+
+Deno.test({
   name: "the same container and interface cannot be plugged into a second namespace",
   ...opts,
   fn: () =>

@@ -116,6 +116,11 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.unplugIn(netns, ifname);
   }
 
+  /** Through iproute2 (at start only). */
+  bridgePorts(bridge: string): Promise<string[]> {
+    return this.#rest.bridgePorts(bridge);
+  }
+
   /** Through iproute2 (CHECK only). */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
     return this.#rest.inspect(netns, ifname);
