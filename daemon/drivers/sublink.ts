@@ -1,8 +1,8 @@
 /**
  * The `macvlan` and `ipvlan` drivers: a link on a host master interface, created directly in the
  * pod's namespace, addressed by the attachment's IPAM plugin. Configs use the reference plugins'
- * format (`master`, `mode`, `mtu`, `ipam`, `runtimeConfig.mac`), so NetworkAttachmentDefinitions
- * written for them work unchanged.
+ * format (`master` defaulting to the host's default-route interface, `mode`, `mtu`, `ipam`,
+ * `runtimeConfig.mac`), so NetworkAttachmentDefinitions written for them work unchanged.
  *
  * @module
  */
@@ -24,7 +24,7 @@ const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
 /** The settings of a macvlan attachment (the rest of the config is the usual NetConf). */
 export const MacvlanConfSchema = Type.Object({
   type: Type.Literal("macvlan"),
-  master: Type.String({ pattern: IFNAME }),
+  master: Type.Optional(Type.String({ pattern: IFNAME })),
   mode: Type.Optional(
     Type.Union(["bridge", "private", "vepa", "passthru"].map((m) => Type.Literal(m))),
   ),
@@ -35,7 +35,7 @@ export const MacvlanConfSchema = Type.Object({
 /** The settings of an ipvlan attachment. */
 export const IpvlanConfSchema = Type.Object({
   type: Type.Literal("ipvlan"),
-  master: Type.String({ pattern: IFNAME }),
+  master: Type.Optional(Type.String({ pattern: IFNAME })),
   mode: Type.Optional(Type.Union(["l2", "l3", "l3s"].map((m) => Type.Literal(m)))),
   mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
 });
@@ -86,6 +86,13 @@ export class SublinkDriver implements Driver {
   async add(ctx: AddContext): Promise<Plugged> {
     const conf = this.#conf(ctx.conf);
     const { key, netns } = ctx;
+    const master = conf.master ?? await this.#plumber.defaultRouteInterface();
+    if (!master) {
+      throw new CniError(
+        CNI_ERROR.INVALID_CONFIG,
+        `${this.#kind} network ${ctx.conf.name}: no master given and the host has no default route`,
+      );
+    }
     const ipam = await ipamAdd(this.#ipam(ctx));
     const mac = conf.type === "macvlan"
       ? (conf.runtimeConfig?.mac ?? stableMac(key.containerId, key.ifname, "container"))
@@ -94,7 +101,7 @@ export class SublinkDriver implements Driver {
       kind: this.#kind,
       netns,
       ifname: key.ifname,
-      master: conf.master,
+      master,
       mode: conf.mode ?? (conf.type === "macvlan" ? "bridge" : "l2"),
       mtu: conf.mtu,
       mac,
@@ -110,7 +117,7 @@ export class SublinkDriver implements Driver {
     }
     const iface = {
       name: key.ifname,
-      mac: mac ?? await masterMac(conf.master),
+      mac: mac ?? await masterMac(master),
       ...(conf.mtu ? { mtu: conf.mtu } : {}),
       sandbox: netns,
     };

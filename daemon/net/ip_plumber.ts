@@ -111,6 +111,16 @@ export class IpPlumber implements Plumber {
     }
   }
 
+  /** The device of the host's first IPv4 default route, if any. */
+  async defaultRouteInterface(): Promise<string | undefined> {
+    try {
+      const out = await this.#ip.batch(["route show default"], { json: true, family: 4 });
+      return (JSON.parse(out.trim() || "[]") as { dev?: string }[])[0]?.dev;
+    } catch (e) {
+      throw ioError("failed to read the default route", e);
+    }
+  }
+
   /** Lists the bridge's ports with one `ip -j link show master` run. */
   async bridgePorts(bridge: string): Promise<string[]> {
     try {

@@ -107,6 +107,8 @@ export interface Plumber {
   unplugIn(netns: string, ifname: string): Promise<void>;
   /** Reads an interface in a namespace; null when the namespace or the interface is gone. */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null>;
+  /** The host's default-route interface (macvlan/ipvlan's master when none is configured). */
+  defaultRouteInterface(): Promise<string | undefined>;
   /** The names of the links enslaved to `bridge` in the host namespace (none when it is absent). */
   bridgePorts(bridge: string): Promise<string[]>;
 }

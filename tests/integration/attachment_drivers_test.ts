@@ -146,7 +146,7 @@ Deno.test({
     withFerry({}, (ferry) =>
       withNetns(1, async ([ns]) => {
         const cases: [unknown, RegExp][] = [
-          [{ type: "macvlan" }, /macvlan config of network bad.*master/],
+          [{ type: "macvlan", master: "eth 0" }, /macvlan config of network bad.*\/master/],
           [{ type: "macvlan", master: "eth0", mode: "sideways" }, /\/mode/],
           [{ type: "ipvlan", master: "x", mtu: 20 }, /\/mtu/],
           ["macvlan", /attachment must be a network config with a type/],

@@ -116,6 +116,11 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.unplugIn(netns, ifname);
   }
 
+  /** Through iproute2 (macvlan/ipvlan without a master only). */
+  defaultRouteInterface(): Promise<string | undefined> {
+    return this.#rest.defaultRouteInterface();
+  }
+
   /** Through iproute2 (at start only). */
   bridgePorts(bridge: string): Promise<string[]> {
     return this.#rest.bridgePorts(bridge);

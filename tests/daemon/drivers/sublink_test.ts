@@ -1,0 +1,78 @@
+import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { SublinkDriver } from "../../../daemon/drivers/sublink.ts";
+import type { Plumber, SublinkSpec } from "../../../daemon/net/plumber.ts";
+import { stableMac } from "../../../daemon/net/naming.ts";
+import { CniError } from "../../../lib/cni/errors.ts";
+
+/** Records what the driver asks of the kernel; fails the plug when told to. */
+class FakePlumber implements Plumber {
+  plugged: SublinkSpec[] = [];
+  unplugged: string[] = [];
+  constructor(readonly defaultDev: string | undefined, readonly failPlug = false) {}
+  ensureBridge = () => Promise.resolve();
+  plugVeth = () => Promise.resolve();
+  unplugVeth = () => Promise.resolve();
+  plugSublink(spec: SublinkSpec) {
+    this.plugged.push(spec);
+    return this.failPlug ? Promise.reject(new CniError(5, "plug failed")) : Promise.resolve();
+  }
+  unplugIn(netns: string, ifname: string) {
+    this.unplugged.push(`${netns}/${ifname}`);
+    return Promise.resolve();
+  }
+  inspect = () => Promise.resolve(null);
+  defaultRouteInterface = () => Promise.resolve(this.defaultDev);
+  bridgePorts = () => Promise.resolve([]);
+}
+
+const ctx = (attachment: Record<string, unknown>) => ({
+  key: { containerId: "c1", ifname: "net1" },
+  netns: "/var/run/netns/p",
+  conf: { cniVersion: "1.0.0", name: "lan", ...attachment } as never,
+  args: {},
+  path: [],
+});
+const deadline = () => AbortSignal.timeout(1000);
+
+Deno.test("a macvlan without a master sits on the host's default-route interface, with a stable MAC", async () => {
+  const plumber = new FakePlumber("uplink0");
+  const plugged = await new SublinkDriver("macvlan", plumber, deadline).add(
+    ctx({ type: "macvlan" }),
+  );
+  assertEquals(plumber.plugged[0].master, "uplink0");
+  assertEquals(plumber.plugged[0].mode, "bridge");
+  assertEquals(plugged.result.interfaces, [{
+    name: "net1",
+    mac: stableMac("c1", "net1", "container"),
+    sandbox: "/var/run/netns/p",
+  }]);
+});
+
+Deno.test("without a master and without a default route the config is refused with code 7", async () => {
+  const err = await assertRejects(
+    () =>
+      new SublinkDriver("ipvlan", new FakePlumber(undefined), deadline).add(
+        ctx({ type: "ipvlan" }),
+      ),
+    CniError,
+  );
+  assertEquals(err.code, 7);
+});
+
+Deno.test("a failed plug removes whatever half of the link reached the pod, and keeps the error", async () => {
+  const plumber = new FakePlumber("uplink0", true);
+  const err = await assertRejects(
+    () =>
+      new SublinkDriver("macvlan", plumber, deadline).add(ctx({ type: "macvlan", master: "m0" })),
+    CniError,
+  );
+  assertEquals([err.code, err.message], [5, "plug failed"]);
+  assertEquals(plumber.unplugged, ["/var/run/netns/p/net1"]);
+});
+
+Deno.test("ipvlan defaults to l2 mode and reports its master's MAC, never one of its own", async () => {
+  const plumber = new FakePlumber("lo");
+  const plugged = await new SublinkDriver("ipvlan", plumber, deadline).add(ctx({ type: "ipvlan" }));
+  assertEquals([plumber.plugged[0].mode, plumber.plugged[0].mac], ["l2", undefined]);
+  assertEquals(plugged.result.interfaces?.[0].mac, "00:00:00:00:00:00");
+});

@@ -1,0 +1,55 @@
+import { assertEquals } from "deno-std/assert/mod.js";
+import { IpPlumber } from "../../../daemon/net/ip_plumber.ts";
+import {
+  type IpBatchOptions,
+  IpCommandError,
+  type IpRunner,
+} from "../../../daemon/net/ip_runner.ts";
+
+/** Answers each batch from a table keyed by its first line; records what ran. */
+class ScriptedRunner implements IpRunner {
+  ran: { lines: string[]; options: IpBatchOptions }[] = [];
+  constructor(readonly answers: Record<string, string | Error>) {}
+  batch(lines: string[], options: IpBatchOptions = {}): Promise<string> {
+    this.ran.push({ lines, options });
+    const answer = this.answers[lines[0]] ?? "";
+    return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
+  }
+}
+
+Deno.test("the default-route interface is the device of the first IPv4 default route", async () => {
+  const runner = new ScriptedRunner({
+    "route show default": JSON.stringify([{
+      dst: "default",
+      gateway: "192.0.2.1",
+      dev: "uplink0",
+    }]),
+  });
+  assertEquals(await new IpPlumber(runner).defaultRouteInterface(), "uplink0");
+  assertEquals(await new IpPlumber(new ScriptedRunner({})).defaultRouteInterface(), undefined);
+});
+
+Deno.test("bridge ports are listed by name, and a missing bridge has none", async () => {
+  const runner = new ScriptedRunner({
+    "link show master ferry0": JSON.stringify([{ ifname: "fyaaaa" }, { ifname: "fybbbb" }]),
+  });
+  assertEquals(await new IpPlumber(runner).bridgePorts("ferry0"), ["fyaaaa", "fybbbb"]);
+  const missing = new ScriptedRunner({
+    "link show master gone0": new IpCommandError("ip", 'Device "gone0" does not exist.'),
+  });
+  assertEquals(await new IpPlumber(missing).bridgePorts("gone0"), []);
+});
+
+Deno.test("an existing bridge is configured, not created again, and its sysctls go with the batch", async () => {
+  const runner = new ScriptedRunner({});
+  await new IpPlumber(runner, { forwarding: true }).ensureBridge({
+    name: "ferry0",
+    mtu: 1500,
+    gateways: ["10.244.0.1/24"],
+  });
+  assertEquals(runner.ran.map((r) => r.lines[0]), [
+    "link show dev ferry0",
+    "link set ferry0 mtu 1500 up",
+  ]);
+  assertEquals(runner.ran[1].options.sysctls, [["net/ipv4/ip_forward", "1"]]);
+});
