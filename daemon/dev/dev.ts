@@ -49,7 +49,7 @@ if (import.meta.main) {
   await Deno.writeTextFile(`${dev}/kubeconfig`, api.kubeconfig());
   const config = resolveConfig({
     logLevel: "debug",
-    network: { subnet: "10.244.251.0/24", mtu: 1500 },
+    network: { subnet: "10.244.251.0/24", bridge: "ferrydev0", mtu: 1500 },
   }, {
     socket: `${dev}/run/ferry.sock`,
     stateDir: `${dev}/state`,

@@ -1,6 +1,8 @@
 import { assertEquals, assertMatch, assertRejects, assertThrows } from "deno-std/assert/mod.js";
+import { parseAll } from "deno-std/yaml/parse.js";
 import { ConfigError, DEFAULT_CONFIG, loadConfig, resolveConfig } from "../../daemon/config.ts";
 import { parseDaemonArgs } from "../../daemon/main.ts";
+import { withFerry } from "../../daemon/dev/harness.ts";
 
 Deno.test("no file gives the defaults; flags override the file", () => {
   assertEquals(resolveConfig(undefined), DEFAULT_CONFIG);
@@ -47,4 +49,30 @@ Deno.test("the command line takes --config and the override flags, and refuses o
   });
   assertEquals(parseDaemonArgs(["--standalone"]).overrides.standalone, true);
   assertThrows(() => parseDaemonArgs(["--sockte", "/s"]), ConfigError);
+});
+
+Deno.test("the DaemonSet's ConfigMap holds a configuration the daemon accepts", async () => {
+  const docs = parseAll(
+    await Deno.readTextFile(new URL("../../deploy/daemonset.yaml", import.meta.url)),
+  ) as { kind: string; data?: Record<string, string> }[];
+  const map = docs.find((d) => d.kind === "ConfigMap")!;
+  const config = resolveConfig(JSON.parse(map.data!["config.json"]));
+  assertEquals([config.network.bridge, config.network.plumbing], ["ferry0", "netlink"]);
+});
+
+Deno.test("a dual-stack network needs an IPv4 subnet and an IPv6 subnet6, and says so", async () => {
+  for (
+    const network of [{ subnet6: "10.9.0.0/24" }, { subnet: "fd00::/64", subnet6: "fd01::/64" }]
+  ) {
+    await assertRejects(
+      () => withFerry({ config: { network } }, () => Promise.resolve()),
+      ConfigError,
+      "subnet must be IPv4 and subnet6 IPv6",
+    );
+  }
+  await assertRejects(
+    () => withFerry({ config: { network: { subnet6: "fd00::/200" } } }, () => Promise.resolve()),
+    ConfigError,
+    "invalid network",
+  );
 });
