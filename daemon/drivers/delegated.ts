@@ -26,57 +26,41 @@ export class DelegatedDriver implements Driver {
     this.#deadline = deadline;
   }
 
-  /** ADD through the plugin; a failed ADD is followed by the plugin's DEL, as runtimes do. */
-  async add(ctx: AddContext): Promise<Plugged> {
-    const call = {
+  #run(
+    ctx: AddContext | RecordContext,
+    command: "ADD" | "DEL" | "CHECK",
+    prevResult?: CniResult,
+  ): Promise<CniResult | undefined> {
+    return delegate({
+      command,
       config: ctx.conf,
       containerId: ctx.key.containerId,
       netns: ctx.netns,
       ifname: ctx.key.ifname,
       args: ctx.args,
       path: ctx.path,
-    };
+      prevResult,
+      signal: this.#deadline(),
+    });
+  }
+
+  /** ADD through the plugin; a failed ADD is followed by the plugin's DEL, as runtimes do. */
+  async add(ctx: AddContext): Promise<Plugged> {
     try {
-      const result = await delegate({
-        ...call,
-        command: "ADD",
-        prevResult: ctx.prevResult,
-        signal: this.#deadline(),
-      });
-      return { result: result! };
+      return { result: (await this.#run(ctx, "ADD", ctx.prevResult))! };
     } catch (e) {
-      await delegate({ ...call, command: "DEL", signal: this.#deadline() }).catch(() => {});
+      await this.#run(ctx, "DEL").catch(() => {});
       throw e;
     }
   }
 
   /** DEL through the plugin with the cached result. */
   async del(ctx: RecordContext): Promise<void> {
-    await delegate({
-      command: "DEL",
-      config: ctx.conf,
-      containerId: ctx.key.containerId,
-      netns: ctx.netns,
-      ifname: ctx.key.ifname,
-      args: ctx.args,
-      path: ctx.path,
-      prevResult: ctx.record?.result,
-      signal: this.#deadline(),
-    });
+    await this.#run(ctx, "DEL", ctx.record?.result);
   }
 
   /** CHECK through the plugin with the expected result. */
   async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
-    await delegate({
-      command: "CHECK",
-      config: ctx.conf,
-      containerId: ctx.key.containerId,
-      netns: ctx.netns,
-      ifname: ctx.key.ifname,
-      args: ctx.args,
-      path: ctx.path,
-      prevResult: expected,
-      signal: this.#deadline(),
-    });
+    await this.#run(ctx, "CHECK", expected);
   }
 }

@@ -25,13 +25,11 @@ export interface IpamCall {
   signal?: AbortSignal;
 }
 
-/** Runs the IPAM plugin's ADD; an attachment without `ipam` gets an empty result. */
-export async function ipamAdd(call: IpamCall): Promise<CniResult> {
-  if (!call.conf.ipam?.type) return { cniVersion: call.conf.cniVersion };
-  const result = await delegate({
-    command: "ADD",
+function run(command: "ADD" | "DEL", call: IpamCall) {
+  return delegate({
+    command,
     config: call.conf,
-    plugin: call.conf.ipam.type,
+    plugin: call.conf.ipam!.type,
     containerId: call.key.containerId,
     netns: call.netns,
     ifname: call.key.ifname,
@@ -39,21 +37,16 @@ export async function ipamAdd(call: IpamCall): Promise<CniResult> {
     path: call.path,
     signal: call.signal,
   });
-  return result!;
+}
+
+/** Runs the IPAM plugin's ADD; an attachment without `ipam` gets an empty result. */
+export async function ipamAdd(call: IpamCall): Promise<CniResult> {
+  if (!call.conf.ipam?.type) return { cniVersion: call.conf.cniVersion };
+  return (await run("ADD", call))!;
 }
 
 /** Runs the IPAM plugin's DEL (releases the addresses); nothing to do without `ipam`. */
 export async function ipamDel(call: IpamCall): Promise<void> {
   if (!call.conf.ipam?.type) return;
-  await delegate({
-    command: "DEL",
-    config: call.conf,
-    plugin: call.conf.ipam.type,
-    containerId: call.key.containerId,
-    netns: call.netns,
-    ifname: call.key.ifname,
-    args: call.args,
-    path: call.path,
-    signal: call.signal,
-  });
+  await run("DEL", call);
 }

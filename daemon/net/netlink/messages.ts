@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { concatBytes } from "../../../lib/bytes.ts";
 import { parseIp } from "../../ipam/cidr.ts";
 
 /** Message types and flags Ferry uses. */
@@ -59,17 +60,7 @@ export function encodeAttrs(attrs: Attr[]): Uint8Array {
     out.set(body, 4);
     return out;
   });
-  return concat(parts);
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 /** A NUL-terminated string attribute value. */
@@ -144,7 +135,7 @@ export function newVeth(
   masterIndex: number,
   peerNetnsFd: number,
 ): Uint8Array {
-  const peerInfo = concat([
+  const peerInfo = concatBytes([
     ifinfomsg(0, 0, 0),
     encodeAttrs([
       [IFLA_IFNAME, str(peer.name)],
@@ -153,7 +144,7 @@ export function newVeth(
       [IFLA_NET_NS_FD, u32(peerNetnsFd)],
     ]),
   ]);
-  const body = concat([
+  const body = concatBytes([
     ifinfomsg(0, IFF_UP, IFF_UP),
     encodeAttrs([
       [IFLA_IFNAME, str(host.name)],
@@ -180,7 +171,7 @@ export function getLink(seq: number, name: string): Uint8Array {
     NL.RTM_GETLINK,
     0,
     seq,
-    concat([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
+    concatBytes([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
   );
 }
 
@@ -190,7 +181,7 @@ export function delLink(seq: number, name: string): Uint8Array {
     NL.RTM_DELLINK,
     NL.F_ACK,
     seq,
-    concat([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
+    concatBytes([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
   );
 }
 
@@ -211,7 +202,7 @@ export function newAddr(seq: number, index: number, cidr: string): Uint8Array {
     NL.RTM_NEWADDR,
     NL.F_ACK | NL.F_CREATE | NL.F_EXCL,
     seq,
-    concat([head, encodeAttrs(attrs)]),
+    concatBytes([head, encodeAttrs(attrs)]),
   );
 }
 
@@ -223,7 +214,7 @@ export function newDefaultRoute(seq: number, index: number, gateway: string): Ui
     NL.RTM_NEWROUTE,
     NL.F_ACK | NL.F_CREATE | NL.F_EXCL,
     seq,
-    concat([head, encodeAttrs([[RTA_GATEWAY, bytes], [RTA_OIF, u32(index)]])]),
+    concatBytes([head, encodeAttrs([[RTA_GATEWAY, bytes], [RTA_OIF, u32(index)]])]),
   );
 }
 
