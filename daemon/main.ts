@@ -162,17 +162,28 @@ export async function startDaemon(
     bridge: config.network.bridge,
     mtu: config.network.mtu,
   });
-  await bridge.prepare();
-  const swept = await bridge.reconcile(store.list());
-  if (swept.links.length || swept.addresses) {
-    logger.warn("removed {links} unrecorded links ({names}) and {addresses} unrecorded addresses", {
-      links: swept.links.length,
-      names: swept.links.join(", "),
-      addresses: swept.addresses,
-    });
+  const closePlumber = () => {
+    if (!overrides.plumber) plumber.close?.();
+  };
+  let kube: KubeSide | undefined;
+  try {
+    // The socket first: a second daemon for the same node stops here, before it touches the
+    // bridge or sweeps links that the running one may be plugging.
+    await claimSocketPath(config.socket);
+    await bridge.prepare();
+    const swept = await bridge.reconcile(store.list());
+    if (swept.links.length || swept.addresses) {
+      logger.warn(
+        "removed {links} unrecorded links ({names}) and {addresses} unrecorded addresses",
+        { links: swept.links.length, names: swept.links.join(", "), addresses: swept.addresses },
+      );
+    }
+    kube = config.standalone ? undefined : await connectKube(config, store);
+  } catch (e) {
+    closePlumber();
+    throw e;
   }
   const deadline = () => AbortSignal.timeout(config.pluginTimeoutSeconds * 1000);
-  const kube = config.standalone ? undefined : await connectKube(config, store);
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -213,10 +224,10 @@ export async function startDaemon(
   });
   let server: SocketServer;
   try {
-    await claimSocketPath(config.socket);
     server = await serveOnSocket(config.socket, router);
   } catch (e) {
     await kube?.close();
+    closePlumber();
     throw e;
   }
   serving = true;
@@ -242,6 +253,7 @@ export async function startDaemon(
       logger.info("shutting down");
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       await kube?.close();
+      closePlumber();
     },
   };
 }

@@ -109,6 +109,8 @@ export interface Plumber {
   inspect(netns: string, ifname: string): Promise<LiveInterface | null>;
   /** The host's default-route interface (macvlan/ipvlan's master when none is configured). */
   defaultRouteInterface(): Promise<string | undefined>;
+  /** Releases what the plumber holds open (sockets, descriptors); optional. */
+  close?(): void;
   /** The names of the links enslaved to `bridge` in the host namespace (none when it is absent). */
   bridgePorts(bridge: string): Promise<string[]>;
 }

@@ -1,7 +1,9 @@
 // The default network as a node runs it: pods on the Ferry bridge, single and dual stack, through
 // the installed shim and an in-process daemon. Needs root; every test has its own bridge, subnet,
 // namespaces and state, all removed also when it fails. Only the test's own namespaces are pinged.
-import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
+import { assert, assertEquals, assertMatch, assertRejects } from "deno-std/assert/mod.js";
+import { startDaemon } from "../../daemon/main.ts";
+import { SocketInUseError } from "../../daemon/socket_server.ts";
 import { cniEnv, netconf, testSubnet6, withFerry } from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,
@@ -222,4 +224,23 @@ Deno.test({
         assertEquals((await ferry.shim(cniEnv("DEL", ns, id), netconf())).code, 0);
         assertEquals(await ferry.allocations(), []);
       })),
+});
+
+Deno.test({
+  name: "a second daemon for the same node is refused before it sweeps links the first is plugging",
+  ...opts,
+  fn: () =>
+    withFerry({}, async (ferry) => {
+      // A link on the bridge that no record names yet: what an ADD in flight looks like.
+      const inFlight = hostLinkName(`c${uniqueToken()}`, "eth0");
+      await run("ip", "link", "add", inFlight, "type", "veth", "peer", "name", `${inFlight}p`);
+      try {
+        await run("ip", "link", "set", inFlight, "master", ferry.config.network.bridge);
+        await assertRejects(() => startDaemon(ferry.config), SocketInUseError, "already serving");
+        assert(await hostLinkExists(inFlight), "the refused daemon removed a link");
+        assert(ferry.daemon().ready());
+      } finally {
+        await run("ip", "link", "del", inFlight).catch(() => {});
+      }
+    }),
 });

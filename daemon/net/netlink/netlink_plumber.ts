@@ -121,6 +121,12 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.defaultRouteInterface();
   }
 
+  /** Closes the daemon-side socket and namespace descriptor. */
+  close(): void {
+    this.#host.close();
+    this.#sys.close(this.#homeFd);
+  }
+
   /** Through iproute2 (at start only). */
   bridgePorts(bridge: string): Promise<string[]> {
     return this.#rest.bridgePorts(bridge);
