@@ -256,3 +256,34 @@ Deno.test({
       })
     ),
 });
+
+Deno.test({
+  name: "a macvlan with static IPAM gets exactly the configured address and route",
+  ...opts,
+  fn: () =>
+    withMasterLink((master) =>
+      withFerry({}, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const stdin = conf(`st-${uniqueToken()}`, {
+            type: "macvlan",
+            master,
+            ipam: {
+              type: "static",
+              addresses: [{ address: "192.168.77.10/24", gateway: "192.168.77.1" }],
+              routes: [{ dst: "192.168.0.0/16", gw: "192.168.77.1" }],
+            },
+          });
+          const id = `c${uniqueToken()}`;
+          const r = await add(ferry, ns, id, stdin);
+          assertEquals(r.ips.map((ip) => ip.address), ["192.168.77.10/24"]);
+          assertMatch(await ipIn(ns, "-4", "addr", "show", "dev", "net1"), /192\.168\.77\.10\/24/);
+          assertMatch(
+            await ipIn(ns, "route", "show", "192.168.0.0/16"),
+            /via 192\.168\.77\.1 dev net1/,
+          );
+          assertEquals((await ferry.shim(cniEnv("CHECK", ns, id, "net1"), stdin)).code, 0);
+          assertEquals((await ferry.shim(cniEnv("DEL", ns, id, "net1"), stdin)).code, 0);
+          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+        }))
+    ),
+});
