@@ -117,12 +117,19 @@ export class BridgeDriver implements Driver {
     for (const pool of this.#d.pools) await pool.release(ctx.key);
   }
 
-  /** Compares link, addresses and routes in the pod with `expected`. */
+  /** Compares link, addresses and routes in the pod with `expected`, and the host end's bridge. */
   async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
     const live = await this.#d.plumber.inspect(ctx.netns, ctx.key.ifname);
     const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
     // The pod end exists only while its host end does (a veth pair dies whole).
     if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);
+    const host = ctx.record?.hostIfname;
+    if (host && !(await this.#d.plumber.bridgePorts(this.#d.bridge)).includes(host)) {
+      throw new CniError(
+        CNI_ERROR.CHECK_MISMATCH,
+        `host link ${host} is not a port of bridge ${this.#d.bridge}`,
+      );
+    }
   }
 
   /**

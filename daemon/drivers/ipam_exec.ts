@@ -6,6 +6,7 @@
  * @module
  */
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
+import { compareVersions } from "../../lib/cni/versions.ts";
 import { delegate } from "../net/delegate.ts";
 import type { AttachmentKey } from "../attachment_store.ts";
 
@@ -25,9 +26,10 @@ export interface IpamCall {
   signal?: AbortSignal;
 }
 
-function run(command: "ADD" | "DEL", call: IpamCall) {
+function run(command: "ADD" | "DEL" | "CHECK", call: IpamCall, prevResult?: CniResult) {
   return delegate({
     command,
+    prevResult,
     config: call.conf,
     plugin: call.conf.ipam!.type,
     containerId: call.key.containerId,
@@ -49,4 +51,13 @@ export async function ipamAdd(call: IpamCall): Promise<CniResult> {
 export async function ipamDel(call: IpamCall): Promise<void> {
   if (!call.conf.ipam?.type) return;
   await run("DEL", call);
+}
+
+/**
+ * Runs the IPAM plugin's CHECK against the recorded result (the plugin verifies it still holds
+ * the addresses); skipped without `ipam` and for configs older than 0.4.0, which have no CHECK.
+ */
+export async function ipamCheck(call: IpamCall, expected: CniResult): Promise<void> {
+  if (!call.conf.ipam?.type || compareVersions(call.conf.cniVersion, "0.4.0") < 0) return;
+  await run("CHECK", call, expected);
 }

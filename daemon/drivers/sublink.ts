@@ -16,7 +16,7 @@ import { stableMac } from "../net/naming.ts";
 import type { Plumber, SublinkSpec } from "../net/plumber.ts";
 import { firstDifference } from "../result.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
-import { ipamAdd, type IpamCall, ipamDel } from "./ipam_exec.ts";
+import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 
 const IFNAME = "^[^\\s/:]{1,15}$";
 const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
@@ -138,8 +138,10 @@ export class SublinkDriver implements Driver {
     await ipamDel(this.#ipam(ctx));
   }
 
-  /** Compares the link in the pod with `expected`. */
+  /** Asks the IPAM plugin to confirm its addresses, then compares the link in the pod with `expected`. */
   async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
+    this.#conf(ctx.conf);
+    await ipamCheck(this.#ipam(ctx), expected);
     const live = await this.#plumber.inspect(ctx.netns, ctx.key.ifname);
     const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
     if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);

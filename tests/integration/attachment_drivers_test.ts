@@ -100,6 +100,13 @@ for (const kind of ["macvlan", "ipvlan"] as const) {
             const check = await ferry.shim(cniEnv("CHECK", a, ids[0], "net1"), stdin);
             assertEquals(check.json?.code, 100);
             assertMatch(String(check.json?.msg), /net1 lacks address/);
+            // The IPAM plugin is asked too: host-local no longer holding the address is an error.
+            await Deno.remove(
+              `${ferry.dir}/host-local/${network}/${ra.ips[0].address.split("/")[0]}`,
+            );
+            const lost = await ferry.shim(cniEnv("CHECK", a, ids[0], "net1"), stdin);
+            assertEquals(lost.code, 1);
+            assertMatch(`${lost.json?.msg} ${lost.json?.details}`, /host-local/);
 
             for (const [i, ns] of [a, b].entries()) {
               const del = await ferry.shim(cniEnv("DEL", ns, ids[i], "net1"), stdin);

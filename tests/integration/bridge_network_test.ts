@@ -203,7 +203,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "CHECK names a changed MTU and a deleted pair",
+  name: "CHECK names a changed MTU, a host end off the bridge, and a deleted pair",
   ...opts,
   fn: () =>
     withFerry({}, (ferry) =>
@@ -215,6 +215,19 @@ Deno.test({
         assertEquals(mtu.json?.code, 100);
         assertMatch(String(mtu.json?.msg), /eth0 has MTU 1280, expected 1500/);
         await ipIn(ns, "link", "set", "eth0", "mtu", "1500");
+        assertEquals((await ferry.shim(cniEnv("CHECK", ns, id), netconf())).code, 0);
+        await run("ip", "link", "set", hostLinkName(id, "eth0"), "nomaster");
+        const detached = await ferry.shim(cniEnv("CHECK", ns, id), netconf());
+        assertEquals(detached.json?.code, 100);
+        assertMatch(String(detached.json?.msg), /is not a port of bridge fb/);
+        await run(
+          "ip",
+          "link",
+          "set",
+          hostLinkName(id, "eth0"),
+          "master",
+          ferry.config.network.bridge,
+        );
         assertEquals((await ferry.shim(cniEnv("CHECK", ns, id), netconf())).code, 0);
         // Deleting the host end takes the pod end with it.
         await run("ip", "link", "del", hostLinkName(id, "eth0"));
