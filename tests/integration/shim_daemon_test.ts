@@ -181,6 +181,8 @@ function failingAddrNetlink(): NetlinkPlumber {
       libc.send(fd, msg);
     },
     recv: (fd, buf) => libc.recv(fd, buf),
+    sendOffThread: (fd, msg) => libc.sendOffThread(fd, msg),
+    recvOffThread: (fd, buf) => libc.recvOffThread(fd, buf),
     close: (fd) => libc.close(fd),
     openRead: (path) => libc.openRead(path),
     writeFile: (path, value) => libc.writeFile(path, value),

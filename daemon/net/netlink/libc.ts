@@ -11,6 +11,18 @@ const SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
   send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
   recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  sendOffThread: {
+    name: "send",
+    parameters: ["i32", "buffer", "usize", "i32"],
+    result: "isize",
+    nonblocking: true,
+  },
+  recvOffThread: {
+    name: "recv",
+    parameters: ["i32", "buffer", "usize", "i32"],
+    result: "isize",
+    nonblocking: true,
+  },
   close: { parameters: ["i32"], result: "i32" },
   setns: { parameters: ["i32", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32"], result: "i32" },
@@ -52,7 +64,7 @@ export class SyscallError extends Error {
   readonly errno: number;
   /** Creates the error for `what` failing with `errno`. */
   constructor(what: string, errno: number) {
-    super(`${what}: ${ERRNO_NAMES[errno] ?? `errno ${errno}`}`);
+    super(`${what}: ${ERRNO_NAMES[errno] ?? (errno ? `errno ${errno}` : "failed")}`);
     this.name = "SyscallError";
     this.errno = errno;
   }
@@ -66,6 +78,10 @@ export interface NetlinkSys {
   send(fd: number, msg: Uint8Array): void;
   /** Receives into `buf`; the number of bytes. */
   recv(fd: number, buf: Uint8Array): number;
+  /** Sends on a worker thread (for requests the kernel takes long over, like deleting a link). */
+  sendOffThread(fd: number, msg: Uint8Array): Promise<void>;
+  /** Receives on a worker thread. */
+  recvOffThread(fd: number, buf: Uint8Array): Promise<number>;
   /** Closes a descriptor. */
   close(fd: number): void;
   /** Opens a file read-only. */
@@ -128,6 +144,20 @@ export class Libc implements NetlinkSys {
   /** Receives into `buf`; resolves to the number of bytes. */
   recv(fd: number, buf: Uint8Array): number {
     return this.#check("netlink recv", this.#c.recv(fd, buf, BigInt(buf.length), 0));
+  }
+
+  /** Sends on a worker thread; the JS thread keeps serving meanwhile. */
+  async sendOffThread(fd: number, msg: Uint8Array): Promise<void> {
+    const n = Number(await this.#c.sendOffThread(fd, msg, BigInt(msg.length), 0));
+    // errno lives on the worker thread: only the failure itself is known here.
+    if (n < 0) throw new SyscallError("netlink send", 0);
+  }
+
+  /** Receives on a worker thread (bounded by the socket's receive timeout). */
+  async recvOffThread(fd: number, buf: Uint8Array): Promise<number> {
+    const n = Number(await this.#c.recvOffThread(fd, buf, BigInt(buf.length), 0));
+    if (n < 0) throw new SyscallError("netlink recv", 0);
+    return n;
   }
 
   /** Closes a descriptor. */

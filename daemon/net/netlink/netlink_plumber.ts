@@ -95,15 +95,20 @@ export class NetlinkPlumber implements Plumber {
     }
   }
 
-  /** Deletes the host end with one message; an absent link is success. */
-  unplugVeth(hostIfname: string): Promise<void> {
+  /**
+   * Deletes the host end with one message on a socket of its own, off the JS thread (the kernel
+   * takes tens of milliseconds to tear a pair down); an absent link is success.
+   */
+  async unplugVeth(hostIfname: string): Promise<void> {
+    const sock = new RouteSocket(this.#sys, this.#sys.netlinkSocket());
     try {
-      this.#host.ack(`delete ${hostIfname}`, (seq) => delLink(seq, hostIfname));
+      await sock.ackOffThread(`delete ${hostIfname}`, (seq) => delLink(seq, hostIfname));
     } catch (e) {
-      if (e instanceof SyscallError && e.errno === ENODEV) return Promise.resolve();
-      return Promise.reject(ioError(`failed to remove ${hostIfname}`, e));
+      if (e instanceof SyscallError && e.errno === ENODEV) return;
+      throw ioError(`failed to remove ${hostIfname}`, e);
+    } finally {
+      sock.close();
     }
-    return Promise.resolve();
   }
 
   /** Through iproute2. */

@@ -44,6 +44,23 @@ export class RouteSocket {
     }
   }
 
+  /**
+   * Like {@link RouteSocket.ack}, but sending and waiting on a worker thread, so the JS thread
+   * keeps serving while the kernel works (deleting a veth pair waits for an RCU grace period).
+   * Use a socket of its own: requests on one socket must not overlap.
+   */
+  async ackOffThread(what: string, build: Build): Promise<void> {
+    const seq = ++this.#seq;
+    await this.#libc.sendOffThread(this.#fd, build(seq));
+    for (;;) {
+      const n = await this.#libc.recvOffThread(this.#fd, this.#buf);
+      const reply = parseReplies(this.#buf.subarray(0, n)).find((r) => r.seq === seq);
+      if (!reply) continue;
+      if (reply.type === NL.ERROR && reply.error) throw new SyscallError(what, -reply.error);
+      return;
+    }
+  }
+
   /** Sends a request that asks for an ack; throws {@link SyscallError} on a kernel error. */
   ack(what: string, build: Build): void {
     this.#exchange(what, build);
