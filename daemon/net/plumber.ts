@@ -1,8 +1,9 @@
 /**
  * The plumbing interface: what the daemon needs from the kernel to plug, unplug and inspect pod
- * interfaces. Implementations: {@link import("./ip_plumber.ts").IpPlumber} (iproute2 batches, one
- * process per namespace touched); an in-process netlink implementation can replace it behind this
- * interface.
+ * interfaces. Implementations: {@link import("./netlink/netlink_plumber.ts").NetlinkPlumber}
+ * (rtnetlink in-process for the default network's plug and unplug, the default) and
+ * {@link import("./ip_plumber.ts").IpPlumber} (iproute2 batches, one process per namespace
+ * touched; the netlink plumber hands it the rarer operations).
  *
  * @module
  */
