@@ -179,7 +179,7 @@ export class CniService {
         this.#d.logger.warn("ADD of {containerId}/{ifname} could not be recorded, rolling back", {
           ...key,
         });
-        await this.#unplug(record, req).catch((e) =>
+        await this.#unplug(key, record, req).catch((e) =>
           this.#d.logger.error("rollback of {containerId}/{ifname} failed: {error}", {
             ...key,
             error: String(e),
@@ -255,9 +255,9 @@ export class CniService {
   }
 
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
-  async #release(key: AttachmentKey, req?: CniRequest): Promise<void> {
+  async #release(key: AttachmentKey, req: CniRequest): Promise<void> {
     const record = this.#d.store.get(key);
-    await this.#unplug(record ?? key, req);
+    await this.#unplug(key, record, req);
     await this.#d.store.delete(key);
     this.#d.logger.info("released {containerId}/{ifname} ({ips})", {
       ...key,
@@ -265,19 +265,20 @@ export class CniService {
     });
   }
 
-  async #unplug(target: Attachment | AttachmentKey, req?: CniRequest): Promise<void> {
-    const record = "result" in target ? target : undefined;
-    const selected = req
-      ? selectDriver(req.config)
-      : { driver: "bridge" as const, conf: undefined };
-    const driver = record?.driver ?? selected.driver;
-    const conf = record?.conf ?? selected.conf ?? req?.config;
+  /**
+   * Unplugs through the driver that plugged it; without a record, through the driver the
+   * request's config selects (the spec gives DEL the same config as ADD).
+   */
+  async #unplug(key: AttachmentKey, record: Attachment | undefined, req: CniRequest) {
+    const { driver, conf } = record
+      ? { driver: record.driver ?? "bridge", conf: record.conf ?? req.config }
+      : selectDriver(req.config);
     await this.#driver(driver).del({
-      key: { containerId: target.containerId, ifname: target.ifname },
-      netns: req?.netns ?? record?.netns,
-      conf: conf!,
-      args: req?.args ?? {},
-      path: req?.path ?? [],
+      key: { containerId: key.containerId, ifname: key.ifname },
+      netns: req.netns ?? record?.netns,
+      conf,
+      args: req.args,
+      path: req.path,
       record,
     });
   }
@@ -331,7 +332,10 @@ export class CniService {
     for (const a of this.#d.store.list()) {
       if (a.network === req.config.name) stale.set(`${a.containerId}/${a.ifname}`, a);
     }
-    for (const owner of this.#d.bridge.owners()) {
+    // Addresses of the default network's pools without a record (a crash between allocating and
+    // recording) are this node's to give back, but only a GC of the default network sees them.
+    const defaultNetwork = selectDriver(req.config).driver === "bridge";
+    for (const owner of defaultNetwork ? this.#d.bridge.owners() : []) {
       if (!this.#d.store.get(owner)) stale.set(`${owner.containerId}/${owner.ifname}`, owner);
     }
     for (const [id, key] of stale) {

@@ -294,3 +294,44 @@ Deno.test({
         }))
     ),
 });
+
+Deno.test({
+  name: "GC of an attachment network releases only its own unlisted attachments",
+  ...opts,
+  fn: () =>
+    withMasterLink((master) =>
+      withFerry({}, (ferry) =>
+        withNetns(3, async ([a, b, c]) => {
+          const network = `gc-${uniqueToken()}`;
+          const attachment = {
+            type: "macvlan",
+            master,
+            ipam: hostLocal(ferry, attachmentSubnet()),
+          };
+          const ids = [a, b, c].map(() => `c${uniqueToken()}`);
+          assertEquals((await ferry.shim(cniEnv("ADD", a, ids[0]), netconf())).code, 0);
+          await add(ferry, b, ids[1], conf(network, attachment));
+          await add(ferry, c, ids[2], conf(network, attachment));
+          const gc = await ferry.shim(
+            cniEnv("GC", undefined, ids[0]),
+            netconf("1.1.0", {
+              name: network,
+              attachment,
+              "cni.dev/valid-attachments": [{ containerID: ids[2], ifname: "net1" }],
+            }),
+          );
+          assertEquals(gc.code, 0, gc.stdout);
+          assertEquals((await ipIn(b, "-o", "link", "show")).includes("net1"), false);
+          assertEquals((await ipIn(c, "-o", "link", "show")).includes("net1"), true);
+          assertEquals((await hostLocalHeld(ferry, network)).length, 1);
+          assertEquals((await ferry.allocations()).length, 1, "the default network is untouched");
+          assertEquals((await ipIn(a, "-o", "link", "show")).includes("eth0"), true);
+          assertEquals(
+            (await ferry.shim(cniEnv("DEL", c, ids[2], "net1"), conf(network, attachment))).code,
+            0,
+          );
+          assertEquals((await ferry.shim(cniEnv("DEL", a, ids[0]), netconf())).code, 0);
+          assertEquals(await ferry.records(), []);
+        }))
+    ),
+});
