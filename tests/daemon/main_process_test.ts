@@ -3,6 +3,8 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { HEALTHZ_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
+import { removeBridge, testSubnet } from "../../daemon/dev/harness.ts";
+import { IS_ROOT, uniqueToken } from "../../daemon/dev/netns.ts";
 
 const MAIN = new URL("../../daemon/main.ts", import.meta.url).pathname;
 
@@ -28,30 +30,42 @@ async function waitHealthy(socket: string): Promise<void> {
   throw new Error("daemon did not become healthy");
 }
 
-Deno.test("the daemon runs from a config file, refuses a second instance, and stops cleanly on SIGTERM", async () => {
-  const dir = await Deno.makeTempDir();
-  const socket = `${dir}/run/ferry.sock`;
-  await Deno.writeTextFile(
-    `${dir}/ferry.json`,
-    JSON.stringify({ standalone: true, stateDir: `${dir}/state`, logLevel: "warning" }),
-  );
-  const first = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket]);
-  try {
-    await waitHealthy(socket);
-    const second = await spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket])
-      .output();
-    assertEquals(second.code, 1);
-    assertMatch(new TextDecoder().decode(second.stderr), /another Ferry daemon is already serving/);
-    first.kill("SIGTERM");
-    const out = await first.output();
-    assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
-    assert(!(await Deno.stat(socket).then(() => true, () => false)), "the socket is removed");
-  } finally {
+Deno.test({
+  name:
+    "the daemon runs from a config file, refuses a second instance, and stops cleanly on SIGTERM",
+  // The daemon sets up its bridge at start: root only, like every daemon that plugs pods.
+  ignore: !IS_ROOT,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    const socket = `${dir}/run/ferry.sock`;
+    // Its own bridge and range; the host's forwarding sysctls left alone.
+    const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+    await Deno.writeTextFile(
+      `${dir}/ferry.json`,
+      JSON.stringify({ standalone: true, stateDir: `${dir}/state`, logLevel: "warning", network }),
+    );
+    const first = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket]);
     try {
-      first.kill("SIGKILL");
-    } catch { /* exited */ }
-    await Deno.remove(dir, { recursive: true });
-  }
+      await waitHealthy(socket);
+      const second = await spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket])
+        .output();
+      assertEquals(second.code, 1);
+      assertMatch(
+        new TextDecoder().decode(second.stderr),
+        /another Ferry daemon is already serving/,
+      );
+      first.kill("SIGTERM");
+      const out = await first.output();
+      assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
+      assert(!(await Deno.stat(socket).then(() => true, () => false)), "the socket is removed");
+    } finally {
+      try {
+        first.kill("SIGKILL");
+      } catch { /* exited */ }
+      await removeBridge(network.bridge);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
 
 Deno.test("an invalid config file stops the daemon with a message naming the field", async () => {
