@@ -17,7 +17,15 @@ import { hostLinkName } from "../net/naming.ts";
 import { ATTACHMENTS_ANNOTATION } from "../registry.ts";
 import { netconf, withFerry } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
-import { hostLinkExists, IS_ROOT, pingOnce, run, uniqueToken, withNetns } from "./netns.ts";
+import {
+  hostLinkExists,
+  IS_ROOT,
+  linkInNetns,
+  pingOnce,
+  run,
+  uniqueToken,
+  withNetns,
+} from "./netns.ts";
 
 interface Row {
   pod: string;
@@ -170,7 +178,7 @@ export async function demo(): Promise<boolean> {
         const leftRecords = await ferry.records();
         const leftInPods = [];
         for (const ns of namespaces) {
-          if ((await run("ip", "-n", ns.name, "-o", "link", "show")).includes("eth0")) {
+          if (await linkInNetns(ns, "eth0")) {
             leftInPods
               .push(ns.name);
           }

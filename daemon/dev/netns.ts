@@ -61,6 +61,16 @@ export function ipIn(ns: TestNetns, ...args: string[]): Promise<string> {
   return run("ip", "-n", ns.name, ...args);
 }
 
+/** True when namespace `ns` has a link called `name`. */
+export async function linkInNetns(ns: TestNetns, name: string): Promise<boolean> {
+  const out = await new Deno.Command("ip", {
+    args: ["-n", ns.name, "link", "show", "dev", name],
+    stdout: "null",
+    stderr: "null",
+  }).output();
+  return out.success;
+}
+
 /** True when the host namespace has a link of that name. */
 export async function hostLinkExists(name: string): Promise<boolean> {
   const out = await new Deno.Command("ip", {

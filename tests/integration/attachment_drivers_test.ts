@@ -10,6 +10,7 @@ import {
   ipIn,
   IS_ROOT,
   kernelSupports,
+  linkInNetns,
   pingOnce,
   run,
   type TestNetns,
@@ -18,17 +19,9 @@ import {
   withNetns,
 } from "../../daemon/dev/netns.ts";
 import { stableMac } from "../../daemon/net/naming.ts";
+import { findPlugin } from "../../daemon/net/delegate.ts";
 
-const opts = { ignore: !IS_ROOT || !(await exists("/usr/lib/cni/host-local")) };
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const opts = { ignore: !IS_ROOT || !(await findPlugin("host-local", ["/usr/lib/cni"])) };
 
 /** A random /24 for an attachment's host-local range. */
 function attachmentSubnet(): string {
@@ -111,7 +104,7 @@ for (const kind of ["macvlan", "ipvlan"] as const) {
             for (const [i, ns] of [a, b].entries()) {
               const del = await ferry.shim(cniEnv("DEL", ns, ids[i], "net1"), stdin);
               assertEquals(del.code, 0, del.stdout);
-              assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+              assertEquals(await linkInNetns(ns, "net1"), false);
             }
             assertEquals(await hostLocalHeld(ferry, network), []);
             assertEquals(await ferry.records(), []);
@@ -142,7 +135,7 @@ Deno.test({
         assertMatch(String(out.json?.msg), /failed to plug macvlan net1/);
         assertEquals(await hostLocalHeld(ferry, network), []);
         assertEquals(await ferry.records(), []);
-        assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+        assertEquals(await linkInNetns(ns, "net1"), false);
       })),
 });
 
@@ -173,7 +166,7 @@ Deno.test({
           assertMatch(`${out.json?.msg} ${out.json?.details ?? ""}`, message);
         }
         assertEquals(await ferry.records(), []);
-        assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+        assertEquals(await linkInNetns(ns, "net1"), false);
       })),
 });
 
@@ -203,7 +196,7 @@ Deno.test({
           assertEquals((await ferry.shim(cniEnv("CHECK", ns, id, "net1"), stdin)).code, 0);
           const del = await ferry.shim(cniEnv("DEL", ns, id, "net1"), stdin);
           assertEquals(del.code, 0, del.stdout);
-          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+          assertEquals(await linkInNetns(ns, "net1"), false);
           assertEquals(await hostLocalHeld(ferry, network), []);
           assertEquals(await ferry.records(), []);
         } finally {
@@ -290,7 +283,7 @@ Deno.test({
           );
           assertEquals((await ferry.shim(cniEnv("CHECK", ns, id, "net1"), stdin)).code, 0);
           assertEquals((await ferry.shim(cniEnv("DEL", ns, id, "net1"), stdin)).code, 0);
-          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+          assertEquals(await linkInNetns(ns, "net1"), false);
         }))
     ),
 });
@@ -321,11 +314,11 @@ Deno.test({
             }),
           );
           assertEquals(gc.code, 0, gc.stdout);
-          assertEquals((await ipIn(b, "-o", "link", "show")).includes("net1"), false);
-          assertEquals((await ipIn(c, "-o", "link", "show")).includes("net1"), true);
+          assertEquals(await linkInNetns(b, "net1"), false);
+          assertEquals(await linkInNetns(c, "net1"), true);
           assertEquals((await hostLocalHeld(ferry, network)).length, 1);
           assertEquals((await ferry.allocations()).length, 1, "the default network is untouched");
-          assertEquals((await ipIn(a, "-o", "link", "show")).includes("eth0"), true);
+          assertEquals(await linkInNetns(a, "eth0"), true);
           assertEquals(
             (await ferry.shim(cniEnv("DEL", c, ids[2], "net1"), conf(network, attachment))).code,
             0,

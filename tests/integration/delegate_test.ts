@@ -1,7 +1,15 @@
 // The delegate driver running Debian's reference plugins in real namespaces. Needs root.
 import { assertEquals, assertMatch, assertRejects } from "deno-std/assert/mod.js";
 import { delegate } from "../../daemon/net/delegate.ts";
-import { ipIn, IS_ROOT, run, uniqueToken, withNetns, withTempDir } from "../../daemon/dev/netns.ts";
+import {
+  ipIn,
+  IS_ROOT,
+  linkInNetns,
+  run,
+  uniqueToken,
+  withNetns,
+  withTempDir,
+} from "../../daemon/dev/netns.ts";
 import { CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
 
@@ -64,7 +72,7 @@ Deno.test({
             path: PATH,
             prevResult: { ...result!, cniVersion: "1.0.0" },
           });
-          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("net1"), false);
+          assertEquals(await linkInNetns(ns, "net1"), false);
           const left = [];
           for await (
             const e of Deno.readDir(`${dir}/ipam/${config.name}`)

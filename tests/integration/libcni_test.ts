@@ -5,7 +5,7 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { compareVersions } from "../../lib/cni/versions.ts";
 import { withFerry } from "../../daemon/dev/harness.ts";
-import { ipIn, IS_ROOT, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
+import { ipIn, IS_ROOT, linkInNetns, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 
 const DRIVER_SRC = new URL("./libcni_driver/", import.meta.url).pathname;
 const HAVE_LIBCNI = await Deno.stat(
@@ -93,7 +93,7 @@ for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
           );
           if (compareVersions(version, "0.4.0") >= 0) await drive("CHECK");
           await drive("DEL");
-          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+          assertEquals(await linkInNetns(ns, "eth0"), false);
         })),
   });
 }

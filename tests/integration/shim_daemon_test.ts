@@ -16,6 +16,7 @@ import {
   hostLinkExists,
   ipIn,
   IS_ROOT,
+  linkInNetns,
   pingOnce,
   run,
   uniqueToken,
@@ -65,7 +66,7 @@ for (
           const del = await ferry.shim(env("DEL", ns, id), conf);
           assertEquals([del.code, del.stdout], [0, ""], del.stdout);
           assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-          assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+          assertEquals(await linkInNetns(ns, "eth0"), false);
           assertEquals(await ferry.allocations(), []);
           assertEquals(await ferry.records(), []);
 
@@ -210,7 +211,7 @@ for (
             assertEquals([out.code, out.json!.code], [1, 5]);
             assertMatch(String(out.json!.details), /injected failure/);
             assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-            assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+            assertEquals(await linkInNetns(ns, "eth0"), false);
             assertEquals(await ferry.allocations(), []);
             assertEquals(await ferry.records(), []);
           }),
@@ -284,7 +285,7 @@ Deno.test({
         await Deno.remove(`${ferry.config.stateDir}/attachments/${id}--eth0.json`);
         await ferry.restartDaemon();
         assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-        assertEquals((await ipIn(ns, "-o", "link", "show")).includes("eth0"), false);
+        assertEquals(await linkInNetns(ns, "eth0"), false);
         assertEquals((await ferry.allocations()).length, 1, "only the recorded pod keeps one");
         assertEquals(await hostLinkExists(hostLinkName(keep, "eth0")), true);
         // The runtime's retry plugs it afresh.
