@@ -13,6 +13,7 @@ import { validateNetConfList } from "../lib/_generated/validateNetConfList.js";
 import type { NetConfList } from "../lib/cni/schemas.ts";
 import { SHIM_ENTRYPOINT, SHIM_RUNTIME_FLAGS, shimArgs, shimPermissionFlags } from "./sandbox.ts";
 import { DEFAULT_SOCKET } from "../lib/socket_api.ts";
+import { CNI_ENV_VARS } from "./invocation.ts";
 
 /** What to install. */
 export interface InstallOptions {
@@ -55,16 +56,41 @@ export function wrapperCommand(
   ];
 }
 
-/** The wrapper script's text. */
-export function wrapperScript(o: InstallOptions): string {
+/**
+ * The whole environment the shim's Deno starts with, besides the CNI variables: the runtime hands
+ * a plugin its own environment, and variables such as `DENO_V8_FLAGS`, `DENO_COVERAGE_DIR` or
+ * `NODE_OPTIONS` would change what Deno does before the shim's first line runs.
+ */
+export function shimEnvironment(denoDir: string): Record<string, string> {
+  return {
+    DENO_DIR: denoDir,
+    DENO_NO_UPDATE_CHECK: "1",
+    DENO_NO_PROMPT: "1",
+    NO_COLOR: "1",
+  };
+}
+
+/**
+ * A script that runs `command` with a clean environment: the six CNI variables that are set, plus
+ * `env`, and nothing else of what the runtime's environment holds (`env -i`).
+ */
+export function cleanEnvScript(command: string[], env: Record<string, string>): string {
   return [
     "#!/bin/sh",
-    "# Ferry CNI shim, written by `deno task install-cni`; run by the container runtime.",
-    `export DENO_DIR=${quote(o.denoDir)}`,
-    "export DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1 NO_COLOR=1",
-    `exec ${wrapperCommand(o).map(quote).join(" ")}`,
+    "# Ferry CNI shim, run by the container runtime. Deno starts with a clean environment:",
+    "# the CNI variables and the settings below only.",
+    "set --",
+    ...CNI_ENV_VARS.map((v) => `[ -n "\${${v}+set}" ] && set -- "$@" "${v}=\$${v}"`),
+    `exec /usr/bin/env -i ${
+      Object.entries(env).map(([k, v]) => quote(`${k}=${v}`)).join(" ")
+    } "$@" ${command.map(quote).join(" ")}`,
     "",
   ].join("\n");
+}
+
+/** The wrapper script `install-cni` writes: `deno run` of the shim with a clean environment. */
+export function wrapperScript(o: InstallOptions): string {
+  return cleanEnvScript(wrapperCommand(o), shimEnvironment(o.denoDir));
 }
 
 /** The conflist that names Ferry's shim. */

@@ -15,7 +15,7 @@ import {
   isSupportedVersion,
 } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
-import { CONTAINER_ID_PATTERN } from "../lib/cni/names.ts";
+import { containerIdProblem, netnsProblem } from "../lib/cni/names.ts";
 import { checkShape } from "../lib/validate.ts";
 import { validateNetConf } from "../lib/_generated/validateNetConf.js";
 
@@ -33,7 +33,6 @@ export const CNI_ENV_VARS = [
 export type CniEnv = Partial<Record<(typeof CNI_ENV_VARS)[number], string>>;
 
 const COMMANDS: readonly CniCommand[] = ["ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"];
-const CONTAINER_ID = new RegExp(CONTAINER_ID_PATTERN);
 
 /** Which variables each command requires (as libcni's skel does). */
 const REQUIRED: Record<Exclude<CniCommand, "VERSION">, (keyof CniEnv)[]> = {
@@ -143,10 +142,12 @@ export function parseInvocation(env: CniEnv, stdin: string): Invocation {
     config,
   };
   if (env.CNI_CONTAINERID) {
-    if (!CONTAINER_ID.test(env.CNI_CONTAINERID)) {
+    const problem = containerIdProblem(env.CNI_CONTAINERID);
+    if (problem) {
       throw new CniError(
         CNI_ERROR.INVALID_ENV,
-        `invalid CNI_CONTAINERID ${JSON.stringify(env.CNI_CONTAINERID)}`,
+        `invalid CNI_CONTAINERID: it ${problem}`,
+        JSON.stringify(env.CNI_CONTAINERID.slice(0, 256)),
       );
     }
     request.containerId = env.CNI_CONTAINERID;
@@ -156,10 +157,12 @@ export function parseInvocation(env: CniEnv, stdin: string): Invocation {
     request.ifname = env.CNI_IFNAME;
   }
   if (env.CNI_NETNS) {
-    if (!env.CNI_NETNS.startsWith("/")) {
+    const problem = netnsProblem(env.CNI_NETNS);
+    if (problem) {
       throw new CniError(
         CNI_ERROR.INVALID_ENV,
-        `CNI_NETNS must be an absolute path, got ${JSON.stringify(env.CNI_NETNS)}`,
+        `invalid CNI_NETNS: it ${problem}`,
+        JSON.stringify(env.CNI_NETNS.slice(0, 256)),
       );
     }
     request.netns = env.CNI_NETNS;

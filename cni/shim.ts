@@ -10,6 +10,7 @@ import { CNI_ERROR, CniError, cniErrorFromWire, cniErrorToWire } from "../lib/cn
 import { convertResult, CURRENT_VERSION, SUPPORTED_VERSIONS } from "../lib/cni/versions.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { checkShape } from "../lib/validate.ts";
+import { timeoutSecondsOf } from "../lib/cni/ferry_conf.ts";
 import { validateCniReply } from "../lib/_generated/validateCniReply.js";
 import { type CniEnv, parseInvocation, requestedVersion } from "./invocation.ts";
 
@@ -23,9 +24,6 @@ export interface ShimOutcome {
   /** 0 on success, 1 on error. */
   exitCode: number;
 }
-
-/** The default time the shim waits for the daemon; a config's `timeoutSeconds` overrides it. */
-export const DEFAULT_TIMEOUT_SECONDS = 150;
 
 /**
  * Runs one CNI invocation.
@@ -49,7 +47,7 @@ export async function runShim(
       const info = { cniVersion: CURRENT_VERSION, supportedVersions: [...SUPPORTED_VERSIONS] };
       return { stdout: JSON.stringify(info), exitCode: 0 };
     }
-    const timeout = timeoutOf(inv.request.config);
+    const timeout = timeoutSecondsOf(inv.request.config);
     const reply = checkShape<CniReply>(
       validateCniReply,
       await send(inv.request, AbortSignal.timeout(timeout * 1000)),
@@ -65,9 +63,4 @@ export async function runShim(
   } catch (err) {
     return { stdout: JSON.stringify(cniErrorToWire(err, version)), exitCode: 1 };
   }
-}
-
-function timeoutOf(config: CniRequest["config"]): number {
-  const t = (config as { timeoutSeconds?: unknown }).timeoutSeconds;
-  return typeof t === "number" && t > 0 ? t : DEFAULT_TIMEOUT_SECONDS;
 }

@@ -2,7 +2,9 @@
  * The node's record of what it plugged: one attachment per (container ID, interface), with the
  * CNI result it returned. Kept in memory and written through to a state directory (one JSON file
  * per attachment, replaced atomically), so a restarted daemon can still answer a repeated ADD,
- * CHECK and DEL for containers plugged before the restart.
+ * CHECK and DEL for containers plugged before the restart. A record file that cannot be read is
+ * not fatal: its key (from the file name) is reported as damaged, so the start-up reconcile keeps
+ * what that key holds, and a DEL for it still releases everything.
  *
  * @module
  */
@@ -44,6 +46,19 @@ export interface AttachmentKey {
 
 const fileName = (k: AttachmentKey) => `${k.containerId}--${k.ifname}.json`;
 
+function keyOfFile(name: string): AttachmentKey | undefined {
+  const m = /^(.+)--([^-][^/]*)\.json$/.exec(name);
+  return m ? { containerId: m[1], ifname: m[2] } : undefined;
+}
+
+function isAttachment(x: unknown, name: string): x is Attachment {
+  const a = x as Attachment;
+  return typeof a === "object" && a !== null && typeof a.containerId === "string" &&
+    typeof a.ifname === "string" && typeof a.netns === "string" &&
+    typeof a.network === "string" && typeof a.result === "object" && a.result !== null &&
+    fileName(a) === name;
+}
+
 /**
  * The store.
  *
@@ -56,21 +71,46 @@ const fileName = (k: AttachmentKey) => `${k.containerId}--${k.ifname}.json`;
 export class AttachmentStore {
   readonly #dir: string;
   readonly #items = new Map<string, Attachment>();
+  readonly #damaged = new Map<string, AttachmentKey>();
 
   private constructor(dir: string) {
     this.#dir = dir;
   }
 
-  /** Opens (creating if needed) the store in `dir` and loads its records. */
+  /**
+   * Opens (creating if needed) the store in `dir` and loads its records. Temporary files of a
+   * write that was killed halfway are removed; unreadable records are kept as
+   * {@link AttachmentStore.damaged} keys.
+   */
   static async open(dir: string): Promise<AttachmentStore> {
     const store = new AttachmentStore(dir);
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
     for await (const entry of Deno.readDir(dir)) {
-      if (!entry.isFile || !entry.name.endsWith(".json")) continue;
-      const record = JSON.parse(await Deno.readTextFile(`${dir}/${entry.name}`)) as Attachment;
-      store.#items.set(fileName(record), record);
+      if (!entry.isFile) continue;
+      if (entry.name.startsWith(".") && entry.name.endsWith(".tmp")) {
+        await Deno.remove(`${dir}/${entry.name}`);
+        continue;
+      }
+      const key = keyOfFile(entry.name);
+      if (!key) continue;
+      let record: unknown;
+      try {
+        record = JSON.parse(await Deno.readTextFile(`${dir}/${entry.name}`));
+      } catch {
+        record = undefined;
+      }
+      if (isAttachment(record, entry.name)) store.#items.set(entry.name, record);
+      else store.#damaged.set(entry.name, key);
     }
     return store;
+  }
+
+  /**
+   * Keys whose record file exists but cannot be read: what they hold is not known, so nothing of
+   * theirs is swept; a DEL for one releases it like any unrecorded attachment.
+   */
+  damaged(): AttachmentKey[] {
+    return [...this.#damaged.values()];
   }
 
   /** The attachment for `key`, if any. */
@@ -99,5 +139,6 @@ export class AttachmentStore {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     });
     this.#items.delete(name);
+    this.#damaged.delete(name);
   }
 }

@@ -17,6 +17,7 @@ import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_st
 import type { BridgeDriver } from "./drivers/bridge.ts";
 import type { Driver, DriverName } from "./drivers/driver.ts";
 import { KeyedMutex } from "./keyed_mutex.ts";
+import type { NetnsGuard } from "./net/netns_guard.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
@@ -37,6 +38,8 @@ export interface CniServiceDeps {
   drivers: { macvlan: Driver; ipvlan: Driver; delegate: Driver };
   /** The record of plugged interfaces. */
   store: AttachmentStore;
+  /** Tells a pod's namespace from the node's, a gone one, or a file that is no namespace. */
+  netns: NetnsGuard;
   /** Whether the daemon can serve ADD (STATUS reports it). */
   isReady: () => boolean;
   /** Where to log. */
@@ -111,15 +114,19 @@ export class CniService {
     this.#d = deps;
   }
 
-  /** Runs one request; resolves to a result for ADD, undefined otherwise. */
-  handle(req: CniRequest): Promise<CniResult | undefined> {
+  /**
+   * Runs one request; resolves to a result for ADD, undefined otherwise. `signal` aborts when
+   * the requester has gone (its connection closed): work not yet started is abandoned, and an
+   * ADD that finishes after that is rolled back instead of recorded.
+   */
+  handle(req: CniRequest, signal?: AbortSignal): Promise<CniResult | undefined> {
     switch (req.command) {
       case "ADD":
-        return this.add(req);
+        return this.add(req, signal);
       case "DEL":
-        return this.del(req).then(() => undefined);
+        return this.del(req, signal).then(() => undefined);
       case "CHECK":
-        return this.check(req).then(() => undefined);
+        return this.check(req, signal).then(() => undefined);
       case "STATUS":
         return Promise.resolve(this.status()).then(() => undefined);
       case "GC":
@@ -136,13 +143,14 @@ export class CniService {
   }
 
   /** Plugs the interface, or returns the recorded result of an earlier identical ADD. */
-  add(req: CniRequest): Promise<CniResult> {
+  async add(req: CniRequest, signal?: AbortSignal): Promise<CniResult> {
     const key = this.#key(req);
     const netns = need(req, "netns");
     const ref = podRefFromArgs(req.args);
     const { driver, conf } = selectDriver(req.config);
-    return this.#locks.run(key.containerId, async () => {
-      const pod = ref && await this.#podFor(ref, req.containerId);
+    await this.#d.netns.require(netns);
+    return await this.#locks.run(key.containerId, async () => {
+      const pod = ref && await this.#podFor(ref, req.containerId, signal);
       const existing = this.#d.store.get(key);
       if (existing) {
         if (existing.netns !== netns) {
@@ -191,17 +199,39 @@ export class CniService {
         this.#d.pods!.registry.setContainerId(ref, key.containerId);
         await this.#annotate(pod, record);
       }
+      if (signal?.aborted) await this.#abandon(key, req);
       return record.result;
-    });
+    }, signal);
+  }
+
+  /**
+   * The requester of an ADD went away (its shim timed out, its connection closed) while the
+   * interface was being plugged: nobody will use the result, so it is rolled back rather than
+   * left behind unknown to the runtime.
+   */
+  async #abandon(key: AttachmentKey, req: CniRequest): Promise<never> {
+    this.#d.logger.warn(
+      "ADD of {containerId}/{ifname} finished after its requester had gone; rolling it back",
+      { ...key },
+    );
+    await this.#release(key, req);
+    throw new CniError(
+      CNI_ERROR.TRY_AGAIN_LATER,
+      `the requester of ADD ${key.containerId}/${key.ifname} went away; the ADD was rolled back`,
+    );
   }
 
   /** Waits for the request's pod when Kubernetes is on and the runtime named a pod. */
-  async #podFor(ref: PodRef, containerId: string | undefined): Promise<RegisteredPod | undefined> {
+  async #podFor(
+    ref: PodRef,
+    containerId: string | undefined,
+    gone?: AbortSignal,
+  ): Promise<RegisteredPod | undefined> {
     if (!this.#d.pods) return undefined;
     const { registry, waitMs } = this.#d.pods;
     const signal = AbortSignal.timeout(waitMs);
     try {
-      return await registry.waitFor(ref, signal);
+      return await registry.waitFor(ref, gone ? AbortSignal.any([signal, gone]) : signal);
     } catch (e) {
       if (!signal.aborted) throw e;
       this.#d.logger.warn(
@@ -235,9 +265,12 @@ export class CniService {
   }
 
   /** Unplugs and releases; anything already gone is success. */
-  del(req: CniRequest): Promise<void> {
+  async del(req: CniRequest, signal?: AbortSignal): Promise<void> {
     const key = this.#key(req);
-    return this.#locks.run(key.containerId, async () => {
+    // The node's own namespace is refused outright; a path that is gone or no namespace at all
+    // is treated as gone (nothing is done inside it).
+    await this.#d.netns.forDel(req.netns);
+    return await this.#locks.run(key.containerId, async () => {
       const ref = podRefFromArgs(req.args);
       const registry = this.#d.pods?.registry;
       const current = ref && registry?.containerIdOf(ref);
@@ -251,7 +284,7 @@ export class CniService {
         registry!.setContainerId(ref, undefined);
       }
       await this.#release(key, req);
-    });
+    }, signal);
   }
 
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
@@ -273,9 +306,12 @@ export class CniService {
     const { driver, conf } = record
       ? { driver: record.driver ?? "bridge", conf: record.conf ?? req.config }
       : selectDriver(req.config);
+    // Only the namespace this daemon plugged (the record's) is entered, and only while it is
+    // still a pod's: without a record, whatever has that name in the request's namespace is
+    // not known to be ours, and it goes with its namespace anyway.
     await this.#driver(driver).del({
       key: { containerId: key.containerId, ifname: key.ifname },
-      netns: req.netns ?? record?.netns,
+      netns: await this.#d.netns.forDel(record?.netns),
       conf,
       args: req.args,
       path: req.path,
@@ -284,10 +320,11 @@ export class CniService {
   }
 
   /** Compares the live interface with the previous result (or the recorded one). */
-  check(req: CniRequest): Promise<void> {
+  async check(req: CniRequest, signal?: AbortSignal): Promise<void> {
     const key = this.#key(req);
     const netns = need(req, "netns");
-    return this.#locks.run(key.containerId, async () => {
+    await this.#d.netns.require(netns, true);
+    return await this.#locks.run(key.containerId, async () => {
       const record = this.#d.store.get(key);
       if (!record) {
         throw new CniError(
@@ -304,7 +341,7 @@ export class CniService {
         path: req.path,
         record,
       }, expected);
-    });
+    }, signal);
   }
 
   /** Throws code 50 when ADD cannot be served now. */

@@ -60,6 +60,20 @@ export const DaemonConfigSchema = Type.Object({
     description: "deadline of a delegated or IPAM plugin run",
   }),
   maxRequestBytes: Type.Integer({ minimum: 1024 }),
+  server: Type.Object({
+    readTimeoutSeconds: Type.Number({
+      exclusiveMinimum: 0,
+      description: "a request must arrive whole within this (slow or stalled clients are cut)",
+    }),
+    writeTimeoutSeconds: Type.Number({
+      exclusiveMinimum: 0,
+      description: "a response must be taken within this",
+    }),
+    maxConnections: Type.Integer({
+      minimum: 1,
+      description: "connections served at once; more get code 11 at once",
+    }),
+  }, { additionalProperties: false }),
   shutdownTimeoutSeconds: Type.Number({ minimum: 0 }),
   logLevel: Type.Union([
     Type.Literal("trace"),
@@ -97,6 +111,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   },
   pluginTimeoutSeconds: 60,
   maxRequestBytes: 1024 * 1024,
+  server: { readTimeoutSeconds: 10, writeTimeoutSeconds: 10, maxConnections: 512 },
   shutdownTimeoutSeconds: 10,
   logLevel: "info",
 };
@@ -143,6 +158,7 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     ...given,
     network: { ...DEFAULT_CONFIG.network, ...(given.network ?? {}) },
     watch: { ...DEFAULT_CONFIG.watch, ...(given.watch ?? {}) },
+    server: { ...DEFAULT_CONFIG.server, ...(given.server ?? {}) },
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   };
   const validate = new Ajv({ allErrors: true }).compile(DaemonConfigSchema);

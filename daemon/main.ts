@@ -30,8 +30,14 @@ import { SpawningIpRunner } from "./net/ip_runner.ts";
 import { Libc } from "./net/netlink/libc.ts";
 import { NetlinkPlumber } from "./net/netlink/netlink_plumber.ts";
 import type { Plumber } from "./net/plumber.ts";
-import { createRouter } from "./router.ts";
-import { claimSocketPath, serveOnSocket, type SocketServer } from "./socket_server.ts";
+import { NetnsGuard } from "./net/netns_guard.ts";
+import { createRouter, protocolErrorResponse } from "./router.ts";
+import {
+  claimSocketPath,
+  serveOnSocket,
+  type SocketServer,
+  type SocketStatus,
+} from "./socket_server.ts";
 
 /** A running daemon. */
 export interface Daemon {
@@ -61,6 +67,8 @@ export interface DaemonStats {
   podWatch?: InformerStats;
   /** Pods known, and ADDs waiting for theirs. */
   registry?: { pods: number; waiting: number };
+  /** The socket: connections now, refused at the limit, times it was created again. */
+  socket?: SocketStatus;
 }
 
 /** Collaborators a caller (a test, the demo) may replace. */
@@ -156,6 +164,7 @@ export async function startDaemon(
   const pools = await openPools(config);
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
   const plumber = overrides.plumber ?? createPlumber(config, logger);
+  const netns = await NetnsGuard.forThisProcess();
   const bridge = new BridgeDriver({
     pools,
     plumber,
@@ -171,7 +180,19 @@ export async function startDaemon(
     // bridge or sweeps links that the running one may be plugging.
     await claimSocketPath(config.socket);
     await bridge.prepare();
-    const swept = await bridge.reconcile(store.list());
+    for (const key of store.damaged()) {
+      logger.error(
+        "the attachment record of {containerId}/{ifname} cannot be read; what it holds is kept " +
+          "until a DEL for it",
+        { ...key },
+      );
+    }
+    const swept = await bridge.reconcile(store.list(), store.damaged());
+    if (swept.repaired.length) {
+      logger.warn("settled allocation files that named no owner: {addresses}", {
+        addresses: swept.repaired.join(", "),
+      });
+    }
     if (swept.links.length || swept.addresses) {
       logger.warn(
         "removed {links} unrecorded links ({names}) and {addresses} unrecorded addresses",
@@ -195,13 +216,15 @@ export async function startDaemon(
     drivers: {
       macvlan: new SublinkDriver("macvlan", plumber, deadline),
       ipvlan: new SublinkDriver("ipvlan", plumber, deadline),
-      delegate: new DelegatedDriver(deadline),
+      delegate: new DelegatedDriver(deadline, plumber),
     },
     store,
+    netns,
     isReady: ready,
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
   });
+  let server: SocketServer | undefined;
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
     apiCallsOnCniPath: kube?.cniApiCalls.count ?? 0,
@@ -210,21 +233,35 @@ export async function startDaemon(
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,
+    socket: server?.status(),
   });
   const router = createRouter({
-    handle: (req) => {
+    handle: (req, signal) => {
       cniRequests[req.command] = (cniRequests[req.command] ?? 0) + 1;
-      return service.handle(req);
+      return service.handle(req, signal);
     },
     isHealthy: healthy,
     isReady: ready,
+    healthNote: () => {
+      const s = server?.status();
+      return s?.lastRecreated
+        ? `socket created again ${s.recreated} time(s); last at ${s.lastRecreated.at}: found ${s.lastRecreated.found}`
+        : undefined;
+    },
     stats,
     maxRequestBytes: config.maxRequestBytes,
     logger: getLogger(["ferry", "http"]),
   });
-  let server: SocketServer;
   try {
-    server = await serveOnSocket(config.socket, router);
+    server = await serveOnSocket(config.socket, router, {
+      readTimeoutMs: config.server.readTimeoutSeconds * 1000,
+      writeTimeoutMs: config.server.writeTimeoutSeconds * 1000,
+      maxConnections: config.server.maxConnections,
+      maxBodyBytes: config.maxRequestBytes,
+      maxHeaderBytes: 16 * 1024,
+      reject: protocolErrorResponse,
+      logger: getLogger(["ferry", "http"]),
+    });
   } catch (e) {
     await kube?.close();
     closePlumber();

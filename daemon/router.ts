@@ -11,18 +11,22 @@ import { CNI_ERROR, CniError, toCniError } from "../lib/cni/errors.ts";
 import type { CniResult } from "../lib/cni/schemas.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../lib/socket_api.ts";
-import { checkShape } from "../lib/validate.ts";
 import { concatBytes } from "../lib/bytes.ts";
-import { validateCniRequest } from "../lib/_generated/validateCniRequest.js";
+import { decodeRequest } from "./request.ts";
 
 /** What the routes need. */
 export interface RouterDeps {
-  /** Runs a CNI request; resolves to the ADD result or undefined. */
-  handle: (req: CniRequest) => Promise<CniResult | undefined>;
+  /**
+   * Runs a CNI request; resolves to the ADD result or undefined. `signal` aborts when the
+   * requester has gone.
+   */
+  handle: (req: CniRequest, signal: AbortSignal) => Promise<CniResult | undefined>;
   /** Liveness. */
   isHealthy: () => boolean;
   /** Readiness. */
   isReady: () => boolean;
+  /** What `/healthz` adds after `ok` (e.g. that the socket had to be created again). */
+  healthNote?: () => string | undefined;
   /** Counters for `GET /v1/stats`. */
   stats: () => unknown;
   /** The largest request body accepted, in bytes. */
@@ -67,6 +71,18 @@ function errorReply(err: CniError, status = httpStatusOf(err.code)): Response {
   return json(reply, status);
 }
 
+/**
+ * The answer to a request that never reached a route (malformed HTTP, too large, too slow, or
+ * over the connection limit), as a CNI reply so that the shim prints a proper error: the limit
+ * (503) is code 11, try again later; anything else is code 6, the request could not be decoded.
+ */
+export function protocolErrorResponse(status: number, message: string): Response {
+  const code = status === STATUS_CODE.ServiceUnavailable
+    ? CNI_ERROR.TRY_AGAIN_LATER
+    : CNI_ERROR.DECODE_FAILURE;
+  return errorReply(new CniError(code, message), status);
+}
+
 /** Reads at most `limit` bytes of the body; throws code 6 beyond it. */
 async function readBody(req: Request, limit: number): Promise<string> {
   const declared = Number(req.headers.get("content-length") ?? "0");
@@ -94,7 +110,7 @@ async function readBody(req: Request, limit: number): Promise<string> {
 export function createRouter(deps: RouterDeps): (req: Request) => Promise<Response> {
   const routes: Record<string, (req: Request) => Promise<Response> | Response> = {
     [`POST ${CNI_REQUEST_PATH}`]: (req) => cni(deps, req),
-    [`GET ${HEALTHZ_PATH}`]: () => probe(deps.isHealthy()),
+    [`GET ${HEALTHZ_PATH}`]: () => probe(deps.isHealthy(), deps.healthNote?.()),
     [`GET ${READYZ_PATH}`]: () => probe(deps.isReady()),
     [`GET ${STATS_PATH}`]: () => json(deps.stats()),
   };
@@ -110,8 +126,8 @@ export function createRouter(deps: RouterDeps): (req: Request) => Promise<Respon
   };
 }
 
-function probe(ok: boolean): Response {
-  return new Response(ok ? "ok\n" : "not ok\n", {
+function probe(ok: boolean, note?: string): Response {
+  return new Response((ok ? "ok\n" : "not ok\n") + (note ? `${note}\n` : ""), {
     status: ok ? STATUS_CODE.OK : STATUS_CODE.ServiceUnavailable,
   });
 }
@@ -120,20 +136,8 @@ async function cni(deps: RouterDeps, req: Request): Promise<Response> {
   const started = performance.now();
   let request: CniRequest | undefined;
   try {
-    const text = await readBody(req, deps.maxRequestBytes);
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch (e) {
-      throw new CniError(CNI_ERROR.DECODE_FAILURE, "request body is not JSON", String(e));
-    }
-    request = checkShape<CniRequest>(
-      validateCniRequest,
-      raw,
-      CNI_ERROR.INVALID_CONFIG,
-      "CNI request",
-    );
-    const result = await deps.handle(request);
+    request = decodeRequest(await readBody(req, deps.maxRequestBytes));
+    const result = await deps.handle(request, req.signal);
     deps.logger.info("{command} {containerId} {ifname} ok in {ms} ms", {
       ...logFields(request),
       ms: elapsed(started),

@@ -1,11 +1,15 @@
 /**
  * Serving HTTP on the daemon's unix socket: the parent directory is created (0700), a stale
  * socket file is replaced only after checking that no live daemon answers on it, the socket is
- * made 0600, and shutdown finishes in-flight requests up to a deadline before removing the socket.
+ * made 0600 and watched (a removed or replaced socket is created again), connections are bounded
+ * in number and time, and shutdown finishes in-flight requests up to a deadline before removing
+ * the socket.
  *
  * @module
  */
+import type { Logger } from "@logtape/logtape";
 import { HEALTHZ_PATH } from "../lib/socket_api.ts";
+import { answer, type ExchangeLimits, type Reject, serveExchange } from "./http1.ts";
 import { SocketUnavailableError, unixRequest } from "../lib/unix_http.ts";
 
 /** Another process holds the socket. */
@@ -50,16 +54,59 @@ export async function claimSocketPath(path: string): Promise<void> {
   throw new SocketInUseError(`another Ferry daemon is already serving on ${path}`);
 }
 
+/** How the server bounds its clients. */
+export interface SocketServerOptions extends ExchangeLimits {
+  /** Connections served at once; more are answered 503 at once (the shim reports code 11). */
+  maxConnections: number;
+  /** Builds the answer to a request that never reached the handler. */
+  reject: Reject;
+  /** Where to log the connection limit and a replaced socket. */
+  logger?: Logger;
+}
+
+/** The defaults: 10 s to send a request, 10 s to take the answer, 1 MiB bodies, 512 connections. */
+export const DEFAULT_SERVER_OPTIONS: SocketServerOptions = {
+  readTimeoutMs: 10_000,
+  writeTimeoutMs: 10_000,
+  maxHeaderBytes: 16 * 1024,
+  maxBodyBytes: 1024 * 1024,
+  maxConnections: 512,
+  reject: (status, message) => new Response(message + "\n", { status }),
+};
+
+/** What the server knows of its socket and clients, for `/healthz` and `/v1/stats`. */
+export interface SocketStatus {
+  /** Connections being served now. */
+  connections: number;
+  /** Connections answered 503 because the limit was reached. */
+  refused: number;
+  /** How often the socket file was found removed or replaced and was created again. */
+  recreated: number;
+  /** The last time that happened, and what was found. */
+  lastRecreated?: { at: string; found: string };
+}
+
 /** A running server. */
 export interface SocketServer {
   /** Stops accepting, waits for in-flight requests up to `deadlineMs`, removes the socket. */
   shutdown(deadlineMs: number): Promise<void>;
   /** Settles when the server has stopped. */
   finished: Promise<void>;
+  /** The socket's and the connections' state. */
+  status(): SocketStatus;
+  /**
+   * Checks that the socket file is still the one this server listens on (same inode, 0600), and
+   * creates it again when it is not. A watch on its directory calls this on every change.
+   */
+  verify(): Promise<void>;
 }
 
 /**
- * Serves `handler` on `path` (call {@link claimSocketPath} first).
+ * Serves `handler` on `path` (call {@link claimSocketPath} first): one request per connection,
+ * each within the limits of `options`, at most `options.maxConnections` at once. The shim may
+ * connect only with read and write permission on the socket's path, which also lets it remove or
+ * replace that path; the server watches the socket's directory and creates its socket again
+ * whenever the file is not the one it listens on (counted in {@link SocketServer.status}).
  *
  * @example
  * ```ts
@@ -71,25 +118,142 @@ export interface SocketServer {
 export async function serveOnSocket(
   path: string,
   handler: (req: Request) => Promise<Response>,
+  options: Partial<SocketServerOptions> = {},
 ): Promise<SocketServer> {
-  const listening = Promise.withResolvers<void>();
-  const server = Deno.serve({
-    path,
-    transport: "unix",
-    onListen: () => listening.resolve(),
-    onError: (e) => new Response(JSON.stringify({ error: String(e) }), { status: 500 }),
-  }, handler);
-  await listening.promise;
-  await Deno.chmod(path, 0o600);
-  const finished = server.finished.then(() => {});
+  const o = { ...DEFAULT_SERVER_OPTIONS, ...options };
+  const dir = path.slice(0, path.lastIndexOf("/")) || "/";
+  const active = new Set<Promise<void>>();
+  const conns = new Set<Deno.Conn>();
+  const status: SocketStatus = { connections: 0, refused: 0, recreated: 0 };
+  let refusedInBurst = 0;
+  let stopping = false;
+  let listener: Deno.Listener;
+  let identity: { dev: number; ino: number };
+
+  const serve = (conn: Deno.Conn) => {
+    if (conns.size >= o.maxConnections) {
+      status.refused++;
+      if (refusedInBurst++ === 0) {
+        o.logger?.warn(
+          "connection limit of {max} reached on {socket}: further connections are answered 503 " +
+            "(the shim reports code 11) until one finishes",
+          { max: o.maxConnections, socket: path },
+        );
+      }
+      answer(
+        conn,
+        o.reject(503, `the daemon is serving ${o.maxConnections} connections already`),
+        o.writeTimeoutMs,
+      );
+      return;
+    }
+    if (refusedInBurst > 0) {
+      o.logger?.info("accepting connections again; {refused} were refused at the limit", {
+        refused: refusedInBurst,
+      });
+      refusedInBurst = 0;
+    }
+    conns.add(conn);
+    const task = serveExchange(conn, handler, o, o.reject)
+      .catch((e) => o.logger?.error("serving a connection failed: {error}", { error: String(e) }))
+      .finally(() => {
+        conns.delete(conn);
+        active.delete(task);
+        status.connections = conns.size;
+      });
+    active.add(task);
+    status.connections = conns.size;
+  };
+
+  const listen = async () => {
+    const l = Deno.listen({ transport: "unix", path });
+    await Deno.chmod(path, 0o600);
+    const info = await Deno.lstat(path);
+    identity = { dev: info.dev, ino: info.ino ?? 0 };
+    listener = l;
+    (async () => {
+      try {
+        for await (const conn of l) serve(conn);
+      } catch { /* closed */ }
+    })();
+  };
+  await listen();
+
+  let verifying: Promise<void> | undefined;
+  const verify = () => verifying ??= check().finally(() => (verifying = undefined));
+  const check = async () => {
+    if (stopping) return;
+    let found: string | undefined;
+    try {
+      const info = await Deno.lstat(path);
+      if (!info.isSocket) found = "a file that is not a socket";
+      else if (info.dev !== identity.dev || info.ino !== identity.ino) found = "another socket";
+      else if ((info.mode! & 0o777) !== 0o600) {
+        o.logger?.warn("the socket {socket} had mode {mode}; set back to 0600", {
+          socket: path,
+          mode: (info.mode! & 0o777).toString(8),
+        });
+        await Deno.chmod(path, 0o600);
+      }
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+      found = "no socket at all";
+    }
+    if (!found || stopping) return;
+    o.logger?.error("the socket {socket} was removed or replaced ({found}); creating it again", {
+      socket: path,
+      found,
+    });
+    try {
+      listener.close();
+    } catch { /* already closed */ }
+    await Deno.remove(path).catch(() => {});
+    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    await listen();
+    status.recreated++;
+    status.lastRecreated = { at: new Date().toISOString(), found };
+  };
+
+  const watcher = Deno.watchFs(dir, { recursive: false });
+  (async () => {
+    try {
+      for await (const _ of watcher) {
+        await verify().catch((e) =>
+          o.logger?.error("re-creating the socket {socket} failed: {error}", {
+            socket: path,
+            error: String(e),
+          })
+        );
+      }
+    } catch { /* closed */ }
+  })();
+
+  const finished = Promise.withResolvers<void>();
   return {
-    finished,
+    finished: finished.promise,
+    status: () => ({ ...status }),
+    verify,
     async shutdown(deadlineMs: number) {
+      stopping = true;
+      watcher.close();
+      try {
+        listener.close();
+      } catch { /* already closed */ }
       let timer: ReturnType<typeof setTimeout> | undefined;
       const deadline = new Promise<void>((r) => (timer = setTimeout(r, deadlineMs)));
-      await Promise.race([server.shutdown(), deadline]);
+      await Promise.race([Promise.allSettled([...active]), deadline]);
       clearTimeout(timer);
-      await Deno.remove(path).catch(() => {});
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch { /* already closed */ }
+      }
+      // Only our own socket is removed: a replacement someone else put there is theirs.
+      const info = await Deno.lstat(path).catch(() => undefined);
+      if (info && info.dev === identity.dev && info.ino === identity.ino) {
+        await Deno.remove(path).catch(() => {});
+      }
+      finished.resolve();
     },
   };
 }

@@ -6,7 +6,13 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import { CniResultSchema, NetConfSchema } from "./cni/schemas.ts";
-import { CONTAINER_ID_PATTERN, IFNAME_PATTERN, NETNS_PATTERN } from "./cni/names.ts";
+import {
+  CONTAINER_ID_MAX_LENGTH,
+  CONTAINER_ID_PATTERN,
+  IFNAME_PATTERN,
+  NETNS_MAX_LENGTH,
+  NETNS_PATTERN,
+} from "./cni/names.ts";
 
 /**
  * A CNI invocation, forwarded by the shim. Variables a command does not need may be absent. The
@@ -20,8 +26,10 @@ export const CniRequestSchema = Type.Object({
     Type.Literal("STATUS"),
     Type.Literal("GC"),
   ]),
-  containerId: Type.Optional(Type.String({ pattern: CONTAINER_ID_PATTERN })),
-  netns: Type.Optional(Type.String({ pattern: NETNS_PATTERN })),
+  containerId: Type.Optional(
+    Type.String({ pattern: CONTAINER_ID_PATTERN, maxLength: CONTAINER_ID_MAX_LENGTH }),
+  ),
+  netns: Type.Optional(Type.String({ pattern: NETNS_PATTERN, maxLength: NETNS_MAX_LENGTH })),
   ifname: Type.Optional(Type.String({ pattern: IFNAME_PATTERN })),
   args: Type.Record(Type.String(), Type.String()),
   path: Type.Array(Type.String()),

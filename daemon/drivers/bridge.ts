@@ -133,23 +133,45 @@ export class BridgeDriver implements Driver {
   }
 
   /**
-   * Puts the node back in line with the record after a crash: removes Ferry's links on the bridge
-   * that no attachment names and releases addresses that no attachment holds (an ADD killed
-   * halfway leaves both). Run at start, before any request is served.
+   * Puts the node back in line with the record after a crash: allocation files that name no
+   * owner are given back to the attachment recorded with that address (or freed), then Ferry's
+   * links on the bridge that no attachment names are removed and addresses that no attachment
+   * holds are released (an ADD killed halfway leaves both). `damaged` are keys whose record
+   * cannot be read: what they hold is kept. Run at start, before any request is served.
    */
-  async reconcile(records: Attachment[]): Promise<{ links: string[]; addresses: number }> {
-    const known = new Set(records.map((r) => r.hostIfname).filter(Boolean));
+  async reconcile(
+    records: Attachment[],
+    damaged: AttachmentKey[] = [],
+  ): Promise<{ links: string[]; addresses: number; repaired: string[] }> {
+    const holders = new Map<string, AttachmentKey>();
+    for (const r of records) {
+      if ((r.driver ?? "bridge") !== "bridge") continue;
+      for (const ip of r.result.ips ?? []) holders.set(ip.address.split("/")[0], r);
+    }
+    const repaired: string[] = [];
+    for (const pool of this.#d.pools) {
+      const { restored, freed } = await pool.repair(holders);
+      repaired.push(
+        ...restored.map((ip) => `${ip} (restored)`),
+        ...freed.map((ip) => `${ip} (freed)`),
+      );
+    }
+    const keys = [...records, ...damaged];
+    const known = new Set([
+      ...records.map((r) => r.hostIfname).filter(Boolean),
+      ...damaged.map((k) => hostLinkName(k.containerId, k.ifname)),
+    ]);
     const links = (await this.#d.plumber.bridgePorts(this.#d.bridge)).filter((name) =>
       name.startsWith(HOST_LINK_PREFIX) && !known.has(name)
     );
     for (const name of links) await this.#d.plumber.unplugVeth(name);
-    const owners = new Set(records.map((r) => `${r.containerId}/${r.ifname}`));
+    const owners = new Set(keys.map((r) => `${r.containerId}/${r.ifname}`));
     let addresses = 0;
     for (const owner of this.owners()) {
       if (owners.has(`${owner.containerId}/${owner.ifname}`)) continue;
       for (const pool of this.#d.pools) if (await pool.release(owner)) addresses++;
     }
-    return { links, addresses };
+    return { links, addresses, repaired };
   }
 
   /** Whether `owner` holds addresses in this driver's pools. */

@@ -7,7 +7,14 @@
  */
 import type { CniResult } from "../../lib/cni/schemas.ts";
 import { delegate } from "../net/delegate.ts";
-import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
+import type { Plumber } from "../net/plumber.ts";
+import {
+  type AddContext,
+  type Driver,
+  type Plugged,
+  type RecordContext,
+  refuseTakenName,
+} from "./driver.ts";
 import type { Deadline } from "./sublink.ts";
 
 /**
@@ -15,15 +22,20 @@ import type { Deadline } from "./sublink.ts";
  *
  * @example
  * ```ts
- * const driver = new DelegatedDriver(() => AbortSignal.timeout(60_000));
+ * const driver = new DelegatedDriver(() => AbortSignal.timeout(60_000), plumber);
  * ```
  */
 export class DelegatedDriver implements Driver {
   readonly #deadline: Deadline;
+  readonly #links: Pick<Plumber, "inspect">;
 
-  /** Creates the driver; `deadline` gives each plugin run its abort signal. */
-  constructor(deadline: Deadline) {
+  /**
+   * Creates the driver; `deadline` gives each plugin run its abort signal, `links` tells whether
+   * an interface name is taken in the pod before the plugin runs.
+   */
+  constructor(deadline: Deadline, links: Pick<Plumber, "inspect">) {
     this.#deadline = deadline;
+    this.#links = links;
   }
 
   #run(
@@ -44,8 +56,12 @@ export class DelegatedDriver implements Driver {
     });
   }
 
-  /** ADD through the plugin; a failed ADD is followed by the plugin's DEL, as runtimes do. */
+  /**
+   * ADD through the plugin; a failed ADD is followed by the plugin's DEL, as runtimes do. The
+   * interface name must be free first, so that DEL can only remove what this ADD made.
+   */
   async add(ctx: AddContext): Promise<Plugged> {
+    await refuseTakenName(this.#links, ctx);
     try {
       return { result: (await this.#run(ctx, "ADD", ctx.prevResult))! };
     } catch (e) {

@@ -6,7 +6,9 @@
  *
  * @module
  */
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
+import type { Plumber } from "../net/plumber.ts";
 import type { Attachment, AttachmentKey } from "../attachment_store.ts";
 
 /** The names of the drivers. */
@@ -54,10 +56,35 @@ export interface RecordContext {
 
 /** One way of plugging an interface. */
 export interface Driver {
-  /** Plugs; on failure leaves nothing behind (links, addresses, allocations) and throws a CniError. */
+  /**
+   * Plugs; on failure leaves nothing behind (links, addresses, allocations) and throws a CniError.
+   * What it did not create (an interface that already had the name) it never removes.
+   */
   add(ctx: AddContext): Promise<Plugged>;
   /** Unplugs and releases; anything already gone is success. */
   del(ctx: RecordContext): Promise<void>;
   /** Compares the live state with `expected`; throws a CniError describing the first difference. */
   check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void>;
+}
+
+/**
+ * Refuses an ADD whose interface name is already taken in the pod's namespace, before anything is
+ * created: a failed ADD's clean-up (the driver's, or a delegated plugin's DEL) removes the
+ * interface by name, and must never remove someone else's. A chained ADD (with a `prevResult`)
+ * is let through: its interface may be an earlier plugin's to modify.
+ *
+ * @throws {CniError} code 5 naming the interface and the namespace.
+ */
+export async function refuseTakenName(
+  plumber: Pick<Plumber, "inspect">,
+  ctx: AddContext,
+): Promise<void> {
+  if (ctx.prevResult) return;
+  if (await plumber.inspect(ctx.netns, ctx.key.ifname)) {
+    throw new CniError(
+      CNI_ERROR.IO_FAILURE,
+      `interface ${ctx.key.ifname} already exists in ${ctx.netns}`,
+      "Ferry leaves an interface it did not create alone; choose another CNI_IFNAME",
+    );
+  }
 }

@@ -17,6 +17,7 @@ import type { Plumber, SublinkSpec } from "../net/plumber.ts";
 import { firstDifference } from "../result.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
+import { refuseTakenName } from "./driver.ts";
 
 const IFNAME = "^[^\\s/:]{1,15}$";
 const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
@@ -93,6 +94,7 @@ export class SublinkDriver implements Driver {
         `${this.#kind} network ${ctx.conf.name}: no master given and the host has no default route`,
       );
     }
+    await refuseTakenName(this.#plumber, ctx);
     const ipam = await ipamAdd(this.#ipam(ctx));
     const mac = conf.type === "macvlan"
       ? (conf.runtimeConfig?.mac ?? stableMac(key.containerId, key.ifname, "container"))
@@ -109,9 +111,9 @@ export class SublinkDriver implements Driver {
       routes: (ipam.routes ?? []).map((r) => ({ dst: r.dst, gw: r.gw })),
     };
     try {
+      // The plumber removes the link itself if it created it and then failed.
       await this.#plumber.plugSublink(spec);
     } catch (e) {
-      await this.#plumber.unplugIn(netns, key.ifname).catch(() => {});
       await ipamDel(this.#ipam(ctx)).catch(() => {});
       throw e;
     }
@@ -131,7 +133,10 @@ export class SublinkDriver implements Driver {
     return { result };
   }
 
-  /** Removes the link in the pod (gone namespace or link is fine) and releases the addresses. */
+  /**
+   * Removes the link in the pod (gone namespace or link is fine) and releases the addresses. The
+   * service hands a namespace only when it recorded plugging this link there.
+   */
   async del(ctx: RecordContext): Promise<void> {
     this.#conf(ctx.conf);
     if (ctx.netns) await this.#plumber.unplugIn(ctx.netns, ctx.key.ifname);

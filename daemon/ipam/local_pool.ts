@@ -1,8 +1,12 @@
 /**
  * A node-local address pool: hands out addresses of one range to (container ID, interface)
- * owners and remembers them in a state directory, one file per address (created exclusively, so a
- * second allocation of the same address fails even across processes), so that a restarted daemon
- * neither loses nor doubles an allocation.
+ * owners and remembers them in a state directory, one file per address, so that a restarted
+ * daemon neither loses nor doubles an allocation. A file appears whole or not at all: the owner is
+ * written to a temporary file that is then hard-linked to the address's name (which fails if the
+ * address is taken, even across processes), so a daemon killed at any moment leaves no empty or
+ * half-written allocation. Files that are unreadable anyway (written by an older version, or a
+ * power loss before the data reached the disk) are held back at open and settled by
+ * {@link LocalPool.repair} against the attachment records.
  *
  * @module
  */
@@ -64,6 +68,10 @@ export function defaultRange(
 }
 
 const ownerKey = (o: Owner) => `${o.containerId}\n${o.ifname}`;
+/** What an allocation file holds: `containerId\nifname`, both as the CNI checks them. */
+const OWNER_FILE = /^[a-zA-Z0-9][a-zA-Z0-9_.\-]*\n[^\s/:]{1,15}$/;
+/** Held in memory for an address whose file names no owner, until {@link LocalPool.repair}. */
+const UNREADABLE = "";
 
 /**
  * The pool. Load it with {@link LocalPool.open}; `allocate` and `release` write through to disk.
@@ -87,17 +95,68 @@ export class LocalPool {
     this.#cursor = range.start.value;
   }
 
-  /** Opens (creating if needed) the pool stored in `dir` and loads its allocations. */
+  /**
+   * Opens (creating if needed) the pool stored in `dir` and loads its allocations. Temporary
+   * files of an allocation that was killed halfway are removed; an address whose file names no
+   * owner stays taken until {@link LocalPool.repair} settles it.
+   */
   static async open(dir: string, range: PoolRange): Promise<LocalPool> {
     const pool = new LocalPool(dir, range);
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
     for await (const entry of Deno.readDir(dir)) {
-      if (!entry.isFile || entry.name.startsWith(".")) continue;
-      const owner = (await Deno.readTextFile(`${dir}/${entry.name}`)).trim();
+      if (!entry.isFile) continue;
+      if (entry.name.startsWith(".")) {
+        if (entry.name.endsWith(".tmp")) await Deno.remove(`${dir}/${entry.name}`);
+        continue;
+      }
+      const text = await Deno.readTextFile(`${dir}/${entry.name}`);
+      const owner = OWNER_FILE.test(text.trim()) ? text.trim() : UNREADABLE;
       pool.#byIp.set(entry.name, owner);
-      pool.#byOwner.set(owner, entry.name);
+      if (owner !== UNREADABLE) pool.#byOwner.set(owner, entry.name);
     }
     return pool;
+  }
+
+  /** Addresses whose file names no owner (see {@link LocalPool.repair}). */
+  unreadable(): string[] {
+    return [...this.#byIp].filter(([, owner]) => owner === UNREADABLE).map(([ip]) => ip);
+  }
+
+  /**
+   * Settles every unreadable allocation: an address that `holders` (the attachment records) say
+   * an owner holds is written again for that owner; any other is freed, since nothing that
+   * survives a restart uses it. Run at start, before requests are served.
+   *
+   * @returns what became of each address.
+   */
+  async repair(
+    holders: Map<string, Owner>,
+  ): Promise<{ restored: string[]; freed: string[] }> {
+    const restored: string[] = [];
+    const freed: string[] = [];
+    for (const ip of this.unreadable()) {
+      const owner = holders.get(ip);
+      const path = `${this.#dir}/${ip}`;
+      if (owner && this.addressOf(owner) === undefined) {
+        const tmp = this.#tmpName(ip);
+        await Deno.writeTextFile(tmp, ownerKey(owner), { mode: 0o600 });
+        await Deno.rename(tmp, path);
+        this.#byIp.set(ip, ownerKey(owner));
+        this.#byOwner.set(ownerKey(owner), ip);
+        restored.push(ip);
+      } else {
+        await Deno.remove(path).catch((e) => {
+          if (!(e instanceof Deno.errors.NotFound)) throw e;
+        });
+        this.#byIp.delete(ip);
+        freed.push(ip);
+      }
+    }
+    return { restored, freed };
+  }
+
+  #tmpName(ip: string): string {
+    return `${this.#dir}/.${ip}.${crypto.randomUUID().slice(0, 8)}.tmp`;
   }
 
   /** The range this pool allocates from. */
@@ -117,9 +176,9 @@ export class LocalPool {
     return this.#byOwner.get(ownerKey(owner));
   }
 
-  /** Every (address, owner) held. */
+  /** Every (address, owner) held (unreadable allocations have no owner and are left out). */
   allocations(): { ip: string; owner: Owner }[] {
-    return [...this.#byIp].map(([ip, key]) => {
+    return [...this.#byIp].filter(([, key]) => key !== UNREADABLE).map(([ip, key]) => {
       const [containerId, ifname] = key.split("\n");
       return { ip, owner: { containerId, ifname } };
     });
@@ -159,21 +218,18 @@ export class LocalPool {
     const key = ownerKey(owner);
     // Reserve in memory first: concurrent allocations must not pick the same address.
     this.#byIp.set(ip, key);
+    const tmp = this.#tmpName(ip);
     try {
-      const file = await Deno.open(`${this.#dir}/${ip}`, {
-        write: true,
-        createNew: true,
-        mode: 0o600,
-      });
-      try {
-        await file.write(new TextEncoder().encode(key));
-      } finally {
-        file.close();
-      }
+      // Whole or not at all: the owner is written first, then linked to the address's name,
+      // which fails when that name exists.
+      await Deno.writeTextFile(tmp, key, { mode: 0o600 });
+      await Deno.link(tmp, `${this.#dir}/${ip}`);
     } catch (e) {
       this.#byIp.delete(ip);
       if (e instanceof Deno.errors.AlreadyExists) return false;
       throw new CniError(CNI_ERROR.IO_FAILURE, `cannot record allocation of ${ip}`, String(e));
+    } finally {
+      await Deno.remove(tmp).catch(() => {});
     }
     this.#byOwner.set(key, ip);
     return true;

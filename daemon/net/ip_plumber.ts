@@ -68,13 +68,28 @@ export class IpPlumber implements Plumber {
     await this.#run(planVeth(spec), spec.netns, `failed to plug ${spec.ifname} in ${spec.netns}`);
   }
 
-  /** Creates the macvlan/ipvlan link in the pod and configures it; code 5 on failure. */
+  /**
+   * Creates the macvlan/ipvlan link in the pod and configures it; code 5 on failure. A failure
+   * after the link was created removes it; a failure to create it (the name is taken, the master
+   * is missing) removes nothing, so an interface of the same name that was there stays.
+   */
   async plugSublink(spec: SublinkSpec): Promise<void> {
-    await this.#run(
-      planSublink(spec),
-      spec.netns,
-      `failed to plug ${spec.kind} ${spec.ifname} on ${spec.master} in ${spec.netns}`,
-    );
+    const plan = planSublink(spec);
+    const what = `failed to plug ${spec.kind} ${spec.ifname} on ${spec.master} in ${spec.netns}`;
+    try {
+      await this.#ip.batch(plan.host.lines, { sysctls: plan.host.sysctls });
+    } catch (e) {
+      throw ioError(what, e);
+    }
+    try {
+      await this.#ip.batch(plan.container.lines, {
+        netns: spec.netns,
+        sysctls: plan.container.sysctls,
+      });
+    } catch (e) {
+      await this.unplugIn(spec.netns, spec.ifname).catch(() => {});
+      throw ioError(what, e);
+    }
   }
 
   async #run(plan: PlugPlan, netns: string, what: string): Promise<void> {

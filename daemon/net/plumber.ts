@@ -102,7 +102,10 @@ export interface Plumber {
   plugVeth(spec: VethSpec): Promise<void>;
   /** Removes the host end (and with it the pod end); an absent link is success. */
   unplugVeth(hostIfname: string): Promise<void>;
-  /** Creates a macvlan/ipvlan link in the pod's namespace and configures it. */
+  /**
+   * Creates a macvlan/ipvlan link in the pod's namespace and configures it. On failure it removes
+   * the link only if this call created it: an interface that already had the name stays.
+   */
   plugSublink(spec: SublinkSpec): Promise<void>;
   /** Removes an interface inside a namespace; an absent namespace or link is success. */
   unplugIn(netns: string, ifname: string): Promise<void>;

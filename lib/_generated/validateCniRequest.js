@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateCniRequest = validate10;
-const schema11 = {"$id":"ferry:validateCniRequest","additionalProperties":false,"type":"object","required":["command","args","path","config"],"properties":{"command":{"anyOf":[{"const":"ADD","type":"string"},{"const":"DEL","type":"string"},{"const":"CHECK","type":"string"},{"const":"STATUS","type":"string"},{"const":"GC","type":"string"}]},"containerId":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"netns":{"pattern":"^/\\S*$","type":"string"},"ifname":{"pattern":"^(?!\\.{1,2}$)[^\\s/:]{1,15}$","type":"string"},"args":{"type":"object","patternProperties":{"^(.*)$":{"type":"string"}}},"path":{"type":"array","items":{"type":"string"}},"config":{"$id":"NetConf","additionalProperties":true,"type":"object","required":["cniVersion","name","type"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"name":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"type":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"capabilities":{"type":"object","patternProperties":{"^(.*)$":{"type":"boolean"}}},"ipam":{"type":"object","required":["type"],"properties":{"type":{"minLength":1,"type":"string"}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}},"prevResult":{"$id":"CniResult","type":"object","required":["cniVersion"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"interfaces":{"type":"array","items":{"type":"object","required":["name"],"properties":{"name":{"minLength":1,"type":"string"},"mac":{"type":"string"},"mtu":{"minimum":0,"type":"integer"},"sandbox":{"type":"string"},"socketPath":{"type":"string"},"pciID":{"type":"string"}}}},"ips":{"type":"array","items":{"type":"object","required":["address"],"properties":{"version":{"anyOf":[{"const":"4","type":"string"},{"const":"6","type":"string"}]},"address":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gateway":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"interface":{"minimum":0,"type":"integer"}}}},"routes":{"type":"array","items":{"type":"object","required":["dst"],"properties":{"dst":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gw":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"mtu":{"minimum":0,"type":"integer"},"advmss":{"minimum":0,"type":"integer"},"priority":{"minimum":0,"type":"integer"},"table":{"minimum":0,"type":"integer"},"scope":{"minimum":0,"type":"integer"}}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}}}},"runtimeConfig":{"type":"object","patternProperties":{"^(.*)$":{}}},"args":{"type":"object","patternProperties":{"^(.*)$":{}}}}}}};
+const schema11 = {"$id":"ferry:validateCniRequest","additionalProperties":false,"type":"object","required":["command","args","path","config"],"properties":{"command":{"anyOf":[{"const":"ADD","type":"string"},{"const":"DEL","type":"string"},{"const":"CHECK","type":"string"},{"const":"STATUS","type":"string"},{"const":"GC","type":"string"}]},"containerId":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","maxLength":200,"type":"string"},"netns":{"pattern":"^/\\S*$","maxLength":4095,"type":"string"},"ifname":{"pattern":"^(?!\\.{1,2}$)[^\\s/:]{1,15}$","type":"string"},"args":{"type":"object","patternProperties":{"^(.*)$":{"type":"string"}}},"path":{"type":"array","items":{"type":"string"}},"config":{"$id":"NetConf","additionalProperties":true,"type":"object","required":["cniVersion","name","type"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"name":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"type":{"pattern":"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$","type":"string"},"capabilities":{"type":"object","patternProperties":{"^(.*)$":{"type":"boolean"}}},"ipam":{"type":"object","required":["type"],"properties":{"type":{"minLength":1,"type":"string"}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}},"prevResult":{"$id":"CniResult","type":"object","required":["cniVersion"],"properties":{"cniVersion":{"minLength":1,"type":"string"},"interfaces":{"type":"array","items":{"type":"object","required":["name"],"properties":{"name":{"minLength":1,"type":"string"},"mac":{"type":"string"},"mtu":{"minimum":0,"type":"integer"},"sandbox":{"type":"string"},"socketPath":{"type":"string"},"pciID":{"type":"string"}}}},"ips":{"type":"array","items":{"type":"object","required":["address"],"properties":{"version":{"anyOf":[{"const":"4","type":"string"},{"const":"6","type":"string"}]},"address":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gateway":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"interface":{"minimum":0,"type":"integer"}}}},"routes":{"type":"array","items":{"type":"object","required":["dst"],"properties":{"dst":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$","type":"string"},"gw":{"pattern":"^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)$","type":"string"},"mtu":{"minimum":0,"type":"integer"},"advmss":{"minimum":0,"type":"integer"},"priority":{"minimum":0,"type":"integer"},"table":{"minimum":0,"type":"integer"},"scope":{"minimum":0,"type":"integer"}}}},"dns":{"type":"object","properties":{"nameservers":{"type":"array","items":{"type":"string"}},"domain":{"type":"string"},"search":{"type":"array","items":{"type":"string"}},"options":{"type":"array","items":{"type":"string"}}}}}},"runtimeConfig":{"type":"object","patternProperties":{"^(.*)$":{}}},"args":{"type":"object","patternProperties":{"^(.*)$":{}}}}}}};
 const pattern0 = new RegExp("^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$", "u");
 const pattern1 = new RegExp("^/\\S*$", "u");
 const pattern2 = new RegExp("^(?!\\.{1,2}$)[^\\s/:]{1,15}$", "u");
@@ -195,9 +195,15 @@ let data1 = data.containerId;
 const _errs14 = errors;
 if(errors === _errs14){
 if(typeof data1 === "string"){
+if(data1.length > 200){
+validate10.errors = [{instancePath:instancePath+"/containerId",schemaPath:"#/properties/containerId/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(!pattern0.test(data1)){
 validate10.errors = [{instancePath:instancePath+"/containerId",schemaPath:"#/properties/containerId/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"},message:"must match pattern \""+"^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -216,9 +222,15 @@ let data2 = data.netns;
 const _errs16 = errors;
 if(errors === _errs16){
 if(typeof data2 === "string"){
+if(data2.length > 4095){
+validate10.errors = [{instancePath:instancePath+"/netns",schemaPath:"#/properties/netns/maxLength",keyword:"maxLength",params:{limit: 4095},message:"must NOT have more than 4095 characters"}];
+return false;
+}
+else {
 if(!pattern1.test(data2)){
 validate10.errors = [{instancePath:instancePath+"/netns",schemaPath:"#/properties/netns/pattern",keyword:"pattern",params:{pattern: "^/\\S*$"},message:"must match pattern \""+"^/\\S*$"+"\""}];
 return false;
+}
 }
 }
 else {

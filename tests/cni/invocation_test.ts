@@ -113,3 +113,16 @@ Deno.test("STATUS and GC need only CNI_PATH and a 1.1.0 config", () => {
 Deno.test("VERSION needs neither environment nor a valid config", () => {
   assertEquals(parseInvocation({ CNI_COMMAND: "VERSION" }, "").command, "VERSION");
 });
+
+Deno.test("a container ID over the documented limit is 4 before anything is sent", () => {
+  assertEquals(codeOf({ ...ENV, CNI_CONTAINERID: "a".repeat(5000) }), 4);
+  assertEquals(codeOf({ ...ENV, CNI_CONTAINERID: "a".repeat(201) }), 4);
+  const ok = parseInvocation({ ...ENV, CNI_CONTAINERID: "a".repeat(200) }, CONF);
+  assertEquals(ok.command, "ADD");
+});
+
+Deno.test("a CNI_NETNS with whitespace is 4", () => {
+  assertEquals(codeOf({ ...ENV, CNI_NETNS: "/var/run/netns/a b" }), 4);
+  assertEquals(codeOf({ ...ENV, CNI_NETNS: "/var/run/netns/a\n" }), 4);
+  assertEquals(codeOf({ ...ENV, CNI_NETNS: "relative" }), 4);
+});

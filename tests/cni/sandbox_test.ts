@@ -63,8 +63,10 @@ Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixe
     const { shim, conflist } = await install(o);
     const script = await Deno.readTextFile(shim);
     const expected = wrapperCommand(o).map((a) => `'${a}'`).join(" ");
-    assertEquals(script.split("\n").find((l) => l.startsWith("exec ")), `exec ${expected}`);
-    assertEquals(script.includes(`export DENO_DIR='${dir}/deno'`), true);
+    const exec = script.split("\n").find((l) => l.startsWith("exec "))!;
+    assertEquals(exec.startsWith("exec /usr/bin/env -i "), true, exec);
+    assertEquals(exec.endsWith(` "$@" ${expected}`), true, exec);
+    assertEquals(exec.includes(`'DENO_DIR=${dir}/deno'`), true);
     for (const flag of ["--no-config", "--cached-only", "--no-remote", "--frozen"]) {
       assertEquals(script.includes(`'${flag}'`), true, flag);
     }

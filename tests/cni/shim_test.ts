@@ -94,3 +94,17 @@ Deno.test("the request carries parsed CNI_ARGS and the config as given", async (
   assertEquals(seen[0].args, { K8S_POD_NAME: "p", K8S_POD_NAMESPACE: "n" });
   assertEquals(seen[0].config.cniVersion, "1.1.0");
 });
+
+Deno.test("a timeoutSeconds the shim cannot wait for (1e308, 2^31, 0) is 7 and nothing is sent", async () => {
+  for (const t of [1e308, 2 ** 31, 0, "5"]) {
+    const seen: CniRequest[] = [];
+    const stdin = JSON.stringify({
+      cniVersion: "1.0.0",
+      name: "ferry",
+      type: "ferry",
+      timeoutSeconds: t,
+    });
+    const out = await runShim(ENV, stdin, replying({ result: RESULT }, seen));
+    assertEquals([out.exitCode, JSON.parse(out.stdout).code, seen.length], [1, 7, 0], String(t));
+  }
+});

@@ -1,5 +1,6 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import { type Attachment, AttachmentStore } from "../../daemon/attachment_store.ts";
+import { withTempDir } from "../../daemon/dev/netns.ts";
 
 const record: Attachment = {
   containerId: "c1",
@@ -25,4 +26,23 @@ Deno.test("attachments survive a reopen and deletions are remembered", async () 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("an unreadable record does not stop the store from opening: its key is reported damaged", async () => {
+  await withTempDir(async (dir) => {
+    await Deno.writeTextFile(`${dir}/c1--eth0.json`, "");
+    await Deno.writeTextFile(`${dir}/c2--eth0.json`, '{"containerId":');
+    await Deno.writeTextFile(`${dir}/.c3--eth0.json.tmp`, "{}");
+    const store = await AttachmentStore.open(dir);
+    assertEquals(store.list(), []);
+    assertEquals(
+      store.damaged().map((k) => `${k.containerId}/${k.ifname}`).sort(),
+      ["c1/eth0", "c2/eth0"],
+    );
+    await store.delete({ containerId: "c1", ifname: "eth0" });
+    assertEquals(store.damaged().length, 1);
+    const names = [];
+    for await (const e of Deno.readDir(dir)) names.push(e.name);
+    assertEquals(names, ["c2--eth0.json"]);
+  });
 });

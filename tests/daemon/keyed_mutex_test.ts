@@ -1,4 +1,4 @@
-import { assertEquals } from "deno-std/assert/mod.js";
+import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { KeyedMutex } from "../../daemon/keyed_mutex.ts";
 
 Deno.test("work for one key runs in order, other keys are not held up", async () => {
@@ -20,4 +20,22 @@ Deno.test("a failing run does not block the next one", async () => {
   const locks = new KeyedMutex();
   await locks.run("k", () => Promise.reject(new Error("x"))).catch(() => {});
   assertEquals(await locks.run("k", () => Promise.resolve(42)), 42);
+});
+
+Deno.test("a run whose signal aborts while it waits never runs, and the queue moves on", async () => {
+  const locks = new KeyedMutex();
+  const log: string[] = [];
+  const slow = Promise.withResolvers<void>();
+  const first = locks.run("k", async () => {
+    await slow.promise;
+    log.push("first");
+  });
+  const gone = new AbortController();
+  const abandoned = locks.run("k", () => Promise.resolve(log.push("abandoned")), gone.signal);
+  const third = locks.run("k", () => Promise.resolve(log.push("third")));
+  gone.abort(new Error("requester went away"));
+  await assertRejects(() => abandoned, Error, "requester went away");
+  slow.resolve();
+  await Promise.all([first, third]);
+  assertEquals(log, ["first", "third"]);
 });

@@ -36,14 +36,18 @@ Deno.test("a valid request gets the handler's result", async () => {
   });
 });
 
-Deno.test("a body that is not JSON is CNI error 6, an invalid envelope is 7", async () => {
+Deno.test("a body that is not JSON is CNI error 6, an unknown command 4, a bad config 7", async () => {
   const bad = await router()(post("{nope"));
   assertEquals([bad.status, (await bad.json()).error.code], [400, 6]);
   const invalid = await router()(post(JSON.stringify({ ...REQ, command: "FROB" })));
-  assertEquals([invalid.status, (await invalid.json()).error.code], [400, 7]);
+  assertEquals([invalid.status, (await invalid.json()).error.code], [400, 4]);
+  const conf = await router()(
+    post(JSON.stringify({ ...REQ, config: { ...REQ.config, name: "a b" } })),
+  );
+  assertEquals([conf.status, (await conf.json()).error.code], [400, 7]);
 });
 
-Deno.test("names that would reach files, links or batch lines are refused before any handler runs", async () => {
+Deno.test("names that would reach files, links or batch lines are refused with code 4 before any handler runs", async () => {
   let handled = 0;
   const r = router({
     handle: () => {
@@ -59,10 +63,12 @@ Deno.test("names that would reach files, links or batch lines are refused before
       { ifname: "a:b" },
       { netns: "relative/ns" },
       { netns: "/var/run/netns/p type dummy" },
+      { netns: "/var/run/netns/p\n" },
+      { containerId: "a".repeat(201) },
     ]
   ) {
     const res = await r(post(JSON.stringify({ ...REQ, ...bad })));
-    assertEquals([res.status, (await res.json()).error.code], [400, 7], JSON.stringify(bad));
+    assertEquals([res.status, (await res.json()).error.code], [400, 4], JSON.stringify(bad));
   }
   assertEquals(handled, 0);
 });

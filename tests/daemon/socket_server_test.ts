@@ -71,3 +71,182 @@ Deno.test("shutdown lets an in-flight request finish", async () => {
     assertEquals((await inflight).body, "finished");
   });
 });
+
+/** Opens a raw connection and sends `text` (a partial request, or none). */
+async function rawConn(path: string, text = ""): Promise<Deno.UnixConn> {
+  const conn = await Deno.connect({ transport: "unix", path });
+  if (text) await conn.write(new TextEncoder().encode(text));
+  return conn;
+}
+
+/** Reads until the server closes the connection; the text it sent. */
+async function readToEnd(conn: Deno.Conn): Promise<string> {
+  const chunks: string[] = [];
+  const buf = new Uint8Array(4096);
+  try {
+    while (true) {
+      const n = await conn.read(buf);
+      if (n === null) break;
+      chunks.push(new TextDecoder().decode(buf.subarray(0, n)));
+    }
+  } catch { /* reset */ }
+  conn.close();
+  return chunks.join("");
+}
+
+const reject = (status: number, message: string) =>
+  new Response(JSON.stringify({ error: { code: status === 503 ? 11 : 6, msg: message } }), {
+    status,
+  });
+
+Deno.test("a request that arrives too slowly is cut at the read deadline: partial requests hold no fds", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const server = await serveOnSocket(path, ok, { readTimeoutMs: 300, reject });
+    try {
+      const started = performance.now();
+      const conns = await Promise.all([
+        rawConn(path, "POST /v1/cni HTTP/1.1\r\nHost: f"),
+        rawConn(path, 'POST /v1/cni HTTP/1.1\r\nContent-Length: 100\r\n\r\n{"partial'),
+        rawConn(path),
+      ]);
+      const answers = await Promise.all(conns.map(readToEnd));
+      for (const a of answers) assertEquals(a.startsWith("HTTP/1.1 408"), true, a);
+      assertEquals(performance.now() - started < 5000, true);
+      await eventually(() => Promise.resolve(server.status().connections === 0), "all closed");
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
+
+Deno.test("past the connection limit clients get 503 with CNI code 11 at once, and are served again after", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const server = await serveOnSocket(path, ok, { readTimeoutMs: 500, maxConnections: 3, reject });
+    try {
+      const held = await Promise.all(
+        [1, 2, 3].map(() => rawConn(path, "GET /healthz HTTP/1.1\r\n")),
+      );
+      await new Promise((r) => setTimeout(r, 50));
+      const over = await unixRequest(path, "GET", "/healthz", undefined, AbortSignal.timeout(2000));
+      assertEquals([over.status, JSON.parse(over.body).error.code], [503, 11]);
+      assertEquals(server.status().refused >= 1, true);
+      await Promise.all(held.map(readToEnd));
+      await eventually(() => Promise.resolve(server.status().connections === 0), "all closed");
+      const after = await unixRequest(
+        path,
+        "GET",
+        "/healthz",
+        undefined,
+        AbortSignal.timeout(2000),
+      );
+      assertEquals([after.status, after.body], [200, "ok"]);
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
+
+Deno.test("oversized heads and bodies, bad framing and smuggling attempts are refused before the handler", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    let handled = 0;
+    const server = await serveOnSocket(path, () => (handled++, ok()), {
+      maxBodyBytes: 100,
+      maxHeaderBytes: 1024,
+      reject,
+    });
+    try {
+      const cases: [string, number][] = [
+        [`POST /v1/cni HTTP/1.1\r\nX: ${"a".repeat(2000)}\r\n\r\n`, 431],
+        ["POST /v1/cni HTTP/1.1\r\nContent-Length: 101\r\n\r\n", 413],
+        ["POST /v1/cni HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400],
+        ["POST /v1/cni HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501],
+        ["POST /v1/cni HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400],
+        ["GARBAGE\r\n\r\n", 400],
+        ["POST v1/cni HTTP/1.1\r\n\r\n", 400],
+        ["POST /v1/cni HTTP/1.1\r\nbad header\r\n\r\n", 400],
+        ["POST /v1/cni HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400],
+        ["POST /v1/cni HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413],
+      ];
+      for (const [text, status] of cases) {
+        const answer = await readToEnd(await rawConn(path, text));
+        assertEquals(answer.split("\r\n")[0].split(" ")[1], String(status), text.slice(0, 60));
+      }
+      assertEquals(handled, 0);
+      const chunked = await readToEnd(
+        await rawConn(
+          path,
+          "POST /v1/cni HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        ),
+      );
+      assertEquals(chunked.startsWith("HTTP/1.1 200"), true);
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
+
+Deno.test("a request's signal aborts when its client hangs up while it is handled", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const aborted = Promise.withResolvers<boolean>();
+    const server = await serveOnSocket(path, (req) => {
+      const timer = setTimeout(() => aborted.resolve(false), 3000);
+      req.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        aborted.resolve(true);
+      });
+      return aborted.promise.then(() => new Response("late"));
+    });
+    try {
+      await unixRequest(path, "POST", "/v1/cni", "{}", AbortSignal.timeout(100)).catch(() => {});
+      assertEquals(await aborted.promise, true);
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
+
+/** Waits (bounded) until `probe` holds: the server reacts to a file-system event. */
+async function eventually(probe: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+Deno.test("a removed, replaced or loosened socket is put back, and the server counts it", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/run/f.sock`;
+    await claimSocketPath(path);
+    const server = await serveOnSocket(path, ok);
+    const answers = () =>
+      unixRequest(path, "GET", "/healthz", undefined, AbortSignal.timeout(500))
+        .then((r) => r.status === 200, () => false);
+    try {
+      // What a shim may do with its read+write grant on the path: remove it...
+      await Deno.remove(path);
+      await eventually(answers, "the socket answers again after removal");
+      assertEquals(server.status().recreated, 1);
+      assertEquals(server.status().lastRecreated?.found, "no socket at all");
+      // ...put a socket of its own there...
+      await Deno.remove(path);
+      const py = `import socket; socket.socket(socket.AF_UNIX).bind(${JSON.stringify(path)})`;
+      await new Deno.Command("python3", { args: ["-c", py] }).output();
+      await eventually(answers, "the socket answers again after replacement");
+      assertEquals(server.status().recreated >= 2, true);
+      // ...or open it to everyone.
+      await Deno.chmod(path, 0o666);
+      await eventually(
+        async () => ((await Deno.stat(path)).mode! & 0o777) === 0o600,
+        "the mode is 0600 again",
+      );
+    } finally {
+      await server.shutdown(1000);
+    }
+    await assertRejects(() => Deno.lstat(path), Deno.errors.NotFound);
+  });
+});

@@ -186,6 +186,7 @@ function failingAddrNetlink(): NetlinkPlumber {
     recvOffThread: (fd, buf) => libc.recvOffThread(fd, buf),
     close: (fd) => libc.close(fd),
     openRead: (path) => libc.openRead(path),
+    identity: (fd) => libc.identity(fd),
     writeFile: (path, value) => libc.writeFile(path, value),
     inNetns: (fd, home, fn) => libc.inNetns(fd, home, fn),
   };
@@ -220,7 +221,7 @@ for (
 }
 
 Deno.test({
-  name: "ADD into a namespace that does not exist fails with code 5 and leaks nothing",
+  name: "ADD into a namespace that does not exist is refused with code 4 and leaks nothing",
   ...opts,
   fn: () =>
     withFerry({}, async (ferry) => {
@@ -229,7 +230,7 @@ Deno.test({
         env("ADD", { path: `/var/run/netns/fyt-absent-${id}` }, id),
         netconf(),
       );
-      assertEquals([out.code, out.json!.code], [1, 5]);
+      assertEquals([out.code, out.json!.code], [1, 4]);
       assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
       assertEquals(await ferry.allocations(), []);
     }),

@@ -26,6 +26,7 @@ const SYMBOLS = {
   close: { parameters: ["i32"], result: "i32" },
   setns: { parameters: ["i32", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32"], result: "i32" },
+  fstat: { parameters: ["i32", "buffer"], result: "i32" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
@@ -40,6 +41,8 @@ const NETLINK_ROUTE = 0;
 const O_RDONLY = 0;
 const O_WRONLY = 1;
 const O_CLOEXEC = 0o2000000;
+const O_NONBLOCK = 0o4000;
+const STAT_SIZE = 256;
 const CLONE_NEWNET = 0x40000000;
 const SOL_SOCKET = 1;
 const SO_RCVTIMEO = 20;
@@ -70,6 +73,14 @@ export class SyscallError extends Error {
   }
 }
 
+/** Which file a descriptor or path is: device and inode number. */
+export interface FileIdentity {
+  /** `st_dev`. */
+  dev: number;
+  /** `st_ino`. */
+  ino: number;
+}
+
 /** What in-process netlink needs from the system; {@link Libc} is the real one, tests wrap it. */
 export interface NetlinkSys {
   /** A NETLINK_ROUTE socket in the calling thread's namespace. */
@@ -84,8 +95,10 @@ export interface NetlinkSys {
   recvOffThread(fd: number, buf: Uint8Array): Promise<number>;
   /** Closes a descriptor. */
   close(fd: number): void;
-  /** Opens a file read-only. */
+  /** Opens a file read-only, never waiting (a FIFO does not block the caller). */
   openRead(path: string): number;
+  /** The device and inode number of an open descriptor (`fstat`). */
+  identity(fd: number): FileIdentity;
   /** Writes an existing file (a sysctl). */
   writeFile(path: string, value: string): void;
   /** Runs synchronous `fn` inside the namespace `netnsFd`, then returns to `homeFd`. */
@@ -165,9 +178,22 @@ export class Libc implements NetlinkSys {
     this.#c.close(fd);
   }
 
-  /** Opens a file read-only (a namespace file); throws with its errno. */
+  /**
+   * Opens a file read-only (a namespace file) without blocking: a FIFO put where a namespace
+   * was expected must not stall the JS thread. Throws with its errno.
+   */
   openRead(path: string): number {
-    return this.#check(`open ${path}`, this.#c.open(cString(path), O_RDONLY | O_CLOEXEC));
+    return this.#check(
+      `open ${path}`,
+      this.#c.open(cString(path), O_RDONLY | O_CLOEXEC | O_NONBLOCK),
+    );
+  }
+
+  /** `fstat`'s device and inode (the first two fields of `struct stat` on 64-bit Linux). */
+  identity(fd: number): FileIdentity {
+    const buf = new BigUint64Array(STAT_SIZE / 8);
+    this.#check("fstat", this.#c.fstat(fd, new Uint8Array(buf.buffer)));
+    return { dev: Number(buf[0]), ino: Number(buf[1]) };
   }
 
   /** Writes `value` to a file that must exist (a sysctl), in the calling thread's namespace. */

@@ -61,6 +61,7 @@ export class NetlinkPlumber implements Plumber {
     );
     const podFd = this.#sys.openRead(spec.netns);
     try {
+      this.#assertForeign(podFd, spec.netns);
       this.#host.ack(
         `create veth ${spec.hostIfname} with peer ${spec.ifname}`,
         (seq) =>
@@ -92,6 +93,21 @@ export class NetlinkPlumber implements Plumber {
       }
     } finally {
       this.#sys.close(podFd);
+    }
+  }
+
+  /**
+   * Refuses the daemon's own namespace (the node's, under hostNetwork), whatever path led there:
+   * the service checked the path before, this checks the descriptor actually opened.
+   */
+  #assertForeign(fd: number, path: string): void {
+    const pod = this.#sys.identity(fd);
+    const home = this.#sys.identity(this.#homeFd);
+    if (pod.dev === home.dev && pod.ino === home.ino) {
+      throw new CniError(
+        CNI_ERROR.INVALID_ENV,
+        `invalid CNI_NETNS: ${path} is the Ferry daemon's own network namespace`,
+      );
     }
   }
 

@@ -8,7 +8,11 @@ import { CniError } from "../../../lib/cni/errors.ts";
 class FakePlumber implements Plumber {
   plugged: SublinkSpec[] = [];
   unplugged: string[] = [];
-  constructor(readonly defaultDev: string | undefined, readonly failPlug = false) {}
+  constructor(
+    readonly defaultDev: string | undefined,
+    readonly failPlug = false,
+    readonly taken: string[] = [],
+  ) {}
   ensureBridge = () => Promise.resolve();
   plugVeth = () => Promise.resolve();
   unplugVeth = () => Promise.resolve();
@@ -20,7 +24,12 @@ class FakePlumber implements Plumber {
     this.unplugged.push(`${netns}/${ifname}`);
     return Promise.resolve();
   }
-  inspect = () => Promise.resolve(null);
+  inspect = (netns: string, ifname: string) =>
+    Promise.resolve(
+      this.taken.includes(`${netns}/${ifname}`)
+        ? { name: ifname, mac: "", mtu: 1500, up: true, addresses: [], routes: [] }
+        : null,
+    );
   defaultRouteInterface = () => Promise.resolve(this.defaultDev);
   bridgePorts = () => Promise.resolve([]);
 }
@@ -59,7 +68,7 @@ Deno.test("without a master and without a default route the config is refused wi
   assertEquals(err.code, 7);
 });
 
-Deno.test("a failed plug removes whatever half of the link reached the pod, and keeps the error", async () => {
+Deno.test("a failed plug keeps the error and removes nothing by name (the plumber undoes only its own link)", async () => {
   const plumber = new FakePlumber("uplink0", true);
   const err = await assertRejects(
     () =>
@@ -67,7 +76,19 @@ Deno.test("a failed plug removes whatever half of the link reached the pod, and 
     CniError,
   );
   assertEquals([err.code, err.message], [5, "plug failed"]);
-  assertEquals(plumber.unplugged, ["/var/run/netns/p/net1"]);
+  assertEquals(plumber.unplugged, []);
+});
+
+Deno.test("an interface name already taken in the pod is refused before anything is created", async () => {
+  const plumber = new FakePlumber("uplink0", false, ["/var/run/netns/p/net1"]);
+  const err = await assertRejects(
+    () =>
+      new SublinkDriver("macvlan", plumber, deadline).add(ctx({ type: "macvlan", master: "m0" })),
+    CniError,
+  );
+  assertEquals(err.code, 5);
+  assertEquals(err.message, "interface net1 already exists in /var/run/netns/p");
+  assertEquals([plumber.plugged, plumber.unplugged], [[], []]);
 });
 
 Deno.test("ipvlan defaults to l2 mode and reports its master's MAC, never one of its own", async () => {

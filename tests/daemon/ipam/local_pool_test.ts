@@ -58,3 +58,58 @@ Deno.test("an address file made by another process is never handed out twice", a
     assertEquals(await pool.allocate(owner(1)), "10.0.0.3");
   });
 });
+
+Deno.test("an allocation file that names no owner keeps its address taken until repaired, then is freed", async () => {
+  await withTempDir(async (dir) => {
+    const range = defaultRange(parseCidr("10.0.0.0/29"));
+    // What a daemon killed between creating the file and writing it left behind.
+    await Deno.writeTextFile(`${dir}/10.0.0.2`, "");
+    await Deno.writeTextFile(`${dir}/.10.0.0.3.abcd.tmp`, "c9\neth0");
+    const pool = await LocalPool.open(dir, range);
+    assertEquals(pool.unreadable(), ["10.0.0.2"]);
+    assertNotEquals(await pool.allocate(owner(1)), "10.0.0.2");
+    assertEquals(await pool.repair(new Map()), { restored: [], freed: ["10.0.0.2"] });
+    assertEquals(pool.free, 4);
+    const names = [];
+    for await (const e of Deno.readDir(dir)) names.push(e.name);
+    assertEquals(names.sort(), ["10.0.0.3"]);
+  });
+});
+
+Deno.test("an unreadable allocation that a record names is given back to that owner", async () => {
+  await withTempDir(async (dir) => {
+    const range = defaultRange(parseCidr("10.0.0.0/29"));
+    await Deno.writeTextFile(`${dir}/10.0.0.4`, "garbage with spaces");
+    const pool = await LocalPool.open(dir, range);
+    const result = await pool.repair(new Map([["10.0.0.4", owner(7)]]));
+    assertEquals(result, { restored: ["10.0.0.4"], freed: [] });
+    assertEquals(pool.addressOf(owner(7)), "10.0.0.4");
+    assertEquals(await Deno.readTextFile(`${dir}/10.0.0.4`), "c7\neth0");
+    const reopened = await LocalPool.open(dir, range);
+    assertEquals(reopened.addressOf(owner(7)), "10.0.0.4");
+  });
+});
+
+Deno.test("an allocation file is never seen empty: it appears with its owner or not at all", async () => {
+  await withTempDir(async (dir) => {
+    const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/24")));
+    const seen: string[] = [];
+    const watcher = Deno.watchFs(dir);
+    const watching = (async () => {
+      for await (const ev of watcher) {
+        for (const p of ev.paths) {
+          const name = p.slice(p.lastIndexOf("/") + 1);
+          if (name.startsWith(".")) continue;
+          const text = await Deno.readTextFile(p).catch(() => undefined);
+          if (text !== undefined) seen.push(text);
+        }
+      }
+    })();
+    await Promise.all(Array.from({ length: 50 }, (_, i) => pool.allocate(owner(i))));
+    await new Promise((r) => setTimeout(r, 100));
+    watcher.close();
+    await watching;
+    assertEquals(seen.length > 0, true);
+    assertEquals(seen.filter((t) => !/^c\d+\neth0$/.test(t)), []);
+  });
+});

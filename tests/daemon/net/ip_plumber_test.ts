@@ -53,3 +53,40 @@ Deno.test("an existing bridge is configured, not created again, and its sysctls 
   ]);
   assertEquals(runner.ran[1].options.sysctls, [["net/ipv4/ip_forward", "1"]]);
 });
+
+const SUBLINK = {
+  kind: "macvlan" as const,
+  netns: "/var/run/netns/p",
+  ifname: "eth0",
+  master: "m0",
+  mode: "bridge",
+  addresses: [{ cidr: "192.0.2.5/24" }],
+  routes: [],
+};
+
+Deno.test("a sublink the kernel refused to create is not removed: the name may be another interface's", async () => {
+  const runner = new ScriptedRunner({
+    [`link add link m0 name eth0 netns /var/run/netns/p type macvlan mode bridge`]:
+      new IpCommandError("ip", "RTNETLINK answers: File exists"),
+  });
+  const err = await new IpPlumber(runner).plugSublink(SUBLINK).catch((e) => e);
+  assertEquals(err.code, 5);
+  assertEquals(runner.ran.map((r) => r.lines[0]).some((l) => l.startsWith("link del")), false);
+});
+
+Deno.test("a sublink created and then failing to configure is removed again", async () => {
+  const runner = new ScriptedRunner({
+    "link set lo up": new IpCommandError("ip", "RTNETLINK answers: Invalid argument"),
+  });
+  const stat = Deno.stat;
+  // unplugIn looks for the namespace first; this one exists only in the script.
+  Object.defineProperty(Deno, "stat", { value: () => Promise.resolve({}), configurable: true });
+  try {
+    const err = await new IpPlumber(runner).plugSublink(SUBLINK).catch((e) => e);
+    assertEquals(err.code, 5);
+  } finally {
+    Object.defineProperty(Deno, "stat", { value: stat, configurable: true });
+  }
+  assertEquals(runner.ran.at(-1)?.lines, ["link del eth0"]);
+  assertEquals(runner.ran.at(-1)?.options.netns, "/var/run/netns/p");
+});
