@@ -211,12 +211,13 @@ export async function responseBytes(res: Response): Promise<Uint8Array> {
   return concatBytes([new TextEncoder().encode(head), body]);
 }
 
-/** How long a closing connection is drained of what the client still sends (a lingering close). */
+/** How long, and how much, a closing connection is drained of what the client still sends. */
 const LINGER_MS = 1000;
+const LINGER_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * Writes `res` and closes. What the client sent and the server did not read (a request refused
- * before its body was read) is drained first, for at most a second: closing with unread data
+ * before its body was read) is drained first, for at most a second and 16 MiB: closing with unread data
  * would reset the connection and the client could lose the answer. Failures (a client that is
  * gone) are ignored.
  */
@@ -228,7 +229,7 @@ export async function answer(conn: Deno.Conn, res: Response, writeTimeoutMs: num
     const stop = new Promise<null>((r) => linger.addEventListener("abort", () => r(null)));
     const buf = new Uint8Array(16 * 1024);
     let drained = 0;
-    while (drained < 1024 * 1024) {
+    while (drained < LINGER_MAX_BYTES) {
       const n = await Promise.race([conn.read(buf), stop]);
       if (n === null) break;
       drained += n;

@@ -51,6 +51,13 @@ export function decodeRequest(body: string): CniRequest {
   checkVersion(command as CniRequest["command"], (config as { cniVersion?: unknown }).cniVersion);
   if (!validateCniRequest(raw)) throw shapeError(validateCniRequest.errors);
   const request = raw as CniRequest;
+  const relative = request.path.find((dir) => !dir.startsWith("/"));
+  if (relative !== undefined) {
+    throw new CniError(
+      CNI_ERROR.INVALID_ENV,
+      `invalid CNI_PATH: ${JSON.stringify(relative)} is not an absolute directory`,
+    );
+  }
   if (request.config.prevResult) checkPrevResult(request.config.prevResult);
   timeoutSecondsOf(request.config);
   return request;

@@ -128,6 +128,7 @@ export async function serveOnSocket(
   let refusedInBurst = 0;
   let stopping = false;
   let listener: Deno.Listener;
+  let accepting: Promise<void> = Promise.resolve();
   let identity: { dev: number; ino: number };
 
   const serve = (conn: Deno.Conn) => {
@@ -171,7 +172,7 @@ export async function serveOnSocket(
     const info = await Deno.lstat(path);
     identity = { dev: info.dev, ino: info.ino ?? 0 };
     listener = l;
-    (async () => {
+    accepting = (async () => {
       try {
         for await (const conn of l) serve(conn);
       } catch { /* closed */ }
@@ -204,9 +205,12 @@ export async function serveOnSocket(
       socket: path,
       found,
     });
+    // The old listener goes first, and entirely: dropping it unlinks its path, which by then
+    // would be the new socket's.
     try {
       listener.close();
     } catch { /* already closed */ }
+    await accepting;
     await Deno.remove(path).catch(() => {});
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
     await listen();

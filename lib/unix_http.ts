@@ -66,7 +66,15 @@ export async function unixRequest(
     const head = `${method} ${path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n` +
       (body === undefined ? "" : "Content-Type: application/json\r\n") +
       `Content-Length: ${payload.length}\r\n\r\n`;
-    await writeAll(conn, concatBytes([new TextEncoder().encode(head), payload]));
+    try {
+      await writeAll(conn, concatBytes([new TextEncoder().encode(head), payload]));
+    } catch (e) {
+      // The server may answer before taking the whole request (a body over its limit) and close:
+      // its answer is still there to read.
+      if (!(e instanceof Deno.errors.BrokenPipe || e instanceof Deno.errors.ConnectionReset)) {
+        throw e;
+      }
+    }
     const raw = await readAll(conn);
     signal.throwIfAborted();
     return parseResponse(raw);

@@ -65,3 +65,8 @@ Deno.test("a prevResult naming a missing interface is 7, one of an unsupported v
     1,
   );
 });
+
+Deno.test("a relative CNI_PATH entry is 4: plugins are looked up only in absolute directories", () => {
+  assertEquals(codeOf({ path: ["/opt/cni/bin", "bin"] }), 4);
+  assertEquals(codeOf({ path: ["."] }), 4);
+});
