@@ -283,3 +283,35 @@ Deno.test({
           assertEquals(await Array.fromAsync(Deno.readDir(dir)), []);
         }))),
 });
+
+Deno.test({
+  name:
+    "a shim that removes the daemon's socket is undone: the daemon creates it again and /healthz says so",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const socket = ferry.config.socket;
+        await Deno.remove(socket);
+        const deadline = Date.now() + 5000;
+        let health;
+        while (true) {
+          health = await unixRequest(
+            socket,
+            "GET",
+            HEALTHZ_PATH,
+            undefined,
+            AbortSignal.timeout(500),
+          )
+            .catch(() => undefined);
+          if (health) break;
+          assert(Date.now() < deadline, "the socket was not created again");
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        assertEquals(health.status, 200);
+        assert(health.body.includes("socket created again 1 time(s)"), health.body);
+        assertEquals(((await Deno.stat(socket)).mode ?? 0) & 0o777, 0o600);
+        // Pods are served through the new socket.
+        await addDefault(ferry, ns, `c${uniqueToken()}`);
+      })),
+});
