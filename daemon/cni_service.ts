@@ -14,7 +14,7 @@ import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
 import { upgradeResult } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
 import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
-import type { BridgeDriver } from "./drivers/bridge.ts";
+import type { DefaultNetwork } from "./default_network.ts";
 import type { Driver, DriverName } from "./drivers/driver.ts";
 import { KeyedMutex } from "./keyed_mutex.ts";
 import type { NetnsGuard } from "./net/netns_guard.ts";
@@ -32,8 +32,10 @@ export interface PodSource {
 
 /** What the service needs. */
 export interface CniServiceDeps {
-  /** The default network (the node bridge and its pools). */
-  bridge: BridgeDriver;
+  /** The default network (the node bridge and its pools), once its ranges are known. */
+  network: DefaultNetwork;
+  /** How long a request waits for the default network to open (ms); then code 11. */
+  networkWaitMs: number;
   /** The drivers of `attachment` configs; a type without a native driver goes to `delegate`. */
   drivers: { macvlan: Driver; ipvlan: Driver; delegate: Driver };
   /** The record of plugged interfaces. */
@@ -101,7 +103,7 @@ function need(req: CniRequest, field: "containerId" | "ifname" | "netns"): strin
  *
  * @example
  * ```ts
- * const service = new CniService({ bridge, drivers, store, isReady: () => true, logger });
+ * const service = new CniService({ network, networkWaitMs, drivers, store, netns, isReady, logger });
  * const result = await service.handle(request);
  * ```
  */
@@ -138,8 +140,11 @@ export class CniService {
     return { containerId: need(req, "containerId"), ifname: need(req, "ifname") };
   }
 
-  #driver(name: DriverName): Driver {
-    return name === "bridge" ? this.#d.bridge : this.#d.drivers[name];
+  /** The driver called `name`; the default network's once it is open (bounded wait). */
+  async #driver(name: DriverName, signal?: AbortSignal): Promise<Driver> {
+    if (name !== "bridge") return this.#d.drivers[name];
+    const wait = AbortSignal.timeout(this.#d.networkWaitMs);
+    return await this.#d.network.driver(signal ? AbortSignal.any([wait, signal]) : wait);
   }
 
   /** Plugs the interface, or returns the recorded result of an earlier identical ADD. */
@@ -162,7 +167,7 @@ export class CniService {
         return existing.result;
       }
       const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
-      const plugged = await this.#driver(driver).add({
+      const plugged = await (await this.#driver(driver, signal)).add({
         key,
         netns,
         conf,
@@ -309,7 +314,7 @@ export class CniService {
     // Only the namespace this daemon plugged (the record's) is entered, and only while it is
     // still a pod's: without a record, whatever has that name in the request's namespace is
     // not known to be ours, and it goes with its namespace anyway.
-    await this.#driver(driver).del({
+    await (await this.#driver(driver)).del({
       key: { containerId: key.containerId, ifname: key.ifname },
       netns: await this.#d.netns.forDel(record?.netns),
       conf,
@@ -333,7 +338,7 @@ export class CniService {
         );
       }
       const expected = req.config.prevResult ? upgradeResult(req.config.prevResult) : record.result;
-      await this.#driver(record.driver ?? "bridge").check({
+      await (await this.#driver(record.driver ?? "bridge", signal)).check({
         key,
         netns,
         conf: record.conf ?? req.config,
@@ -346,10 +351,17 @@ export class CniService {
 
   /** Throws code 50 when ADD cannot be served now. */
   status(): void {
+    const waiting = this.#d.network.waitingFor;
+    if (waiting) {
+      throw new CniError(
+        CNI_ERROR.PLUGIN_NOT_AVAILABLE,
+        `the default network is not open: ${waiting}`,
+      );
+    }
     if (!this.#d.isReady()) {
       throw new CniError(CNI_ERROR.PLUGIN_NOT_AVAILABLE, "the Ferry daemon is not ready");
     }
-    if (this.#d.bridge.free <= 0) {
+    if ((this.#d.network.current?.free ?? 0) <= 0) {
       throw new CniError(CNI_ERROR.PLUGIN_NOT_AVAILABLE, "no free address on this node");
     }
   }
@@ -372,7 +384,8 @@ export class CniService {
     // Addresses of the default network's pools without a record (a crash between allocating and
     // recording) are this node's to give back, but only a GC of the default network sees them.
     const defaultNetwork = selectDriver(req.config).driver === "bridge";
-    for (const owner of defaultNetwork ? this.#d.bridge.owners() : []) {
+    const bridge = this.#d.network.current;
+    for (const owner of defaultNetwork ? bridge?.owners() ?? [] : []) {
       if (!this.#d.store.get(owner)) stale.set(`${owner.containerId}/${owner.ifname}`, owner);
     }
     for (const [id, key] of stale) {
@@ -381,7 +394,7 @@ export class CniService {
         // Looked at again under the lock: an ADD may have recorded it meanwhile.
         const now = this.#d.store.get(key);
         if (now && now.network !== req.config.name) return;
-        if (!now && !this.#d.bridge.holds(key)) return;
+        if (!now && !bridge?.holds(key)) return;
         await this.#release(key, req);
       });
     }

@@ -55,6 +55,26 @@ export const DaemonConfigSchema = Type.Object({
     }),
     mtu: Type.Integer({ minimum: 576, maximum: 65535 }),
   }, { additionalProperties: false }),
+  ipam: Type.Object({
+    mode: Type.Union([Type.Literal("local"), Type.Literal("kubernetes")], {
+      description: "local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs",
+    }),
+  }, { additionalProperties: false }),
+  routing: Type.Object({
+    mode: Type.Union([Type.Literal("none"), Type.Literal("host-gw")], {
+      description: "none: pods reach pods of this node only; host-gw: a route per other node",
+    }),
+  }, { additionalProperties: false }),
+  masquerade: Type.Object({
+    enabled: Type.Boolean({ description: "masquerade pod egress to non-pod addresses" }),
+    nonMasqueradeCIDRs: Type.Array(Type.String(), {
+      description: "destinations besides pod ranges that see pods' own addresses",
+    }),
+    table: Type.String({
+      pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$",
+      description: "the nftables table (family inet) Ferry owns",
+    }),
+  }, { additionalProperties: false }),
   pluginTimeoutSeconds: Type.Number({
     exclusiveMinimum: 0,
     description: "deadline of a delegated or IPAM plugin run",
@@ -109,6 +129,9 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     plumbing: "netlink",
     mtu: 1500,
   },
+  ipam: { mode: "local" },
+  routing: { mode: "none" },
+  masquerade: { enabled: true, nonMasqueradeCIDRs: [], table: "ferry" },
   pluginTimeoutSeconds: 60,
   maxRequestBytes: 1024 * 1024,
   server: { readTimeoutSeconds: 10, writeTimeoutSeconds: 10, maxConnections: 512 },
@@ -159,13 +182,27 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     network: { ...DEFAULT_CONFIG.network, ...(given.network ?? {}) },
     watch: { ...DEFAULT_CONFIG.watch, ...(given.watch ?? {}) },
     server: { ...DEFAULT_CONFIG.server, ...(given.server ?? {}) },
+    ipam: { ...DEFAULT_CONFIG.ipam, ...(given.ipam ?? {}) },
+    routing: { ...DEFAULT_CONFIG.routing, ...(given.routing ?? {}) },
+    masquerade: { ...DEFAULT_CONFIG.masquerade, ...(given.masquerade ?? {}) },
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   };
   const validate = new Ajv({ allErrors: true }).compile(DaemonConfigSchema);
   if (!validate(merged)) {
     throw new ConfigError(`invalid configuration: ${describeIssues(validate.errors)}`);
   }
-  return merged as DaemonConfig;
+  const config = merged as DaemonConfig;
+  if (config.standalone && config.ipam.mode === "kubernetes") {
+    throw new ConfigError(
+      "invalid configuration: ipam.mode kubernetes needs Kubernetes (not standalone)",
+    );
+  }
+  if (config.standalone && config.routing.mode !== "none") {
+    throw new ConfigError(
+      "invalid configuration: routing needs Kubernetes to learn the other nodes",
+    );
+  }
+  return config;
 }
 
 /** Reads a JSON config file (or none) and resolves it. */

@@ -8,21 +8,25 @@
  */
 import { getLogger, type Logger } from "@logtape/logtape";
 import { parseArgs } from "deno-std/cli/parse_args.js";
-import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { type Attachment, AttachmentStore } from "./attachment_store.ts";
 import { CniService, type PodSource } from "./cni_service.ts";
 import { KubeClient } from "./k8s/client.ts";
 import { Informer, type InformerStats } from "./k8s/informer.ts";
 import { Watcher } from "./k8s/watcher.ts";
 import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
-import { PODS } from "./k8s/resources.ts";
+import { NODES, PODS } from "./k8s/resources.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
 import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
 import { parseCidr } from "./ipam/cidr.ts";
-import { defaultRange, LocalPool } from "./ipam/local_pool.ts";
+import { defaultRange } from "./ipam/local_pool.ts";
+import { DefaultNetwork, type NetworkRange } from "./default_network.ts";
+import { ClusterController, type ClusterStats } from "./cluster/controller.ts";
+import { NodeMap } from "./cluster/nodes.ts";
+import { IpRouteTable } from "./cluster/route_table.ts";
+import { NftRunner } from "./cluster/masquerade.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
-import { BridgeDriver } from "./drivers/bridge.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
@@ -69,6 +73,12 @@ export interface DaemonStats {
   registry?: { pods: number; waiting: number };
   /** The socket: connections now, refused at the limit, times it was created again. */
   socket?: SocketStatus;
+  /** The default network: its ranges, or why it is not open yet. */
+  network?: { waitingFor?: string; ranges: string[] };
+  /** Routes to other nodes and masquerade. */
+  cluster?: ClusterStats;
+  /** Nodes known (when a node watch runs). */
+  nodes?: number;
 }
 
 /** Collaborators a caller (a test, the demo) may replace. */
@@ -80,6 +90,8 @@ export interface DaemonOverrides {
 /** The Kubernetes side, wired: API client, pod informer feeding the registry, the annotation write. */
 interface KubeSide {
   pods: PodSource;
+  /** The cluster's nodes, when a node watch runs (kubernetes IPAM or routing). */
+  nodes?: NodeMap;
   watcher: Watcher;
   transport: CountingTransport;
   cniApiCalls: { count: number };
@@ -109,6 +121,26 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   );
   const watcher = new Watcher();
   watcher.add("pods", informer);
+  let nodes: NodeMap | undefined;
+  if (config.ipam.mode === "kubernetes" || config.routing.mode !== "none") {
+    const map = nodes = new NodeMap();
+    watcher.add(
+      "nodes",
+      new Informer<Node>(
+        kube,
+        NODES,
+        {},
+        { upsert: (n) => map.upsert(n), remove: (n) => map.remove(n) },
+        getLogger(["ferry", "watch"]),
+        {
+          watchTimeoutSeconds: config.watch.timeoutSeconds,
+          unhealthyAfterMs: config.watch.unhealthyAfterSeconds * 1000,
+          resyncMs: config.watch.resyncSeconds * 1000,
+          requestTimeoutMs: config.watch.requestTimeoutSeconds * 1000,
+        },
+      ),
+    );
+  }
   watcher.start();
   const cniApiCalls = { count: 0 };
   const pods: PodSource = {
@@ -124,6 +156,7 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   };
   return {
     pods,
+    nodes,
     watcher,
     transport,
     cniApiCalls,
@@ -161,45 +194,41 @@ export async function startDaemon(
   overrides: DaemonOverrides = {},
 ): Promise<Daemon> {
   const logger = getLogger(["ferry", "daemon"]);
-  const pools = await openPools(config);
+  const local = config.ipam.mode === "local" ? localRanges(config) : undefined;
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
   const plumber = overrides.plumber ?? createPlumber(config, logger);
   const netns = await NetnsGuard.forThisProcess();
-  const bridge = new BridgeDriver({
-    pools,
-    plumber,
-    bridge: config.network.bridge,
-    mtu: config.network.mtu,
-  });
+  const network = new DefaultNetwork(
+    {
+      plumber,
+      bridge: config.network.bridge,
+      mtu: config.network.mtu,
+      stateDir: config.stateDir,
+      store,
+      logger,
+    },
+    `node ${config.nodeName} has no spec.podCIDRs yet (ipam.mode kubernetes)`,
+  );
   const closePlumber = () => {
     if (!overrides.plumber) plumber.close?.();
   };
   let kube: KubeSide | undefined;
+  let cluster: ClusterController | undefined;
   try {
     // The socket first: a second daemon for the same node stops here, before it touches the
     // bridge or sweeps links that the running one may be plugging.
     await claimSocketPath(config.socket);
-    await bridge.prepare();
-    for (const key of store.damaged()) {
-      logger.error(
-        "the attachment record of {containerId}/{ifname} cannot be read; what it holds is kept " +
-          "until a DEL for it",
-        { ...key },
-      );
-    }
-    const swept = await bridge.reconcile(store.list(), store.damaged());
-    if (swept.repaired.length) {
-      logger.warn("settled allocation files that named no owner: {addresses}", {
-        addresses: swept.repaired.join(", "),
-      });
-    }
-    if (swept.links.length || swept.addresses) {
-      logger.warn(
-        "removed {links} unrecorded links ({names}) and {addresses} unrecorded addresses",
-        { links: swept.links.length, names: swept.links.join(", "), addresses: swept.addresses },
-      );
-    }
+    if (local) await network.open(local);
     kube = config.standalone ? undefined : await connectKube(config, store);
+    cluster = new ClusterController({
+      config,
+      network,
+      nodes: kube?.nodes,
+      routes: new IpRouteTable(new SpawningIpRunner()),
+      nft: new NftRunner(),
+      logger: getLogger(["ferry", "cluster"]),
+    });
+    cluster.start();
   } catch (e) {
     closePlumber();
     throw e;
@@ -208,11 +237,13 @@ export async function startDaemon(
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
-  const ready = () => serving && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
+  const ready = () =>
+    serving && !network.waitingFor && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
   const service = new CniService({
-    bridge,
+    network,
+    networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
       macvlan: new SublinkDriver("macvlan", plumber, deadline),
       ipvlan: new SublinkDriver("ipvlan", plumber, deadline),
@@ -234,6 +265,9 @@ export async function startDaemon(
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,
     socket: server?.status(),
+    network: { waitingFor: network.waitingFor, ranges: network.ranges.map((r) => r.subnet) },
+    cluster: cluster?.stats(),
+    nodes: kube?.nodes?.size,
   });
   const router = createRouter({
     handle: (req, signal) => {
@@ -263,22 +297,20 @@ export async function startDaemon(
       logger: getLogger(["ferry", "http"]),
     });
   } catch (e) {
+    cluster.stop();
     await kube?.close();
     closePlumber();
     throw e;
   }
   serving = true;
-  logger.info(
-    "serving on {socket} for node {node}, bridge {bridge} {subnets} ({free} free), {mode}",
-    {
-      socket: config.socket,
-      node: config.nodeName,
-      bridge: config.network.bridge,
-      subnets: [config.network.subnet, config.network.subnet6].filter(Boolean).join(" "),
-      free: bridge.free,
-      mode: kube ? "watching its pods" : "standalone",
-    },
-  );
+  logger.info("serving on {socket} for node {node}, ipam {ipam}, routing {routing}, {mode}", {
+    socket: config.socket,
+    node: config.nodeName,
+    ipam: config.ipam.mode,
+    routing: config.routing.mode,
+    mode: kube ? "watching its pods" : "standalone",
+  });
+  if (network.waitingFor) logger.warn("not ready: {why}", { why: network.waitingFor });
   return {
     config,
     finished: server.finished,
@@ -289,6 +321,7 @@ export async function startDaemon(
       serving = false;
       logger.info("shutting down");
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
+      cluster!.stop();
       await kube?.close();
       closePlumber();
     },
@@ -312,15 +345,10 @@ function createPlumber(config: DaemonConfig, logger: Logger): Plumber {
   }
 }
 
-/** Where a pool keeps its allocations. */
-export function poolDir(stateDir: string, subnet: string): string {
-  return `${stateDir}/ipam/${subnet.replaceAll("/", "_").replaceAll(":", "-")}`;
-}
-
-/** Opens the default network's pools: `subnet`, and `subnet6` for dual stack. */
-async function openPools(config: DaemonConfig): Promise<LocalPool[]> {
+/** The default network's ranges in `local` IPAM mode: `subnet`, and `subnet6` for dual stack. */
+function localRanges(config: DaemonConfig): NetworkRange[] {
   const { network } = config;
-  let ranges;
+  let ranges: NetworkRange[];
   try {
     ranges = [
       {
@@ -344,9 +372,7 @@ async function openPools(config: DaemonConfig): Promise<LocalPool[]> {
       throw new ConfigError("invalid network: subnet must be IPv4 and subnet6 IPv6 for dual stack");
     }
   }
-  return await Promise.all(
-    ranges.map((r) => LocalPool.open(poolDir(config.stateDir, r.subnet), r.range)),
-  );
+  return ranges;
 }
 
 /** Parses the daemon's command line. */

@@ -50,6 +50,7 @@ if (import.meta.main) {
   const config = resolveConfig({
     logLevel: "debug",
     network: { subnet: "10.244.251.0/24", bridge: "ferrydev0", mtu: 1500 },
+    masquerade: { enabled: false },
   }, {
     socket: `${dev}/run/ferry.sock`,
     stateDir: `${dev}/state`,

@@ -131,6 +131,8 @@ export async function withFerry<T>(
   const given = options.config ?? {};
   const config = resolveConfig(
     {
+      // Throwaway Ferries share the host's namespace: none of them owns its nftables.
+      masquerade: { enabled: false },
       ...given,
       // Its own bridge and subnet; the host's forwarding sysctls are left alone unless asked.
       network: {

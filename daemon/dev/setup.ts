@@ -18,6 +18,7 @@ export const NEEDS: Need[] = [
   { path: "/usr/sbin/ip", pkg: "iproute2", why: "plumbing veth pairs and namespaces" },
   { path: "/usr/bin/nsenter", pkg: "util-linux", why: "running iproute2 inside pod namespaces" },
   { path: "/usr/bin/ping", pkg: "iputils-ping", why: "proving host-to-pod reachability" },
+  { path: "/usr/sbin/nft", pkg: "nftables", why: "masquerading pod egress" },
   { path: "/usr/bin/python3", pkg: "python3-minimal", why: "making a stale socket in a test" },
   {
     path: "/usr/lib/cni/tuning",

@@ -26,4 +26,10 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "the one watch of the node's pods",
   },
   { group: "", resource: "pods", verbs: ["patch"], why: "ADD records its attachment on the pod" },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["list", "watch"],
+    why: "the one watch of nodes: this node's podCIDRs (ipam kubernetes), routes to the others",
+  },
 ];

@@ -1,0 +1,94 @@
+/**
+ * Masquerade: traffic from this node's pods to anything that is not a pod (nor a configured
+ * exception) leaves with the node's address; pod-to-pod traffic keeps the pod's. One nftables
+ * table (family `inet`) is Ferry's; it is replaced whole in one `nft -f` transaction whenever the
+ * ranges change, and deleted on uninstall (`nft delete table inet ferry`).
+ *
+ * @module
+ */
+
+/**
+ * The ruleset text for `nft -f`: creates the table if missing, deletes it and creates it again
+ * with its content, all in one transaction (no moment without rules).
+ *
+ * @example
+ * ```ts
+ * masqueradeRuleset("ferry", ["10.244.1.0/24"], ["10.244.0.0/16"]);
+ * ```
+ */
+export function masqueradeRuleset(table: string, own: string[], noMasquerade: string[]): string {
+  const lines = [`table inet ${table}`, `delete table inet ${table}`, `table inet ${table} {`];
+  const rules: string[] = [];
+  for (const [family, v6] of [["ip", false], ["ip6", true]] as const) {
+    const mine = own.filter((c) => c.includes(":") === v6);
+    if (!mine.length) continue;
+    const others = [...new Set([...mine, ...noMasquerade.filter((c) => c.includes(":") === v6)])];
+    const type = v6 ? "ipv6_addr" : "ipv4_addr";
+    const n = v6 ? "6" : "4";
+    lines.push(
+      `  set pods${n} { type ${type}; flags interval; auto-merge; elements = { ${
+        mine.join(", ")
+      } } }`,
+      `  set cluster${n} { type ${type}; flags interval; auto-merge; elements = { ${
+        others.join(", ")
+      } } }`,
+    );
+    rules.push(`    ${family} saddr @pods${n} ${family} daddr != @cluster${n} masquerade`);
+  }
+  lines.push(
+    "  chain postrouting {",
+    "    type nat hook postrouting priority srcnat; policy accept;",
+    ...rules,
+    "  }",
+    "}",
+  );
+  return lines.join("\n") + "\n";
+}
+
+/** Applies and removes Ferry's nftables table. */
+export interface Nft {
+  /** Runs a ruleset as one transaction. */
+  apply(ruleset: string): Promise<void>;
+  /** Deletes the table; a missing one is fine. */
+  remove(table: string): Promise<void>;
+}
+
+/**
+ * `nft` from Debian's nftables package.
+ *
+ * @example
+ * ```ts
+ * await new NftRunner().apply(masqueradeRuleset("ferry", own, cluster));
+ * ```
+ */
+export class NftRunner implements Nft {
+  /** Runs `nft -f -` with the ruleset on stdin. */
+  async apply(ruleset: string): Promise<void> {
+    const child = new Deno.Command("nft", {
+      args: ["-f", "-"],
+      stdin: "piped",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(ruleset));
+    await w.close();
+    const out = await child.output();
+    if (!out.success) {
+      throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
+    }
+  }
+
+  /** `nft delete table inet <table>`. */
+  async remove(table: string): Promise<void> {
+    const out = await new Deno.Command("nft", {
+      args: ["delete", "table", "inet", table],
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(out.stderr);
+    if (!out.success && !/No such file or directory/.test(err)) {
+      throw new Error(`nft delete table failed: ${err.trim()}`);
+    }
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * The cluster's nodes as Ferry needs them: name, addresses and pod ranges, kept from the one watch
+ * of Node objects (stripped, so a large cluster costs little memory). Listeners are told of every
+ * change; the route and masquerade controllers react to them. Pure: the watch feeds it.
+ *
+ * @module
+ */
+import type { Node } from "kubernetes-types/core/v1.d.ts";
+
+/** One node, stripped to what routing needs. */
+export interface ClusterNode {
+  /** `metadata.name`. */
+  name: string;
+  /** `status.addresses` of type InternalIP (one per family at most, in the API's order). */
+  internalIPs: string[];
+  /** `spec.podCIDRs` (or the single `spec.podCIDR` of older objects). */
+  podCIDRs: string[];
+}
+
+/**
+ * Strips a Node object to a {@link ClusterNode}.
+ *
+ * @example
+ * ```ts
+ * stripNode({ metadata: { name: "n1" }, spec: { podCIDRs: ["10.244.1.0/24"] },
+ *   status: { addresses: [{ type: "InternalIP", address: "192.0.2.11" }] } });
+ * // { name: "n1", internalIPs: ["192.0.2.11"], podCIDRs: ["10.244.1.0/24"] }
+ * ```
+ */
+export function stripNode(node: Node): ClusterNode {
+  const podCIDRs = node.spec?.podCIDRs?.length
+    ? [...node.spec.podCIDRs]
+    : node.spec?.podCIDR
+    ? [node.spec.podCIDR]
+    : [];
+  const internalIPs = (node.status?.addresses ?? [])
+    .filter((a) => a.type === "InternalIP")
+    .map((a) => a.address);
+  return { name: node.metadata?.name ?? "", internalIPs, podCIDRs };
+}
+
+/**
+ * The nodes known, by name.
+ *
+ * @example
+ * ```ts
+ * const nodes = new NodeMap();
+ * nodes.onChange(() => reconcile());
+ * nodes.upsert(nodeObject);
+ * ```
+ */
+export class NodeMap {
+  readonly #nodes = new Map<string, ClusterNode>();
+  readonly #listeners = new Set<() => void>();
+
+  /** Records a node seen by the watch; listeners hear of it when something they use changed. */
+  upsert(raw: Node): void {
+    const node = stripNode(raw);
+    const before = this.#nodes.get(node.name);
+    this.#nodes.set(node.name, node);
+    if (JSON.stringify(before) !== JSON.stringify(node)) this.#changed();
+  }
+
+  /** Forgets a node the watch saw deleted. */
+  remove(raw: Node): void {
+    if (this.#nodes.delete(raw.metadata?.name ?? "")) this.#changed();
+  }
+
+  /** The node called `name`, if known. */
+  get(name: string): ClusterNode | undefined {
+    return this.#nodes.get(name);
+  }
+
+  /** Every node known. */
+  list(): ClusterNode[] {
+    return [...this.#nodes.values()];
+  }
+
+  /** How many nodes are known. */
+  get size(): number {
+    return this.#nodes.size;
+  }
+
+  /** Calls `fn` after every change; returns the function that stops it. */
+  onChange(fn: () => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  #changed(): void {
+    for (const fn of this.#listeners) fn();
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * The node's routes to other nodes' pods, in the main table, marked with Ferry's own route
+ * protocol number ({@link FERRY_ROUTE_PROTOCOL}) so that Ferry lists, replaces and removes only
+ * its own. Through iproute2 batches (off the CNI request path: a control loop).
+ *
+ * @module
+ */
+import { IpCommandError, type IpRunner } from "../net/ip_runner.ts";
+import type { NodeRoute } from "./routes.ts";
+
+/** The `proto` of Ferry's routes (`ip route show proto 199`). */
+export const FERRY_ROUTE_PROTOCOL = 199;
+
+/** Lists and changes Ferry's routes. */
+export interface RouteTable {
+  /** Ferry's routes now, both families. */
+  list(): Promise<NodeRoute[]>;
+  /** Adds or replaces routes, and deletes others, in one go. */
+  apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<void>;
+}
+
+/**
+ * The iproute2 route table.
+ *
+ * @example
+ * ```ts
+ * const table = new IpRouteTable(new SpawningIpRunner());
+ * await table.apply([{ dst: "10.244.2.0/24", via: "192.0.2.12" }], []);
+ * ```
+ */
+export class IpRouteTable implements RouteTable {
+  readonly #ip: IpRunner;
+
+  /** Creates the table on `ip`. */
+  constructor(ip: IpRunner) {
+    this.#ip = ip;
+  }
+
+  /** Reads `ip route show proto 199` for IPv4 and IPv6. */
+  async list(): Promise<NodeRoute[]> {
+    const out: NodeRoute[] = [];
+    for (const family of [4, 6] as const) {
+      const text = await this.#ip.batch([`route show proto ${FERRY_ROUTE_PROTOCOL}`], {
+        json: true,
+        family,
+      });
+      for (const line of text.split("\n").filter((l) => l.trim())) {
+        for (const r of JSON.parse(line) as { dst: string; gateway?: string }[]) {
+          if (r.gateway) out.push({ dst: r.dst, via: r.gateway });
+        }
+      }
+    }
+    return out;
+  }
+
+  /** One batch: replaces first, then deletions (a missing route to delete is fine). */
+  async apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<void> {
+    if (replace.length) {
+      await this.#ip.batch(
+        replace.map((r) => `route replace ${r.dst} via ${r.via} proto ${FERRY_ROUTE_PROTOCOL}`),
+      );
+    }
+    for (const r of remove) {
+      await this.#ip.batch([`route del ${r.dst} proto ${FERRY_ROUTE_PROTOCOL}`]).catch((e) => {
+        if (!(e instanceof IpCommandError && /No such process/.test(e.stderr))) throw e;
+      });
+    }
+  }
+}

@@ -1,0 +1,378 @@
+/**
+ * A simulated cluster on one machine, for the tests and the demo: every node is a network
+ * namespace with its own Ferry daemon process (started inside it with `ip netns exec`), its own
+ * bridge, state directory and socket, and its shim installed as a runtime would have it. The nodes
+ * share an underlay: a bridge in a namespace of its own, with one veth per node. One more
+ * namespace, "outside", sits on the underlay as every node's default gateway and holds an address
+ * that plays the internet. The API stand-in runs in this process on the host's loopback; each node
+ * reaches it through a forwarder listening on 127.0.0.1 inside that node's namespace (the
+ * listening socket is made with the JS thread switched into the namespace). Node objects carry
+ * their podCIDRs and underlay addresses, as a controller-manager and kubelet would set them.
+ *
+ * Only the simulation's own namespaces carry traffic; everything is removed afterwards, also when
+ * the body throws.
+ *
+ * @module
+ */
+import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
+import { install, installUnder } from "../../cni/install.ts";
+import { HEALTHZ_PATH, READYZ_PATH } from "../../lib/socket_api.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import { NODES, PODS } from "../k8s/resources.ts";
+import { Libc } from "../net/netlink/libc.ts";
+import { netconf, runShimAt, type ShimRun } from "./harness.ts";
+import { KubeStandin } from "./kube_standin/server.ts";
+import { run, type TestNetns, uniqueToken } from "./netns.ts";
+
+/** One simulated node. */
+export interface SimNode {
+  /** Its Node name. */
+  name: string;
+  /** Its namespace. */
+  ns: TestNetns;
+  /** Its underlay address (the InternalIP). */
+  address: string;
+  /** Its pod range (spec.podCIDRs[0]). */
+  podCIDR: string;
+  /** The daemon's socket. */
+  socket: string;
+  /** The installed shim. */
+  shim: string;
+  /** The daemon's log file. */
+  log: string;
+}
+
+/** A plugged pod. */
+export interface SimPod {
+  /** Pod name (in `default`). */
+  name: string;
+  /** Its node. */
+  node: SimNode;
+  /** Its namespace. */
+  ns: TestNetns;
+  /** Its IPv4 address. */
+  ip: string;
+  /** The container ID of its sandbox. */
+  containerId: string;
+}
+
+/** The running simulation. */
+export interface SimCluster {
+  /** The nodes. */
+  nodes: SimNode[];
+  /** The API stand-in. */
+  api: KubeStandin;
+  /** The outside host. */
+  outside: TestNetns;
+  /** The address in `outside` that plays the internet. */
+  internet: string;
+  /** Creates a pod bound to `node`, makes its namespace and plugs it through the node's shim. */
+  addPod(node: SimNode, name: string): Promise<SimPod>;
+  /** Unplugs a pod (DEL through its node's shim) and removes it. */
+  removePod(pod: SimPod): Promise<ShimRun>;
+  /** Deletes a node from the API (its daemon keeps running). */
+  deleteNode(node: SimNode): void;
+  /** Gives a node created without podCIDRs its range, as the controller-manager would. */
+  assignPodCIDR(node: SimNode): void;
+  /** Listens on TCP `port` inside `ns`; resolves to the source address of the first connection. */
+  acceptOnce(
+    ns: TestNetns,
+    address: string,
+    port: number,
+  ): { source: Promise<string>; close(): void };
+}
+
+/** Options of the simulation. */
+export interface SimOptions {
+  /** How many nodes. */
+  nodes: number;
+  /** Extra daemon configuration (merged over the simulation's). */
+  config?: Record<string, unknown>;
+  /** Nodes (1-based) created without podCIDRs, as before the controller-manager assigns them. */
+  withoutPodCIDRs?: number[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs `fn` on a simulated cluster and removes it afterwards.
+ *
+ * @example
+ * ```ts
+ * await withSimCluster({ nodes: 3 }, async (c) => { const a = await c.addPod(c.nodes[0], "a"); … });
+ * ```
+ */
+export async function withSimCluster<T>(
+  options: SimOptions,
+  fn: (cluster: SimCluster) => Promise<T>,
+): Promise<T> {
+  const token = uniqueToken().slice(0, 6);
+  const net = 64 + Math.floor(Math.random() * 64);
+  const sub = Math.floor(Math.random() * 256);
+  const underlay = `100.${net}.${sub}`; // 100.64.0.0/10: shared address space, never the Internet
+  const podNet = `10.${200 + Math.floor(Math.random() * 50)}`;
+  const internet = `198.18.${sub}.1`; // 198.18.0.0/15: benchmarking range, never routed
+  const libc = Libc.open();
+  const home = libc.openRead("/proc/thread-self/ns/net");
+  const api = await KubeStandin.start({ token: crypto.randomUUID() });
+  const dir = await Deno.makeTempDir({ prefix: `ferry-sim-${token}-` });
+  const made: string[] = [];
+  const children: Deno.ChildProcess[] = [];
+  const listeners: Deno.Listener[] = [];
+  const pods = new Set<SimPod>();
+  const netnsAdd = async (name: string): Promise<TestNetns> => {
+    await run("ip", "netns", "add", name);
+    made.push(name);
+    await run("ip", "-n", name, "link", "set", "lo", "up");
+    return { name, path: `/var/run/netns/${name}` };
+  };
+  /** Creates a listener inside `ns` (the JS thread switches there and back). */
+  const listenIn = (ns: TestNetns, hostname: string, port: number): Deno.TcpListener => {
+    const fd = libc.openRead(ns.path);
+    try {
+      return libc.inNetns(fd, home, () => Deno.listen({ hostname, port }));
+    } finally {
+      libc.close(fd);
+    }
+  };
+  const forward = (listener: Deno.Listener, port: number) => {
+    (async () => {
+      for await (const conn of listener) {
+        (async () => {
+          try {
+            const upstream = await Deno.connect({ hostname: "127.0.0.1", port });
+            await Promise.all([
+              conn.readable.pipeTo(upstream.writable).catch(() => {}),
+              upstream.readable.pipeTo(conn.writable).catch(() => {}),
+            ]);
+          } catch {
+            try {
+              conn.close();
+            } catch { /* closed */ }
+          }
+        })();
+      }
+    })().catch(() => {});
+  };
+  try {
+    const ul = await netnsAdd(`fyu-${token}`);
+    await run("ip", "-n", ul.name, "link", "add", "ul0", "type", "bridge");
+    await run("ip", "-n", ul.name, "link", "set", "ul0", "up");
+    const attach = async (ns: TestNetns, i: number, address: string) => {
+      await run(
+        "ip",
+        "link",
+        "add",
+        `fyv${token}${i}`,
+        "netns",
+        ul.name,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        ns.name,
+      );
+      await run("ip", "-n", ul.name, "link", "set", `fyv${token}${i}`, "master", "ul0", "up");
+      await run("ip", "-n", ns.name, "addr", "add", `${address}/24`, "dev", "eth0");
+      await run("ip", "-n", ns.name, "link", "set", "eth0", "up");
+    };
+    const outside = await netnsAdd(`fyo-${token}`);
+    await attach(outside, 0, `${underlay}.100`);
+    await run("ip", "-n", outside.name, "addr", "add", `${internet}/32`, "dev", "lo");
+    const apiPort = Number(new URL(api.url).port);
+    const nodes: SimNode[] = [];
+    for (let i = 1; i <= options.nodes; i++) {
+      const ns = await netnsAdd(`fyn-${token}-${i}`);
+      const address = `${underlay}.${10 + i}`;
+      await attach(ns, i, address);
+      await run("ip", "-n", ns.name, "route", "add", "default", "via", `${underlay}.100`);
+      const listener = listenIn(ns, "127.0.0.1", 0);
+      listeners.push(listener);
+      forward(listener, apiPort);
+      const nodeDir = `${dir}/n${i}`;
+      await Deno.mkdir(nodeDir, { recursive: true });
+      const name = `sim-${token}-${i}`;
+      const podCIDR = `${podNet}.${i}.0/24`;
+      const assigned = !options.withoutPodCIDRs?.includes(i);
+      api.store.create(NODES, undefined, {
+        metadata: { name },
+        spec: assigned ? { podCIDRs: [podCIDR], podCIDR } : {},
+        status: {
+          addresses: [{ type: "InternalIP", address }, { type: "Hostname", address: name }],
+        },
+      } as Node as never);
+      await Deno.writeTextFile(
+        `${nodeDir}/kubeconfig`,
+        api.kubeconfig().replace(api.url, `http://127.0.0.1:${listener.addr.port}`),
+      );
+      const socket = `${nodeDir}/run/ferry.sock`;
+      const config = {
+        socket,
+        stateDir: `${nodeDir}/state`,
+        nodeName: name,
+        kubeconfig: `${nodeDir}/kubeconfig`,
+        ipam: { mode: "kubernetes" },
+        routing: { mode: "host-gw" },
+        masquerade: { enabled: true, nonMasqueradeCIDRs: [] },
+        network: { bridge: "ferry0", forwarding: true },
+        podWaitSeconds: 20,
+        ...options.config,
+      };
+      await Deno.writeTextFile(`${nodeDir}/config.json`, JSON.stringify(config));
+      const log = `${nodeDir}/daemon.log`;
+      const logFile = await Deno.open(log, { create: true, write: true, append: true });
+      const child = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          ns.name,
+          Deno.execPath(),
+          "run",
+          "--allow-all",
+          "--frozen",
+          new URL("../main.ts", import.meta.url).pathname,
+          "--config",
+          `${nodeDir}/config.json`,
+        ],
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      child.stderr.pipeTo(logFile.writable).catch(() => {});
+      children.push(child);
+      const { shim } = await install(installUnder(nodeDir, socket));
+      nodes.push({ name, ns, address, podCIDR, socket, shim, log });
+    }
+    for (const [i, node] of nodes.entries()) {
+      if (!options.withoutPodCIDRs?.includes(i + 1)) await waitReady(node);
+    }
+    const cluster: SimCluster = {
+      nodes,
+      api,
+      outside,
+      internet,
+      async addPod(node, name) {
+        const created = api.store.create(PODS, "default", {
+          metadata: { name, namespace: "default" },
+          spec: { nodeName: node.name, containers: [{ name: "c", image: "none" }] },
+        } as Pod as never);
+        const ns = await netnsAdd(`fyp-${token}-${name}`);
+        const containerId = `sim${token}${name.replace(/[^a-z0-9]/g, "")}`;
+        const out = await runShimAt(
+          node.shim,
+          envFor("ADD", ns, containerId, name, String(created.metadata?.uid)),
+          netconf(),
+        );
+        if (out.code !== 0) {
+          throw new Error(
+            `ADD of ${name} on ${node.name} failed: ${out.stdout}${out.stderr}; see ${node.log}`,
+          );
+        }
+        const ip =
+          String((out.json as { ips: { address: string }[] }).ips[0].address).split("/")[0];
+        const pod = { name, node, ns, ip, containerId, uid: String(created.metadata?.uid) };
+        pods.add(pod);
+        return pod;
+      },
+      async removePod(pod) {
+        const uid = (pod as SimPod & { uid: string }).uid;
+        const out = await runShimAt(
+          pod.node.shim,
+          envFor("DEL", pod.ns, pod.containerId, pod.name, uid),
+          netconf(),
+        );
+        pods.delete(pod);
+        return out;
+      },
+      deleteNode(node) {
+        api.store.remove(NODES, undefined, node.name);
+      },
+      assignPodCIDR(node) {
+        const current = api.store.get(NODES, undefined, node.name) as Node;
+        api.store.update(NODES, undefined, node.name, {
+          ...current,
+          spec: { ...current.spec, podCIDRs: [node.podCIDR], podCIDR: node.podCIDR },
+        } as never, false);
+      },
+      acceptOnce(ns, address, port) {
+        const listener = listenIn(ns, address, port);
+        listeners.push(listener);
+        const source = (async () => {
+          for await (const conn of listener) {
+            const from = (conn.remoteAddr as Deno.NetAddr).hostname;
+            conn.close();
+            return from;
+          }
+          throw new Error("the listener closed before any connection");
+        })();
+        source.catch(() => {});
+        return {
+          source,
+          close() {
+            try {
+              listener.close();
+            } catch { /* closed */ }
+          },
+        };
+      },
+    };
+    return await fn(cluster);
+  } finally {
+    for (const child of children) {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* gone */ }
+      await child.status.catch(() => {});
+    }
+    for (const l of listeners) {
+      try {
+        l.close();
+      } catch { /* closed */ }
+    }
+    for (const name of made.reverse()) await run("ip", "netns", "del", name).catch(() => {});
+    libc.close(home);
+    await api.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+function envFor(command: string, ns: TestNetns, containerId: string, pod: string, uid: string) {
+  return {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_NETNS: ns.path,
+    CNI_IFNAME: "eth0",
+    CNI_PATH: "/usr/lib/cni",
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod};K8S_POD_UID=${uid}`,
+  };
+}
+
+/** Waits (bounded) until the node's daemon answers and is ready. */
+export async function waitReady(node: SimNode): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (true) {
+    const ready = await unixRequest(
+      node.socket,
+      "GET",
+      READYZ_PATH,
+      undefined,
+      AbortSignal.timeout(500),
+    )
+      .then((r) => r.status === 200, () => false);
+    if (ready) return;
+    if (Date.now() > deadline) {
+      const health = await unixRequest(
+        node.socket,
+        "GET",
+        HEALTHZ_PATH,
+        undefined,
+        AbortSignal.timeout(500),
+      )
+        .then((r) => `${r.status} ${r.body}`, (e) => String(e));
+      throw new Error(`node ${node.name} did not become ready (${health}); see ${node.log}`);
+    }
+    await sleep(50);
+  }
+}

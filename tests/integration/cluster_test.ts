@@ -1,0 +1,143 @@
+// A cluster of three simulated nodes (each a namespace with its own daemon process, joined by an
+// underlay; see daemon/dev/cluster_sim.ts) in `ipam.mode: kubernetes` with host-gw routing and
+// masquerade: every node hands out addresses from its own podCIDR, pods reach pods on other
+// nodes with their own source address, pods reach the outside with the node's address, and a
+// node removed from the API takes its routes with it everywhere. Needs root and nft.
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { type SimCluster, waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import { READYZ_PATH } from "../../lib/socket_api.ts";
+import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
+import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
+import { FERRY_ROUTE_PROTOCOL } from "../../daemon/cluster/route_table.ts";
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !hasNft };
+
+async function ferryRoutes(c: SimCluster, i: number): Promise<string[]> {
+  const out = await run(
+    "ip",
+    "-n",
+    c.nodes[i].ns.name,
+    "-j",
+    "route",
+    "show",
+    "proto",
+    String(FERRY_ROUTE_PROTOCOL),
+  );
+  return (JSON.parse(out.trim() || "[]") as { dst: string; gateway: string }[])
+    .map((r) => `${r.dst} via ${r.gateway}`)
+    .sort();
+}
+
+async function eventually(probe: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+Deno.test({
+  name:
+    "three nodes: addresses from each node's podCIDR, pod↔pod across nodes unmasqueraded, egress masqueraded, a removed node's routes gone",
+  ...opts,
+  fn: () =>
+    withSimCluster({ nodes: 3 }, async (c) => {
+      // Each node routes the other two nodes' ranges via their underlay addresses.
+      for (const [i, node] of c.nodes.entries()) {
+        await eventually(
+          async () => (await ferryRoutes(c, i)).length === 2,
+          `${node.name} has 2 routes`,
+        );
+        const expected = c.nodes.filter((n) => n !== node).map((n) =>
+          `${n.podCIDR} via ${n.address}`
+        ).sort();
+        assertEquals(await ferryRoutes(c, i), expected);
+      }
+      const pods = [];
+      for (const [i, node] of c.nodes.entries()) pods.push(await c.addPod(node, `p${i}`));
+      for (const pod of pods) {
+        assert(
+          cidrContains(parseCidr(pod.node.podCIDR), parseIp(pod.ip)),
+          `${pod.ip} in ${pod.node.podCIDR}`,
+        );
+      }
+      // Every pod reaches every other pod, across nodes.
+      for (const a of pods) {
+        for (const b of pods) {
+          if (a !== b) assert(await pingOnce(b.ip, a.ns), `${a.name} → ${b.name} (${b.ip})`);
+        }
+      }
+      // Pod to pod keeps the pod's address, checked at the receiver.
+      const atPod = c.acceptOnce(pods[1].ns, pods[1].ip, 8080);
+      await run(
+        "ip",
+        "netns",
+        "exec",
+        pods[0].ns.name,
+        "bash",
+        "-c",
+        `echo hi > /dev/tcp/${pods[1].ip}/8080`,
+      );
+      assertEquals(await atPod.source, pods[0].ip);
+      atPod.close();
+      // Pod to the outside leaves with its node's address.
+      const atOutside = c.acceptOnce(c.outside, c.internet, 8081);
+      await run(
+        "ip",
+        "netns",
+        "exec",
+        pods[2].ns.name,
+        "bash",
+        "-c",
+        `echo hi > /dev/tcp/${c.internet}/8081`,
+      );
+      assertEquals(await atOutside.source, c.nodes[2].address);
+      atOutside.close();
+      // A node deleted from the API: its routes disappear on every other node.
+      await c.removePod(pods[2]);
+      c.deleteNode(c.nodes[2]);
+      for (const i of [0, 1]) {
+        await eventually(
+          async () => !(await ferryRoutes(c, i)).some((r) => r.startsWith(c.nodes[2].podCIDR)),
+          `node ${i + 1} dropped its route to the removed node`,
+        );
+        assertEquals((await ferryRoutes(c, i)).length, 1);
+      }
+      for (const pod of pods.slice(0, 2)) assertEquals((await c.removePod(pod)).code, 0);
+    }),
+});
+
+Deno.test({
+  name:
+    "a node without podCIDRs is not ready, STATUS says why, ADD waits, and it opens when they arrive",
+  ...opts,
+  fn: () =>
+    withSimCluster({ nodes: 2, withoutPodCIDRs: [2], config: { podWaitSeconds: 1 } }, async (c) => {
+      const node = c.nodes[1];
+      const ready = () =>
+        unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(1000))
+          .then((r) => r.status, () => 0);
+      await eventually(async () => (await ready()) === 503, "the daemon answers, not ready");
+      const status = await runShimAt(
+        node.shim,
+        { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
+        netconf("1.1.0"),
+      );
+      assertEquals([status.code, status.json?.code], [1, 50]);
+      assert(String(status.json?.msg).includes("has no spec.podCIDRs yet"), status.stdout);
+      await assertRejects(() => c.addPod(node, "early"), Error, "not open yet");
+      c.assignPodCIDR(node);
+      await waitReady(node);
+      const pod = await c.addPod(node, "late");
+      assert(cidrContains(parseCidr(node.podCIDR), parseIp(pod.ip)), pod.ip);
+      // The first node routes to the second's range once it exists.
+      await eventually(
+        async () => (await ferryRoutes(c, 0)).includes(`${node.podCIDR} via ${node.address}`),
+        "the route to the new range",
+      );
+      assert(await pingOnce(pod.ip, (await c.addPod(c.nodes[0], "peer")).ns));
+    }),
+});
