@@ -34,6 +34,8 @@ export interface SimNode {
   address: string;
   /** Its pod range (spec.podCIDRs[0]). */
   podCIDR: string;
+  /** Its IPv6 underlay address and pod range, on a dual-stack simulation. */
+  v6?: { address: string; podCIDR: string };
   /** The daemon's socket. */
   socket: string;
   /** The installed shim. */
@@ -52,6 +54,8 @@ export interface SimPod {
   ns: TestNetns;
   /** Its IPv4 address. */
   ip: string;
+  /** Its IPv6 address, on a dual-stack simulation. */
+  ip6?: string;
   /** The container ID of its sandbox. */
   containerId: string;
 }
@@ -66,12 +70,17 @@ export interface SimCluster {
   outside: TestNetns;
   /** The address in `outside` that plays the internet. */
   internet: string;
-  /** Creates a pod bound to `node`, makes its namespace and plugs it through the node's shim. */
-  addPod(node: SimNode, name: string): Promise<SimPod>;
+  /**
+   * Creates a pod bound to `node`, makes its namespace and plugs it through the node's shim; with
+   * `retryFor` (ms), repeats ADD while it answers code 11, as a runtime does.
+   */
+  addPod(node: SimNode, name: string, retryFor?: number): Promise<SimPod>;
   /** Unplugs a pod (DEL through its node's shim) and removes it. */
   removePod(pod: SimPod): Promise<ShimRun>;
   /** Deletes a node from the API (its daemon keeps running). */
   deleteNode(node: SimNode): void;
+  /** Kills a node's daemon with SIGKILL and starts it again (not waiting for readiness). */
+  killAndRestart(node: SimNode): Promise<void>;
   /** Gives a node created without podCIDRs its range, as the controller-manager would. */
   assignPodCIDR(node: SimNode): void;
   /** Listens on TCP `port` inside `ns`; resolves to the source address of the first connection. */
@@ -90,6 +99,8 @@ export interface SimOptions {
   config?: Record<string, unknown>;
   /** Nodes (1-based) created without podCIDRs, as before the controller-manager assigns them. */
   withoutPodCIDRs?: number[];
+  /** Every node gets an IPv6 underlay address and an IPv6 pod range too. */
+  dualStack?: boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -112,6 +123,8 @@ export async function withSimCluster<T>(
   const underlay = `100.${net}.${sub}`; // 100.64.0.0/10: shared address space, never the Internet
   const podNet = `10.${200 + Math.floor(Math.random() * 50)}`;
   const internet = `198.18.${sub}.1`; // 198.18.0.0/15: benchmarking range, never routed
+  const underlay6 = `fd00:64:${sub.toString(16)}`;
+  const podNet6 = `fd00:${(0xa00 + Math.floor(Math.random() * 0xff)).toString(16)}`;
   const libc = Libc.open();
   const home = libc.openRead("/proc/thread-self/ns/net");
   const api = await KubeStandin.start({ token: crypto.randomUUID() });
@@ -120,6 +133,7 @@ export async function withSimCluster<T>(
   const children: Deno.ChildProcess[] = [];
   const listeners: Deno.Listener[] = [];
   const pods = new Set<SimPod>();
+  const restarts = new Map<string, () => Promise<void>>();
   const netnsAdd = async (name: string): Promise<TestNetns> => {
     await run("ip", "netns", "add", name);
     made.push(name);
@@ -156,9 +170,9 @@ export async function withSimCluster<T>(
   };
   try {
     const ul = await netnsAdd(`fyu-${token}`);
-    await run("ip", "-n", ul.name, "link", "add", "ul0", "type", "bridge");
+    await run("ip", "-n", ul.name, "link", "add", "ul0", "type", "bridge", "mcast_snooping", "0");
     await run("ip", "-n", ul.name, "link", "set", "ul0", "up");
-    const attach = async (ns: TestNetns, i: number, address: string) => {
+    const attach = async (ns: TestNetns, i: number, address: string, address6?: string) => {
       await run(
         "ip",
         "link",
@@ -176,18 +190,32 @@ export async function withSimCluster<T>(
       );
       await run("ip", "-n", ul.name, "link", "set", `fyv${token}${i}`, "master", "ul0", "up");
       await run("ip", "-n", ns.name, "addr", "add", `${address}/24`, "dev", "eth0");
+      if (address6) {
+        await run("ip", "-n", ns.name, "addr", "add", `${address6}/64`, "dev", "eth0", "nodad");
+      }
       await run("ip", "-n", ns.name, "link", "set", "eth0", "up");
     };
     const outside = await netnsAdd(`fyo-${token}`);
-    await attach(outside, 0, `${underlay}.100`);
+    await attach(
+      outside,
+      0,
+      `${underlay}.100`,
+      options.dualStack ? `${underlay6}::100` : undefined,
+    );
     await run("ip", "-n", outside.name, "addr", "add", `${internet}/32`, "dev", "lo");
     const apiPort = Number(new URL(api.url).port);
     const nodes: SimNode[] = [];
     for (let i = 1; i <= options.nodes; i++) {
       const ns = await netnsAdd(`fyn-${token}-${i}`);
       const address = `${underlay}.${10 + i}`;
-      await attach(ns, i, address);
+      const v6 = options.dualStack
+        ? { address: `${underlay6}::${10 + i}`, podCIDR: `${podNet6}:${i}::/64` }
+        : undefined;
+      await attach(ns, i, address, v6?.address);
       await run("ip", "-n", ns.name, "route", "add", "default", "via", `${underlay}.100`);
+      if (v6) {
+        await run("ip", "-n", ns.name, "-6", "route", "add", "default", "via", `${underlay6}::100`);
+      }
       const listener = listenIn(ns, "127.0.0.1", 0);
       listeners.push(listener);
       forward(listener, apiPort);
@@ -196,11 +224,16 @@ export async function withSimCluster<T>(
       const name = `sim-${token}-${i}`;
       const podCIDR = `${podNet}.${i}.0/24`;
       const assigned = !options.withoutPodCIDRs?.includes(i);
+      const podCIDRs = v6 ? [podCIDR, v6.podCIDR] : [podCIDR];
+      const internal = v6 ? [address, v6.address] : [address];
       api.store.create(NODES, undefined, {
         metadata: { name },
-        spec: assigned ? { podCIDRs: [podCIDR], podCIDR } : {},
+        spec: assigned ? { podCIDRs, podCIDR } : {},
         status: {
-          addresses: [{ type: "InternalIP", address }, { type: "Hostname", address: name }],
+          addresses: [
+            ...internal.map((a) => ({ type: "InternalIP", address: a })),
+            { type: "Hostname", address: name },
+          ],
         },
       } as Node as never);
       await Deno.writeTextFile(
@@ -222,28 +255,17 @@ export async function withSimCluster<T>(
       };
       await Deno.writeTextFile(`${nodeDir}/config.json`, JSON.stringify(config));
       const log = `${nodeDir}/daemon.log`;
-      const logFile = await Deno.open(log, { create: true, write: true, append: true });
-      const child = new Deno.Command("ip", {
-        args: [
-          "netns",
-          "exec",
-          ns.name,
-          Deno.execPath(),
-          "run",
-          "--allow-all",
-          "--frozen",
-          new URL("../main.ts", import.meta.url).pathname,
-          "--config",
-          `${nodeDir}/config.json`,
-        ],
-        stdin: "null",
-        stdout: "null",
-        stderr: "piped",
-      }).spawn();
-      child.stderr.pipeTo(logFile.writable).catch(() => {});
-      children.push(child);
+      const index = children.length;
+      children.push(await startDaemonIn(ns, `${nodeDir}/config.json`, log));
+      restarts.set(name, async () => {
+        try {
+          children[index].kill("SIGKILL");
+        } catch { /* gone */ }
+        await children[index].status.catch(() => {});
+        children[index] = await startDaemonIn(ns, `${nodeDir}/config.json`, log);
+      });
       const { shim } = await install(installUnder(nodeDir, socket));
-      nodes.push({ name, ns, address, podCIDR, socket, shim, log });
+      nodes.push({ name, ns, address, podCIDR, v6, socket, shim, log });
     }
     for (const [i, node] of nodes.entries()) {
       if (!options.withoutPodCIDRs?.includes(i + 1)) await waitReady(node);
@@ -253,26 +275,40 @@ export async function withSimCluster<T>(
       api,
       outside,
       internet,
-      async addPod(node, name) {
+      async addPod(node, name, retryFor = 0) {
         const created = api.store.create(PODS, "default", {
           metadata: { name, namespace: "default" },
           spec: { nodeName: node.name, containers: [{ name: "c", image: "none" }] },
         } as Pod as never);
         const ns = await netnsAdd(`fyp-${token}-${name}`);
         const containerId = `sim${token}${name.replace(/[^a-z0-9]/g, "")}`;
-        const out = await runShimAt(
-          node.shim,
-          envFor("ADD", ns, containerId, name, String(created.metadata?.uid)),
-          netconf(),
-        );
+        const until = Date.now() + retryFor;
+        let out: ShimRun;
+        while (true) {
+          out = await runShimAt(
+            node.shim,
+            envFor("ADD", ns, containerId, name, String(created.metadata?.uid)),
+            netconf(),
+          );
+          if (out.code === 0 || out.json?.code !== 11 || Date.now() > until) break;
+          await sleep(100 + Math.random() * 200);
+        }
         if (out.code !== 0) {
           throw new Error(
             `ADD of ${name} on ${node.name} failed: ${out.stdout}${out.stderr}; see ${node.log}`,
           );
         }
-        const ip =
-          String((out.json as { ips: { address: string }[] }).ips[0].address).split("/")[0];
-        const pod = { name, node, ns, ip, containerId, uid: String(created.metadata?.uid) };
+        const ips = (out.json as { ips: { address: string }[] }).ips
+          .map((i) => i.address.split("/")[0]);
+        const pod = {
+          name,
+          node,
+          ns,
+          ip: ips.find((i) => !i.includes(":"))!,
+          ip6: ips.find((i) => i.includes(":")),
+          containerId,
+          uid: String(created.metadata?.uid),
+        };
         pods.add(pod);
         return pod;
       },
@@ -286,6 +322,9 @@ export async function withSimCluster<T>(
         pods.delete(pod);
         return out;
       },
+      killAndRestart(node) {
+        return restarts.get(node.name)!();
+      },
       deleteNode(node) {
         api.store.remove(NODES, undefined, node.name);
       },
@@ -293,7 +332,11 @@ export async function withSimCluster<T>(
         const current = api.store.get(NODES, undefined, node.name) as Node;
         api.store.update(NODES, undefined, node.name, {
           ...current,
-          spec: { ...current.spec, podCIDRs: [node.podCIDR], podCIDR: node.podCIDR },
+          spec: {
+            ...current.spec,
+            podCIDRs: node.v6 ? [node.podCIDR, node.v6.podCIDR] : [node.podCIDR],
+            podCIDR: node.podCIDR,
+          },
         } as never, false);
       },
       acceptOnce(ns, address, port) {
@@ -336,6 +379,34 @@ export async function withSimCluster<T>(
     await api.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Starts a daemon process inside `ns` with `configFile`, its stderr appended to `log`. */
+async function startDaemonIn(
+  ns: TestNetns,
+  configFile: string,
+  log: string,
+): Promise<Deno.ChildProcess> {
+  const logFile = await Deno.open(log, { create: true, write: true, append: true });
+  const child = new Deno.Command("ip", {
+    args: [
+      "netns",
+      "exec",
+      ns.name,
+      Deno.execPath(),
+      "run",
+      "--allow-all",
+      "--frozen",
+      new URL("../main.ts", import.meta.url).pathname,
+      "--config",
+      configFile,
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  child.stderr.pipeTo(logFile.writable).catch(() => {});
+  return child;
 }
 
 function envFor(command: string, ns: TestNetns, containerId: string, pod: string, uid: string) {

@@ -46,9 +46,14 @@ function addrLine(a: InterfaceAddress, ifname: string): string {
 }
 
 /** Sysctls an interface inside the pod needs: IPv6 enabled on it when it gets an IPv6 address. */
+/**
+ * IPv6 on, and no duplicate address detection on the pod interface: its addresses are unique by
+ * allocation, and a link-local address still in detection (a second or two after the link comes
+ * up) stalls neighbour discovery, so a new pod's first IPv6 packets would wait for it.
+ */
 function podSysctls(ifname: string, addresses: InterfaceAddress[]): Sysctl[] {
   return addresses.some((a) => isIpv6(a.cidr))
-    ? [[`net/ipv6/conf/${ifname}/disable_ipv6`, "0"]]
+    ? [[`net/ipv6/conf/${ifname}/disable_ipv6`, "0"], [`net/ipv6/conf/${ifname}/accept_dad`, "0"]]
     : [];
 }
 

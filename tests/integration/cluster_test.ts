@@ -141,3 +141,78 @@ Deno.test({
       assert(await pingOnce(pod.ip, (await c.addPod(c.nodes[0], "peer")).ns));
     }),
 });
+
+Deno.test({
+  name: "dual stack across nodes: IPv6 pod ranges are routed via the nodes' IPv6 addresses",
+  ...opts,
+  fn: () =>
+    withSimCluster({ nodes: 2, dualStack: true }, async (c) => {
+      const routes6 = async (i: number) =>
+        (await run(
+          "ip",
+          "-n",
+          c.nodes[i].ns.name,
+          "-6",
+          "route",
+          "show",
+          "proto",
+          String(FERRY_ROUTE_PROTOCOL),
+        ))
+          .trim();
+      await eventually(
+        async () => (await routes6(0)).includes(c.nodes[1].v6!.podCIDR),
+        "an IPv6 route",
+      );
+      assert((await routes6(0)).includes(`via ${c.nodes[1].v6!.address}`), await routes6(0));
+      const a = await c.addPod(c.nodes[0], "a6");
+      const b = await c.addPod(c.nodes[1], "b6");
+      assert(a.ip6 && b.ip6, "both pods have IPv6 addresses");
+      assert(cidrContains(parseCidr(c.nodes[1].v6!.podCIDR), parseIp(b.ip6!)), b.ip6);
+      // The simulated underlay's first neighbour discovery between nodes can take a second or two.
+      await eventually(() => pingOnce(b.ip6!, a.ns), `${a.ip6} → ${b.ip6}`);
+      assert(await pingOnce(a.ip6!, b.ns), `${b.ip6} → ${a.ip6}`);
+      assert(await pingOnce(b.ip, a.ns), "and IPv4 still");
+    }),
+});
+
+Deno.test({
+  name:
+    "90 ADDs at once over three nodes, one daemon killed mid-burst: every pod plugged, no address twice, nothing leaked",
+  ...opts,
+  fn: () =>
+    withSimCluster({ nodes: 3 }, async (c) => {
+      const names = Array.from({ length: 90 }, (_, i) => `b${i}`);
+      const burst = Promise.all(
+        names.map((name, i) => c.addPod(c.nodes[i % 3], name, 60_000)),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      await c.killAndRestart(c.nodes[1]);
+      const pods = await burst;
+      const ips = pods.map((p) => p.ip);
+      assertEquals(new Set(ips).size, 90, "no address twice");
+      for (const pod of pods) {
+        assert(
+          cidrContains(parseCidr(pod.node.podCIDR), parseIp(pod.ip)),
+          `${pod.ip} in ${pod.node.podCIDR}`,
+        );
+      }
+      // A sample reaches across nodes.
+      assert(await pingOnce(pods[1].ip, pods[0].ns));
+      assert(await pingOnce(pods[5].ip, pods[3].ns));
+      for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
+      // After a clean restart (the start-up reconcile), no node holds an address or a record.
+      for (const node of c.nodes) {
+        await c.killAndRestart(node);
+        await waitReady(node);
+        const state = node.socket.replace("/run/ferry.sock", "/state");
+        const held = [];
+        for await (const pool of Deno.readDir(`${state}/ipam`)) {
+          for await (const f of Deno.readDir(`${state}/ipam/${pool.name}`)) {
+            if (!f.name.startsWith(".")) held.push(f.name);
+          }
+        }
+        assertEquals(held, [], `${node.name} holds nothing`);
+        assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
+      }
+    }),
+});

@@ -40,7 +40,10 @@ Deno.test("a dual-stack plug enables IPv6 in the pod, skips DAD and routes each 
     ...spec,
     addresses: [...spec.addresses, { cidr: "fd00::5/64", gateway: "fd00::1" }],
   });
-  assertEquals(plan.container.sysctls, [["net/ipv6/conf/eth0/disable_ipv6", "0"]]);
+  assertEquals(plan.container.sysctls, [
+    ["net/ipv6/conf/eth0/disable_ipv6", "0"],
+    ["net/ipv6/conf/eth0/accept_dad", "0"],
+  ]);
   assertEquals(plan.container.lines.slice(2), [
     "addr add 10.244.0.5/24 dev eth0",
     "addr add fd00::5/64 dev eth0 nodad",
