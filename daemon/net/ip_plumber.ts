@@ -47,7 +47,9 @@ export class IpPlumber implements Plumber {
           if (!(await this.#linkExists(spec.name))) throw e;
         });
       }
-      await this.#ip.batch(plan.configure.lines, { sysctls: plan.configure.sysctls });
+      const sysctls = [...plan.configure.sysctls];
+      if (this.#forwarding) sysctls.push(...(await bridgeNetfilterSysctls(spec.gateways)));
+      await this.#ip.batch(plan.configure.lines, { sysctls });
     } catch (e) {
       throw ioError(`failed to set up bridge ${spec.name}`, e);
     }
@@ -180,6 +182,21 @@ export class IpPlumber implements Plumber {
       );
     }
   }
+}
+
+/**
+ * `bridge-nf-call-iptables` (and `-ip6tables` for IPv6 gateways) on, where br_netfilter is loaded,
+ * so that kube-proxy's rules see traffic between pods of one bridge; none where it is not.
+ */
+async function bridgeNetfilterSysctls(gateways: string[]): Promise<[string, string][]> {
+  const out: [string, string][] = [];
+  const families = [["iptables", false], ["ip6tables", true]] as const;
+  for (const [name, v6] of families) {
+    if (!gateways.some((g) => g.includes(":") === v6)) continue;
+    const path = `net/bridge/bridge-nf-call-${name}`;
+    if (await Deno.stat(`/proc/sys/${path}`).then(() => true, () => false)) out.push([path, "1"]);
+  }
+  return out;
 }
 
 function ioError(what: string, e: unknown): unknown {

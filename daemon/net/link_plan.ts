@@ -126,6 +126,7 @@ export function planVeth(spec: VethSpec): PlugPlan {
       lines: [
         `link add ${host} mtu ${mtu} address ${spec.hostMac} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
         `link set ${host} master ${spec.bridge} up`,
+        `link set ${host} type bridge_slave hairpin on`,
       ],
     },
     container: {

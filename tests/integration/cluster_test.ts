@@ -64,6 +64,25 @@ Deno.test({
           `${pod.ip} in ${pod.node.podCIDR}`,
         );
       }
+      // Bridge ports are in hairpin mode, and bridged traffic passes the node's netfilter hooks.
+      for (const pod of pods) {
+        const ports = JSON.parse(
+          await run("ip", "-n", pod.node.ns.name, "-d", "-j", "link", "show", "master", "ferry0"),
+        ) as { linkinfo?: { info_slave_data?: { hairpin?: boolean } } }[];
+        assertEquals(ports.map((p) => p.linkinfo?.info_slave_data?.hairpin), [true]);
+      }
+      if (await Deno.stat("/proc/sys/net/bridge").then(() => true, () => false)) {
+        const nf = await run(
+          "ip",
+          "netns",
+          "exec",
+          c.nodes[0].ns.name,
+          "sysctl",
+          "-n",
+          "net.bridge.bridge-nf-call-iptables",
+        );
+        assertEquals(nf.trim(), "1");
+      }
       // Every pod reaches every other pod, across nodes.
       for (const a of pods) {
         for (const b of pods) {

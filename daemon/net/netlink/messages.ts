@@ -105,9 +105,10 @@ export function frame(type: number, flags: number, seq: number, body: Uint8Array
 }
 
 /** `struct ifinfomsg` (16 bytes). */
-function ifinfomsg(index: number, flags: number, change: number): Uint8Array {
+function ifinfomsg(index: number, flags: number, change: number, family = 0): Uint8Array {
   const out = new Uint8Array(16);
   const view = new DataView(out.buffer);
+  view.setUint8(0, family);
   view.setInt32(4, index, true);
   view.setUint32(8, flags, true);
   view.setUint32(12, change, true);
@@ -158,6 +159,28 @@ export function newVeth(
     ]),
   ]);
   return frame(NL.RTM_NEWLINK, NL.F_ACK | NL.F_CREATE | NL.F_EXCL, seq, body);
+}
+
+const AF_BRIDGE = 7;
+const RTM_SETLINK = 19;
+const IFLA_PROTINFO = 12;
+const IFLA_BRPORT_MODE = 4;
+
+/**
+ * RTM_SETLINK (family AF_BRIDGE) putting the bridge port with `index` in hairpin mode, so that a
+ * frame may leave by the port it came in (a pod reaching itself through a Service address), as
+ * `bridge link set dev X hairpin on` does.
+ */
+export function hairpinOn(seq: number, index: number): Uint8Array {
+  return frame(
+    RTM_SETLINK,
+    NL.F_ACK,
+    seq,
+    concatBytes([
+      ifinfomsg(index, 0, 0, AF_BRIDGE),
+      encodeAttrs([[IFLA_PROTINFO, [[IFLA_BRPORT_MODE, new Uint8Array([1])]]]]),
+    ]),
+  );
 }
 
 /** RTM_NEWLINK bringing the link with `index` up. */

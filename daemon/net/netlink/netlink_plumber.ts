@@ -11,7 +11,15 @@ import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { defaultRoutes, planVeth } from "../link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
 import { type NetlinkSys, SyscallError } from "./libc.ts";
-import { delLink, getLink, linkUp, newAddr, newDefaultRoute, newVeth } from "./messages.ts";
+import {
+  delLink,
+  getLink,
+  hairpinOn,
+  linkUp,
+  newAddr,
+  newDefaultRoute,
+  newVeth,
+} from "./messages.ts";
 import { RouteSocket } from "./route_socket.ts";
 
 const ENODEV = 19;
@@ -73,6 +81,11 @@ export class NetlinkPlumber implements Plumber {
             podFd,
           ),
       );
+      const hostIndex = this.#host.linkIndex(
+        `find ${spec.hostIfname}`,
+        (seq) => getLink(seq, spec.hostIfname),
+      );
+      this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
       const { sysctls } = planVeth(spec).container;
       const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
         for (const [path, value] of sysctls) this.#sys.writeFile(`/proc/sys/${path}`, value);

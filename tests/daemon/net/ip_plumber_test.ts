@@ -40,7 +40,7 @@ Deno.test("bridge ports are listed by name, and a missing bridge has none", asyn
   assertEquals(await new IpPlumber(missing).bridgePorts("gone0"), []);
 });
 
-Deno.test("an existing bridge is configured, not created again, and its sysctls go with the batch", async () => {
+Deno.test("an existing bridge is configured, not created again, and its sysctls go with the batch (bridge-nf-call-iptables where br_netfilter is loaded)", async () => {
   const runner = new ScriptedRunner({});
   await new IpPlumber(runner, { forwarding: true }).ensureBridge({
     name: "ferry0",
@@ -51,7 +51,12 @@ Deno.test("an existing bridge is configured, not created again, and its sysctls 
     "link show dev ferry0",
     "link set ferry0 mtu 1500 up",
   ]);
-  assertEquals(runner.ran[1].options.sysctls, [["net/ipv4/ip_forward", "1"]]);
+  const brNetfilter = await Deno.stat("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    .then(() => true, () => false);
+  assertEquals(runner.ran[1].options.sysctls, [
+    ["net/ipv4/ip_forward", "1"],
+    ...(brNetfilter ? [["net/bridge/bridge-nf-call-iptables", "1"]] : []),
+  ]);
 });
 
 const SUBLINK = {

@@ -14,13 +14,14 @@ const spec: VethSpec = {
   addresses: [{ cidr: "10.244.0.5/24", gateway: "10.244.0.1" }],
 };
 
-Deno.test("a veth plug is one batch per namespace: pair on the bridge, then pod address and default route", () => {
+Deno.test("a veth plug is one batch per namespace: pair on the bridge in hairpin mode, then pod address and default route", () => {
   assertEquals(planVeth(spec), {
     host: {
       sysctls: [],
       lines: [
         "link add fy000000000001 mtu 1450 address 02:00:00:00:00:01 type veth peer name eth0 mtu 1450 address 02:00:00:00:00:02 netns /var/run/netns/p",
         "link set fy000000000001 master ferry0 up",
+        "link set fy000000000001 type bridge_slave hairpin on",
       ],
     },
     container: {
