@@ -16,6 +16,7 @@ import { HttpTransport } from "../k8s/transport.ts";
 import { hostLinkName } from "../net/naming.ts";
 import { ATTACHMENTS_ANNOTATION } from "../registry.ts";
 import { netconf, withFerry } from "./harness.ts";
+import { demoCluster } from "./demo_cluster.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 import {
   hostLinkExists,
@@ -216,10 +217,11 @@ if (import.meta.main) {
     );
     Deno.exit(2);
   }
-  const ok = await demo();
+  const ok = await demo() && await demoCluster();
   console.log(
     ok
-      ? "\ndemo: every pod was plugged, reached every other pod and the host, and was cleanly removed"
+      ? "\ndemo: every pod was plugged, reached every other pod (on its node and across nodes), " +
+        "the host and the outside (masqueraded), and was cleanly removed"
       : "\ndemo: FAILED (see above)",
   );
   Deno.exit(ok ? 0 : 1);
