@@ -50,6 +50,9 @@ export interface CniServiceDeps {
   pods?: PodSource;
 }
 
+/** Registers work to undo when the answer to the request cannot be delivered. */
+export type Undelivered = (undo: () => Promise<void>) => void;
+
 /** The driver and config a request's network config selects. */
 export interface Selection {
   /** Which driver. */
@@ -121,10 +124,14 @@ export class CniService {
    * the requester has gone (its connection closed): work not yet started is abandoned, and an
    * ADD that finishes after that is rolled back instead of recorded.
    */
-  handle(req: CniRequest, signal?: AbortSignal): Promise<CniResult | undefined> {
+  handle(
+    req: CniRequest,
+    signal?: AbortSignal,
+    undelivered?: Undelivered,
+  ): Promise<CniResult | undefined> {
     switch (req.command) {
       case "ADD":
-        return this.add(req, signal);
+        return this.add(req, signal, undelivered);
       case "DEL":
         return this.del(req, signal).then(() => undefined);
       case "CHECK":
@@ -148,7 +155,11 @@ export class CniService {
   }
 
   /** Plugs the interface, or returns the recorded result of an earlier identical ADD. */
-  async add(req: CniRequest, signal?: AbortSignal): Promise<CniResult> {
+  async add(
+    req: CniRequest,
+    signal?: AbortSignal,
+    undelivered?: Undelivered,
+  ): Promise<CniResult> {
     const key = this.#key(req);
     const netns = need(req, "netns");
     const ref = podRefFromArgs(req.args);
@@ -205,6 +216,8 @@ export class CniService {
         await this.#annotate(pod, record);
       }
       if (signal?.aborted) await this.#abandon(key, req);
+      // A hang-up noticed only when the answer is written undoes this ADD as well.
+      undelivered?.(() => this.#undoUndelivered(key, record, req));
       return record.result;
     }, signal);
   }
@@ -224,6 +237,19 @@ export class CniService {
       CNI_ERROR.TRY_AGAIN_LATER,
       `the requester of ADD ${key.containerId}/${key.ifname} went away; the ADD was rolled back`,
     );
+  }
+
+  /** Rolls back an ADD whose answer never reached its requester, unless it changed since. */
+  #undoUndelivered(key: AttachmentKey, record: Attachment, req: CniRequest): Promise<void> {
+    return this.#locks.run(key.containerId, async () => {
+      if (this.#d.store.get(key) !== record) return;
+      this.#d.logger.warn(
+        "the answer to ADD {containerId}/{ifname} could not be delivered (its requester is gone); " +
+          "rolling it back",
+        { ...key },
+      );
+      await this.#release(key, req);
+    });
   }
 
   /** Waits for the request's pod when Kubernetes is on and the runtime named a pod. */

@@ -221,9 +221,15 @@ const LINGER_MAX_BYTES = 16 * 1024 * 1024;
  * would reset the connection and the client could lose the answer. Failures (a client that is
  * gone) are ignored.
  */
-export async function answer(conn: Deno.Conn, res: Response, writeTimeoutMs: number) {
+export async function answer(
+  conn: Deno.Conn,
+  res: Response,
+  writeTimeoutMs: number,
+): Promise<boolean> {
+  let delivered = false;
   try {
     await writeWithin(conn, await responseBytes(res), writeTimeoutMs);
+    delivered = true;
     await conn.closeWrite();
     const linger = AbortSignal.timeout(LINGER_MS);
     const stop = new Promise<null>((r) => linger.addEventListener("abort", () => r(null)));
@@ -238,6 +244,28 @@ export async function answer(conn: Deno.Conn, res: Response, writeTimeoutMs: num
   try {
     conn.close();
   } catch { /* already closed */ }
+  return delivered;
+}
+
+const undeliveredHooks = new WeakMap<Request, (() => Promise<void>)[]>();
+
+/**
+ * Registers `fn` to run if the answer to `req` cannot be delivered: its client hung up before the
+ * answer was written, or the write failed. A handler uses it to undo work nobody will learn of.
+ *
+ * @example
+ * ```ts
+ * whenUndelivered(req, () => rollBack(key));
+ * ```
+ */
+export function whenUndelivered(req: Request, fn: () => Promise<void>): void {
+  const hooks = undeliveredHooks.get(req) ?? [];
+  hooks.push(fn);
+  undeliveredHooks.set(req, hooks);
+}
+
+async function runUndelivered(req: Request): Promise<void> {
+  for (const fn of undeliveredHooks.get(req) ?? []) await fn().catch(() => {});
 }
 
 /**
@@ -256,13 +284,14 @@ export async function serveExchange(
 ): Promise<void> {
   const done = { value: false };
   let response: Response;
+  let request: Request | undefined;
+  let gone: AbortController | undefined;
   try {
     const input = new Input(conn, AbortSignal.timeout(limits.readTimeoutMs));
     const head = parseHead(await input.head(limits.maxHeaderBytes));
     const body = await readBody(input, head, limits.maxBodyBytes);
-    const gone = new AbortController();
+    gone = new AbortController();
     watchForHangUp(conn, gone, done);
-    let request: Request;
     try {
       request = new Request(`http://ferry${head.target}`, {
         method: head.method,
@@ -283,8 +312,15 @@ export async function serveExchange(
     }
     response = reject(e.status, e.message);
   }
+  const hungUp = gone?.signal.aborted ?? false;
   done.value = true;
-  await answer(conn, response, limits.writeTimeoutMs);
+  const delivered = !hungUp && await answer(conn, response, limits.writeTimeoutMs);
+  if (hungUp) {
+    try {
+      conn.close();
+    } catch { /* already closed */ }
+  }
+  if (!delivered && request) await runUndelivered(request);
 }
 
 function indexOf(hay: Uint8Array, needle: number[], from = 0): number {

@@ -106,18 +106,19 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   const transport = new CountingTransport(http);
   const kube = new KubeClient(transport);
   const registry = new PodRegistry();
+  const watchOptions = {
+    watchTimeoutSeconds: config.watch.timeoutSeconds,
+    unhealthyAfterMs: config.watch.unhealthyAfterSeconds * 1000,
+    resyncMs: config.watch.resyncSeconds * 1000,
+    requestTimeoutMs: config.watch.requestTimeoutSeconds * 1000,
+  };
   const informer = new Informer<Pod>(
     kube,
     PODS,
     { fieldSelector: `spec.nodeName=${config.nodeName}` },
     { upsert: (p) => registry.upsert(p), remove: (p) => registry.remove(p) },
     getLogger(["ferry", "watch"]),
-    {
-      watchTimeoutSeconds: config.watch.timeoutSeconds,
-      unhealthyAfterMs: config.watch.unhealthyAfterSeconds * 1000,
-      resyncMs: config.watch.resyncSeconds * 1000,
-      requestTimeoutMs: config.watch.requestTimeoutSeconds * 1000,
-    },
+    watchOptions,
   );
   const watcher = new Watcher();
   watcher.add("pods", informer);
@@ -132,12 +133,7 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
         {},
         { upsert: (n) => map.upsert(n), remove: (n) => map.remove(n) },
         getLogger(["ferry", "watch"]),
-        {
-          watchTimeoutSeconds: config.watch.timeoutSeconds,
-          unhealthyAfterMs: config.watch.unhealthyAfterSeconds * 1000,
-          resyncMs: config.watch.resyncSeconds * 1000,
-          requestTimeoutMs: config.watch.requestTimeoutSeconds * 1000,
-        },
+        watchOptions,
       ),
     );
   }
@@ -270,9 +266,9 @@ export async function startDaemon(
     nodes: kube?.nodes?.size,
   });
   const router = createRouter({
-    handle: (req, signal) => {
+    handle: (req, signal, undelivered) => {
       cniRequests[req.command] = (cniRequests[req.command] ?? 0) + 1;
-      return service.handle(req, signal);
+      return service.handle(req, signal, undelivered);
     },
     isHealthy: healthy,
     isReady: ready,

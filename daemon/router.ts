@@ -13,14 +13,20 @@ import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../lib/socket_api.ts";
 import { concatBytes } from "../lib/bytes.ts";
 import { decodeRequest } from "./request.ts";
+import { whenUndelivered } from "./http1.ts";
+import type { Undelivered } from "./cni_service.ts";
 
 /** What the routes need. */
 export interface RouterDeps {
   /**
    * Runs a CNI request; resolves to the ADD result or undefined. `signal` aborts when the
-   * requester has gone.
+   * requester has gone; `undelivered` registers work to undo if the answer cannot be delivered.
    */
-  handle: (req: CniRequest, signal: AbortSignal) => Promise<CniResult | undefined>;
+  handle: (
+    req: CniRequest,
+    signal: AbortSignal,
+    undelivered: Undelivered,
+  ) => Promise<CniResult | undefined>;
   /** Liveness. */
   isHealthy: () => boolean;
   /** Readiness. */
@@ -137,7 +143,7 @@ async function cni(deps: RouterDeps, req: Request): Promise<Response> {
   let request: CniRequest | undefined;
   try {
     request = decodeRequest(await readBody(req, deps.maxRequestBytes));
-    const result = await deps.handle(request, req.signal);
+    const result = await deps.handle(request, req.signal, (fn) => whenUndelivered(req, fn));
     deps.logger.info("{command} {containerId} {ifname} ok in {ms} ms", {
       ...logFields(request),
       ms: elapsed(started),

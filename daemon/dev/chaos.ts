@@ -22,11 +22,12 @@ import { parseArgs } from "deno-std/cli/parse_args.js";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import { install, installUnder } from "../../cni/install.ts";
 import { CNI_ERROR } from "../../lib/cni/errors.ts";
-import { HEALTHZ_PATH, READYZ_PATH } from "../../lib/socket_api.ts";
+import { READYZ_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { PODS } from "../k8s/resources.ts";
 import { HOST_LINK_PREFIX } from "../net/naming.ts";
 import { cniEnv, netconf, removeBridge, runShimAt, testSubnet } from "./harness.ts";
+import { DaemonProcess } from "./daemon_process.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 import { IS_ROOT, run, uniqueToken } from "./netns.ts";
 
@@ -81,62 +82,6 @@ export interface ChaosReport {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const between = (lo: number, hi: number) => lo + Math.random() * (hi - lo);
-
-/** The daemon as a child process that can be SIGKILLed and started again. */
-class DaemonProcess {
-  #child?: Deno.ChildProcess;
-  starts = 0;
-  constructor(readonly configFile: string, readonly socket: string, readonly logFile: string) {}
-
-  async start(): Promise<void> {
-    const log = await Deno.open(this.logFile, { append: true, create: true, write: true });
-    this.#child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-all",
-        "--frozen",
-        new URL("../main.ts", import.meta.url).pathname,
-        "--config",
-        this.configFile,
-      ],
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    this.#child.stderr.pipeTo(log.writable).catch(() => {});
-    this.starts++;
-    const deadline = Date.now() + 20_000;
-    while (true) {
-      const up = await unixRequest(
-        this.socket,
-        "GET",
-        HEALTHZ_PATH,
-        undefined,
-        AbortSignal.timeout(500),
-      )
-        .then(() => true, () => false);
-      if (up) return;
-      if (Date.now() > deadline) throw new Error(`the daemon did not start; see ${this.logFile}`);
-      await sleep(25);
-    }
-  }
-
-  async kill(): Promise<void> {
-    if (!this.#child) return;
-    try {
-      this.#child.kill("SIGKILL");
-    } catch { /* already gone */ }
-    await this.#child.status;
-    this.#child = undefined;
-  }
-
-  async stop(): Promise<void> {
-    if (!this.#child) return;
-    this.#child.kill("SIGTERM");
-    await this.#child.status;
-    this.#child = undefined;
-  }
-}
 
 async function fileNames(dir: string): Promise<string[]> {
   const out: string[] = [];

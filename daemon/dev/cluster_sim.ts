@@ -16,13 +16,12 @@
  */
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { install, installUnder } from "../../cni/install.ts";
-import { HEALTHZ_PATH, READYZ_PATH } from "../../lib/socket_api.ts";
-import { unixRequest } from "../../lib/unix_http.ts";
 import { NODES, PODS } from "../k8s/resources.ts";
 import { Libc } from "../net/netlink/libc.ts";
 import { netconf, runShimAt, type ShimRun } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 import { run, type TestNetns, uniqueToken } from "./netns.ts";
+import { DaemonProcess, waitForDaemon } from "./daemon_process.ts";
 
 /** One simulated node. */
 export interface SimNode {
@@ -130,10 +129,10 @@ export async function withSimCluster<T>(
   const api = await KubeStandin.start({ token: crypto.randomUUID() });
   const dir = await Deno.makeTempDir({ prefix: `ferry-sim-${token}-` });
   const made: string[] = [];
-  const children: Deno.ChildProcess[] = [];
+  const daemons: DaemonProcess[] = [];
   const listeners: Deno.Listener[] = [];
   const pods = new Set<SimPod>();
-  const restarts = new Map<string, () => Promise<void>>();
+  const daemonOf = new Map<string, DaemonProcess>();
   const netnsAdd = async (name: string): Promise<TestNetns> => {
     await run("ip", "netns", "add", name);
     made.push(name);
@@ -255,15 +254,10 @@ export async function withSimCluster<T>(
       };
       await Deno.writeTextFile(`${nodeDir}/config.json`, JSON.stringify(config));
       const log = `${nodeDir}/daemon.log`;
-      const index = children.length;
-      children.push(await startDaemonIn(ns, `${nodeDir}/config.json`, log));
-      restarts.set(name, async () => {
-        try {
-          children[index].kill("SIGKILL");
-        } catch { /* gone */ }
-        await children[index].status.catch(() => {});
-        children[index] = await startDaemonIn(ns, `${nodeDir}/config.json`, log);
-      });
+      const daemon = new DaemonProcess(`${nodeDir}/config.json`, socket, log, ns.name);
+      daemons.push(daemon);
+      daemonOf.set(name, daemon);
+      await daemon.start(false);
       const { shim } = await install(installUnder(nodeDir, socket));
       nodes.push({ name, ns, address, podCIDR, v6, socket, shim, log });
     }
@@ -322,8 +316,10 @@ export async function withSimCluster<T>(
         pods.delete(pod);
         return out;
       },
-      killAndRestart(node) {
-        return restarts.get(node.name)!();
+      async killAndRestart(node) {
+        const daemon = daemonOf.get(node.name)!;
+        await daemon.kill();
+        await daemon.start(false);
       },
       deleteNode(node) {
         api.store.remove(NODES, undefined, node.name);
@@ -363,12 +359,7 @@ export async function withSimCluster<T>(
     };
     return await fn(cluster);
   } finally {
-    for (const child of children) {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* gone */ }
-      await child.status.catch(() => {});
-    }
+    for (const daemon of daemons) await daemon.kill().catch(() => {});
     for (const l of listeners) {
       try {
         l.close();
@@ -379,34 +370,6 @@ export async function withSimCluster<T>(
     await api.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
-}
-
-/** Starts a daemon process inside `ns` with `configFile`, its stderr appended to `log`. */
-async function startDaemonIn(
-  ns: TestNetns,
-  configFile: string,
-  log: string,
-): Promise<Deno.ChildProcess> {
-  const logFile = await Deno.open(log, { create: true, write: true, append: true });
-  const child = new Deno.Command("ip", {
-    args: [
-      "netns",
-      "exec",
-      ns.name,
-      Deno.execPath(),
-      "run",
-      "--allow-all",
-      "--frozen",
-      new URL("../main.ts", import.meta.url).pathname,
-      "--config",
-      configFile,
-    ],
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  child.stderr.pipeTo(logFile.writable).catch(() => {});
-  return child;
 }
 
 function envFor(command: string, ns: TestNetns, containerId: string, pod: string, uid: string) {
@@ -421,29 +384,6 @@ function envFor(command: string, ns: TestNetns, containerId: string, pod: string
 }
 
 /** Waits (bounded) until the node's daemon answers and is ready. */
-export async function waitReady(node: SimNode): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (true) {
-    const ready = await unixRequest(
-      node.socket,
-      "GET",
-      READYZ_PATH,
-      undefined,
-      AbortSignal.timeout(500),
-    )
-      .then((r) => r.status === 200, () => false);
-    if (ready) return;
-    if (Date.now() > deadline) {
-      const health = await unixRequest(
-        node.socket,
-        "GET",
-        HEALTHZ_PATH,
-        undefined,
-        AbortSignal.timeout(500),
-      )
-        .then((r) => `${r.status} ${r.body}`, (e) => String(e));
-      throw new Error(`node ${node.name} did not become ready (${health}); see ${node.log}`);
-    }
-    await sleep(50);
-  }
+export function waitReady(node: SimNode): Promise<void> {
+  return waitForDaemon(node.socket, node.log, { ready: true });
 }

@@ -37,7 +37,7 @@ export async function demoCluster(): Promise<boolean> {
     for (const [i, node] of c.nodes.entries()) {
       for (const k of [0, 1]) pods.push(await c.addPod(node, `app-${i}-${k}`, 10_000));
     }
-    const rows = [];
+    const rows: string[][] = [];
     let port = 9000;
     for (const pod of pods) {
       const remote = pods.filter((p) => p.node !== pod.node);

@@ -1,5 +1,6 @@
 import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { claimSocketPath, serveOnSocket, SocketInUseError } from "../../daemon/socket_server.ts";
+import { whenUndelivered } from "../../daemon/http1.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { withTempDir } from "../../daemon/dev/netns.ts";
 
@@ -248,5 +249,34 @@ Deno.test("a removed, replaced or loosened socket is put back, and the server co
       await server.shutdown(1000);
     }
     await assertRejects(() => Deno.lstat(path), Deno.errors.NotFound);
+  });
+});
+
+Deno.test("work registered for an undelivered answer runs when the client hung up first", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const undone = Promise.withResolvers<string>();
+    const release = Promise.withResolvers<void>();
+    const server = await serveOnSocket(path, async (req) => {
+      whenUndelivered(req, () => Promise.resolve(undone.resolve("undone")));
+      await release.promise;
+      return new Response("too late");
+    });
+    try {
+      await unixRequest(path, "POST", "/v1/cni", "{}", AbortSignal.timeout(100)).catch(() => {});
+      release.resolve();
+      assertEquals(await undone.promise, "undone");
+      // A delivered answer runs nothing.
+      let ran = false;
+      const again = await serveOnSocket(`${dir}/g.sock`, (req) => {
+        whenUndelivered(req, () => Promise.resolve(void (ran = true)));
+        return Promise.resolve(new Response("ok"));
+      });
+      await unixRequest(`${dir}/g.sock`, "GET", "/x", undefined, AbortSignal.timeout(1000));
+      await again.shutdown(1000);
+      assertEquals(ran, false);
+    } finally {
+      await server.shutdown(1000);
+    }
   });
 });

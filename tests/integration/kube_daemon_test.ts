@@ -2,11 +2,17 @@
 // FERRY_TEST_KUBECONFIG), driven through the installed shim with CNI_ARGS exactly as container
 // runtimes send them, plugging real namespaces. Needs root.
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
-import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { hostLinkName } from "../../daemon/net/naming.ts";
-import { PODS } from "../../daemon/k8s/resources.ts";
+import { NODES, PODS } from "../../daemon/k8s/resources.ts";
 import { ATTACHMENTS_ANNOTATION } from "../../daemon/registry.ts";
-import { netconf, runWithInput, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
+import {
+  netconf,
+  runWithInput,
+  type TestFerry,
+  testSubnet,
+  withFerry,
+} from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,
   IS_ROOT,
@@ -417,5 +423,56 @@ spec:
             );
           }
         }));
+    }),
+});
+
+Deno.test({
+  name:
+    "ipam.mode kubernetes: the daemon waits for its Node's podCIDRs, then hands out addresses from them",
+  ...opts,
+  fn: () =>
+    withKube(async (k) => {
+      const node = `cidr-node-${k.id}`;
+      const name = `cidr-pod-${k.id}`;
+      const podCIDR = testSubnet();
+      await k.client.create<Node>(NODES, { metadata: { name: node }, spec: {} });
+      try {
+        await withFerry({
+          config: { podWaitSeconds: 20, ipam: { mode: "kubernetes" } },
+          overrides: { standalone: false, kubeconfig: k.kubeconfig, nodeName: node },
+        }, (ferry) =>
+          withNetns(1, async ([ns]) => {
+            // Serving, but not ready: the node has no range yet, and the stats say why.
+            await until(() => (ferry.daemon().stats().nodes ?? 0) > 0, 15_000, "the node is seen");
+            assertEquals(ferry.daemon().ready(), false);
+            assertMatch(String(ferry.daemon().stats().network?.waitingFor), /no spec.podCIDRs/);
+            const current = await k.client.get<Node>(NODES, undefined, node);
+            await k.client.update<Node>(NODES, {
+              ...current,
+              spec: { ...current.spec, podCIDR: podCIDR, podCIDRs: [podCIDR] },
+            });
+            await until(() => ferry.daemon().ready(), 15_000, "ready once the range is set");
+            const pod = await k.client.create<Pod>(PODS, testPod(name, node));
+            const cid = `c${uniqueToken()}`;
+            try {
+              const add = await ferry.shim(
+                runtimeEnv("ADD", ns, cid, name, pod.metadata!.uid),
+                netconf(),
+              );
+              assertEquals(add.code, 0, add.stdout);
+              const ip = (add.json!.ips as { address: string }[])[0].address;
+              assertEquals(ip.split(".").slice(0, 3), podCIDR.split(".").slice(0, 3));
+              const del = await ferry.shim(
+                runtimeEnv("DEL", ns, cid, name, pod.metadata!.uid),
+                netconf(),
+              );
+              assertEquals(del.code, 0);
+            } finally {
+              await removePods(k.client, [name]);
+            }
+          }));
+      } finally {
+        await k.client.delete(NODES, undefined, node).catch(() => {});
+      }
     }),
 });
