@@ -61,9 +61,15 @@ export const DaemonConfigSchema = Type.Object({
     }),
   }, { additionalProperties: false }),
   routing: Type.Object({
-    mode: Type.Union([Type.Literal("none"), Type.Literal("host-gw")], {
-      description: "none: pods reach pods of this node only; host-gw: a route per other node",
+    mode: Type.Union([Type.Literal("none"), Type.Literal("host-gw"), Type.Literal("vxlan")], {
+      description:
+        "none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay",
     }),
+    vxlan: Type.Object({
+      vni: Type.Integer({ minimum: 1, maximum: 16777215, description: "VXLAN network identifier" }),
+      port: Type.Integer({ minimum: 1, maximum: 65535, description: "UDP port of the overlay" }),
+      device: Type.String({ pattern: "^[^\\s/:]{1,15}$", description: "the VXLAN device" }),
+    }, { additionalProperties: false }),
   }, { additionalProperties: false }),
   masquerade: Type.Object({
     enabled: Type.Boolean({ description: "masquerade pod egress to non-pod addresses" }),
@@ -130,7 +136,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     mtu: 1500,
   },
   ipam: { mode: "local" },
-  routing: { mode: "none" },
+  routing: { mode: "none", vxlan: { vni: 1, port: 8472, device: "ferry.vxlan" } },
   masquerade: { enabled: true, nonMasqueradeCIDRs: [], table: "ferry" },
   pluginTimeoutSeconds: 60,
   maxRequestBytes: 1024 * 1024,
@@ -183,7 +189,11 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     watch: { ...DEFAULT_CONFIG.watch, ...(given.watch ?? {}) },
     server: { ...DEFAULT_CONFIG.server, ...(given.server ?? {}) },
     ipam: { ...DEFAULT_CONFIG.ipam, ...(given.ipam ?? {}) },
-    routing: { ...DEFAULT_CONFIG.routing, ...(given.routing ?? {}) },
+    routing: {
+      ...DEFAULT_CONFIG.routing,
+      ...(given.routing ?? {}),
+      vxlan: { ...DEFAULT_CONFIG.routing.vxlan, ...(given.routing?.vxlan ?? {}) },
+    },
     masquerade: { ...DEFAULT_CONFIG.masquerade, ...(given.masquerade ?? {}) },
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   };

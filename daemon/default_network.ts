@@ -108,11 +108,12 @@ export class DefaultNetwork {
   }
 
   /**
-   * Opens the network on `ranges`: pools, bridge, reconcile. A second call is ignored (a node's
-   * podCIDRs never change once set); a failure is kept as the reason and may be retried.
+   * Opens the network on `ranges` with pod interfaces of `mtu` (the configured one unless an
+   * overlay needs less): pools, bridge, reconcile. A second call is ignored (a node's podCIDRs
+   * never change once set); a failure is kept as the reason and may be retried.
    */
-  open(ranges: NetworkRange[]): Promise<void> {
-    this.#opening ??= this.#open(ranges).catch((e) => {
+  open(ranges: NetworkRange[], mtu = this.#d.mtu): Promise<void> {
+    this.#opening ??= this.#open(ranges, mtu).catch((e) => {
       this.#opening = undefined;
       this.#waitingFor = `the default network could not be opened: ${
         e instanceof Error ? e.message : e
@@ -122,7 +123,7 @@ export class DefaultNetwork {
     return this.#opening;
   }
 
-  async #open(ranges: NetworkRange[]): Promise<void> {
+  async #open(ranges: NetworkRange[], mtu: number): Promise<void> {
     const pools = await Promise.all(
       ranges.map((r) => LocalPool.open(poolDir(this.#d.stateDir, r.subnet), r.range)),
     );
@@ -130,7 +131,7 @@ export class DefaultNetwork {
       pools,
       plumber: this.#d.plumber,
       bridge: this.#d.bridge,
-      mtu: this.#d.mtu,
+      mtu,
     });
     await driver.prepare();
     const { store, logger } = this.#d;

@@ -23,7 +23,8 @@ import { parseCidr } from "./ipam/cidr.ts";
 import { defaultRange } from "./ipam/local_pool.ts";
 import { DefaultNetwork, type NetworkRange } from "./default_network.ts";
 import { ClusterController, type ClusterStats } from "./cluster/controller.ts";
-import { NodeMap } from "./cluster/nodes.ts";
+import { NodeMap, type Vtep, VTEP_ANNOTATION } from "./cluster/nodes.ts";
+import { VxlanDevice } from "./cluster/vxlan.ts";
 import { IpRouteTable } from "./cluster/route_table.ts";
 import { NftRunner } from "./cluster/masquerade.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
@@ -92,6 +93,8 @@ interface KubeSide {
   pods: PodSource;
   /** The cluster's nodes, when a node watch runs (kubernetes IPAM or routing). */
   nodes?: NodeMap;
+  /** Writes this node's VXLAN endpoint into its Node's annotations. */
+  publishVtep(vtep: Vtep): Promise<void>;
   watcher: Watcher;
   transport: CountingTransport;
   cniApiCalls: { count: number };
@@ -153,6 +156,11 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   return {
     pods,
     nodes,
+    async publishVtep(vtep) {
+      await kube.patchMerge(NODES, undefined, config.nodeName, {
+        metadata: { annotations: { [VTEP_ANNOTATION]: JSON.stringify(vtep) } },
+      });
+    },
     watcher,
     transport,
     cniApiCalls,
@@ -216,12 +224,17 @@ export async function startDaemon(
     await claimSocketPath(config.socket);
     if (local) await network.open(local);
     kube = config.standalone ? undefined : await connectKube(config, store);
+    const ip = new SpawningIpRunner();
     cluster = new ClusterController({
       config,
       network,
       nodes: kube?.nodes,
-      routes: new IpRouteTable(new SpawningIpRunner()),
+      routes: new IpRouteTable(ip),
       nft: new NftRunner(),
+      vxlan: config.routing.mode === "vxlan"
+        ? new VxlanDevice(ip, config.routing.vxlan)
+        : undefined,
+      publishVtep: kube?.publishVtep,
       logger: getLogger(["ferry", "cluster"]),
     });
     cluster.start();

@@ -12,7 +12,8 @@ import type { Logger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config.ts";
 import { type DefaultNetwork, rangesOf } from "../default_network.ts";
 import { masqueradeRuleset, type Nft } from "./masquerade.ts";
-import type { NodeMap } from "./nodes.ts";
+import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
+import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";
 import type { RouteTable } from "./route_table.ts";
 import { hostGwRoutes, routeChanges } from "./routes.ts";
 
@@ -28,6 +29,10 @@ export interface ClusterControllerDeps {
   routes: RouteTable;
   /** Ferry's nftables table. */
   nft: Nft;
+  /** The VXLAN device (`routing.mode: vxlan`). */
+  vxlan?: VxlanDevice;
+  /** Publishes this node's VXLAN endpoint on its Node object. */
+  publishVtep?: (vtep: Vtep) => Promise<void>;
   /** Where to log. */
   logger: Logger;
 }
@@ -63,6 +68,7 @@ export class ClusterController {
   #stopped = false;
   #ruleset?: string;
   #unsubscribe?: () => void;
+  #vtep?: string;
 
   /** Creates the controller. */
   constructor(deps: ClusterControllerDeps) {
@@ -117,11 +123,16 @@ export class ClusterController {
     const { config, network, nodes, logger } = this.#d;
     const self = nodes?.get(config.nodeName);
     if (config.ipam.mode === "kubernetes" && !network.current && self?.podCIDRs.length) {
-      logger.info("node {node} has podCIDRs {cidrs}; opening the default network", {
+      const mtu = await this.#podMtu(self);
+      logger.info("node {node} has podCIDRs {cidrs}; opening the default network (MTU {mtu})", {
         node: config.nodeName,
         cidrs: self.podCIDRs.join(", "),
+        mtu,
       });
-      await network.open(rangesOf(self.podCIDRs));
+      await network.open(rangesOf(self.podCIDRs), mtu);
+    }
+    if (config.routing.mode === "vxlan" && nodes && self && network.current) {
+      await this.#syncVxlan(self, nodes);
     }
     if (config.routing.mode === "host-gw" && nodes) {
       const { routes, unroutable } = hostGwRoutes(nodes.list(), config.nodeName);
@@ -161,5 +172,59 @@ export class ClusterController {
         });
       }
     }
+  }
+
+  /**
+   * The pods' MTU: the configured one, lowered for the overlay's overhead below the underlay's
+   * MTU in vxlan mode.
+   */
+  async #podMtu(self: ClusterNode): Promise<number> {
+    const { config, vxlan, logger } = this.#d;
+    const configured = config.network.mtu;
+    const local = self.internalIPs.find((ip) => !ip.includes(":"));
+    if (config.routing.mode !== "vxlan" || !vxlan || !local) return configured;
+    const underlay = await vxlan.underlayMtu(local);
+    if (underlay === undefined) return configured;
+    const fits = underlay - VXLAN_OVERHEAD;
+    if (fits < configured) {
+      logger.info("pod MTU {mtu}: the underlay's {underlay} less {overhead} for VXLAN", {
+        mtu: fits,
+        underlay,
+        overhead: VXLAN_OVERHEAD,
+      });
+    }
+    return Math.min(configured, fits);
+  }
+
+  async #syncVxlan(self: ClusterNode, nodes: NodeMap): Promise<void> {
+    const { config, network, vxlan, publishVtep, logger } = this.#d;
+    const local = self.internalIPs.find((ip) => !ip.includes(":"));
+    const own = network.ranges.find((r) => !r.subnet.includes(":"));
+    if (!vxlan || !local || !own) {
+      throw new Error(`vxlan needs an IPv4 InternalIP and an IPv4 range on node ${self.name}`);
+    }
+    const vtep = ownVtep(self.name, local);
+    if (this.#vtep !== `${vtep.mac}@${vtep.ip}`) {
+      await vxlan.ensure(local, overlayAddress(own.subnet), network.current!.mtu, vtep.mac);
+      this.#vtep = `${vtep.mac}@${vtep.ip}`;
+    }
+    if (self.vtep?.mac !== vtep.mac || self.vtep?.ip !== vtep.ip) {
+      await publishVtep?.(vtep);
+      logger.info("published this node's VXLAN endpoint {mac} at {ip}", { ...vtep });
+    }
+    const { routes, peers, unroutable } = vxlanPlan(nodes.list(), config.nodeName);
+    await vxlan.apply(peers, await vxlan.neighbours());
+    const overlay = routes.map((r) => ({ ...r, dev: config.routing.vxlan.device }));
+    const { replace, remove } = routeChanges(await this.#d.routes.list(), overlay);
+    if (replace.length || remove.length) {
+      await this.#d.routes.apply(replace, remove);
+      logger.info("overlay routes to other nodes: {set} set, {removed} removed ({total} in all)", {
+        set: replace.map((r) => r.dst).join(", ") || "none",
+        removed: remove.map((r) => r.dst).join(", ") || "none",
+        total: routes.length,
+      });
+    }
+    this.#stats.routes = routes.length;
+    this.#stats.unroutable = unroutable;
   }
 }

@@ -15,6 +15,31 @@ export interface ClusterNode {
   internalIPs: string[];
   /** `spec.podCIDRs` (or the single `spec.podCIDR` of older objects). */
   podCIDRs: string[];
+  /** The VXLAN endpoint the node published (annotation {@link VTEP_ANNOTATION}), if any. */
+  vtep?: Vtep;
+}
+
+/** A node's VXLAN endpoint: the MAC of its VXLAN device and the underlay address it sends from. */
+export interface Vtep {
+  /** The device's MAC. */
+  mac: string;
+  /** The underlay address. */
+  ip: string;
+}
+
+/** The Node annotation where each node publishes its {@link Vtep} as JSON. */
+export const VTEP_ANNOTATION = "ferry.dev/vtep";
+
+function parseVtep(text: string | undefined): Vtep | undefined {
+  if (!text) return undefined;
+  try {
+    const v = JSON.parse(text);
+    const mac = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
+    if (typeof v?.mac === "string" && mac.test(v.mac) && typeof v?.ip === "string") {
+      return { mac: v.mac, ip: v.ip };
+    }
+  } catch { /* not JSON */ }
+  return undefined;
 }
 
 /**
@@ -36,7 +61,8 @@ export function stripNode(node: Node): ClusterNode {
   const internalIPs = (node.status?.addresses ?? [])
     .filter((a) => a.type === "InternalIP")
     .map((a) => a.address);
-  return { name: node.metadata?.name ?? "", internalIPs, podCIDRs };
+  const vtep = parseVtep(node.metadata?.annotations?.[VTEP_ANNOTATION]);
+  return { name: node.metadata?.name ?? "", internalIPs, podCIDRs, ...(vtep ? { vtep } : {}) };
 }
 
 /**

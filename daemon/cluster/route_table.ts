@@ -45,8 +45,21 @@ export class IpRouteTable implements RouteTable {
         family,
       });
       for (const line of text.split("\n").filter((l) => l.trim())) {
-        for (const r of JSON.parse(line) as { dst: string; gateway?: string }[]) {
-          if (r.gateway) out.push({ dst: r.dst, via: r.gateway });
+        for (
+          const r of JSON.parse(line) as {
+            dst: string;
+            gateway?: string;
+            dev?: string;
+            flags?: string[];
+          }[]
+        ) {
+          if (!r.gateway) continue;
+          // Onlink routes name their device (the overlay's); plain ones go wherever the next hop is.
+          out.push(
+            r.flags?.includes("onlink") && r.dev
+              ? { dst: r.dst, via: r.gateway, dev: r.dev }
+              : { dst: r.dst, via: r.gateway },
+          );
         }
       }
     }
@@ -57,7 +70,11 @@ export class IpRouteTable implements RouteTable {
   async apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<void> {
     if (replace.length) {
       await this.#ip.batch(
-        replace.map((r) => `route replace ${r.dst} via ${r.via} proto ${FERRY_ROUTE_PROTOCOL}`),
+        replace.map((r) =>
+          `route replace ${r.dst} via ${r.via}${
+            r.dev ? ` dev ${r.dev} onlink` : ""
+          } proto ${FERRY_ROUTE_PROTOCOL}`
+        ),
       );
     }
     for (const r of remove) {

@@ -15,6 +15,8 @@ export interface NodeRoute {
   dst: string;
   /** The node's address it goes through. */
   via: string;
+  /** The device, when the next hop is reached through one (the overlay's, onlink). */
+  dev?: string;
 }
 
 const isV6 = (s: string) => s.includes(":");
@@ -54,10 +56,11 @@ export function routeChanges(
   live: NodeRoute[],
   desired: NodeRoute[],
 ): { replace: NodeRoute[]; remove: NodeRoute[] } {
-  const now = new Map(live.map((r) => [r.dst, r.via]));
+  const key = (r: NodeRoute) => `${r.via}@${r.dev ?? ""}`;
+  const now = new Map(live.map((r) => [r.dst, key(r)]));
   const want = new Set(desired.map((r) => r.dst));
   return {
-    replace: desired.filter((r) => now.get(r.dst) !== r.via),
+    replace: desired.filter((r) => now.get(r.dst) !== key(r)),
     remove: live.filter((r) => !want.has(r.dst)),
   };
 }

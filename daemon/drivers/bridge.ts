@@ -61,6 +61,11 @@ export class BridgeDriver implements Driver {
     return this.#d.plumber.ensureBridge(bridgeSpec(this.#d));
   }
 
+  /** The MTU of the bridge and the pod interfaces. */
+  get mtu(): number {
+    return this.#d.mtu;
+  }
+
   /** Addresses free in the most constrained family. */
   get free(): number {
     return Math.min(...this.#d.pools.map((p) => p.free));

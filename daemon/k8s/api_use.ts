@@ -32,4 +32,10 @@ export const DAEMON_API_USE: ApiUse[] = [
     verbs: ["list", "watch"],
     why: "the one watch of nodes: this node's podCIDRs (ipam kubernetes), routes to the others",
   },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["patch"],
+    why: "routing vxlan: this node publishes its VXLAN endpoint in an annotation",
+  },
 ];

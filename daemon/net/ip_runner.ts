@@ -24,6 +24,8 @@ export interface IpBatchOptions {
   netns?: string;
   /** Ask for JSON output (`-j`). */
   json?: boolean;
+  /** Ask for details (`-d`), e.g. a link's kind-specific data. */
+  details?: boolean;
   /** Address family of every line (`-4`/`-6`); iproute2 cannot switch it per line. */
   family?: 4 | 6;
   /** Sysctls written (paths under `/proc/sys/`) in the same namespace before the batch runs. */
@@ -60,6 +62,7 @@ export class SpawningIpRunner implements IpRunner {
     const flags = [
       ...(options.family ? [`-${options.family}`] : []),
       ...(options.json ? ["-j"] : []),
+      ...(options.details ? ["-d"] : []),
     ];
     const sysctls = options.sysctls ?? [];
     if (!options.netns) {

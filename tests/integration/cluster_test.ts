@@ -11,6 +11,9 @@ import { READYZ_PATH } from "../../lib/socket_api.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { FERRY_ROUTE_PROTOCOL } from "../../daemon/cluster/route_table.ts";
+import { VTEP_ANNOTATION } from "../../daemon/cluster/nodes.ts";
+import { NODES } from "../../daemon/k8s/resources.ts";
+import type { Node } from "kubernetes-types/core/v1.d.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
@@ -233,5 +236,100 @@ Deno.test({
         assertEquals(held, [], `${node.name} holds nothing`);
         assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
       }
+    }),
+});
+
+Deno.test({
+  name:
+    "vxlan: an overlay between nodes, endpoints published on the Nodes, pod MTU lowered by 50, stale peers removed",
+  ...opts,
+  fn: () =>
+    withSimCluster({ nodes: 3, config: { routing: { mode: "vxlan" } } }, async (c) => {
+      const routesOf = async (i: number) =>
+        (await run(
+          "ip",
+          "-n",
+          c.nodes[i].ns.name,
+          "route",
+          "show",
+          "proto",
+          String(FERRY_ROUTE_PROTOCOL),
+        )).trim();
+      const overlay = (cidr: string) => cidr.replace(/\/\d+$/, "");
+      for (const [i, node] of c.nodes.entries()) {
+        await eventually(
+          async () => (await routesOf(i)).split("\n").length === 2,
+          `${node.name} has 2 overlay routes`,
+        );
+        for (const other of c.nodes.filter((n) => n !== node)) {
+          assert(
+            (await routesOf(i)).includes(
+              `${other.podCIDR} via ${overlay(other.podCIDR)} dev ferry.vxlan onlink`,
+            ),
+            await routesOf(i),
+          );
+        }
+        const stored = c.api.store.get(NODES, undefined, node.name) as Node;
+        const vtep = JSON.parse(stored.metadata!.annotations![VTEP_ANNOTATION]);
+        assertEquals(vtep.ip, node.address);
+      }
+      const pods = [];
+      for (const [i, node] of c.nodes.entries()) pods.push(await c.addPod(node, `v${i}`));
+      const mtu = await run("ip", "-n", pods[0].ns.name, "-j", "link", "show", "eth0");
+      assertEquals((JSON.parse(mtu) as { mtu: number }[])[0].mtu, 1450);
+      for (const a of pods) {
+        for (const b of pods) {
+          if (a !== b) assert(await pingOnce(b.ip, a.ns), `${a.name} → ${b.name} over the overlay`);
+        }
+      }
+      // A full-size packet (1450 bytes on the wire inside) crosses the overlay unfragmented.
+      await run(
+        "ip",
+        "netns",
+        "exec",
+        pods[0].ns.name,
+        "ping",
+        "-c",
+        "1",
+        "-W",
+        "2",
+        "-M",
+        "do",
+        "-s",
+        "1422",
+        pods[1].ip,
+      );
+      // A node gone: its route, neighbour and forwarding entries go everywhere.
+      await c.removePod(pods[2]);
+      c.deleteNode(c.nodes[2]);
+      for (const i of [0, 1]) {
+        await eventually(
+          async () => !(await routesOf(i)).includes(c.nodes[2].podCIDR),
+          "the route went",
+        );
+        const neigh = await run(
+          "ip",
+          "-n",
+          c.nodes[i].ns.name,
+          "neigh",
+          "show",
+          "dev",
+          "ferry.vxlan",
+        );
+        assertEquals(neigh.includes(overlay(c.nodes[2].podCIDR)), false, neigh);
+        const fdb = await run(
+          "ip",
+          "netns",
+          "exec",
+          c.nodes[i].ns.name,
+          "bridge",
+          "fdb",
+          "show",
+          "dev",
+          "ferry.vxlan",
+        );
+        assertEquals(fdb.includes(`dst ${c.nodes[2].address}`), false, fdb);
+      }
+      assert(await pingOnce(pods[1].ip, pods[0].ns), "the remaining nodes still reach each other");
     }),
 });

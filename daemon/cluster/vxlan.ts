@@ -1,0 +1,201 @@
+/**
+ * The VXLAN overlay (`routing.mode: vxlan`), for nodes that do not share an L2 segment. Each node
+ * has one VXLAN device (`ferry.vxlan`: local = its InternalIP, no learning, MTU = the underlay's
+ * less 50 bytes of encapsulation) holding the network address of its pod range as a /32, and
+ * publishes the device's MAC and its InternalIP on its Node (annotation `ferry.dev/vtep`). For
+ * every other node, with `G` the network address of that node's range: a permanent neighbour
+ * entry `G → its MAC`, a forwarding entry `its MAC → its InternalIP`, and a route `range via G
+ * dev ferry.vxlan onlink` (proto 199). Pure planning here; `VxlanDevice` applies it.
+ *
+ * @module
+ */
+import { formatIp, parseCidr } from "../ipam/cidr.ts";
+import { IpCommandError, type IpRunner } from "../net/ip_runner.ts";
+import { stableMac } from "../net/naming.ts";
+import type { ClusterNode, Vtep } from "./nodes.ts";
+import { FERRY_ROUTE_PROTOCOL } from "./route_table.ts";
+import type { NodeRoute } from "./routes.ts";
+
+/** The bytes VXLAN over IPv4 adds to every frame (outer IP 20, UDP 8, VXLAN 8, inner Ethernet 14). */
+export const VXLAN_OVERHEAD = 50;
+
+/** A neighbour and forwarding entry for one remote node. */
+export interface VxlanPeer {
+  /** The network address of the remote node's IPv4 range: the overlay's next hop for it. */
+  gateway: string;
+  /** The remote VXLAN device's MAC. */
+  mac: string;
+  /** The remote node's underlay address. */
+  ip: string;
+}
+
+/** The MAC of a node's VXLAN device: stable per node name, locally administered. */
+export function vtepMac(nodeName: string): string {
+  return stableMac(nodeName, "vxlan", "host");
+}
+
+/** The network address of a range (`10.244.2.0/24` → `10.244.2.0`): a node's overlay address. */
+export function overlayAddress(cidr: string): string {
+  return formatIp(parseCidr(cidr).network);
+}
+
+/**
+ * The overlay's routes and peers toward every node but `self` that published its endpoint.
+ * IPv6 ranges are not carried (reported as unroutable): the overlay runs over IPv4.
+ *
+ * @example
+ * ```ts
+ * vxlanPlan([{ name: "n2", internalIPs: ["192.0.2.12"], podCIDRs: ["10.244.2.0/24"],
+ *   vtep: { mac: "02:…", ip: "192.0.2.12" } }], "n1");
+ * ```
+ */
+export function vxlanPlan(
+  nodes: ClusterNode[],
+  self: string,
+): { routes: NodeRoute[]; peers: VxlanPeer[]; unroutable: string[] } {
+  const routes: NodeRoute[] = [];
+  const peers: VxlanPeer[] = [];
+  const unroutable: string[] = [];
+  for (const node of nodes) {
+    if (node.name === self) continue;
+    for (const dst of node.podCIDRs) {
+      if (dst.includes(":") || !node.vtep) {
+        unroutable.push(`${node.name} ${dst}${node.vtep ? "" : " (no VTEP published yet)"}`);
+        continue;
+      }
+      const gateway = overlayAddress(dst);
+      routes.push({ dst, via: gateway });
+      peers.push({ gateway, mac: node.vtep.mac, ip: node.vtep.ip });
+    }
+  }
+  routes.sort((a, b) => a.dst.localeCompare(b.dst));
+  return { routes, peers, unroutable };
+}
+
+/** This node's endpoint, as it publishes it. */
+export function ownVtep(nodeName: string, internalIP: string): Vtep {
+  return { mac: vtepMac(nodeName), ip: internalIP };
+}
+
+/** The settings of the device. */
+export interface VxlanSettings {
+  /** Its name. */
+  device: string;
+  /** The VNI. */
+  vni: number;
+  /** The UDP port. */
+  port: number;
+}
+
+/**
+ * The VXLAN device and its entries, through iproute2 (`ip` and `bridge`).
+ *
+ * @example
+ * ```ts
+ * const dev = new VxlanDevice(runner, { device: "ferry.vxlan", vni: 1, port: 8472 });
+ * await dev.ensure("192.0.2.11", "10.244.1.0", 1450, vtepMac("n1"));
+ * ```
+ */
+export class VxlanDevice {
+  readonly #ip: IpRunner;
+  readonly #s: VxlanSettings;
+
+  /** Creates the device handle. */
+  constructor(ip: IpRunner, settings: VxlanSettings) {
+    this.#ip = ip;
+    this.#s = settings;
+  }
+
+  /** The MTU of the link holding `address` (the underlay), or undefined when none does. */
+  async underlayMtu(address: string): Promise<number | undefined> {
+    const out = await this.#ip.batch(["addr show"], { json: true });
+    const links = out.split("\n").filter((l) => l.trim()).flatMap((l) =>
+      JSON.parse(l) as { mtu: number; addr_info?: { local: string }[] }[]
+    );
+    return links.find((l) => l.addr_info?.some((a) => a.local === address))?.mtu;
+  }
+
+  /**
+   * Creates the device when missing (re-created when its VNI, port or local address differ), and
+   * sets its MAC, MTU, overlay address and state. Idempotent.
+   */
+  async ensure(local: string, overlay: string, mtu: number, mac: string): Promise<void> {
+    const { device, vni, port } = this.#s;
+    const current = await this.#ip.batch([`link show dev ${device}`], { json: true, details: true })
+      .then((out) =>
+        (JSON.parse(out.trim() || "[]") as {
+          linkinfo?: { info_data?: { id?: number; port?: number; local?: string } };
+        }[])[0], (e) => {
+        if (e instanceof IpCommandError && /does not exist/.test(e.stderr)) return undefined;
+        throw e;
+      });
+    const data = current?.linkinfo?.info_data;
+    if (current && (data?.id !== vni || data?.port !== port || data?.local !== local)) {
+      await this.#ip.batch([`link del ${device}`]);
+    }
+    if (!current || data?.id !== vni || data?.port !== port || data?.local !== local) {
+      await this.#ip.batch([
+        `link add ${device} type vxlan id ${vni} local ${local} dstport ${port} nolearning`,
+      ]);
+    }
+    await this.#ip.batch([
+      `link set ${device} address ${mac} mtu ${mtu} up`,
+      `addr replace ${overlay}/32 dev ${device}`,
+    ]);
+  }
+
+  /** The permanent neighbour entries on the device: gateway → MAC. */
+  async neighbours(): Promise<Map<string, string>> {
+    const out = await this.#ip.batch([`neigh show dev ${this.#s.device}`], { json: true });
+    const entries = JSON.parse(out.trim() || "[]") as { dst: string; lladdr?: string }[];
+    return new Map(entries.filter((e) => e.lladdr).map((e) => [e.dst, e.lladdr!]));
+  }
+
+  /** Brings neighbour and forwarding entries in line with `peers`, and the routes with `routes`. */
+  async apply(peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
+    const { device } = this.#s;
+    const lines: string[] = [];
+    const want = new Set(peers.map((p) => p.gateway));
+    for (const p of peers) {
+      lines.push(`neigh replace ${p.gateway} lladdr ${p.mac} dev ${device} nud permanent`);
+    }
+    for (const [gateway] of live) {
+      if (!want.has(gateway)) lines.push(`neigh del ${gateway} dev ${device}`);
+    }
+    if (lines.length) await this.#ip.batch(lines);
+    await this.#fdb(peers);
+  }
+
+  async #fdb(peers: VxlanPeer[]): Promise<void> {
+    const { device } = this.#s;
+    const listed = await bridgeCmd(["-j", "fdb", "show", "dev", device]);
+    const live = (JSON.parse(listed.trim() || "[]") as { mac: string; dst?: string }[])
+      .filter((e) => e.dst && e.mac !== "00:00:00:00:00:00");
+    const want = new Map(peers.map((p) => [p.mac, p.ip]));
+    for (const e of live) {
+      if (want.get(e.mac) !== e.dst) {
+        await bridgeCmd(["fdb", "del", e.mac, "dev", device, "dst", e.dst!]);
+      }
+    }
+    for (const [mac, ip] of want) {
+      if (!live.some((e) => e.mac === mac && e.dst === ip)) {
+        await bridgeCmd(["fdb", "append", mac, "dev", device, "dst", ip, "self", "permanent"]);
+      }
+    }
+  }
+
+  /** The route lines for `routes`: onlink through the device, Ferry's protocol. */
+  routeLine(r: NodeRoute): string {
+    return `route replace ${r.dst} via ${r.via} dev ${this.#s.device} onlink proto ${FERRY_ROUTE_PROTOCOL}`;
+  }
+}
+
+async function bridgeCmd(args: string[]): Promise<string> {
+  const out = await new Deno.Command("bridge", { args, stdout: "piped", stderr: "piped" }).output();
+  if (!out.success) {
+    throw new Error(
+      `bridge ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr).trim()}`,
+    );
+  }
+  return new TextDecoder().decode(out.stdout);
+}
