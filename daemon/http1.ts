@@ -303,11 +303,19 @@ export async function serveExchange(
       throw new BadRequest(400, e instanceof Error ? e.message : String(e));
     }
     response = await handler(request);
-  } catch (e) {
-    if (!(e instanceof BadRequest)) throw e;
+  } catch (err) {
+    // A connection reset while reading means the client is gone; anything else unexpected is
+    // still answered, so that no connection is left open.
+    const e = err instanceof BadRequest
+      ? err
+      : err instanceof Deno.errors.ConnectionReset || err instanceof Deno.errors.BrokenPipe
+      ? new BadRequest(0, "the client went away")
+      : new BadRequest(500, err instanceof Error ? err.message : String(err));
     if (e.status === 0) {
       done.value = true;
-      conn.close();
+      try {
+        conn.close();
+      } catch { /* already closed */ }
       return;
     }
     response = reject(e.status, e.message);

@@ -80,11 +80,14 @@ function errorReply(err: CniError, status = httpStatusOf(err.code)): Response {
 /**
  * The answer to a request that never reached a route (malformed HTTP, too large, too slow, or
  * over the connection limit), as a CNI reply so that the shim prints a proper error: the limit
- * (503) is code 11, try again later; anything else is code 6, the request could not be decoded.
+ * (503) is code 11, try again later; a failure of the server itself (500) is 999; anything else
+ * is code 6, the request could not be decoded.
  */
 export function protocolErrorResponse(status: number, message: string): Response {
   const code = status === STATUS_CODE.ServiceUnavailable
     ? CNI_ERROR.TRY_AGAIN_LATER
+    : status >= 500 && status !== STATUS_CODE.NotImplemented
+    ? CNI_ERROR.INTERNAL
     : CNI_ERROR.DECODE_FAILURE;
   return errorReply(new CniError(code, message), status);
 }

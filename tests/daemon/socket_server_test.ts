@@ -280,3 +280,17 @@ Deno.test("work registered for an undelivered answer runs when the client hung u
     }
   });
 });
+
+Deno.test("a handler that throws still gets its connection answered (500) and closed", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const server = await serveOnSocket(path, () => Promise.reject(new Error("bug")), { reject });
+    try {
+      const res = await unixRequest(path, "GET", "/x", undefined, AbortSignal.timeout(2000));
+      assertEquals(res.status, 500);
+      await eventually(() => Promise.resolve(server.status().connections === 0), "closed");
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
