@@ -9,9 +9,7 @@
 import { CNI_ERROR, CniError, cniErrorFromWire, cniErrorToWire } from "../lib/cni/errors.ts";
 import { convertResult, CURRENT_VERSION, SUPPORTED_VERSIONS } from "../lib/cni/versions.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
-import { checkShape } from "../lib/validate.ts";
 import { timeoutSecondsOf } from "../lib/cni/ferry_conf.ts";
-import { validateCniReply } from "../lib/_generated/validateCniReply.js";
 import { type CniEnv, parseInvocation, requestedVersion } from "./invocation.ts";
 
 /** Sends a request to the daemon and returns its decoded JSON reply. */
@@ -48,19 +46,70 @@ export async function runShim(
       return { stdout: JSON.stringify(info), exitCode: 0 };
     }
     const timeout = timeoutSecondsOf(inv.request.config);
-    const reply = checkShape<CniReply>(
-      validateCniReply,
-      await send(inv.request, AbortSignal.timeout(timeout * 1000)),
-      CNI_ERROR.IO_FAILURE,
-      "reply from the Ferry daemon",
-    );
+    const reply = decodeReply(await send(inv.request, AbortSignal.timeout(timeout * 1000)));
     if (reply.error) throw cniErrorFromWire(reply.error);
     if (inv.command !== "ADD") return { stdout: "", exitCode: 0 };
     if (!reply.result) {
       throw new CniError(CNI_ERROR.IO_FAILURE, "the Ferry daemon sent no result for ADD");
     }
-    return { stdout: JSON.stringify(convertResult(reply.result, version)), exitCode: 0 };
+    let printed: string;
+    try {
+      printed = JSON.stringify(convertResult(reply.result, version));
+    } catch (e) {
+      if (e instanceof CniError) throw e;
+      throw unreadable(String(e));
+    }
+    return { stdout: printed, exitCode: 0 };
   } catch (err) {
     return { stdout: JSON.stringify(cniErrorToWire(err, version)), exitCode: 1 };
   }
+}
+
+function unreadable(details: string): CniError {
+  return new CniError(CNI_ERROR.IO_FAILURE, "invalid reply from the Ferry daemon", details);
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> =>
+  typeof x === "object" && x !== null && !Array.isArray(x);
+
+/**
+ * Decodes the daemon's reply cheaply: an error with an integer code and a message, or a result
+ * whose lists are lists of objects and whose addresses are strings. Anything else is code 5.
+ */
+export function decodeReply(raw: unknown): CniReply {
+  if (!isObject(raw)) throw unreadable("the reply is not an object");
+  const { error, result } = raw;
+  if (error !== undefined) {
+    if (
+      !isObject(error) || !Number.isInteger(error.code) || (error.code as number) < 1 ||
+      typeof error.msg !== "string" ||
+      (error.details !== undefined && typeof error.details !== "string")
+    ) {
+      throw unreadable("/error: not a CNI error");
+    }
+  }
+  if (result !== undefined) {
+    if (!isObject(result) || typeof result.cniVersion !== "string") {
+      throw unreadable("/result: not a CNI result");
+    }
+    for (const list of ["interfaces", "ips", "routes"] as const) {
+      const items = result[list];
+      if (items === undefined) continue;
+      if (!Array.isArray(items) || !items.every(isObject)) {
+        throw unreadable(`/result/${list}: not a list of objects`);
+      }
+    }
+    const ips = (result.ips ?? []) as Record<string, unknown>[];
+    const routes = (result.routes ?? []) as Record<string, unknown>[];
+    if (!ips.every((ip) => typeof ip.address === "string")) {
+      throw unreadable("/result/ips: an entry without an address");
+    }
+    if (!routes.every((r) => typeof r.dst === "string")) {
+      throw unreadable("/result/routes: an entry without a destination");
+    }
+    if (result.dns !== undefined && !isObject(result.dns)) {
+      throw unreadable("/result/dns: not an object");
+    }
+  }
+  return raw as CniReply;
 }

@@ -78,15 +78,13 @@ Deno.test("an unsupported or missing cniVersion is incompatible (1)", () => {
   assertEquals(codeOf(ENV, JSON.stringify({ name: "n", type: "ferry" })), 1);
 });
 
-Deno.test("a config that breaks the schema is invalid config (7)", () => {
-  assertEquals(codeOf(ENV, JSON.stringify({ cniVersion: "1.0.0", type: "ferry" })), 7);
-  assertEquals(
-    codeOf(
-      ENV,
-      JSON.stringify({ cniVersion: "1.0.0", name: "n", type: "ferry", ipam: { type: 3 } }),
-    ),
-    7,
-  );
+Deno.test("the config's schema is left to the daemon: the shim forwards it as given", () => {
+  // The daemon answers code 7 for it (tests/daemon/request_test.ts, and the bad-input corpus
+  // through the real shim); the shim compiles no schema validator at its start.
+  const conf = { cniVersion: "1.0.0", type: "ferry", ipam: { type: 3 } };
+  const inv = parseInvocation(ENV, JSON.stringify(conf));
+  if (inv.command === "VERSION") throw new Error("unreachable");
+  assertEquals(inv.request.config, conf as never);
 });
 
 Deno.test("CHECK with a 0.3.1 config is incompatible (1)", () => {

@@ -71,9 +71,21 @@ Deno.test("an error the daemon reports passes through with its code", async () =
 });
 
 Deno.test("a malformed reply, or an ADD reply without result, is an I/O error (5)", async () => {
-  for (const reply of [{ result: { ips: "nope" } }, "text", {}]) {
+  const malformed = [
+    { result: { ips: "nope" } },
+    { result: { cniVersion: "1.1.0", ips: [{ gateway: "10.0.0.1" }] } },
+    { result: { cniVersion: "1.1.0", routes: [{}] } },
+    { result: { cniVersion: "1.1.0", interfaces: ["eth0"] } },
+    { result: { cniVersion: "1.1.0", dns: [] } },
+    { error: { code: "11", msg: "x" } },
+    { error: { code: 11 } },
+    "text",
+    null,
+    {},
+  ];
+  for (const reply of malformed) {
     const out = await runShim(ENV, conf("1.0.0"), replying(reply));
-    assertEquals([out.exitCode, JSON.parse(out.stdout).code], [1, 5]);
+    assertEquals([out.exitCode, JSON.parse(out.stdout).code], [1, 5], JSON.stringify(reply));
   }
 });
 
