@@ -26,8 +26,11 @@ export interface PodSource {
   registry: PodRegistry;
   /** How long ADD waits for its pod to appear (ms). */
   waitMs: number;
-  /** Records an attachment on its pod: the one API write of the CNI request path. */
-  annotate(pod: RegisteredPod, attachment: Attachment): Promise<void>;
+  /**
+   * Records an attachment on its pod: the one API write an ADD causes, sent after the answer
+   * (scheduled here, written by a coalescing writer; the node-local record is the truth).
+   */
+  annotate(pod: RegisteredPod, attachment: Attachment): void;
 }
 
 /** What the service needs. */
@@ -213,7 +216,7 @@ export class CniService {
       }
       if (pod && ref) {
         this.#d.pods!.registry.setContainerId(ref, key.containerId);
-        await this.#annotate(pod, record);
+        this.#d.pods!.annotate(pod, record);
       }
       if (signal?.aborted) await this.#abandon(key, req);
       // A hang-up noticed only when the answer is written undoes this ADD as well.
@@ -279,19 +282,6 @@ export class CniService {
           waitMs / 1000
         } s`,
       );
-    }
-  }
-
-  /** The one API write of ADD; a failure is logged, not fatal (node-local state has the record). */
-  async #annotate(pod: RegisteredPod, record: Attachment): Promise<void> {
-    try {
-      await this.#d.pods!.annotate(pod, record);
-    } catch (e) {
-      this.#d.logger.warn("could not record the attachment on pod {namespace}/{name}: {error}", {
-        namespace: pod.namespace,
-        name: pod.name,
-        error: e instanceof Error ? e.message : String(e),
-      });
     }
   }
 

@@ -14,6 +14,7 @@ import { CniService, type PodSource } from "./cni_service.ts";
 import { KubeClient } from "./k8s/client.ts";
 import { Informer, type InformerStats } from "./k8s/informer.ts";
 import { Watcher } from "./k8s/watcher.ts";
+import { AnnotationWriter } from "./k8s/annotation_writer.ts";
 import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
 import { NODES, PODS } from "./k8s/resources.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
@@ -64,8 +65,10 @@ export interface Daemon {
 export interface DaemonStats {
   /** CNI requests served, by command. */
   cniRequests: Record<string, number>;
-  /** API round trips made while serving CNI requests (ADD's one annotation write each). */
+  /** API round trips a CNI request waits for: none (the annotation write follows the answer). */
   apiCallsOnCniPath: number;
+  /** Attachment annotation writes sent after ADDs' answers, failed after retries, and pending. */
+  annotationWrites?: { sent: number; failed: number; pending: number };
   /** All API requests, by method. */
   apiRequests: Record<string, number>;
   /** The pod informer's counters. */
@@ -97,7 +100,7 @@ interface KubeSide {
   publishVtep(vtep: Vtep): Promise<void>;
   watcher: Watcher;
   transport: CountingTransport;
-  cniApiCalls: { count: number };
+  annotations: AnnotationWriter;
   close(): Promise<void>;
 }
 
@@ -141,16 +144,21 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
     );
   }
   watcher.start();
-  const cniApiCalls = { count: 0 };
+  const annotations = new AnnotationWriter(
+    (pod, value) =>
+      kube.patchMerge(PODS, pod.namespace, pod.name, {
+        metadata: { annotations: { [ATTACHMENTS_ANNOTATION]: value } },
+      }).then(() => {}),
+    getLogger(["ferry", "annotations"]),
+  );
   const pods: PodSource = {
     registry,
     waitMs: config.podWaitSeconds * 1000,
-    async annotate(pod, record) {
-      cniApiCalls.count++;
-      const value = attachmentsAnnotation(record.containerId, store.list());
-      await kube.patchMerge(PODS, pod.namespace, pod.name, {
-        metadata: { annotations: { [ATTACHMENTS_ANNOTATION]: value } },
-      });
+    annotate(pod, record) {
+      annotations.schedule(
+        pod,
+        () => attachmentsAnnotation(record.containerId, store.list()),
+      );
     },
   };
   return {
@@ -163,8 +171,10 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
     },
     watcher,
     transport,
-    cniApiCalls,
+    annotations,
     async close() {
+      // What ADDs scheduled still reaches the API, unless it is unreachable for long.
+      await annotations.flush(AbortSignal.timeout(5000));
       await watcher.stop();
       http.close();
     },
@@ -267,7 +277,14 @@ export async function startDaemon(
   let server: SocketServer | undefined;
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
-    apiCallsOnCniPath: kube?.cniApiCalls.count ?? 0,
+    apiCallsOnCniPath: 0,
+    annotationWrites: kube
+      ? {
+        sent: kube.annotations.writes,
+        failed: kube.annotations.failures,
+        pending: kube.annotations.pending,
+      }
+      : undefined,
     apiRequests: { ...(kube?.transport.counts ?? {}) },
     podWatch: kube?.watcher.stats().pods,
     registry: kube

@@ -152,7 +152,8 @@ export async function demo(): Promise<boolean> {
         const stats = ferry.daemon().stats();
         console.log(
           `one pod watch (${stats.podWatch!.watches} watch, ${stats.podWatch!.lists} list); ` +
-            `API round trips on the CNI path: ${stats.apiCallsOnCniPath} (one annotation write per ADD)\n`,
+            `API round trips ADDs waited for: ${stats.apiCallsOnCniPath}; annotation writes after the answers: ` +
+            `${stats.annotationWrites?.sent ?? 0}\n`,
         );
         for (const [i, ns] of namespaces.entries()) {
           const del = await ferry.shim({

@@ -96,6 +96,15 @@ Deno.test({
             const pod = await k.client.create<Pod>(PODS, testPod(name, node));
             const add = await adding;
             assertEquals(add.code, 0, add.stdout);
+            // The annotation is written after the answer: ADD waited for no API round trip.
+            assertEquals(ferry.daemon().stats().apiCallsOnCniPath, 0);
+            await until(
+              async () =>
+                !!(await k.client.get<Pod>(PODS, "default", name)).metadata?.annotations
+                  ?.[ATTACHMENTS_ANNOTATION],
+              15_000,
+              "the attachment annotation is written",
+            );
             const stored = await k.client.get<Pod>(PODS, "default", name);
             const record = JSON.parse(stored.metadata!.annotations![ATTACHMENTS_ANNOTATION]);
             assertEquals(record.containerId, cid);
@@ -104,7 +113,7 @@ Deno.test({
               record.interfaces[0].ips,
               (add.json!.ips as { address: string }[]).map((i) => i.address),
             );
-            assertEquals(ferry.daemon().stats().apiCallsOnCniPath, 1);
+            assertEquals(ferry.daemon().stats().annotationWrites?.sent, 1);
             assertEquals(
               (await ferry.shim(runtimeEnv("DEL", ns, cid, name, pod.metadata!.uid), netconf()))
                 .code,
@@ -233,8 +242,10 @@ Deno.test({
               new Set(results.map((r) => JSON.stringify(r.json!.ips))).size,
               names.length,
             );
+            await until(() => ferry.daemon().stats().annotationWrites?.pending === 0);
             const stats = ferry.daemon().stats();
-            assertEquals(stats.apiCallsOnCniPath, names.length);
+            assertEquals(stats.apiCallsOnCniPath, 0);
+            assertEquals(stats.annotationWrites?.sent, names.length, "one write per pod");
             // One watch stream served them all: one list, no per-pod watch. A real server may end
             // a watch it finds too slow; the informer then resumes it from its resourceVersion.
             const w = stats.podWatch!;
@@ -250,8 +261,13 @@ Deno.test({
             for (const d of dels) assertEquals(d.code, 0);
             assertEquals(
               ferry.daemon().stats().apiCallsOnCniPath,
-              names.length,
+              0,
               "DEL makes no API round trip",
+            );
+            assertEquals(
+              ferry.daemon().stats().annotationWrites?.sent,
+              names.length,
+              "nor a write",
             );
           } finally {
             await removePods(k.client, names);
