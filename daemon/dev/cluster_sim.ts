@@ -20,6 +20,9 @@ import { NODES, PODS } from "../k8s/resources.ts";
 import { Libc } from "../net/netlink/libc.ts";
 import { netconf, runShimAt, type ShimRun } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
+import { KubeClient } from "../k8s/client.ts";
+import { loadKubeconfig } from "../k8s/kubeconfig.ts";
+import { HttpTransport } from "../k8s/transport.ts";
 import { run, type TestNetns, uniqueToken } from "./netns.ts";
 import { DaemonProcess, waitForDaemon } from "./daemon_process.ts";
 
@@ -63,8 +66,8 @@ export interface SimPod {
 export interface SimCluster {
   /** The nodes. */
   nodes: SimNode[];
-  /** The API stand-in. */
-  api: KubeStandin;
+  /** A client on the API the nodes use (the stand-in, or the real server given). */
+  client: KubeClient;
   /** The outside host. */
   outside: TestNetns;
   /** The address in `outside` that plays the internet. */
@@ -77,11 +80,11 @@ export interface SimCluster {
   /** Unplugs a pod (DEL through its node's shim) and removes it. */
   removePod(pod: SimPod): Promise<ShimRun>;
   /** Deletes a node from the API (its daemon keeps running). */
-  deleteNode(node: SimNode): void;
+  deleteNode(node: SimNode): Promise<void>;
   /** Kills a node's daemon with SIGKILL and starts it again (not waiting for readiness). */
   killAndRestart(node: SimNode): Promise<void>;
   /** Gives a node created without podCIDRs its range, as the controller-manager would. */
-  assignPodCIDR(node: SimNode): void;
+  assignPodCIDR(node: SimNode): Promise<void>;
   /** Listens on TCP `port` inside `ns`; resolves to the source address of the first connection. */
   acceptOnce(
     ns: TestNetns,
@@ -100,6 +103,11 @@ export interface SimOptions {
   withoutPodCIDRs?: number[];
   /** Every node gets an IPv6 underlay address and an IPv6 pod range too. */
   dualStack?: boolean;
+  /**
+   * A real API server to use (its kubeconfig file); without it an embedded stand-in is started.
+   * Objects the simulation creates there are removed afterwards.
+   */
+  kubeconfig?: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -126,7 +134,21 @@ export async function withSimCluster<T>(
   const podNet6 = `fd00:${(0xa00 + Math.floor(Math.random() * 0xff)).toString(16)}`;
   const libc = Libc.open();
   const home = libc.openRead("/proc/thread-self/ns/net");
-  const api = await KubeStandin.start({ token: crypto.randomUUID() });
+  const standin = options.kubeconfig
+    ? undefined
+    : await KubeStandin.start({ token: crypto.randomUUID() });
+  const kubeconfigText = options.kubeconfig
+    ? await Deno.readTextFile(options.kubeconfig)
+    : standin!.kubeconfig();
+  const apiUrl = new URL(
+    options.kubeconfig ? (await loadKubeconfig(options.kubeconfig)).server : standin!.url,
+  );
+  const transport = options.kubeconfig
+    ? new HttpTransport(await loadKubeconfig(options.kubeconfig))
+    : new HttpTransport({ server: standin!.url, token: () => Promise.resolve(standin!.token) });
+  const client = new KubeClient(transport);
+  const createdNodes: string[] = [];
+  const createdPods: string[] = [];
   const dir = await Deno.makeTempDir({ prefix: `ferry-sim-${token}-` });
   const made: string[] = [];
   const daemons: DaemonProcess[] = [];
@@ -202,7 +224,7 @@ export async function withSimCluster<T>(
       options.dualStack ? `${underlay6}::100` : undefined,
     );
     await run("ip", "-n", outside.name, "addr", "add", `${internet}/32`, "dev", "lo");
-    const apiPort = Number(new URL(api.url).port);
+    const apiPort = Number(apiUrl.port || (apiUrl.protocol === "https:" ? 443 : 80));
     const nodes: SimNode[] = [];
     for (let i = 1; i <= options.nodes; i++) {
       const ns = await netnsAdd(`fyn-${token}-${i}`);
@@ -225,7 +247,7 @@ export async function withSimCluster<T>(
       const assigned = !options.withoutPodCIDRs?.includes(i);
       const podCIDRs = v6 ? [podCIDR, v6.podCIDR] : [podCIDR];
       const internal = v6 ? [address, v6.address] : [address];
-      api.store.create(NODES, undefined, {
+      await client.create<Node>(NODES, {
         metadata: { name },
         spec: assigned ? { podCIDRs, podCIDR } : {},
         status: {
@@ -234,10 +256,15 @@ export async function withSimCluster<T>(
             { type: "Hostname", address: name },
           ],
         },
-      } as Node as never);
+      });
+      createdNodes.push(name);
+      // The nodes reach the API through their forwarder (TLS passes through unchanged).
       await Deno.writeTextFile(
         `${nodeDir}/kubeconfig`,
-        api.kubeconfig().replace(api.url, `http://127.0.0.1:${listener.addr.port}`),
+        kubeconfigText.replace(
+          apiUrl.origin,
+          `${apiUrl.protocol}//127.0.0.1:${listener.addr.port}`,
+        ),
       );
       const socket = `${nodeDir}/run/ferry.sock`;
       const config = {
@@ -266,14 +293,20 @@ export async function withSimCluster<T>(
     }
     const cluster: SimCluster = {
       nodes,
-      api,
+      client,
       outside,
       internet,
       async addPod(node, name, retryFor = 0) {
-        const created = api.store.create(PODS, "default", {
+        // Pod names are unique per simulation: a real API server outlives it.
+        name = `${name}-${token}`;
+        const created = await client.create<Pod>(PODS, {
           metadata: { name, namespace: "default" },
-          spec: { nodeName: node.name, containers: [{ name: "c", image: "none" }] },
-        } as Pod as never);
+          spec: {
+            nodeName: node.name,
+            containers: [{ name: "c", image: "registry.invalid/pause:3.9" }],
+          },
+        });
+        createdPods.push(name);
         const ns = await netnsAdd(`fyp-${token}-${name}`);
         const containerId = `sim${token}${name.replace(/[^a-z0-9]/g, "")}`;
         const until = Date.now() + retryFor;
@@ -322,18 +355,18 @@ export async function withSimCluster<T>(
         await daemon.start(false);
       },
       deleteNode(node) {
-        api.store.remove(NODES, undefined, node.name);
+        return client.delete(NODES, undefined, node.name).then(() => {});
       },
-      assignPodCIDR(node) {
-        const current = api.store.get(NODES, undefined, node.name) as Node;
-        api.store.update(NODES, undefined, node.name, {
+      async assignPodCIDR(node) {
+        const current = await client.get<Node>(NODES, undefined, node.name);
+        await client.update<Node>(NODES, {
           ...current,
           spec: {
             ...current.spec,
             podCIDRs: node.v6 ? [node.podCIDR, node.v6.podCIDR] : [node.podCIDR],
             podCIDR: node.podCIDR,
           },
-        } as never, false);
+        } as never);
       },
       acceptOnce(ns, address, port) {
         const listener = listenIn(ns, address, port);
@@ -367,7 +400,12 @@ export async function withSimCluster<T>(
     }
     for (const name of made.reverse()) await run("ip", "netns", "del", name).catch(() => {});
     libc.close(home);
-    await api.stop();
+    for (const pod of createdPods) {
+      await client.delete(PODS, "default", pod, { gracePeriodSeconds: 0 }).catch(() => {});
+    }
+    for (const node of createdNodes) await client.delete(NODES, undefined, node).catch(() => {});
+    transport.close();
+    await standin?.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }

@@ -11,6 +11,7 @@
 export const KUBE_FACING_TESTS = [
   "tests/daemon/k8s/",
   "tests/integration/kube_daemon_test.ts",
+  "tests/integration/cluster_test.ts",
   "tests/deploy/",
 ];
 

@@ -1,10 +1,12 @@
 // A cluster of three simulated nodes (each a namespace with its own daemon process, joined by an
-// underlay; see daemon/dev/cluster_sim.ts) in `ipam.mode: kubernetes` with host-gw routing and
+// underlay; see daemon/dev/cluster_sim.ts), on the stand-in or, in `test:real`, on a real
+// kube-apiserver in `ipam.mode: kubernetes` with host-gw routing and
 // masquerade: every node hands out addresses from its own podCIDR, pods reach pods on other
 // nodes with their own source address, pods reach the outside with the node's address, and a
 // node removed from the API takes its routes with it everywhere. Needs root and nft.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { type SimCluster, waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { READYZ_PATH } from "../../lib/socket_api.ts";
@@ -47,7 +49,7 @@ Deno.test({
     "three nodes: addresses from each node's podCIDR, pod↔pod across nodes unmasqueraded, egress masqueraded, a removed node's routes gone",
   ...opts,
   fn: () =>
-    withSimCluster({ nodes: 3 }, async (c) => {
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 3 }, async (c) => {
       // Each node routes the other two nodes' ranges via their underlay addresses.
       for (const [i, node] of c.nodes.entries()) {
         await eventually(
@@ -120,7 +122,7 @@ Deno.test({
       atOutside.close();
       // A node deleted from the API: its routes disappear on every other node.
       await c.removePod(pods[2]);
-      c.deleteNode(c.nodes[2]);
+      await c.deleteNode(c.nodes[2]);
       for (const i of [0, 1]) {
         await eventually(
           async () => !(await ferryRoutes(c, i)).some((r) => r.startsWith(c.nodes[2].podCIDR)),
@@ -137,7 +139,12 @@ Deno.test({
     "a node without podCIDRs is not ready, STATUS says why, ADD waits, and it opens when they arrive",
   ...opts,
   fn: () =>
-    withSimCluster({ nodes: 2, withoutPodCIDRs: [2], config: { podWaitSeconds: 1 } }, async (c) => {
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 2,
+      withoutPodCIDRs: [2],
+      config: { podWaitSeconds: 1 },
+    }, async (c) => {
       const node = c.nodes[1];
       const ready = () =>
         unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(1000))
@@ -151,7 +158,7 @@ Deno.test({
       assertEquals([status.code, status.json?.code], [1, 50]);
       assert(String(status.json?.msg).includes("has no spec.podCIDRs yet"), status.stdout);
       await assertRejects(() => c.addPod(node, "early"), Error, "not open yet");
-      c.assignPodCIDR(node);
+      await c.assignPodCIDR(node);
       await waitReady(node);
       const pod = await c.addPod(node, "late");
       assert(cidrContains(parseCidr(node.podCIDR), parseIp(pod.ip)), pod.ip);
@@ -168,7 +175,7 @@ Deno.test({
   name: "dual stack across nodes: IPv6 pod ranges are routed via the nodes' IPv6 addresses",
   ...opts,
   fn: () =>
-    withSimCluster({ nodes: 2, dualStack: true }, async (c) => {
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2, dualStack: true }, async (c) => {
       const routes6 = async (i: number) =>
         (await run(
           "ip",
@@ -202,7 +209,7 @@ Deno.test({
     "200 ADDs at once over three nodes, one daemon killed mid-burst: every pod plugged, no address twice, nothing leaked",
   ...opts,
   fn: () =>
-    withSimCluster({ nodes: 3 }, async (c) => {
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 3 }, async (c) => {
       const names = Array.from({ length: 200 }, (_, i) => `b${i}`);
       const burst = Promise.all(
         names.map((name, i) => c.addPod(c.nodes[i % 3], name, 60_000)),
@@ -244,7 +251,11 @@ Deno.test({
     "vxlan: an overlay between nodes, endpoints published on the Nodes, pod MTU lowered by 50, stale peers removed",
   ...opts,
   fn: () =>
-    withSimCluster({ nodes: 3, config: { routing: { mode: "vxlan" } } }, async (c) => {
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 3,
+      config: { routing: { mode: "vxlan" } },
+    }, async (c) => {
       const routesOf = async (i: number) =>
         (await run(
           "ip",
@@ -269,7 +280,7 @@ Deno.test({
             await routesOf(i),
           );
         }
-        const stored = c.api.store.get(NODES, undefined, node.name) as Node;
+        const stored = await c.client.get<Node>(NODES, undefined, node.name);
         const vtep = JSON.parse(stored.metadata!.annotations![VTEP_ANNOTATION]);
         assertEquals(vtep.ip, node.address);
       }
@@ -301,7 +312,7 @@ Deno.test({
       );
       // A node gone: its route, neighbour and forwarding entries go everywhere.
       await c.removePod(pods[2]);
-      c.deleteNode(c.nodes[2]);
+      await c.deleteNode(c.nodes[2]);
       for (const i of [0, 1]) {
         await eventually(
           async () => !(await routesOf(i)).includes(c.nodes[2].podCIDR),
