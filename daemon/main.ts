@@ -26,7 +26,8 @@ import { DefaultNetwork, type NetworkRange } from "./default_network.ts";
 import { ClusterController, type ClusterStats } from "./cluster/controller.ts";
 import { NodeMap, type Vtep, VTEP_ANNOTATION } from "./cluster/nodes.ts";
 import { VxlanDevice } from "./cluster/vxlan.ts";
-import { IpRouteTable } from "./cluster/route_table.ts";
+import { IpRouteTable, type RouteTable } from "./cluster/route_table.ts";
+import { NetlinkRouteTable } from "./cluster/netlink_route_table.ts";
 import { NftRunner } from "./cluster/masquerade.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
@@ -239,7 +240,7 @@ export async function startDaemon(
       config,
       network,
       nodes: kube?.nodes,
-      routes: new IpRouteTable(ip),
+      routes: routeTable(config, ip, logger),
       nft: new NftRunner(),
       vxlan: config.routing.mode === "vxlan"
         ? new VxlanDevice(ip, config.routing.vxlan)
@@ -352,6 +353,20 @@ export async function startDaemon(
       closePlumber();
     },
   };
+}
+
+/** The route table: in-process netlink, or iproute2 with `plumbing: iproute2` or without FFI. */
+function routeTable(config: DaemonConfig, ip: SpawningIpRunner, logger: Logger): RouteTable {
+  if (config.network.plumbing === "netlink") {
+    try {
+      return new NetlinkRouteTable(Libc.open());
+    } catch (e) {
+      logger.warn("in-process netlink unavailable ({error}); routing with iproute2", {
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
+  }
+  return new IpRouteTable(ip);
 }
 
 /**

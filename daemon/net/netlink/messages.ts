@@ -6,7 +6,7 @@
  * @module
  */
 import { concatBytes } from "../../../lib/bytes.ts";
-import { parseIp } from "../../ipam/cidr.ts";
+import { formatIp, parseIp } from "../../ipam/cidr.ts";
 
 /** Message types and flags Ferry uses. */
 export const NL = {
@@ -22,6 +22,9 @@ export const NL = {
   RTM_GETLINK: 18,
   RTM_NEWADDR: 20,
   RTM_NEWROUTE: 24,
+  RTM_DELROUTE: 25,
+  RTM_GETROUTE: 26,
+  F_DUMP: 0x300,
 } as const;
 
 const IFLA_ADDRESS = 1;
@@ -241,6 +244,126 @@ export function newDefaultRoute(seq: number, index: number, gateway: string): Ui
   );
 }
 
+const RT_TABLE_MAIN = 254;
+const RTN_UNICAST = 1;
+const RTNH_F_ONLINK = 4;
+const RTA_DST = 1;
+const RTA_TABLE = 15;
+
+/** A route as Ferry programs and reads it: destination, next hop, device, protocol. */
+export interface RouteSpec {
+  /** Destination prefix, e.g. `10.244.2.0/24`. */
+  dst: string;
+  /** Next hop. */
+  via?: string;
+  /** Output link index (onlink routes through an overlay device). */
+  oif?: number;
+  /** Whether the next hop is on the link without a covering prefix. */
+  onlink?: boolean;
+  /** `rtm_protocol`. */
+  protocol: number;
+  /** The routing table (main when absent). */
+  table?: number;
+}
+
+function rtmsg(family: number, dstLen: number, protocol: number, flags: number): Uint8Array {
+  const out = new Uint8Array(12);
+  const view = new DataView(out.buffer);
+  view.setUint8(0, family);
+  view.setUint8(1, dstLen);
+  view.setUint8(4, RT_TABLE_MAIN);
+  view.setUint8(5, protocol);
+  view.setUint8(6, 0); // RT_SCOPE_UNIVERSE
+  view.setUint8(7, RTN_UNICAST);
+  view.setUint32(8, flags, true);
+  return out;
+}
+
+/**
+ * RTM_NEWROUTE adding or replacing `route` in the main table, or RTM_DELROUTE removing it.
+ *
+ * @example
+ * ```ts
+ * routeRequest(NL.RTM_NEWROUTE, seq, { dst: "10.244.2.0/24", via: "192.0.2.12", protocol: 199 });
+ * ```
+ */
+export function routeRequest(
+  type: typeof NL.RTM_NEWROUTE | typeof NL.RTM_DELROUTE,
+  seq: number,
+  route: RouteSpec,
+): Uint8Array {
+  const [addr, len] = route.dst.split("/");
+  const dst = ipBytes(addr);
+  const attrs: Attr[] = [[RTA_DST, dst.bytes]];
+  if (route.via) attrs.push([RTA_GATEWAY, ipBytes(route.via).bytes]);
+  if (route.oif !== undefined) attrs.push([RTA_OIF, u32(route.oif)]);
+  const flags = type === NL.RTM_NEWROUTE ? NL.F_ACK | NL.F_CREATE | NL.F_REPLACE : NL.F_ACK;
+  return frame(
+    type,
+    flags,
+    seq,
+    concatBytes([
+      rtmsg(dst.family, Number(len), route.protocol, route.onlink ? RTNH_F_ONLINK : 0),
+      encodeAttrs(attrs),
+    ]),
+  );
+}
+
+/** RTM_GETROUTE dumping every route of `family` (4 or 6). */
+export function dumpRoutes(seq: number, family: 4 | 6): Uint8Array {
+  return frame(
+    NL.RTM_GETROUTE,
+    NL.F_DUMP,
+    seq,
+    rtmsg(family === 4 ? AF_INET : AF_INET6, 0, 0, 0),
+  );
+}
+
+/** RTM_GETLINK asking for the link with `index` (its answer carries the name). */
+export function getLinkByIndex(seq: number, index: number): Uint8Array {
+  return frame(NL.RTM_GETLINK, 0, seq, ifinfomsg(index, 0, 0));
+}
+
+function formatAddr(bytes: Uint8Array): string {
+  let value = 0n;
+  for (const b of bytes) value = (value << 8n) | BigInt(b);
+  return formatIp({ family: bytes.length === 4 ? 4 : 6, value });
+}
+
+function parseAttrs(buf: Uint8Array): Map<number, Uint8Array> {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const attrs = new Map<number, Uint8Array>();
+  let at = 0;
+  while (at + 4 <= buf.length) {
+    const len = view.getUint16(at, true);
+    if (len < 4 || at + len > buf.length) break;
+    attrs.set(view.getUint16(at + 2, true) & 0x3fff, buf.subarray(at + 4, at + len));
+    at += align4(len);
+  }
+  return attrs;
+}
+
+function parseRoute(body: Uint8Array): RouteSpec {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const family = view.getUint8(0);
+  const attrs = parseAttrs(body.subarray(12));
+  const dst = attrs.get(RTA_DST);
+  const gw = attrs.get(RTA_GATEWAY);
+  const oif = attrs.get(RTA_OIF);
+  const table = attrs.get(RTA_TABLE);
+  const route: RouteSpec = {
+    dst: `${dst ? formatAddr(dst) : family === AF_INET ? "0.0.0.0" : "::"}/${view.getUint8(1)}`,
+    protocol: view.getUint8(5),
+    table: table
+      ? new DataView(table.buffer, table.byteOffset).getUint32(0, true)
+      : view.getUint8(4),
+  };
+  if (gw) route.via = formatAddr(gw);
+  if (oif) route.oif = new DataView(oif.buffer, oif.byteOffset).getUint32(0, true);
+  if (view.getUint32(8, true) & RTNH_F_ONLINK) route.onlink = true;
+  return route;
+}
+
 /** One message of a kernel answer. */
 export interface Reply {
   /** Its type (NL.ERROR for acks and errors). */
@@ -251,6 +374,10 @@ export interface Reply {
   error?: number;
   /** For RTM_NEWLINK: the link's index. */
   index?: number;
+  /** For RTM_NEWLINK: the link's name. */
+  name?: string;
+  /** For RTM_NEWROUTE (a dump's entries). */
+  route?: RouteSpec;
 }
 
 /** Splits a buffer of answers into messages. */
@@ -263,7 +390,12 @@ export function parseReplies(buf: Uint8Array): Reply[] {
     if (len < 16 || at + len > buf.length) break;
     const reply: Reply = { type: view.getUint16(at + 4, true), seq: view.getUint32(at + 8, true) };
     if (reply.type === NL.ERROR) reply.error = view.getInt32(at + 16, true);
-    if (reply.type === NL.RTM_NEWLINK) reply.index = view.getInt32(at + 20, true);
+    if (reply.type === NL.RTM_NEWLINK) {
+      reply.index = view.getInt32(at + 20, true);
+      const name = parseAttrs(buf.subarray(at + 32, at + len)).get(IFLA_IFNAME);
+      if (name) reply.name = new TextDecoder().decode(name.subarray(0, name.indexOf(0) >>> 0));
+    }
+    if (reply.type === NL.RTM_NEWROUTE) reply.route = parseRoute(buf.subarray(at + 16, at + len));
     out.push(reply);
     at += align4(len);
   }

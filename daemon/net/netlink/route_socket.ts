@@ -73,6 +73,29 @@ export class RouteSocket {
     return reply.index;
   }
 
+  /** Sends a dump request; returns every message of the answer up to its end. */
+  dump(what: string, build: Build): Reply[] {
+    const seq = ++this.#seq;
+    this.#libc.send(this.#fd, build(seq));
+    const out: Reply[] = [];
+    for (;;) {
+      const n = this.#libc.recv(this.#fd, this.#buf);
+      for (const reply of parseReplies(this.#buf.subarray(0, n))) {
+        if (reply.seq !== seq) continue;
+        if (reply.type === NL.ERROR && reply.error) throw new SyscallError(what, -reply.error);
+        if (reply.type === NL.DONE) return out;
+        out.push(reply);
+      }
+    }
+  }
+
+  /** Sends a RTM_GETLINK request; the link's name. */
+  linkName(what: string, build: Build): string {
+    const reply = this.#exchange(what, build);
+    if (reply.name === undefined) throw new SyscallError(what, 22);
+    return reply.name;
+  }
+
   /** Closes the socket. */
   close(): void {
     this.#libc.close(this.#fd);

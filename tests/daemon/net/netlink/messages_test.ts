@@ -9,6 +9,7 @@ import {
   newVeth,
   NL,
   parseReplies,
+  routeRequest,
   str,
 } from "../../../../daemon/net/netlink/messages.ts";
 
@@ -103,4 +104,33 @@ Deno.test("answers parse into acks, errors with their errno, and link indexes", 
     { type: NL.RTM_NEWLINK, seq: 7, index: 4242 },
   ]);
   assertEquals(parseReplies(buf.subarray(0, 10)), []);
+});
+
+Deno.test("a route request reads back as the route it sets (IPv4 via a gateway, IPv6 onlink on a device)", () => {
+  const v4 = parseReplies(
+    routeRequest(NL.RTM_NEWROUTE, 7, { dst: "10.244.2.0/24", via: "192.0.2.12", protocol: 199 }),
+  )[0];
+  assertEquals(v4.route, {
+    dst: "10.244.2.0/24",
+    via: "192.0.2.12",
+    protocol: 199,
+    table: 254,
+  });
+  const v6 = parseReplies(
+    routeRequest(NL.RTM_NEWROUTE, 8, {
+      dst: "fd00:a:2::/64",
+      via: "fd00:64::12",
+      oif: 5,
+      onlink: true,
+      protocol: 199,
+    }),
+  )[0];
+  assertEquals(v6.route, {
+    dst: "fd00:a:2::/64",
+    via: "fd00:64::12",
+    oif: 5,
+    onlink: true,
+    protocol: 199,
+    table: 254,
+  });
 });
