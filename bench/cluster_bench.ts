@@ -1,0 +1,163 @@
+/**
+ * `deno task bench:cluster [--nodes 10] [--pods 500] [--concurrency 100] [--kubeconfig FILE]`
+ * (as root): pods spread over simulated nodes (each a namespace with its own daemon process; see
+ * `daemon/dev/cluster_sim.ts`), plugged through each node's shim at once, on the embedded stand-in
+ * or, with `--kubeconfig` (default `/opt/realk8s/kubeconfig` when it exists), a real
+ * kube-apiserver. Measures the time until every pod is plugged, ADD latency as a runtime sees
+ * it, and API requests per ADD (from the daemons' own counters). Written to
+ * `bench/results/cluster.json` and `cluster.md`.
+ *
+ * For scale (issue 15): whereabouts takes 4 min 34 s for 500 pods over 100 nodes with its
+ * single-object lease. Target here: all plugged in ≤ 10 s, ≤ 1 API write per ADD.
+ *
+ * @module
+ */
+import { parseArgs } from "deno-std/cli/parse_args.js";
+import { type SimPod, withSimCluster } from "../daemon/dev/cluster_sim.ts";
+import { IS_ROOT } from "../daemon/dev/netns.ts";
+import { STATS_PATH } from "../lib/socket_api.ts";
+import { unixRequest } from "../lib/unix_http.ts";
+import type { DaemonStats } from "../daemon/main.ts";
+
+/** What one run measured. */
+export interface ClusterBench {
+  /** When, where. */
+  date: string;
+  /** The API: "stand-in" or the real server's kubeconfig. */
+  api: string;
+  /** Nodes and pods. */
+  nodes: number;
+  /** Pods plugged. */
+  pods: number;
+  /** ADDs in flight at once. */
+  concurrency: number;
+  /** Wall time from the first ADD to the last answer, in ms. */
+  allPluggedMs: number;
+  /** ADD latency through the shim, in ms. */
+  add: { p50: number; p90: number; p99: number; max: number };
+  /** API requests the daemons made while the pods were plugged, per ADD, by method. */
+  apiRequestsPerAdd: Record<string, number>;
+  /** API writes per ADD (POST, PUT, PATCH, DELETE). */
+  apiWritesPerAdd: number;
+  /** API round trips an ADD waited for. */
+  apiCallsOnCniPath: number;
+  /** Targets and whether they were met. */
+  targets: { allPluggedMs: number; apiWritesPerAdd: number; met: boolean };
+}
+
+async function statsOf(socket: string): Promise<DaemonStats> {
+  const res = await unixRequest(socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(5000));
+  return JSON.parse(res.body) as DaemonStats;
+}
+
+const sum = (stats: DaemonStats[]) => {
+  const out: Record<string, number> = {};
+  for (const s of stats) {
+    for (const [k, v] of Object.entries(s.apiRequests)) out[k] = (out[k] ?? 0) + v;
+  }
+  return out;
+};
+
+/** Runs the benchmark. */
+export async function clusterBench(
+  options: { nodes: number; pods: number; concurrency: number; kubeconfig?: string },
+): Promise<ClusterBench> {
+  return await withSimCluster(
+    { nodes: options.nodes, kubeconfig: options.kubeconfig },
+    async (c) => {
+      // Let every daemon's annotation writes and syncs from start-up settle before counting.
+      const before = sum(await Promise.all(c.nodes.map((n) => statsOf(n.socket))));
+      const latencies: number[] = [];
+      const pods: SimPod[] = [];
+      let next = 0;
+      const started = performance.now();
+      await Promise.all(Array.from({ length: options.concurrency }, async () => {
+        while (next < options.pods) {
+          const i = next++;
+          const t = performance.now();
+          pods.push(await c.addPod(c.nodes[i % c.nodes.length], `bench${i}`, 60_000));
+          latencies.push(performance.now() - t);
+        }
+      }));
+      const allPluggedMs = Math.round(performance.now() - started);
+      // The annotation writes follow the answers: wait for them to count them.
+      const deadline = Date.now() + 30_000;
+      let after: DaemonStats[];
+      while (true) {
+        after = await Promise.all(c.nodes.map((n) => statsOf(n.socket)));
+        if (after.every((s) => !s.annotationWrites?.pending) || Date.now() > deadline) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const requests = sum(after);
+      const perAdd: Record<string, number> = {};
+      for (const [k, v] of Object.entries(requests)) {
+        const d = v - (before[k] ?? 0);
+        if (d) perAdd[k] = Math.round((d / options.pods) * 100) / 100;
+      }
+      const writes = ["POST", "PUT", "PATCH", "DELETE"].reduce((n, k) => n + (perAdd[k] ?? 0), 0);
+      const s = [...latencies].sort((a, b) => a - b);
+      const at = (q: number) => Math.round(s[Math.min(s.length - 1, Math.floor(q * s.length))]);
+      for (const pod of pods) await c.removePod(pod);
+      const targets = { allPluggedMs: 10_000, apiWritesPerAdd: 1 };
+      return {
+        date: new Date().toISOString(),
+        api: options.kubeconfig || "stand-in",
+        nodes: options.nodes,
+        pods: options.pods,
+        concurrency: options.concurrency,
+        allPluggedMs,
+        add: { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: Math.round(s[s.length - 1]) },
+        apiRequestsPerAdd: perAdd,
+        apiWritesPerAdd: Math.round(writes * 100) / 100,
+        apiCallsOnCniPath: after.reduce((n, st) => n + st.apiCallsOnCniPath, 0),
+        targets: {
+          ...targets,
+          met: allPluggedMs <= targets.allPluggedMs && writes <= targets.apiWritesPerAdd,
+        },
+      };
+    },
+  );
+}
+
+function markdown(r: ClusterBench): string {
+  return [
+    "# Ferry cluster benchmark",
+    "",
+    `${r.date}, ${navigator.hardwareConcurrency} CPUs, API: ${r.api}`,
+    "",
+    "| measure | value | target |",
+    "| --- | --- | --- |",
+    `| ${r.pods} pods over ${r.nodes} nodes (${r.concurrency} ADDs at once), first ADD to last answer | ${r.allPluggedMs} ms | ≤ ${r.targets.allPluggedMs} ms |`,
+    `| ADD through the shim, p50 / p90 / p99 / max | ${r.add.p50} / ${r.add.p90} / ${r.add.p99} / ${r.add.max} ms | |`,
+    `| API writes per ADD | ${r.apiWritesPerAdd} | ≤ ${r.targets.apiWritesPerAdd} |`,
+    `| API requests per ADD, by method | ${JSON.stringify(r.apiRequestsPerAdd)} | |`,
+    `| API round trips an ADD waited for | ${r.apiCallsOnCniPath} | |`,
+    "",
+    `- ${r.targets.met ? "met" : "NOT met"}: targets`,
+    "",
+  ].join("\n");
+}
+
+if (import.meta.main) {
+  if (!IS_ROOT) {
+    console.error("bench:cluster needs root (it plugs real network namespaces)");
+    Deno.exit(2);
+  }
+  const real = "/opt/realk8s/kubeconfig";
+  const flags = parseArgs(Deno.args, {
+    string: ["nodes", "pods", "concurrency", "kubeconfig"],
+    default: { nodes: "10", pods: "500", concurrency: "100" },
+  });
+  const kubeconfig = flags.kubeconfig ??
+    (await Deno.stat(real).then(() => real, () => undefined));
+  const result = await clusterBench({
+    nodes: Number(flags.nodes),
+    pods: Number(flags.pods),
+    concurrency: Number(flags.concurrency),
+    kubeconfig,
+  });
+  const dir = new URL("./results/", import.meta.url);
+  await Deno.writeTextFile(new URL("cluster.json", dir), JSON.stringify(result, null, 2) + "\n");
+  await Deno.writeTextFile(new URL("cluster.md", dir), markdown(result));
+  console.log(markdown(result));
+}
