@@ -18,6 +18,7 @@ import type { DefaultNetwork } from "./default_network.ts";
 import type { Driver, DriverName } from "./drivers/driver.ts";
 import { KeyedMutex } from "./keyed_mutex.ts";
 import type { NetnsGuard } from "./net/netns_guard.ts";
+import type { PhaseStats } from "./phase_stats.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
@@ -51,6 +52,8 @@ export interface CniServiceDeps {
   logger: Logger;
   /** Pods from Kubernetes; absent in standalone mode (no pod lookup, no annotation). */
   pods?: PodSource;
+  /** Where ADD's phases are timed (`/v1/stats`); none when absent. */
+  phases?: PhaseStats;
 }
 
 /** Registers work to undo when the answer to the request cannot be delivered. */
@@ -167,9 +170,14 @@ export class CniService {
     const netns = need(req, "netns");
     const ref = podRefFromArgs(req.args);
     const { driver, conf } = selectDriver(req.config);
+    const phases = this.#d.phases;
+    const started = performance.now();
     await this.#d.netns.require(netns);
-    return await this.#locks.run(key.containerId, async () => {
+    const result = await this.#locks.run(key.containerId, async () => {
+      phases?.record("turn", performance.now() - started);
+      const waited = performance.now();
       const pod = ref && await this.#podFor(ref, req.containerId, signal);
+      if (ref && this.#d.pods) phases?.record("podWait", performance.now() - waited);
       const existing = this.#d.store.get(key);
       if (existing) {
         if (existing.netns !== netns) {
@@ -181,6 +189,7 @@ export class CniService {
         return existing.result;
       }
       const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
+      const plugging = performance.now();
       const plugged = await (await this.#driver(driver, signal)).add({
         key,
         netns,
@@ -197,11 +206,14 @@ export class CniService {
         result: plugged.result,
         createdAt: new Date().toISOString(),
       };
+      phases?.record("plug", performance.now() - plugging);
       if (plugged.hostIfname) record.hostIfname = plugged.hostIfname;
       if (driver !== "bridge") record.conf = conf;
       if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
       try {
+        const recording = performance.now();
         await this.#d.store.put(record);
+        phases?.record("record", performance.now() - recording);
       } catch (err) {
         this.#d.logger.warn("ADD of {containerId}/{ifname} could not be recorded, rolling back", {
           ...key,
@@ -223,6 +235,8 @@ export class CniService {
       undelivered?.(() => this.#undoUndelivered(key, record, req));
       return record.result;
     }, signal);
+    phases?.record("total", performance.now() - started);
+    return result;
   }
 
   /**

@@ -38,6 +38,7 @@ import { Libc } from "./net/netlink/libc.ts";
 import { NetlinkPlumber } from "./net/netlink/netlink_plumber.ts";
 import type { Plumber } from "./net/plumber.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
+import { type AddPhase, PhaseStats, type PhaseSummary } from "./phase_stats.ts";
 import { createRouter, protocolErrorResponse } from "./router.ts";
 import {
   claimSocketPath,
@@ -76,6 +77,11 @@ export interface DaemonStats {
   podWatch?: InformerStats;
   /** Pods known, and ADDs waiting for theirs. */
   registry?: { pods: number; waiting: number };
+  /**
+   * Where ADDs' time went, per phase over the last 1024 (ms): waiting for the container's turn
+   * (and the namespace check), for the pod to reach the watch, plugging, recording, in all.
+   */
+  addPhases?: Partial<Record<AddPhase, PhaseSummary>>;
   /** The socket: connections now, refused at the limit, times it was created again. */
   socket?: SocketStatus;
   /** The default network: its ranges, or why it is not open yet. */
@@ -261,7 +267,9 @@ export async function startDaemon(
     serving && !network.waitingFor && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
+  const phases = new PhaseStats();
   const service = new CniService({
+    phases,
     network,
     networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
@@ -292,6 +300,7 @@ export async function startDaemon(
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,
     socket: server?.status(),
+    addPhases: phases.summary(),
     network: { waitingFor: network.waitingFor, ranges: network.ranges.map((r) => r.subnet) },
     cluster: cluster?.stats(),
     nodes: kube?.nodes?.size,

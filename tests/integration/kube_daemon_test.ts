@@ -114,6 +114,11 @@ Deno.test({
               (add.json!.ips as { address: string }[]).map((i) => i.address),
             );
             assertEquals(ferry.daemon().stats().annotationWrites?.sent, 1);
+            // The ADD's time is broken down: most of it was waiting for the pod to appear.
+            const phases = ferry.daemon().stats().addPhases!;
+            assertEquals(phases.total?.n, 1);
+            assert(phases.podWait!.max <= phases.total!.max, JSON.stringify(phases));
+            assert(phases.plug!.max < phases.total!.max, JSON.stringify(phases));
             assertEquals(
               (await ferry.shim(runtimeEnv("DEL", ns, cid, name, pod.metadata!.uid), netconf()))
                 .code,
