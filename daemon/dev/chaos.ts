@@ -136,6 +136,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       podWaitSeconds: 10,
       watch: { unhealthyAfterSeconds: 2, requestTimeoutSeconds: 3 },
       network: { subnet: testSubnet(), bridge, forwarding: false },
+      // It runs in the host's namespace: the node's nftables are not its to own.
+      masquerade: { enabled: false },
       logLevel: "info",
     }),
   );

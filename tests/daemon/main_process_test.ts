@@ -42,7 +42,14 @@ Deno.test({
     const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
     await Deno.writeTextFile(
       `${dir}/ferry.json`,
-      JSON.stringify({ standalone: true, stateDir: `${dir}/state`, logLevel: "warning", network }),
+      JSON.stringify({
+        standalone: true,
+        stateDir: `${dir}/state`,
+        logLevel: "warning",
+        network,
+        // It runs in the host's namespace: the node's nftables are not its to own.
+        masquerade: { enabled: false },
+      }),
     );
     const first = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket]);
     try {

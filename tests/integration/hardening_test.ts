@@ -58,22 +58,26 @@ for (
       withFerry({}, (ferry) =>
         withNetns(1, ([ns]) =>
           withMasterLink(async (master) => {
-            const a = `a${uniqueToken()}`, b = `b${uniqueToken()}`;
-            await addDefault(ferry, ns, a);
-            const stdin = netconf("1.0.0", {
-              name: "lan",
-              attachment: { ...attachment(master), ipam: hostLocal(ferry) },
-            });
-            const out = await ferry.shim(cniEnv("ADD", ns, b, "eth0"), stdin);
-            assertEquals([out.code, out.json?.code], [1, 5], out.stdout);
-            assert(String(out.json?.msg).includes("already exists"), out.stdout);
-            // A is untouched: its interface, its host end, its record, and CHECK passes.
-            assertEquals(await linkInNetns(ns, "eth0"), true);
-            assertEquals(await hostLinkExists(hostLinkName(a, "eth0")), true);
-            const check = await ferry.shim(cniEnv("CHECK", ns, a), netconf());
-            assertEquals(check.code, 0, check.stdout);
-            assertEquals((await ferry.records()).length, 1);
-            await run("ip", "link", "del", `fyb${master.slice(3)}`).catch(() => {});
+            try {
+              const a = `a${uniqueToken()}`, b = `b${uniqueToken()}`;
+              await addDefault(ferry, ns, a);
+              const stdin = netconf("1.0.0", {
+                name: "lan",
+                attachment: { ...attachment(master), ipam: hostLocal(ferry) },
+              });
+              const out = await ferry.shim(cniEnv("ADD", ns, b, "eth0"), stdin);
+              assertEquals([out.code, out.json?.code], [1, 5], out.stdout);
+              assert(String(out.json?.msg).includes("already exists"), out.stdout);
+              // A is untouched: its interface, its host end, its record, and CHECK passes.
+              assertEquals(await linkInNetns(ns, "eth0"), true);
+              assertEquals(await hostLinkExists(hostLinkName(a, "eth0")), true);
+              const check = await ferry.shim(cniEnv("CHECK", ns, a), netconf());
+              assertEquals(check.code, 0, check.stdout);
+              assertEquals((await ferry.records()).length, 1);
+            } finally {
+              // The delegated bridge plugin's bridge, had it ever run (it must not).
+              await run("ip", "link", "del", `fyb${master.slice(3)}`).catch(() => {});
+            }
           }))),
   });
 }
