@@ -1,9 +1,11 @@
 /**
  * `deno task install-cni --bin-dir DIR --conf-dir DIR --socket PATH`: installs the shim for a
- * container runtime. Writes `DIR/ferry`, a wrapper that runs the shim with the sandbox flags of
- * `cni/sandbox.ts`, a fixed Deno cache directory (the runtime gives it no HOME), no config
- * discovery and no fetching; and `CONF_DIR/10-ferry.conflist` whose plugin type is `ferry`.
- * Then runs VERSION once through the wrapper, which warms the cache and proves it works.
+ * container runtime. Writes `DIR/ferry-shim.js`, the shim bundled into one file (one module to
+ * load at every start instead of a dozen: measurably faster), and `DIR/ferry`, a wrapper that
+ * runs it with the sandbox flags of `cni/sandbox.ts`, a fixed Deno cache directory (the runtime
+ * gives it no HOME), no config discovery and no fetching; and `CONF_DIR/10-ferry.conflist` whose
+ * plugin type is `ferry`. Then runs VERSION once through the wrapper, which warms the cache and
+ * proves it works.
  *
  * @module
  */
@@ -31,8 +33,8 @@ export interface InstallOptions {
   cniVersion: string;
   /** The Deno executable the wrapper runs. */
   denoPath: string;
-  /** The lock file the wrapper uses. */
-  lockFile: string;
+  /** Where the bundled shim goes (one JavaScript file with no imports). */
+  shimBundle: string;
 }
 
 const quote = (s: string) => `'${s.replaceAll("'", `'"'"'`)}'`;
@@ -42,18 +44,34 @@ const quote = (s: string) => `'${s.replaceAll("'", `'"'"'`)}'`;
  * the entrypoint and its arguments.
  */
 export function wrapperCommand(
-  o: Pick<InstallOptions, "socket" | "denoPath" | "lockFile">,
+  o: Pick<InstallOptions, "socket" | "denoPath" | "shimBundle">,
 ): string[] {
   return [
     o.denoPath,
     "run",
     ...SHIM_RUNTIME_FLAGS,
-    `--lock=${o.lockFile}`,
-    "--frozen",
     ...shimPermissionFlags(o.socket),
-    SHIM_ENTRYPOINT.pathname,
+    o.shimBundle,
     ...shimArgs(o.socket),
   ];
+}
+
+/**
+ * Bundles the shim's entrypoint into `output` (written to a temporary file, then renamed): one
+ * JavaScript file without imports, so each start loads one module.
+ */
+export async function bundleShim(denoPath: string, output: string): Promise<void> {
+  const tmp = `${output}.tmp-${Deno.pid}`;
+  const out = await new Deno.Command(denoPath, {
+    args: ["bundle", "--quiet", "--no-check", SHIM_ENTRYPOINT.pathname, "-o", tmp],
+    cwd: new URL("../", import.meta.url).pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (!out.success) {
+    throw new Error(`bundling the shim failed: ${new TextDecoder().decode(out.stderr)}`);
+  }
+  await Deno.rename(tmp, output);
 }
 
 /**
@@ -121,7 +139,7 @@ export function installUnder(dir: string, socket: string): InstallOptions {
     networkName: "ferry",
     cniVersion: "1.0.0",
     denoPath: Deno.execPath(),
-    lockFile: new URL("../deno.lock", import.meta.url).pathname,
+    shimBundle: `${dir}/bin/ferry-shim.js`,
   };
 }
 
@@ -130,6 +148,7 @@ export async function install(o: InstallOptions): Promise<{ shim: string; confli
   await Deno.mkdir(o.binDir, { recursive: true });
   await Deno.mkdir(o.confDir, { recursive: true });
   await Deno.mkdir(o.denoDir, { recursive: true });
+  await bundleShim(o.denoPath, o.shimBundle);
   const shim = `${o.binDir}/ferry`;
   const tmp = `${shim}.tmp-${Deno.pid}`;
   await Deno.writeTextFile(tmp, wrapperScript(o), { mode: 0o755 });
@@ -165,7 +184,6 @@ if (import.meta.main) {
       "cni-version": "1.0.0",
     },
   });
-  const repo = new URL("../", import.meta.url).pathname;
   const done = await install({
     binDir: flags["bin-dir"],
     confDir: flags["conf-dir"],
@@ -174,7 +192,7 @@ if (import.meta.main) {
     networkName: flags["network-name"],
     cniVersion: flags["cni-version"],
     denoPath: Deno.execPath(),
-    lockFile: `${repo}deno.lock`,
+    shimBundle: `${flags["bin-dir"]}/ferry-shim.js`,
   });
   console.log(`installed ${done.shim} and ${done.conflist}`);
 }

@@ -3,7 +3,6 @@ import { install, installUnder, wrapperCommand } from "../../cni/install.ts";
 import { compileArgs } from "../../cni/build.ts";
 import { SHIM_ENTRYPOINT, shimPermissionFlags } from "../../cni/sandbox.ts";
 
-const REPO = new URL("../../", import.meta.url).pathname;
 const PROBE = new URL("./sandbox_probe.ts", import.meta.url).pathname;
 
 Deno.test("under the shim's flags nothing but its socket and the CNI variables is reachable", async () => {
@@ -23,9 +22,9 @@ Deno.test("under the shim's flags nothing but its socket and the CNI variables i
     const cmd = wrapperCommand({
       socket: socketPath,
       denoPath: Deno.execPath(),
-      lockFile: `${REPO}deno.lock`,
+      shimBundle: `${dir}/ferry-shim.js`,
     });
-    const entry = cmd.indexOf(SHIM_ENTRYPOINT.pathname);
+    const entry = cmd.indexOf(`${dir}/ferry-shim.js`);
     const args = [...cmd.slice(1, entry), PROBE, socketPath, String(tcp.addr.port), otherFile];
     const out = await new Deno.Command(cmd[0], {
       args,
@@ -67,9 +66,13 @@ Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixe
     assertEquals(exec.startsWith("exec /usr/bin/env -i "), true, exec);
     assertEquals(exec.endsWith(` "$@" ${expected}`), true, exec);
     assertEquals(exec.includes(`'DENO_DIR=${dir}/deno'`), true);
-    for (const flag of ["--no-config", "--cached-only", "--no-remote", "--frozen"]) {
+    for (const flag of ["--no-config", "--cached-only", "--no-remote"]) {
       assertEquals(script.includes(`'${flag}'`), true, flag);
     }
+    // The shim it runs is one bundled file with no imports (one module to load per start).
+    const bundle = await Deno.readTextFile(o.shimBundle);
+    assertEquals(/^\s*import\s/m.test(bundle), false);
+    assertEquals(exec.includes(`'${o.shimBundle}'`), true);
     assertEquals((await Deno.stat(shim)).mode! & 0o111, 0o111);
     assertEquals(JSON.parse(await Deno.readTextFile(conflist)).plugins, [{ type: "ferry" }]);
   } finally {
@@ -84,7 +87,7 @@ Deno.test("the image's deno compile step uses the same permission flags as the w
   const wrapper = wrapperCommand({
     socket: "/run/ferry/ferry.sock",
     denoPath: "deno",
-    lockFile: "/l",
+    shimBundle: "/opt/cni/bin/ferry-shim.js",
   });
   assertEquals(wrapper.filter((a) => a.startsWith("--allow") || a === "--no-prompt"), perms);
   assertEquals(args.slice(-3), [SHIM_ENTRYPOINT.pathname, "--socket", "/run/ferry/ferry.sock"]);
