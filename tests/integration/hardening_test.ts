@@ -82,6 +82,29 @@ for (
   });
 }
 
+for (const plumbing of ["netlink", "iproute2"] as const) {
+  Deno.test({
+    name:
+      `a failed default-network ADD (${plumbing}) leaves another container's interface of the same name alone`,
+    ...opts,
+    fn: () =>
+      withFerry({ config: { network: { plumbing } } }, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const a = `a${uniqueToken()}`, b = `b${uniqueToken()}`;
+          await addDefault(ferry, ns, a);
+          const out = await ferry.shim(cniEnv("ADD", ns, b), netconf());
+          assertEquals([out.code, out.json?.code], [1, 5], out.stdout);
+          assertEquals(await linkInNetns(ns, "eth0"), true);
+          assertEquals(await hostLinkExists(hostLinkName(a, "eth0")), true);
+          assertEquals(await hostLinkExists(hostLinkName(b, "eth0")), false);
+          const check = await ferry.shim(cniEnv("CHECK", ns, a), netconf());
+          assertEquals(check.code, 0, check.stdout);
+          assertEquals((await ferry.records()).length, 1);
+          assertEquals((await ferry.allocations()).length, 1, "B's address was given back");
+        })),
+  });
+}
+
 Deno.test({
   name:
     "the daemon's own namespace is refused with code 4 for ADD, CHECK and DEL, and no node link is touched",
