@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { concatBytes } from "../lib/bytes.ts";
+import { concatBytes, indexOfBytes } from "../lib/bytes.ts";
 
 /** Limits on one exchange. */
 export interface ExchangeLimits {
@@ -71,7 +71,7 @@ class Input {
   /** Everything up to and including the first blank line, at most `limit` bytes. */
   async head(limit: number): Promise<Uint8Array> {
     while (true) {
-      const at = indexOf(this.#pending, CRLF2);
+      const at = indexOfBytes(this.#pending, CRLF2);
       if (at >= 0 && at + 4 <= limit) return this.take(at + 4);
       if (at >= 0 || this.#pending.length > limit) {
         throw new BadRequest(431, `request head exceeds ${limit} bytes`);
@@ -93,7 +93,7 @@ class Input {
   /** One CRLF-terminated line (for chunk sizes), at most `limit` bytes. */
   async line(limit: number): Promise<string> {
     while (true) {
-      const at = indexOf(this.#pending, [13, 10]);
+      const at = indexOfBytes(this.#pending, [13, 10]);
       if (at >= 0) return new TextDecoder().decode(this.take(at + 2).subarray(0, at));
       if (this.#pending.length > limit) throw new BadRequest(400, "malformed chunked body");
       if (!(await this.#fill())) throw new BadRequest(400, "connection closed mid-body");
@@ -329,12 +329,4 @@ export async function serveExchange(
     } catch { /* already closed */ }
   }
   if (!delivered && request) await runUndelivered(request);
-}
-
-function indexOf(hay: Uint8Array, needle: number[], from = 0): number {
-  outer: for (let i = from; i <= hay.length - needle.length; i++) {
-    for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
-    return i;
-  }
-  return -1;
 }

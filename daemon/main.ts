@@ -26,7 +26,7 @@ import { DefaultNetwork, type NetworkRange } from "./default_network.ts";
 import { ClusterController, type ClusterStats } from "./cluster/controller.ts";
 import { NodeMap, type Vtep, VTEP_ANNOTATION } from "./cluster/nodes.ts";
 import { VxlanDevice } from "./cluster/vxlan.ts";
-import { IpRouteTable, type RouteTable } from "./cluster/route_table.ts";
+import { IpRouteTable } from "./cluster/route_table.ts";
 import { NetlinkRouteTable } from "./cluster/netlink_route_table.ts";
 import { NftRunner } from "./cluster/masquerade.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
@@ -217,7 +217,11 @@ export async function startDaemon(
   const logger = getLogger(["ferry", "daemon"]);
   const local = config.ipam.mode === "local" ? localRanges(config) : undefined;
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
-  const plumber = overrides.plumber ?? createPlumber(config, logger);
+  const ip = new SpawningIpRunner();
+  const libc = openLibc(config, logger);
+  const iproute2 = new IpPlumber(ip, { forwarding: config.network.forwarding });
+  const plumber: Plumber = overrides.plumber ??
+    (libc ? new NetlinkPlumber(libc, iproute2) : iproute2);
   const netns = await NetnsGuard.forThisProcess();
   const network = new DefaultNetwork(
     {
@@ -241,12 +245,11 @@ export async function startDaemon(
     await claimSocketPath(config.socket);
     if (local) await network.open(local);
     kube = config.standalone ? undefined : await connectKube(config, store);
-    const ip = new SpawningIpRunner();
     cluster = new ClusterController({
       config,
       network,
       nodes: kube?.nodes,
-      routes: routeTable(config, ip, logger),
+      routes: libc ? new NetlinkRouteTable(libc) : new IpRouteTable(ip),
       nft: new NftRunner(),
       vxlan: config.routing.mode === "vxlan"
         ? new VxlanDevice(ip, config.routing.vxlan)
@@ -364,34 +367,19 @@ export async function startDaemon(
   };
 }
 
-/** The route table: in-process netlink, or iproute2 with `plumbing: iproute2` or without FFI. */
-function routeTable(config: DaemonConfig, ip: SpawningIpRunner, logger: Logger): RouteTable {
-  if (config.network.plumbing === "netlink") {
-    try {
-      return new NetlinkRouteTable(Libc.open());
-    } catch (e) {
-      logger.warn("in-process netlink unavailable ({error}); routing with iproute2", {
-        error: e instanceof Error ? e.message : String(e),
-      });
-    }
-  }
-  return new IpRouteTable(ip);
-}
-
 /**
- * The plumber the config asks for: in-process netlink for the hot path (iproute2 for the rest),
- * or iproute2 throughout. Netlink falls back to iproute2 where FFI cannot be loaded.
+ * Libc for in-process netlink, when the config asks for it (`plumbing: netlink`) and FFI can be
+ * loaded; otherwise undefined, and everything falls back to iproute2 (said once, here).
  */
-function createPlumber(config: DaemonConfig, logger: Logger): Plumber {
-  const ip = new IpPlumber(new SpawningIpRunner(), { forwarding: config.network.forwarding });
-  if (config.network.plumbing === "iproute2") return ip;
+function openLibc(config: DaemonConfig, logger: Logger): Libc | undefined {
+  if (config.network.plumbing !== "netlink") return undefined;
   try {
-    return new NetlinkPlumber(Libc.open(), ip);
+    return Libc.open();
   } catch (e) {
-    logger.warn("in-process netlink unavailable ({error}); plugging with iproute2", {
+    logger.warn("in-process netlink unavailable ({error}); plugging and routing with iproute2", {
       error: e instanceof Error ? e.message : String(e),
     });
-    return ip;
+    return undefined;
   }
 }
 

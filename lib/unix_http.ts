@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { concatBytes } from "./bytes.ts";
+import { concatBytes, indexOfBytes } from "./bytes.ts";
 
 /** A complete HTTP response. */
 export interface UnixHttpResponse {
@@ -113,7 +113,7 @@ async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
  * @throws Error for a malformed response.
  */
 export function parseResponse(raw: Uint8Array): UnixHttpResponse {
-  const sep = indexOf(raw, [13, 10, 13, 10]);
+  const sep = indexOfBytes(raw, [13, 10, 13, 10]);
   if (sep < 0) throw new Error("malformed HTTP response: no end of headers");
   const lines = new TextDecoder().decode(raw.subarray(0, sep)).split("\r\n");
   const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0]);
@@ -142,7 +142,7 @@ function dechunk(data: Uint8Array): Uint8Array {
   const parts: Uint8Array[] = [];
   let off = 0;
   while (true) {
-    const eol = indexOf(data, [13, 10], off);
+    const eol = indexOfBytes(data, [13, 10], off);
     if (eol < 0) throw new Error("malformed chunked body");
     const size = parseInt(new TextDecoder().decode(data.subarray(off, eol)).split(";")[0], 16);
     if (Number.isNaN(size)) throw new Error("malformed chunk size");
@@ -152,12 +152,4 @@ function dechunk(data: Uint8Array): Uint8Array {
     parts.push(data.subarray(start, start + size));
     off = start + size + 2;
   }
-}
-
-function indexOf(hay: Uint8Array, needle: number[], from = 0): number {
-  outer: for (let i = from; i <= hay.length - needle.length; i++) {
-    for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
-    return i;
-  }
-  return -1;
 }

@@ -15,7 +15,7 @@ import { masqueradeRuleset, type Nft } from "./masquerade.ts";
 import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
 import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";
 import type { RouteTable } from "./route_table.ts";
-import { hostGwRoutes, routeChanges } from "./routes.ts";
+import { hostGwRoutes, type NodeRoute, routeChanges } from "./routes.ts";
 
 /** What the controller needs. */
 export interface ClusterControllerDeps {
@@ -136,23 +136,7 @@ export class ClusterController {
     }
     if (config.routing.mode === "host-gw" && nodes) {
       const { routes, unroutable } = hostGwRoutes(nodes.list(), config.nodeName);
-      const live = await this.#d.routes.list();
-      const { replace, remove } = routeChanges(live, routes);
-      if (replace.length || remove.length) {
-        await this.#d.routes.apply(replace, remove);
-        logger.info("routes to other nodes: {set} set, {removed} removed ({total} in all)", {
-          set: replace.map((r) => `${r.dst} via ${r.via}`).join(", ") || "none",
-          removed: remove.map((r) => r.dst).join(", ") || "none",
-          total: routes.length,
-        });
-      }
-      if (unroutable.join() !== this.#stats.unroutable.join() && unroutable.length) {
-        logger.warn("no address of the range's family to route through: {ranges}", {
-          ranges: unroutable.join(", "),
-        });
-      }
-      this.#stats.routes = routes.length;
-      this.#stats.unroutable = unroutable;
+      await this.#setRoutes(routes, unroutable);
     }
     const own = network.ranges.map((r) => r.subnet);
     if (config.masquerade.enabled && own.length) {
@@ -214,15 +198,30 @@ export class ClusterController {
     }
     const { routes, peers, unroutable } = vxlanPlan(nodes.list(), config.nodeName);
     await vxlan.apply(peers, await vxlan.neighbours());
-    const overlay = routes.map((r) => ({ ...r, dev: config.routing.vxlan.device }));
-    const { replace, remove } = routeChanges(await this.#d.routes.list(), overlay);
+    const device = config.routing.vxlan.device;
+    await this.#setRoutes(routes.map((r) => ({ ...r, dev: device })), unroutable);
+  }
+
+  /**
+   * Brings Ferry's routes in line with `routes` (replacing new or moved ones, removing those of
+   * vanished nodes), and reports ranges it cannot route when that list changes.
+   */
+  async #setRoutes(routes: NodeRoute[], unroutable: string[]): Promise<void> {
+    const { logger } = this.#d;
+    const { replace, remove } = routeChanges(await this.#d.routes.list(), routes);
     if (replace.length || remove.length) {
       await this.#d.routes.apply(replace, remove);
-      logger.info("overlay routes to other nodes: {set} set, {removed} removed ({total} in all)", {
-        set: replace.map((r) => r.dst).join(", ") || "none",
+      logger.info("routes to other nodes: {set} set, {removed} removed ({total} in all)", {
+        set: replace.map((r) =>
+          `${r.dst} via ${r.via}${r.dev ? ` dev ${r.dev}` : ""}`
+        ).join(", ") ||
+          "none",
         removed: remove.map((r) => r.dst).join(", ") || "none",
         total: routes.length,
       });
+    }
+    if (unroutable.join() !== this.#stats.unroutable.join() && unroutable.length) {
+      logger.warn("cannot route these ranges: {ranges}", { ranges: unroutable.join(", ") });
     }
     this.#stats.routes = routes.length;
     this.#stats.unroutable = unroutable;

@@ -13,7 +13,6 @@ import { formatIp, parseCidr } from "../ipam/cidr.ts";
 import { IpCommandError, type IpRunner } from "../net/ip_runner.ts";
 import { stableMac } from "../net/naming.ts";
 import type { ClusterNode, Vtep } from "./nodes.ts";
-import { FERRY_ROUTE_PROTOCOL } from "./route_table.ts";
 import type { NodeRoute } from "./routes.ts";
 
 /** The bytes VXLAN over IPv4 adds to every frame (outer IP 20, UDP 8, VXLAN 8, inner Ethernet 14). */
@@ -182,11 +181,6 @@ export class VxlanDevice {
         await bridgeCmd(["fdb", "append", mac, "dev", device, "dst", ip, "self", "permanent"]);
       }
     }
-  }
-
-  /** The route lines for `routes`: onlink through the device, Ferry's protocol. */
-  routeLine(r: NodeRoute): string {
-    return `route replace ${r.dst} via ${r.via} dev ${this.#s.device} onlink proto ${FERRY_ROUTE_PROTOCOL}`;
   }
 }
 

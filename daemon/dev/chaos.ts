@@ -176,26 +176,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const shimRun = (env: Record<string, string>) => runShimAt(shim, env, conf);
 
-    const cycle = async (n: number) => {
-      const pod = `p${n}-${token}`;
-      const id = `chaos${n}x${token}`;
+    /**
+     * What a runtime has for a pod: the pod in the API (bound to the node), its namespace, and
+     * the CNI environment naming both (with the UID the API gave the pod).
+     */
+    const sandbox = async (id: string, nsName: string) => {
       const created = api.store.create(PODS, "default", {
         metadata: { name: `pod-${id}`, namespace: "default" },
         spec: { nodeName: node, containers: [{ name: "c", image: "none" }] },
       } as Pod as never);
-      // As a runtime does: CNI_ARGS name the pod and the UID the API gave it.
-      const env = (command: string, ns: { path: string }) => {
-        const e = cniEnv(command, ns, id);
-        e.CNI_ARGS = e.CNI_ARGS.replace(`uid-${id}`, String(created.metadata?.uid));
-        return e;
-      };
-      const nsName = `fyc-${token}-${n}`;
       await run("ip", "netns", "add", nsName);
       namespaces.add(nsName);
       const ns = { path: `/var/run/netns/${nsName}` };
+      const pod = { name: `pod-${id}`, uid: String(created.metadata?.uid) };
+      return { ns, env: (command: string) => cniEnv(command, ns, id, "eth0", pod) };
+    };
+
+    const cycle = async (n: number) => {
+      const pod = `p${n}-${token}`;
+      const id = `chaos${n}x${token}`;
+      const nsName = `fyc-${token}-${n}`;
+      const { env } = await sandbox(id, nsName);
       let address: string | undefined;
       for (let attempt = 0; attempt < 60 && !address; attempt++) {
-        const out = await shimRun(env("ADD", ns));
+        const out = await shimRun(env("ADD"));
         if (out.code === 0) {
           report.adds.ok++;
           address =
@@ -225,7 +229,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
       await sleep(between(0, 200));
       for (let attempt = 0;; attempt++) {
-        const out = await shimRun(env("DEL", ns));
+        const out = await shimRun(env("DEL"));
         if (out.code === 0) {
           report.dels.ok++;
           break;
@@ -270,19 +274,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }[] = [];
       for (let i = 0; i < n; i++) {
         const id = `sentinel${i}x${token}`;
-        const created = api.store.create(PODS, "default", {
-          metadata: { name: `pod-${id}`, namespace: "default" },
-          spec: { nodeName: node, containers: [{ name: "c", image: "none" }] },
-        } as Pod as never);
-        const nsName = `fyc-${token}-s${i}`;
-        await run("ip", "netns", "add", nsName);
-        namespaces.add(nsName);
-        const ns = { path: `/var/run/netns/${nsName}` };
-        const env = (command: string) => {
-          const e = cniEnv(command, ns, id);
-          e.CNI_ARGS = e.CNI_ARGS.replace(`uid-${id}`, String(created.metadata?.uid));
-          return e;
-        };
+        const { ns, env } = await sandbox(id, `fyc-${token}-s${i}`);
         for (let attempt = 0; attempt < 60; attempt++) {
           const add = await shimRun(env("ADD"));
           if (add.code === 0) break;

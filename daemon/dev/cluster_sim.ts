@@ -18,7 +18,7 @@ import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { install, installUnder } from "../../cni/install.ts";
 import { NODES, PODS } from "../k8s/resources.ts";
 import { Libc } from "../net/netlink/libc.ts";
-import { netconf, runShimAt, type ShimRun } from "./harness.ts";
+import { cniEnv, netconf, runShimAt, type ShimRun } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { loadKubeconfig } from "../k8s/kubeconfig.ts";
@@ -314,7 +314,7 @@ export async function withSimCluster<T>(
         while (true) {
           out = await runShimAt(
             node.shim,
-            envFor("ADD", ns, containerId, name, String(created.metadata?.uid)),
+            cniEnv("ADD", ns, containerId, "eth0", { name, uid: String(created.metadata?.uid) }),
             netconf(),
           );
           if (out.code === 0 || out.json?.code !== 11 || Date.now() > until) break;
@@ -343,7 +343,7 @@ export async function withSimCluster<T>(
         const uid = (pod as SimPod & { uid: string }).uid;
         const out = await runShimAt(
           pod.node.shim,
-          envFor("DEL", pod.ns, pod.containerId, pod.name, uid),
+          cniEnv("DEL", pod.ns, pod.containerId, "eth0", { name: pod.name, uid }),
           netconf(),
         );
         pods.delete(pod);
@@ -408,17 +408,6 @@ export async function withSimCluster<T>(
     await standin?.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
-}
-
-function envFor(command: string, ns: TestNetns, containerId: string, pod: string, uid: string) {
-  return {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: containerId,
-    CNI_NETNS: ns.path,
-    CNI_IFNAME: "eth0",
-    CNI_PATH: "/usr/lib/cni",
-    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod};K8S_POD_UID=${uid}`,
-  };
 }
 
 /** Waits (bounded) until the node's daemon answers and is ready. */

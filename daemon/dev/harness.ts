@@ -197,14 +197,16 @@ export async function removeBridge(name: string): Promise<void> {
 }
 
 /**
- * The CNI environment a runtime sets for one invocation, naming pod `pod-<containerId>` in
- * `default`; `netns` absent for a DEL of a sandbox already gone.
+ * The CNI environment a runtime sets for one invocation, naming `pod` (by default
+ * `pod-<containerId>` with UID `uid-<containerId>`) in `default`; `netns` absent for a DEL of a
+ * sandbox already gone.
  */
 export function cniEnv(
   command: string,
   netns: { path: string } | undefined,
   containerId: string,
   ifname = "eth0",
+  pod: { name: string; uid: string } = { name: `pod-${containerId}`, uid: `uid-${containerId}` },
 ): Record<string, string> {
   const e: Record<string, string> = {
     CNI_COMMAND: command,
@@ -212,7 +214,7 @@ export function cniEnv(
     CNI_IFNAME: ifname,
     CNI_PATH: "/usr/lib/cni",
     CNI_ARGS:
-      `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-${containerId};K8S_POD_UID=uid-${containerId}`,
+      `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod.name};K8S_POD_UID=${pod.uid}`,
   };
   if (netns) e.CNI_NETNS = netns.path;
   return e;
