@@ -56,8 +56,27 @@ export const DaemonConfigSchema = Type.Object({
     mtu: Type.Integer({ minimum: 576, maximum: 65535 }),
   }, { additionalProperties: false }),
   ipam: Type.Object({
-    mode: Type.Union([Type.Literal("local"), Type.Literal("kubernetes")], {
-      description: "local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs",
+    mode: Type.Union(
+      [
+        Type.Literal("local"),
+        Type.Literal("kubernetes"),
+        Type.Literal("pool"),
+        Type.Literal("auto"),
+      ],
+      {
+        description: "local: network.subnet(6) on every node; kubernetes: the node's " +
+          "spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has " +
+          "podCIDRs, pool otherwise",
+      },
+    ),
+    pools: Type.Array(Type.String({ pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" }), {
+      minItems: 1,
+      description: "pool mode: the IPPools this node claims blocks from, in order of preference",
+    }),
+    blockReleaseSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86400,
+      description: "pool mode: how long a block stays empty before the node gives it back",
     }),
   }, { additionalProperties: false }),
   routing: Type.Object({
@@ -135,7 +154,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     plumbing: "netlink",
     mtu: 1500,
   },
-  ipam: { mode: "local" },
+  ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300 },
   routing: { mode: "none", vxlan: { vni: 1, port: 8472, device: "ferry.vxlan" } },
   masquerade: { enabled: true, nonMasqueradeCIDRs: [], table: "ferry" },
   pluginTimeoutSeconds: 60,
@@ -202,9 +221,9 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     throw new ConfigError(`invalid configuration: ${describeIssues(validate.errors)}`);
   }
   const config = merged as DaemonConfig;
-  if (config.standalone && config.ipam.mode === "kubernetes") {
+  if (config.standalone && config.ipam.mode !== "local") {
     throw new ConfigError(
-      "invalid configuration: ipam.mode kubernetes needs Kubernetes (not standalone)",
+      `invalid configuration: ipam.mode ${config.ipam.mode} needs Kubernetes (not standalone)`,
     );
   }
   if (config.standalone && config.routing.mode !== "none") {

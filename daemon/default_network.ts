@@ -2,11 +2,13 @@
  * The default network of this node, once its address ranges are known. In `local` IPAM mode they
  * come from the configuration and the network opens at start; in `kubernetes` mode they are the
  * node's `spec.podCIDRs`, which may appear only after the daemon started (the controller-manager
- * assigns them), so the network opens when they do. Until then ADD waits for it (bounded, then
- * code 11), STATUS answers 50 and readiness stays false, each saying why.
+ * assigns them), so the network opens when they do; in `pool` mode they are the blocks this
+ * node holds in Ferry's cluster pools, and the network opens once a pool exists. Until then ADD
+ * waits for it (bounded, then code 11), STATUS answers 50 and readiness stays false, each saying
+ * why.
  *
- * Opening means: the pools of each range (one per family), the node bridge with their gateways,
- * and the start-up reconcile against the attachment records.
+ * Opening means: the allocators of each family, the node bridge with their gateways, and the
+ * start-up reconcile against the attachment records.
  *
  * @module
  */
@@ -16,6 +18,7 @@ import type { AttachmentStore } from "./attachment_store.ts";
 import { BridgeDriver } from "./drivers/bridge.ts";
 import { parseCidr } from "./ipam/cidr.ts";
 import { defaultRange, LocalPool, type PoolRange } from "./ipam/local_pool.ts";
+import { type FamilyAllocator, RangeAllocator } from "./ipam/allocator.ts";
 import type { Plumber } from "./net/plumber.ts";
 
 /** Where a pool keeps its allocations. */
@@ -81,7 +84,7 @@ export class DefaultNetwork {
   readonly #d: DefaultNetworkDeps;
   readonly #opened = Promise.withResolvers<BridgeDriver>();
   #driver?: BridgeDriver;
-  #ranges: NetworkRange[] = [];
+  #allocators: FamilyAllocator[] = [];
   #waitingFor: string;
   #opening?: Promise<void>;
 
@@ -102,18 +105,40 @@ export class DefaultNetwork {
     return this.#driver;
   }
 
-  /** The ranges, once open (empty before). */
-  get ranges(): NetworkRange[] {
-    return this.#ranges;
+  /**
+   * The subnets addresses come from now: the fixed ranges, or the node's blocks of a pool (which
+   * change as blocks are claimed and given back). Empty before the network opens.
+   */
+  subnets(): string[] {
+    return this.#allocators.flatMap((a) => a.subnets());
+  }
+
+  /** Says what the network waits for now (while it is not open). */
+  waitFor(reason: string): void {
+    this.#waitingFor = reason;
   }
 
   /**
-   * Opens the network on `ranges` with pod interfaces of `mtu` (the configured one unless an
-   * overlay needs less): pools, bridge, reconcile. A second call is ignored (a node's podCIDRs
-   * never change once set); a failure is kept as the reason and may be retried.
+   * Opens the network on fixed `ranges` (`local` and `kubernetes` IPAM) with pod interfaces of
+   * `mtu` (the configured one unless an overlay needs less); see {@link DefaultNetwork.openWith}.
    */
   open(ranges: NetworkRange[], mtu = this.#d.mtu): Promise<void> {
-    this.#opening ??= this.#open(ranges, mtu).catch((e) => {
+    return this.openWith(async () => {
+      const pools = await Promise.all(
+        ranges.map((r) => LocalPool.open(poolDir(this.#d.stateDir, r.subnet), r.range)),
+      );
+      return pools.map((p) => new RangeAllocator(p));
+    }, mtu);
+  }
+
+  /**
+   * Opens the network on the allocators `make` returns (called once, with the pods' MTU):
+   * bridge, reconcile. A second
+   * call is ignored (a node's ranges never change once set); a failure is kept as the reason and
+   * may be retried.
+   */
+  openWith(make: (mtu: number) => Promise<FamilyAllocator[]>, mtu = this.#d.mtu): Promise<void> {
+    this.#opening ??= this.#open(make, mtu).catch((e) => {
       this.#opening = undefined;
       this.#waitingFor = `the default network could not be opened: ${
         e instanceof Error ? e.message : e
@@ -123,12 +148,10 @@ export class DefaultNetwork {
     return this.#opening;
   }
 
-  async #open(ranges: NetworkRange[], mtu: number): Promise<void> {
-    const pools = await Promise.all(
-      ranges.map((r) => LocalPool.open(poolDir(this.#d.stateDir, r.subnet), r.range)),
-    );
+  async #open(make: (mtu: number) => Promise<FamilyAllocator[]>, mtu: number): Promise<void> {
+    const allocators = await make(mtu);
     const driver = new BridgeDriver({
-      pools,
+      allocators,
       plumber: this.#d.plumber,
       bridge: this.#d.bridge,
       mtu,
@@ -154,12 +177,12 @@ export class DefaultNetwork {
         { links: swept.links.length, names: swept.links.join(", "), addresses: swept.addresses },
       );
     }
-    this.#ranges = ranges;
+    this.#allocators = allocators;
     this.#driver = driver;
     this.#opened.resolve(driver);
     logger.info("default network open on bridge {bridge}: {subnets} ({free} free)", {
       bridge: this.#d.bridge,
-      subnets: ranges.map((r) => r.subnet).join(" "),
+      subnets: this.subnets().join(" "),
       free: driver.free,
     });
   }

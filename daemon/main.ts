@@ -17,6 +17,9 @@ import { Watcher } from "./k8s/watcher.ts";
 import { AnnotationWriter } from "./k8s/annotation_writer.ts";
 import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
 import { NODES, PODS } from "./k8s/resources.ts";
+import { kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
+import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
+import { PoolMap } from "./cluster/pool_map.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
 import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
@@ -90,6 +93,8 @@ export interface DaemonStats {
   cluster?: ClusterStats;
   /** Nodes known (when a node watch runs). */
   nodes?: number;
+  /** Pool IPAM: this node's blocks, claims, writes (`ipam.mode` pool, or auto resolved to it). */
+  ipam?: BlockIpamStats;
 }
 
 /** Collaborators a caller (a test, the demo) may replace. */
@@ -101,8 +106,14 @@ export interface DaemonOverrides {
 /** The Kubernetes side, wired: API client, pod informer feeding the registry, the annotation write. */
 interface KubeSide {
   pods: PodSource;
-  /** The cluster's nodes, when a node watch runs (kubernetes IPAM or routing). */
+  /** The cluster's nodes, when a node watch runs (IPAM other than local, or routing). */
   nodes?: NodeMap;
+  /** The IP pools and blocks, fed by their watches (`ipam.mode` pool or auto). */
+  pools?: PoolMap;
+  /** Starts and stops the pool watches (`ipam.mode` pool or auto). */
+  poolWatch?: { start(): void; stop(): Promise<void> };
+  /** The API, for the pool IPAM's block writes. */
+  client: KubeClient;
   /** Writes this node's VXLAN endpoint into its Node's annotations. */
   publishVtep(vtep: Vtep): Promise<void>;
   watcher: Watcher;
@@ -136,7 +147,7 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   const watcher = new Watcher();
   watcher.add("pods", informer);
   let nodes: NodeMap | undefined;
-  if (config.ipam.mode === "kubernetes" || config.routing.mode !== "none") {
+  if (config.ipam.mode !== "local" || config.routing.mode !== "none") {
     const map = nodes = new NodeMap();
     watcher.add(
       "nodes",
@@ -149,6 +160,26 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
         watchOptions,
       ),
     );
+  }
+  // Pool IPAM's watches: from the start in pool mode; in auto mode only once the node turns out
+  // to have no podCIDRs (a cluster with podCIDRs need not have Ferry's CRDs at all).
+  let pools: PoolMap | undefined;
+  let poolWatch: KubeSide["poolWatch"];
+  if (config.ipam.mode === "pool" || config.ipam.mode === "auto") {
+    const map = pools = new PoolMap();
+    poolWatch = {
+      start() {
+        if (watcher.has("ippools")) return;
+        const { informers } = poolInformers(kube, getLogger(["ferry", "watch"]), watchOptions, map);
+        watcher.add("ippools", informers[0]);
+        watcher.add("ipblocks", informers[1]);
+      },
+      async stop() {
+        await watcher.remove("ippools");
+        await watcher.remove("ipblocks");
+      },
+    };
+    if (config.ipam.mode === "pool") poolWatch.start();
   }
   watcher.start();
   const annotations = new AnnotationWriter(
@@ -171,6 +202,9 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
   return {
     pods,
     nodes,
+    pools,
+    poolWatch,
+    client: kube,
     async publishVtep(vtep) {
       await kube.patchMerge(NODES, undefined, config.nodeName, {
         metadata: { annotations: { [VTEP_ANNOTATION]: JSON.stringify(vtep) } },
@@ -239,16 +273,39 @@ export async function startDaemon(
   };
   let kube: KubeSide | undefined;
   let cluster: ClusterController | undefined;
+  let ipam: BlockIpam | undefined;
   try {
     // The socket first: a second daemon for the same node stops here, before it touches the
     // bridge or sweeps links that the running one may be plugging.
     await claimSocketPath(config.socket);
     if (local) await network.open(local);
     kube = config.standalone ? undefined : await connectKube(config, store);
+    const k = kube;
     cluster = new ClusterController({
       config,
       network,
       nodes: kube?.nodes,
+      pools: kube?.pools,
+      poolWatch: kube?.poolWatch,
+      openPool: k?.pools
+        ? async (mtu) => {
+          ipam = await BlockIpam.open({
+            nodeName: config.nodeName,
+            poolNames: config.ipam.pools,
+            api: kubeBlockApi(k.client),
+            view: k.pools!,
+            stateDir: config.stateDir,
+            gateways: {
+              add: (cidr) =>
+                plumber.ensureBridge({ name: config.network.bridge, mtu, gateways: [cidr] }),
+              remove: (cidr) => plumber.removeBridgeAddress(config.network.bridge, cidr),
+            },
+            releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
+            logger: getLogger(["ferry", "ipam"]),
+          });
+          return ipam.allocators();
+        }
+        : undefined,
       routes: libc ? new NetlinkRouteTable(libc) : new IpRouteTable(ip),
       nft: new NftRunner(),
       vxlan: config.routing.mode === "vxlan"
@@ -304,9 +361,10 @@ export async function startDaemon(
       : undefined,
     socket: server?.status(),
     addPhases: phases.summary(),
-    network: { waitingFor: network.waitingFor, ranges: network.ranges.map((r) => r.subnet) },
+    network: { waitingFor: network.waitingFor, ranges: network.subnets() },
     cluster: cluster?.stats(),
     nodes: kube?.nodes?.size,
+    ipam: ipam?.stats(),
   });
   const router = createRouter({
     handle: (req, signal, undelivered) => {
@@ -361,6 +419,10 @@ export async function startDaemon(
       logger.info("shutting down");
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       cluster!.stop();
+      // Block allocations not yet written reach the API unless it is unreachable for long (the
+      // next start would write them anyway: the node's files are the truth).
+      await ipam?.flush(AbortSignal.timeout(5000));
+      ipam?.close();
       await kube?.close();
       closePlumber();
     },

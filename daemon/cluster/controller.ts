@@ -1,10 +1,12 @@
 /**
  * Keeps this node in line with the cluster: opens the default network when the node's podCIDRs
- * appear (`ipam.mode: kubernetes`), keeps a route to every other node's pod ranges (`routing.mode:
- * host-gw`), and keeps the masquerade table for this node's pod ranges. Node changes only mark
- * the state dirty; one sync at a time reads the current nodes and reconciles everything, so a
- * burst of changes costs one sync, and a sync that fails is tried again on the next change or
- * resync. Never on the CNI request path.
+ * appear (`ipam.mode: kubernetes`) or once an IP pool exists (`pool`; `auto` picks one of the two
+ * by whether the node has podCIDRs), keeps a route to every other node's pod ranges (its
+ * podCIDRs, or its blocks in pool mode; `routing.mode: host-gw` or `vxlan`), and keeps the
+ * masquerade table for this node's pod ranges. Node, pool and block changes only mark the state
+ * dirty; one sync at a time reads the current state and reconciles everything, so a burst of
+ * changes costs one sync, and a sync that fails is tried again on the next change or resync.
+ * Never on the CNI request path.
  *
  * @module
  */
@@ -13,6 +15,8 @@ import type { DaemonConfig } from "../config.ts";
 import { type DefaultNetwork, rangesOf } from "../default_network.ts";
 import { masqueradeRuleset, type Nft } from "./masquerade.ts";
 import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
+import type { PoolMap } from "./pool_map.ts";
+import type { FamilyAllocator } from "../ipam/allocator.ts";
 import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";
 import type { RouteTable } from "./route_table.ts";
 import { hostGwRoutes, type NodeRoute, routeChanges } from "./routes.ts";
@@ -25,6 +29,12 @@ export interface ClusterControllerDeps {
   network: DefaultNetwork;
   /** The nodes, when a node watch runs. */
   nodes?: NodeMap;
+  /** The IP pools and blocks, fed by their watches (`ipam.mode` pool or auto). */
+  pools?: PoolMap;
+  /** Starts the pool watches (auto mode, a node without podCIDRs) and stops them (podCIDRs). */
+  poolWatch?: { start(): void; stop(): Promise<void> };
+  /** Opens this node's share of the pools (pool IPAM) and returns its allocators. */
+  openPool?: (mtu: number) => Promise<FamilyAllocator[]>;
   /** Ferry's routes. */
   routes: RouteTable;
   /** Ferry's nftables table. */
@@ -49,6 +59,8 @@ export interface ClusterStats {
   masquerading: boolean;
   /** The last sync's failure, if it failed. */
   lastError?: string;
+  /** The IPAM mode in use (`auto` resolved), once decided. */
+  ipamMode?: "local" | "kubernetes" | "pool";
 }
 
 /**
@@ -69,6 +81,8 @@ export class ClusterController {
   #ruleset?: string;
   #unsubscribe?: () => void;
   #vtep?: string;
+  #mode?: "local" | "kubernetes" | "pool";
+  #waitLogged?: string;
 
   /** Creates the controller. */
   constructor(deps: ClusterControllerDeps) {
@@ -77,7 +91,14 @@ export class ClusterController {
 
   /** Subscribes to node changes and runs the first sync. */
   start(): void {
-    this.#unsubscribe = this.#d.nodes?.onChange(() => this.kick());
+    const offNodes = this.#d.nodes?.onChange(() => this.kick());
+    const offPools = this.#d.pools?.onChange(() => this.kick());
+    this.#unsubscribe = () => {
+      offNodes?.();
+      offPools?.();
+    };
+    const mode = this.#d.config.ipam.mode;
+    if (mode !== "auto") this.#stats.ipamMode = this.#mode = mode;
     this.kick();
   }
 
@@ -120,27 +141,23 @@ export class ClusterController {
   }
 
   async #sync(): Promise<void> {
-    const { config, network, nodes, logger } = this.#d;
+    const { config, network, nodes, pools, logger } = this.#d;
     const self = nodes?.get(config.nodeName);
-    if (config.ipam.mode === "kubernetes" && !network.current && self?.podCIDRs.length) {
-      const mtu = await this.#podMtu(self);
-      logger.info("node {node} has podCIDRs {cidrs}; opening the default network (MTU {mtu})", {
-        node: config.nodeName,
-        cidrs: self.podCIDRs.join(", "),
-        mtu,
-      });
-      await network.open(rangesOf(self.podCIDRs), mtu);
+    if (!network.current) await this.#open(self);
+    const ranged = this.#rangedNodes();
+    if (config.routing.mode === "vxlan" && ranged && self && network.current) {
+      await this.#syncVxlan(self, ranged);
     }
-    if (config.routing.mode === "vxlan" && nodes && self && network.current) {
-      await this.#syncVxlan(self, nodes);
-    }
-    if (config.routing.mode === "host-gw" && nodes) {
-      const { routes, unroutable } = hostGwRoutes(nodes.list(), config.nodeName);
+    if (config.routing.mode === "host-gw" && ranged) {
+      const { routes, unroutable } = hostGwRoutes(ranged, config.nodeName);
       await this.#setRoutes(routes, unroutable);
     }
-    const own = network.ranges.map((r) => r.subnet);
+    const own = network.subnets();
     if (config.masquerade.enabled && own.length) {
-      const podRanges = nodes?.list().flatMap((n) => n.podCIDRs) ?? [];
+      const podRanges = [
+        ...(ranged?.flatMap((n) => n.podCIDRs) ?? []),
+        ...(this.#mode === "pool" ? pools?.poolCidrs() ?? [] : []),
+      ];
       const ruleset = masqueradeRuleset(config.masquerade.table, own, [
         ...own,
         ...podRanges,
@@ -156,6 +173,83 @@ export class ClusterController {
         });
       }
     }
+  }
+
+  /**
+   * The nodes with the pod ranges routes lead to: their podCIDRs, or in pool mode their blocks.
+   */
+  #rangedNodes(): ClusterNode[] | undefined {
+    const { nodes, pools } = this.#d;
+    if (!nodes) return undefined;
+    if (this.#mode !== "pool" || !pools) return nodes.list();
+    const blocks = pools.blocksByNode();
+    return nodes.list().map((n) => ({ ...n, podCIDRs: blocks.get(n.name) ?? [] }));
+  }
+
+  /** Decides the IPAM mode (`auto`) and opens the default network when it can. */
+  async #open(self: ClusterNode | undefined): Promise<void> {
+    const { config, network, pools, logger } = this.#d;
+    const names = config.ipam.pools;
+    const poolExists = () => !!pools?.synced && names.some((n) => pools.pool(n));
+    if (!this.#mode) {
+      if (!self) return this.#wait(`node ${config.nodeName} is not in the node watch yet`);
+      if (self.podCIDRs.length) {
+        this.#mode = "kubernetes";
+        await this.#d.poolWatch?.stop();
+      } else {
+        this.#d.poolWatch?.start();
+        if (poolExists()) this.#mode = "pool";
+      }
+      if (this.#mode) {
+        this.#stats.ipamMode = this.#mode;
+        logger.info("ipam auto: node {node} {has}; using {mode} mode", {
+          node: config.nodeName,
+          has: this.#mode === "kubernetes"
+            ? `has podCIDRs ${self!.podCIDRs.join(", ")}`
+            : `has no podCIDRs and IPPool ${names.join(", ")} exists`,
+          mode: this.#mode,
+        });
+      } else {
+        this.#wait(
+          `node ${config.nodeName} has no spec.podCIDRs and no IPPool named ${
+            names.join(" or ")
+          } exists (ipam.mode auto): give the node a podCIDR, or create a pool ` +
+            "(deploy/ippool-default.yaml)",
+        );
+        return;
+      }
+    }
+    if (this.#mode === "kubernetes" && self?.podCIDRs.length) {
+      const mtu = await this.#podMtu(self);
+      logger.info("node {node} has podCIDRs {cidrs}; opening the default network (MTU {mtu})", {
+        node: config.nodeName,
+        cidrs: self.podCIDRs.join(", "),
+        mtu,
+      });
+      await network.open(rangesOf(self.podCIDRs), mtu);
+    } else if (this.#mode === "pool") {
+      if (!pools?.synced) return this.#wait("the first lists of IPPools and IPBlocks");
+      if (!poolExists()) {
+        return this.#wait(
+          `no IPPool named ${names.join(" or ")} exists (ipam.mode pool): create one ` +
+            "(deploy/ippool-default.yaml)",
+        );
+      }
+      const mtu = self ? await this.#podMtu(self) : config.network.mtu;
+      await network.openWith(this.#d.openPool!, mtu);
+      logger.info("pool IPAM open: blocks {blocks} of IPPool {pools}", {
+        blocks: network.subnets().join(", ") || "none yet (claimed at the first ADD)",
+        pools: names.join(", "),
+      });
+    }
+  }
+
+  /** Records (and logs, once per reason) what the default network waits for. */
+  #wait(reason: string): void {
+    this.#d.network.waitFor(reason);
+    if (this.#waitLogged === reason) return;
+    this.#waitLogged = reason;
+    this.#d.logger.warn("not ready: {why}", { why: reason });
   }
 
   /**
@@ -180,23 +274,23 @@ export class ClusterController {
     return Math.min(configured, fits);
   }
 
-  async #syncVxlan(self: ClusterNode, nodes: NodeMap): Promise<void> {
+  async #syncVxlan(self: ClusterNode, nodes: ClusterNode[]): Promise<void> {
     const { config, network, vxlan, publishVtep, logger } = this.#d;
     const local = self.internalIPs.find((ip) => !ip.includes(":"));
-    const own = network.ranges.find((r) => !r.subnet.includes(":"));
+    const own = network.subnets().find((s) => !s.includes(":"));
     if (!vxlan || !local || !own) {
       throw new Error(`vxlan needs an IPv4 InternalIP and an IPv4 range on node ${self.name}`);
     }
     const vtep = ownVtep(self.name, local);
     if (this.#vtep !== `${vtep.mac}@${vtep.ip}`) {
-      await vxlan.ensure(local, overlayAddress(own.subnet), network.current!.mtu, vtep.mac);
+      await vxlan.ensure(local, overlayAddress(own), network.current!.mtu, vtep.mac);
       this.#vtep = `${vtep.mac}@${vtep.ip}`;
     }
     if (self.vtep?.mac !== vtep.mac || self.vtep?.ip !== vtep.ip) {
       await publishVtep?.(vtep);
       logger.info("published this node's VXLAN endpoint {mac} at {ip}", { ...vtep });
     }
-    const { routes, peers, unroutable } = vxlanPlan(nodes.list(), config.nodeName);
+    const { routes, peers, unroutable } = vxlanPlan(nodes, config.nodeName);
     await vxlan.apply(peers, await vxlan.neighbours());
     const device = config.routing.vxlan.device;
     await this.#setRoutes(routes.map((r) => ({ ...r, dev: device })), unroutable);

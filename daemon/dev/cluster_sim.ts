@@ -16,7 +16,9 @@
  */
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { install, installUnder } from "../../cni/install.ts";
-import { NODES, PODS } from "../k8s/resources.ts";
+import { IPBLOCKS, IPPOOLS, NODES, PODS } from "../k8s/resources.ts";
+import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
+import { installPoolCrds } from "./crds.ts";
 import { Libc } from "../net/netlink/libc.ts";
 import { cniEnv, netconf, runShimAt, type ShimRun } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
@@ -85,6 +87,10 @@ export interface SimCluster {
   killAndRestart(node: SimNode): Promise<void>;
   /** Gives a node created without podCIDRs its range, as the controller-manager would. */
   assignPodCIDR(node: SimNode): Promise<void>;
+  /** The simulation's IPPool (with `pool`), and its CIDRs. */
+  pool?: { name: string; cidrs: string[] };
+  /** Each node's blocks in the API now (with `pool`), by node name. */
+  blocks(): Promise<Map<string, string[]>>;
   /** Listens on TCP `port` inside `ns`; resolves to the source address of the first connection. */
   acceptOnce(
     ns: TestNetns,
@@ -108,6 +114,12 @@ export interface SimOptions {
    * Objects the simulation creates there are removed afterwards.
    */
   kubeconfig?: string;
+  /**
+   * Pool IPAM instead of podCIDRs: Ferry's CRDs are installed, an IPPool of the simulation's pod
+   * range (a /16, and a /56 on dual stack) is created, the nodes get no podCIDRs, and the daemons
+   * run `ipam.mode` auto (which picks the pool) unless `config` says otherwise.
+   */
+  pool?: { blockSize?: { ipv4?: number; ipv6?: number } };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -155,6 +167,7 @@ export async function withSimCluster<T>(
   const listeners: Deno.Listener[] = [];
   const pods = new Set<SimPod>();
   const daemonOf = new Map<string, DaemonProcess>();
+  let pool: { name: string; cidrs: string[] } | undefined;
   const netnsAdd = async (name: string): Promise<TestNetns> => {
     await run("ip", "netns", "add", name);
     made.push(name);
@@ -225,6 +238,17 @@ export async function withSimCluster<T>(
     );
     await run("ip", "-n", outside.name, "addr", "add", `${internet}/32`, "dev", "lo");
     const apiPort = Number(apiUrl.port || (apiUrl.protocol === "https:" ? 443 : 80));
+    if (options.pool) {
+      await installPoolCrds(client);
+      pool = {
+        name: `sim-${token}`,
+        cidrs: options.dualStack ? [`${podNet}.0.0/16`, `${podNet6}::/56`] : [`${podNet}.0.0/16`],
+      };
+      await client.create<IpPoolObject>(IPPOOLS, {
+        metadata: { name: pool.name },
+        spec: { cidrs: pool.cidrs, blockSize: options.pool.blockSize },
+      });
+    }
     const nodes: SimNode[] = [];
     for (let i = 1; i <= options.nodes; i++) {
       const ns = await netnsAdd(`fyn-${token}-${i}`);
@@ -244,7 +268,7 @@ export async function withSimCluster<T>(
       await Deno.mkdir(nodeDir, { recursive: true });
       const name = `sim-${token}-${i}`;
       const podCIDR = `${podNet}.${i}.0/24`;
-      const assigned = !options.withoutPodCIDRs?.includes(i);
+      const assigned = !options.withoutPodCIDRs?.includes(i) && !options.pool;
       const podCIDRs = v6 ? [podCIDR, v6.podCIDR] : [podCIDR];
       const internal = v6 ? [address, v6.address] : [address];
       await client.create<Node>(NODES, {
@@ -272,12 +296,15 @@ export async function withSimCluster<T>(
         stateDir: `${nodeDir}/state`,
         nodeName: name,
         kubeconfig: `${nodeDir}/kubeconfig`,
-        ipam: { mode: "kubernetes" },
         routing: { mode: "host-gw" },
         masquerade: { enabled: true, nonMasqueradeCIDRs: [] },
         network: { bridge: "ferry0", forwarding: true },
         podWaitSeconds: 20,
         ...options.config,
+        ipam: {
+          ...(pool ? { mode: "auto", pools: [pool.name] } : { mode: "kubernetes" }),
+          ...(options.config?.ipam ?? {}),
+        },
       };
       await Deno.writeTextFile(`${nodeDir}/config.json`, JSON.stringify(config));
       const log = `${nodeDir}/daemon.log`;
@@ -357,6 +384,16 @@ export async function withSimCluster<T>(
       deleteNode(node) {
         return client.delete(NODES, undefined, node.name).then(() => {});
       },
+      pool,
+      async blocks() {
+        const byNode = new Map<string, string[]>();
+        const { items } = await client.listAll<IpBlockObject>(IPBLOCKS, {});
+        for (const b of items) {
+          if (!pool || b.spec?.pool !== pool.name) continue;
+          byNode.set(b.spec.node, [...(byNode.get(b.spec.node) ?? []), b.spec.cidr].sort());
+        }
+        return byNode;
+      },
       async assignPodCIDR(node) {
         const current = await client.get<Node>(NODES, undefined, node.name);
         await client.update<Node>(NODES, {
@@ -404,6 +441,15 @@ export async function withSimCluster<T>(
       await client.delete(PODS, "default", pod, { gracePeriodSeconds: 0 }).catch(() => {});
     }
     for (const node of createdNodes) await client.delete(NODES, undefined, node).catch(() => {});
+    if (pool) {
+      const { items } = await client.listAll<IpBlockObject>(IPBLOCKS, {}).catch(() => ({
+        items: [] as IpBlockObject[],
+      }));
+      for (const b of items.filter((b) => b.spec?.pool === pool!.name)) {
+        await client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+      }
+      await client.delete(IPPOOLS, undefined, pool.name).catch(() => {});
+    }
     transport.close();
     await standin?.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});

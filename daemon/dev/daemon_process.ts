@@ -59,7 +59,6 @@ export class DaemonProcess {
 
   /** Starts it; with `wait`, resolves once its socket answers. */
   async start(wait = true): Promise<void> {
-    const log = await Deno.open(this.logFile, { append: true, create: true, write: true });
     const daemon = [
       Deno.execPath(),
       "run",
@@ -70,13 +69,15 @@ export class DaemonProcess {
       this.configFile,
     ];
     const argv = this.netns ? ["ip", "netns", "exec", this.netns, ...daemon] : daemon;
-    this.#child = new Deno.Command(argv[0], {
-      args: argv.slice(1),
+    // The shell appends stderr to the log file itself: lines are there as they are written (a
+    // pipe through this process showed them only once the daemon had exited).
+    this.#child = new Deno.Command("/bin/sh", {
+      args: ["-c", 'exec "$@" 2>>"$FERRY_DAEMON_LOG"', "sh", ...argv],
+      env: { FERRY_DAEMON_LOG: this.logFile },
       stdin: "null",
       stdout: "null",
-      stderr: "piped",
+      stderr: "null",
     }).spawn();
-    this.#child.stderr.pipeTo(log.writable).catch(() => {});
     if (wait) await waitForDaemon(this.socket, this.logFile, { timeoutMs: 20_000 });
   }
 

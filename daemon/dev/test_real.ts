@@ -10,8 +10,10 @@
 /** The test files that talk to the Kubernetes API; the default suite runs them on the stand-in. */
 export const KUBE_FACING_TESTS = [
   "tests/daemon/k8s/",
+  "tests/daemon/ipam/block_ipam_test.ts",
   "tests/integration/kube_daemon_test.ts",
   "tests/integration/cluster_test.ts",
+  "tests/integration/cluster_pool_test.ts",
   "tests/deploy/",
 ];
 

@@ -1,7 +1,7 @@
 /**
  * The `bridge` driver: the node's default network. A veth pair per pod, the host end on the node
  * bridge (which holds the gateways), the pod end with one address per configured family from the
- * node-local pools, a stable MAC, the network's MTU and a default route per family.
+ * allocators (one per family), a stable MAC, the network's MTU and a default route per family.
  *
  * @module
  */
@@ -9,8 +9,8 @@ import type { CniResult } from "../../lib/cni/schemas.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
 import type { Attachment, AttachmentKey } from "../attachment_store.ts";
-import { formatIp } from "../ipam/cidr.ts";
-import type { LocalPool } from "../ipam/local_pool.ts";
+import { podRefFromArgs } from "../../lib/cni/args.ts";
+import type { FamilyAllocator } from "../ipam/allocator.ts";
 import { defaultRoutes } from "../net/link_plan.ts";
 import { HOST_LINK_PREFIX, hostLinkName, stableMac } from "../net/naming.ts";
 import type { BridgeSpec, InterfaceAddress, Plumber, VethSpec } from "../net/plumber.ts";
@@ -19,8 +19,8 @@ import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 
 /** What the bridge driver needs. */
 export interface BridgeDriverDeps {
-  /** One pool per family (IPv4 and/or IPv6). */
-  pools: LocalPool[];
+  /** One allocator per family (IPv4 and/or IPv6). */
+  allocators: FamilyAllocator[];
   /** The kernel side. */
   plumber: Plumber;
   /** The node bridge's name. */
@@ -29,12 +29,12 @@ export interface BridgeDriverDeps {
   mtu: number;
 }
 
-/** The bridge the pools imply: their gateways with the subnets' prefixes. */
+/** The bridge the allocators imply: their gateways with their subnets' prefixes. */
 export function bridgeSpec(deps: BridgeDriverDeps): BridgeSpec {
   return {
     name: deps.bridge,
     mtu: deps.mtu,
-    gateways: deps.pools.map((p) => `${formatIp(p.range.gateway)}/${p.range.subnet.prefix}`),
+    gateways: deps.allocators.flatMap((a) => a.gateways()),
   };
 }
 
@@ -43,7 +43,7 @@ export function bridgeSpec(deps: BridgeDriverDeps): BridgeSpec {
  *
  * @example
  * ```ts
- * const driver = new BridgeDriver({ pools: [v4], plumber, bridge: "ferry0", mtu: 1500 });
+ * const driver = new BridgeDriver({ allocators: [v4], plumber, bridge: "ferry0", mtu: 1500 });
  * await driver.prepare();
  * ```
  */
@@ -52,7 +52,9 @@ export class BridgeDriver implements Driver {
 
   /** Creates the driver. */
   constructor(deps: BridgeDriverDeps) {
-    if (deps.pools.length === 0) throw new Error("the bridge driver needs at least one pool");
+    if (deps.allocators.length === 0) {
+      throw new Error("the bridge driver needs at least one allocator");
+    }
     this.#d = deps;
   }
 
@@ -68,7 +70,7 @@ export class BridgeDriver implements Driver {
 
   /** Addresses free in the most constrained family. */
   get free(): number {
-    return Math.min(...this.#d.pools.map((p) => p.free));
+    return Math.min(...this.#d.allocators.map((a) => a.free));
   }
 
   /** Allocates one address per family and plugs the veth; rolls everything back on failure. */
@@ -85,12 +87,10 @@ export class BridgeDriver implements Driver {
       addresses: [],
     };
     try {
-      for (const pool of this.#d.pools) {
-        const ip = await pool.allocate(key);
-        spec.addresses.push({
-          cidr: `${ip}/${pool.range.subnet.prefix}`,
-          gateway: formatIp(pool.range.gateway),
-        });
+      const pod = podRefFromArgs(ctx.args);
+      for (const allocator of this.#d.allocators) {
+        const lease = await allocator.allocate(key, pod);
+        spec.addresses.push({ cidr: `${lease.ip}/${lease.prefix}`, gateway: lease.gateway });
       }
       try {
         await this.#d.plumber.plugVeth(spec);
@@ -111,7 +111,7 @@ export class BridgeDriver implements Driver {
 
   async #undo(key: AttachmentKey, hostIfname: string): Promise<void> {
     await this.#d.plumber.unplugVeth(hostIfname).catch(() => {});
-    for (const pool of this.#d.pools) await pool.release(key).catch(() => {});
+    for (const a of this.#d.allocators) await a.release(key).catch(() => {});
   }
 
   /** Removes the host end (the pod end goes with it) and releases the addresses. */
@@ -119,7 +119,7 @@ export class BridgeDriver implements Driver {
     await this.#d.plumber.unplugVeth(
       ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname),
     );
-    for (const pool of this.#d.pools) await pool.release(ctx.key);
+    for (const a of this.#d.allocators) await a.release(ctx.key);
   }
 
   /** Compares link, addresses and routes in the pod with `expected`, and the host end's bridge. */
@@ -154,8 +154,8 @@ export class BridgeDriver implements Driver {
       for (const ip of r.result.ips ?? []) holders.set(ip.address.split("/")[0], r);
     }
     const repaired: string[] = [];
-    for (const pool of this.#d.pools) {
-      const { restored, freed } = await pool.repair(holders);
+    for (const allocator of this.#d.allocators) {
+      const { restored, freed } = await allocator.repair(holders);
       repaired.push(
         ...restored.map((ip) => `${ip} (restored)`),
         ...freed.map((ip) => `${ip} (freed)`),
@@ -174,19 +174,19 @@ export class BridgeDriver implements Driver {
     let addresses = 0;
     for (const owner of this.owners()) {
       if (owners.has(`${owner.containerId}/${owner.ifname}`)) continue;
-      for (const pool of this.#d.pools) if (await pool.release(owner)) addresses++;
+      for (const a of this.#d.allocators) if (await a.release(owner)) addresses++;
     }
     return { links, addresses, repaired };
   }
 
-  /** Whether `owner` holds addresses in this driver's pools. */
+  /** Whether `owner` holds addresses in this driver's allocators. */
   holds(owner: AttachmentKey): boolean {
-    return this.#d.pools.some((p) => p.addressOf(owner) !== undefined);
+    return this.#d.allocators.some((a) => a.addressOf(owner) !== undefined);
   }
 
   /** Every owner holding addresses. */
   owners(): AttachmentKey[] {
-    return this.#d.pools.flatMap((p) => p.allocations().map((a) => a.owner));
+    return this.#d.allocators.flatMap((a) => a.allocations().map((x) => x.owner));
   }
 }
 

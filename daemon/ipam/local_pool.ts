@@ -31,6 +31,24 @@ export interface PoolRange {
   end: IpAddr;
   /** The gateway, never allocated. */
   gateway: IpAddr;
+  /** Spans inside the range that are never handed out (a pool's excluded ranges), inclusive. */
+  excluded?: { start: bigint; end: bigint }[];
+}
+
+/** Whether `v` falls in one of `range`'s excluded spans. */
+function isExcluded(range: PoolRange, v: bigint): boolean {
+  return range.excluded?.some((x) => v >= x.start && v <= x.end) ?? false;
+}
+
+/** How many addresses of `start..end` the excluded spans (assumed disjoint) cover. */
+function excludedCount(range: PoolRange): bigint {
+  let n = 0n;
+  for (const x of range.excluded ?? []) {
+    const lo = x.start > range.start.value ? x.start : range.start.value;
+    const hi = x.end < range.end.value ? x.end : range.end.value;
+    if (hi >= lo) n += hi - lo + 1n;
+  }
+  return n;
 }
 
 /** Who holds an address. */
@@ -167,8 +185,19 @@ export class LocalPool {
   /** How many addresses are free. */
   get free(): number {
     const size = this.#range.end.value - this.#range.start.value + 1n;
-    const gw = this.#inRange(this.#range.gateway.value) ? 1n : 0n;
-    return Number(size - gw) - this.#byIp.size;
+    const gw = this.#inRange(this.#range.gateway.value) &&
+        !isExcluded(this.#range, this.#range.gateway.value)
+      ? 1n
+      : 0n;
+    const held = this.#range.excluded?.length
+      ? [...this.#byIp.keys()].filter((ip) => !isExcluded(this.#range, parseIp(ip).value)).length
+      : this.#byIp.size;
+    return Number(size - gw - excludedCount(this.#range)) - held;
+  }
+
+  /** How many addresses are taken (unreadable allocations included). */
+  get held(): number {
+    return this.#byIp.size;
   }
 
   /** The address held by `owner`, if any. */
@@ -200,7 +229,7 @@ export class LocalPool {
     const size = end.value - start.value + 1n;
     for (let i = 0n; i < size; i++) {
       const v = start.value + ((this.#cursor - start.value + i) % size);
-      if (v === this.#range.gateway.value) continue;
+      if (v === this.#range.gateway.value || isExcluded(this.#range, v)) continue;
       const ip = formatIp({ family: start.family, value: v });
       if (this.#byIp.has(ip)) continue;
       if (!(await this.#claim(ip, owner))) continue;
@@ -212,6 +241,17 @@ export class LocalPool {
       `no free address in ${formatIp(start)}-${formatIp(end)}`,
       `${this.#byIp.size} addresses are allocated`,
     );
+  }
+
+  /**
+   * Records that `owner` holds `ip` (adopting an allocation known from elsewhere, such as a
+   * block's object). False when another owner holds it or `owner` holds another address.
+   */
+  async hold(ip: string, owner: Owner): Promise<boolean> {
+    const held = this.addressOf(owner);
+    if (held !== undefined) return held === ip;
+    if (this.#byIp.has(ip)) return false;
+    return await this.#claim(ip, owner);
   }
 
   async #claim(ip: string, owner: Owner): Promise<boolean> {

@@ -38,4 +38,22 @@ export const DAEMON_API_USE: ApiUse[] = [
     verbs: ["patch"],
     why: "routing vxlan: this node publishes its VXLAN endpoint in an annotation",
   },
+  {
+    group: "ferry.dev",
+    resource: "ippools",
+    verbs: ["list", "watch"],
+    why: "ipam pool/auto: the pools this node claims blocks of",
+  },
+  {
+    group: "ferry.dev",
+    resource: "ipblocks",
+    verbs: ["list", "watch"],
+    why: "ipam pool/auto: every node's blocks (free ones to claim, routes to the others')",
+  },
+  {
+    group: "ferry.dev",
+    resource: "ipblocks",
+    verbs: ["get", "create", "update", "delete"],
+    why: "ipam pool/auto: claim a block, record its allocations, give an empty one back",
+  },
 ];

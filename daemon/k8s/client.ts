@@ -192,17 +192,28 @@ export class KubeClient {
     });
   }
 
-  /** Deletes an object; pods on a node are only marked unless `gracePeriodSeconds` is 0. */
+  /**
+   * Deletes an object; pods on a node are only marked unless `gracePeriodSeconds` is 0. With
+   * `preconditions`, only the object of that uid and/or resourceVersion is deleted (otherwise
+   * `KubeApiError` with `isConflict`).
+   */
   delete(
     rt: ResourceType,
     namespace: string | undefined,
     name: string,
-    opts: { gracePeriodSeconds?: number; signal?: AbortSignal } = {},
+    opts: {
+      gracePeriodSeconds?: number;
+      preconditions?: { uid?: string; resourceVersion?: string };
+      signal?: AbortSignal;
+    } = {},
   ): Promise<unknown> {
     return this.#t.json({
       method: "DELETE",
       path: resourcePath(rt, namespace, name),
       query: { gracePeriodSeconds: opts.gracePeriodSeconds },
+      body: opts.preconditions
+        ? { kind: "DeleteOptions", apiVersion: "v1", preconditions: opts.preconditions }
+        : undefined,
       signal: opts.signal,
     });
   }

@@ -58,6 +58,22 @@ export const NETWORK_ATTACHMENT_DEFINITIONS: ResourceType = {
   kind: "NetworkAttachmentDefinition",
   namespaced: true,
 };
+/** Ferry's cluster IP pools (`deploy/crds/ippools.yaml`). */
+export const IPPOOLS: ResourceType = {
+  group: "ferry.dev",
+  version: "v1",
+  plural: "ippools",
+  kind: "IPPool",
+  namespaced: false,
+};
+/** The blocks of Ferry's pools, each owned by one node (`deploy/crds/ipblocks.yaml`). */
+export const IPBLOCKS: ResourceType = {
+  group: "ferry.dev",
+  version: "v1",
+  plural: "ipblocks",
+  kind: "IPBlock",
+  namespaced: false,
+};
 /** CustomResourceDefinitions. */
 export const CRDS: ResourceType = {
   group: "apiextensions.k8s.io",

@@ -20,14 +20,29 @@ import type { Informer, InformerStats } from "./informer.ts";
  */
 export class Watcher {
   readonly #informers = new Map<string, Informer<KubeObject>>();
+  #started = false;
 
   /** Adds an informer under a name (started with the others, or at once if already started). */
   add<T extends KubeObject>(name: string, informer: Informer<T>): void {
     this.#informers.set(name, informer as unknown as Informer<KubeObject>);
+    if (this.#started) informer.start();
+  }
+
+  /** Stops the informer called `name` and leaves it out of `synced` and `healthy` from now on. */
+  async remove(name: string): Promise<void> {
+    const informer = this.#informers.get(name);
+    this.#informers.delete(name);
+    await informer?.stop();
+  }
+
+  /** Whether an informer called `name` is in the set. */
+  has(name: string): boolean {
+    return this.#informers.has(name);
   }
 
   /** Starts every informer. */
   start(): void {
+    this.#started = true;
     for (const i of this.#informers.values()) i.start();
   }
 

@@ -11,6 +11,7 @@ import { planBridge, planSublink, planVeth, type PlugPlan } from "./link_plan.ts
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "./plumber.ts";
 
 const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
+const NO_ADDRESS = /Cannot assign requested address/i;
 
 /** Options of the iproute2 plumber. */
 export interface IpPlumberOptions {
@@ -148,6 +149,18 @@ export class IpPlumber implements Plumber {
     } catch (e) {
       if (e instanceof IpCommandError && MISSING.test(e.stderr)) return [];
       throw ioError(`failed to list the ports of ${bridge}`, e);
+    }
+  }
+
+  /** Takes an address off the bridge; an absent address or bridge is success. */
+  async removeBridgeAddress(bridge: string, cidr: string): Promise<void> {
+    try {
+      await this.#ip.batch([`address del ${cidr} dev ${bridge}`]);
+    } catch (e) {
+      if (e instanceof IpCommandError && (MISSING.test(e.stderr) || NO_ADDRESS.test(e.stderr))) {
+        return;
+      }
+      throw ioError(`failed to remove ${cidr} from ${bridge}`, e);
     }
   }
 

@@ -117,4 +117,6 @@ export interface Plumber {
   close?(): void;
   /** The names of the links enslaved to `bridge` in the host namespace (none when it is absent). */
   bridgePorts(bridge: string): Promise<string[]>;
+  /** Takes a gateway address (`address/prefix`) off the bridge; an absent one is success. */
+  removeBridgeAddress(bridge: string, cidr: string): Promise<void>;
 }

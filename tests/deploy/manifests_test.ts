@@ -3,6 +3,9 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import { DAEMON_API_USE } from "../../daemon/k8s/api_use.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import { parse } from "deno-std/yaml/parse.js";
+import { type IpPoolObject, parsePool } from "../../daemon/ipam/ip_pools.ts";
+import { formatCidr } from "../../daemon/ipam/cidr.ts";
 
 const DEPLOY = new URL("../../deploy/", import.meta.url).pathname;
 const SA = "system:serviceaccount:kube-system:ferry";
@@ -42,13 +45,15 @@ Deno.test({
       const canI = async (verb: string, resource: string) =>
         (await kubectl("auth", "can-i", verb, resource, "--all-namespaces", `--as=${SA}`)).out
           .trim().startsWith("yes");
+      const named = (u: { group: string; resource: string }) =>
+        u.group ? `${u.resource}.${u.group}` : u.resource;
       for (const use of DAEMON_API_USE) {
         for (const verb of use.verbs) {
-          assertEquals(await canI(verb, use.resource), true, `${verb} ${use.resource}: ${use.why}`);
+          assertEquals(await canI(verb, named(use)), true, `${verb} ${named(use)}: ${use.why}`);
         }
       }
       const allowed = new Set(
-        DAEMON_API_USE.flatMap((u) => u.verbs.map((v) => `${v} ${u.resource}`)),
+        DAEMON_API_USE.flatMap((u) => u.verbs.map((v) => `${v} ${named(u)}`)),
       );
       const probes = ["get", "list", "watch", "create", "update", "patch", "delete"].flatMap((
         verb,
@@ -60,6 +65,8 @@ Deno.test({
           "configmaps",
           "events",
           "network-attachment-definitions.k8s.cni.cncf.io",
+          "ippools.ferry.dev",
+          "ipblocks.ferry.dev",
         ].map((r) => [verb, r])
       );
       for (const [verb, resource] of probes) {
@@ -69,5 +76,29 @@ Deno.test({
     } finally {
       await kubectl("delete", "--ignore-not-found", "-f", `${DEPLOY}rbac.yaml`);
     }
+  },
+});
+
+Deno.test({
+  name:
+    "the default IPPool is accepted by the server once the CRDs are in, and the daemon can use it",
+  ...opts,
+  fn: async () => {
+    const crds = await kubectl("apply", "-f", `${DEPLOY}crds/`);
+    assertEquals(crds.code, 0, crds.out);
+    const established = await kubectl(
+      "wait",
+      "--for=condition=Established",
+      "--timeout=30s",
+      "crd/ippools.ferry.dev",
+      "crd/ipblocks.ferry.dev",
+    );
+    assertEquals(established.code, 0, established.out);
+    const res = await kubectl("apply", "--dry-run=server", "-f", `${DEPLOY}ippool-default.yaml`);
+    assertEquals(res.code, 0, res.out);
+    const pool = parse(await Deno.readTextFile(`${DEPLOY}ippool-default.yaml`)) as IpPoolObject;
+    const families = parsePool(pool);
+    assertEquals(pool.metadata?.name, "default");
+    assertEquals(families.map((f) => [formatCidr(f.cidr), f.blockPrefix]), [["10.244.0.0/16", 26]]);
   },
 });

@@ -11,7 +11,8 @@
  * newer events, the in-stream ERROR 410 for a version older than the watch cache, which keeps at
  * least 100 events per type and all of the last 75 s, `timeoutSeconds`); get, create
  * (409 `AlreadyExists`), update (409 `Conflict` on a stale resourceVersion, 422 when a pod update
- * has none), JSON merge patch, delete (a pod with `spec.nodeName` is only marked with
+ * has none), JSON merge patch, delete (409 `Conflict` when its uid or resourceVersion
+ * preconditions fail; a pod with `spec.nodeName` is only marked with
  * `deletionTimestamp` until deleted again with `gracePeriodSeconds=0`, as without a kubelet, and
  * every other pod deletion is a MODIFIED with grace 0 followed by DELETED, as the real server does);
  * field selectors (the server's supported fields; others are 400) and label selectors;
@@ -337,7 +338,10 @@ export class KubeStandin {
       }
       case "DELETE": {
         if (!name) throw new ApiFailure(405, "MethodNotAllowed", "DELETE of a collection");
-        return json(this.#delete(rt, namespace, name, await deleteGrace(req, url)));
+        const options = await deleteOptions(req, url);
+        const current = this.store.get(rt, namespace, name);
+        checkPreconditions(current, options.preconditions);
+        return json(this.#delete(rt, namespace, name, options.gracePeriodSeconds));
       }
     }
     throw new ApiFailure(405, "MethodNotAllowed", req.method);
@@ -579,16 +583,43 @@ function defaults(rt: ResourceType, obj: KubeObject): KubeObject {
   } as KubeObject;
 }
 
-async function deleteGrace(req: Request, url: URL): Promise<number | undefined> {
-  const q = url.searchParams.get("gracePeriodSeconds");
-  if (q !== null) return Number(q);
+interface DeleteOptions {
+  gracePeriodSeconds?: number;
+  preconditions?: { uid?: string; resourceVersion?: string };
+}
+
+async function deleteOptions(req: Request, url: URL): Promise<DeleteOptions> {
   const text = await req.text();
-  if (!text) return undefined;
-  try {
-    const opts = JSON.parse(text) as { gracePeriodSeconds?: number };
-    return opts.gracePeriodSeconds;
-  } catch {
-    return undefined;
+  let opts: DeleteOptions = {};
+  if (text) {
+    try {
+      opts = JSON.parse(text) as DeleteOptions;
+    } catch {
+      throw new ApiFailure(400, "BadRequest", "the body is not DeleteOptions JSON");
+    }
+  }
+  const q = url.searchParams.get("gracePeriodSeconds");
+  if (q !== null) opts.gracePeriodSeconds = Number(q);
+  return opts;
+}
+
+/** A delete's preconditions, as the real server checks them: a mismatch is 409 Conflict. */
+function checkPreconditions(current: KubeObject, pre: DeleteOptions["preconditions"]): void {
+  const meta = current.metadata ?? {};
+  if (pre?.uid && pre.uid !== meta.uid) {
+    throw new ApiFailure(
+      409,
+      "Conflict",
+      `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${meta.uid}`,
+    );
+  }
+  if (pre?.resourceVersion && pre.resourceVersion !== meta.resourceVersion) {
+    throw new ApiFailure(
+      409,
+      "Conflict",
+      `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ` +
+        `ResourceVersion in object meta: ${meta.resourceVersion}`,
+    );
   }
 }
 

@@ -166,6 +166,11 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.bridgePorts(bridge);
   }
 
+  /** Through iproute2 (a block given back; rare). */
+  removeBridgeAddress(bridge: string, cidr: string): Promise<void> {
+    return this.#rest.removeBridgeAddress(bridge, cidr);
+  }
+
   /** Through iproute2 (CHECK only). */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
     return this.#rest.inspect(netns, ifname);

@@ -32,6 +32,7 @@ class FakePlumber implements Plumber {
     );
   defaultRouteInterface = () => Promise.resolve(this.defaultDev);
   bridgePorts = () => Promise.resolve([]);
+  removeBridgeAddress = () => Promise.resolve();
 }
 
 const ctx = (attachment: Record<string, unknown>) => ({

@@ -3,7 +3,9 @@
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import { KubeApiError } from "../../../daemon/k8s/errors.ts";
-import { EVENTS, PODS } from "../../../daemon/k8s/resources.ts";
+import { EVENTS, IPBLOCKS, PODS } from "../../../daemon/k8s/resources.ts";
+import type { IpBlockObject } from "../../../daemon/ipam/ip_pools.ts";
+import { installPoolCrds } from "../../../daemon/dev/crds.ts";
 import type { WatchEvent } from "../../../daemon/k8s/watch_stream.ts";
 import { removePods, testPod, withKube } from "./_target.ts";
 
@@ -276,5 +278,44 @@ Deno.test("an Event about a pod names it so that describe shows it", () =>
       await client.delete(EVENTS, "default", ev.metadata!.name!);
     } finally {
       await removePods(client, [name]);
+    }
+  }));
+
+Deno.test("a delete whose uid or resourceVersion precondition no longer holds is 409 Conflict and deletes nothing", () =>
+  withKube(async ({ client, id }) => {
+    await installPoolCrds(client);
+    const name = `10-${id}-precondition`.toLowerCase();
+    const created = await client.create<IpBlockObject>(IPBLOCKS, {
+      metadata: { name },
+      spec: { pool: "none", cidr: "192.0.2.0/30", node: `n-${id}` },
+    });
+    try {
+      const changed = await client.update<IpBlockObject>(IPBLOCKS, {
+        ...created,
+        metadata: { ...created.metadata, labels: { changed: "yes" } },
+      });
+      for (
+        const preconditions of [
+          { resourceVersion: created.metadata!.resourceVersion },
+          { uid: "00000000-0000-0000-0000-000000000000" },
+        ]
+      ) {
+        const e = await assertRejects(
+          () => client.delete(IPBLOCKS, undefined, name, { preconditions }),
+          KubeApiError,
+        );
+        assert(e.isConflict, e.message);
+      }
+      await client.get(IPBLOCKS, undefined, name);
+      await client.delete(IPBLOCKS, undefined, name, {
+        preconditions: {
+          uid: changed.metadata!.uid,
+          resourceVersion: changed.metadata!.resourceVersion,
+        },
+      });
+      const gone = await assertRejects(() => client.get(IPBLOCKS, undefined, name), KubeApiError);
+      assert(gone.isNotFound);
+    } finally {
+      await client.delete(IPBLOCKS, undefined, name).catch(() => {});
     }
   }));

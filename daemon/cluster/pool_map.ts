@@ -1,0 +1,115 @@
+/**
+ * Ferry's IP pools and every node's blocks as the watches of `IPPool` and `IPBlock` objects
+ * deliver them (`ipam.mode: pool`). Blocks are kept stripped to name, CIDR, owner and pool: their
+ * allocations change with every ADD somewhere in the cluster and matter only to the owning node,
+ * which reads its own blocks itself. Listeners hear of changes that move routes or the masquerade
+ * table (a pool's spec, a block appearing, moving or going), not of allocations. Pure: the watches
+ * feed it.
+ *
+ * @module
+ */
+import type { BlockSummary, PoolView } from "../ipam/block_ipam.ts";
+import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
+
+/**
+ * The map.
+ *
+ * @example
+ * ```ts
+ * const pools = new PoolMap();
+ * pools.onChange(() => reconcile());
+ * pools.upsertBlock(blockObject);
+ * pools.blocksByNode().get("n2"); // ["10.244.3.0/26"]
+ * ```
+ */
+export class PoolMap implements PoolView {
+  readonly #pools = new Map<string, IpPoolObject>();
+  readonly #blocks = new Map<string, BlockSummary>();
+  readonly #listeners = new Set<() => void>();
+  #synced = false;
+
+  /** Records a pool seen by the watch. */
+  upsertPool(obj: IpPoolObject): void {
+    const name = obj.metadata?.name ?? "";
+    const before = this.#pools.get(name);
+    this.#pools.set(name, obj);
+    if (JSON.stringify(before?.spec) !== JSON.stringify(obj.spec)) this.#changed();
+  }
+
+  /** Forgets a deleted pool. */
+  removePool(obj: IpPoolObject): void {
+    if (this.#pools.delete(obj.metadata?.name ?? "")) this.#changed();
+  }
+
+  /** Records a block seen by the watch (stripped). */
+  upsertBlock(obj: IpBlockObject): void {
+    const name = obj.metadata?.name ?? "";
+    const block: BlockSummary = {
+      name,
+      cidr: obj.spec?.cidr ?? "",
+      node: obj.spec?.node ?? "",
+      pool: obj.spec?.pool ?? "",
+    };
+    const before = this.#blocks.get(name);
+    this.#blocks.set(name, block);
+    if (JSON.stringify(before) !== JSON.stringify(block)) this.#changed();
+  }
+
+  /** Forgets a deleted block. */
+  removeBlock(obj: IpBlockObject): void {
+    if (this.#blocks.delete(obj.metadata?.name ?? "")) this.#changed();
+  }
+
+  /** Marks both first lists delivered. */
+  markSynced(): void {
+    this.#synced = true;
+    this.#changed();
+  }
+
+  /** Whether both watches have delivered their first list. */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  /** The pool called `name`. */
+  pool(name: string): IpPoolObject | undefined {
+    return this.#pools.get(name);
+  }
+
+  /** Every pool's name. */
+  poolNames(): string[] {
+    return [...this.#pools.keys()];
+  }
+
+  /** Every pool's CIDRs (pod address space: never masqueraded between pods). */
+  poolCidrs(): string[] {
+    return [...this.#pools.values()].flatMap((p) => p.spec?.cidrs ?? []);
+  }
+
+  /** Every block. */
+  blocks(): BlockSummary[] {
+    return [...this.#blocks.values()].filter((b) => b.cidr && b.node);
+  }
+
+  /** Each node's block CIDRs, sorted. */
+  blocksByNode(): Map<string, string[]> {
+    const byNode = new Map<string, string[]>();
+    for (const b of this.blocks()) {
+      const list = byNode.get(b.node) ?? [];
+      list.push(b.cidr);
+      byNode.set(b.node, list);
+    }
+    for (const list of byNode.values()) list.sort();
+    return byNode;
+  }
+
+  /** Calls `fn` after every change; returns the function that stops it. */
+  onChange(fn: () => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  #changed(): void {
+    for (const fn of this.#listeners) fn();
+  }
+}

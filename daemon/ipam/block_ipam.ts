@@ -1,0 +1,718 @@
+/**
+ * `ipam.mode: pool`: this node's share of Ferry's cluster pools. The node holds blocks (`IPBlock`
+ * objects whose `spec.node` is this node) and allocates only inside them:
+ *
+ * - **Claiming**: when its blocks are full (or it has none), the node picks a block no node holds
+ *   ({@link nextFreeBlock}) and creates its object; the object's name is the block's CIDR, so of
+ *   two nodes claiming one block exactly one create succeeds (the other gets AlreadyExists and
+ *   tries the next). The object is created before anything local, so a crash leaves at worst a
+ *   block the node adopts at its next start.
+ * - **Allocating** is node-local and fast: one file per address in the block's directory under
+ *   the state dir ({@link LocalPool}), written before the ADD answers. The block object's
+ *   `allocations` follow behind the answers: one writer per block coalesces every change since its
+ *   last write into one update with the object's resourceVersion as precondition, re-reading and
+ *   retrying on 409, so a burst of ADDs costs at most one write each and usually far fewer.
+ * - **Giving back**: a block empty for `releaseAfterMs` is deleted (with uid and resourceVersion
+ *   preconditions, so a block that changed meanwhile stays), its gateway taken off the bridge and
+ *   its directory removed. The node keeps its first block of each family, claimed at start.
+ * - **At start** the node's blocks in the API and its block directories are reconciled: a block
+ *   with a directory keeps the directory's allocations (they are written first, so they are the
+ *   newer truth) and the object is brought in line; a block without one (state lost) adopts the
+ *   object's allocations, so no address it records is handed out twice; a directory whose block
+ *   object is gone is claimed again when it still holds addresses (and reported as lost when
+ *   another node got the block meanwhile), or removed when empty.
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import type { PodRef } from "../../lib/cni/args.ts";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import { KubeApiError } from "../k8s/errors.ts";
+import type { FamilyAllocator, Lease } from "./allocator.ts";
+import { type Cidr, formatCidr, formatIp, parseCidr } from "./cidr.ts";
+import {
+  type BlockAllocation,
+  blockName,
+  blockRange,
+  type IpBlockObject,
+  type IpPoolObject,
+  nextFreeBlock,
+  parsePool,
+  type PoolFamily,
+} from "./ip_pools.ts";
+import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
+
+/** The API side of blocks (`IPBlock` objects). */
+export interface BlockApi {
+  /** Creates a block; a name that exists throws `KubeApiError` with `isAlreadyExists`. */
+  create(block: IpBlockObject): Promise<IpBlockObject>;
+  /** Replaces a block; a stale resourceVersion throws `KubeApiError` with `isConflict`. */
+  update(block: IpBlockObject): Promise<IpBlockObject>;
+  /** Reads a block; undefined when it does not exist. */
+  get(name: string): Promise<IpBlockObject | undefined>;
+  /** Deletes a block if its uid and resourceVersion still match (409 `Conflict` otherwise). */
+  delete(name: string, uid: string, resourceVersion: string): Promise<void>;
+}
+
+/** A block as the cluster-wide watch keeps it. */
+export interface BlockSummary {
+  /** Object name. */
+  name: string;
+  /** `spec.cidr`. */
+  cidr: string;
+  /** `spec.node`. */
+  node: string;
+  /** `spec.pool`. */
+  pool: string;
+}
+
+/** What the watches know of pools and blocks. */
+export interface PoolView {
+  /** The pool called `name`, if it exists. */
+  pool(name: string): IpPoolObject | undefined;
+  /** Every block of the cluster. */
+  blocks(): BlockSummary[];
+}
+
+/** What {@link BlockIpam} needs. */
+export interface BlockIpamDeps {
+  /** This node. */
+  nodeName: string;
+  /** The pools it draws from, in order of preference. */
+  poolNames: string[];
+  /** The API. */
+  api: BlockApi;
+  /** The watched pools and blocks. */
+  view: PoolView;
+  /** The daemon's state directory (blocks live under `ipam/blocks/`). */
+  stateDir: string;
+  /** Puts a block's gateway (`address/prefix`) on the bridge, and takes it off again. */
+  gateways: { add(cidr: string): Promise<void>; remove(cidr: string): Promise<void> };
+  /** How long a block stays empty before it is given back (ms). */
+  releaseAfterMs: number;
+  /** Where to log. */
+  logger: Logger;
+}
+
+/** Counters, for `/v1/stats`. */
+export interface BlockIpamStats {
+  /** The blocks held now (CIDRs). */
+  blocks: string[];
+  /** Blocks claimed since start. */
+  claims: number;
+  /** Claims lost to another node (AlreadyExists). */
+  claimRaces: number;
+  /** Blocks given back since start. */
+  released: number;
+  /** Block updates written. */
+  writes: number;
+  /** Updates refused with 409 Conflict (then re-read and retried). */
+  conflicts: number;
+  /** Blocks whose allocations are not yet written. */
+  pending: number;
+  /** Blocks this node holds addresses in but another node owns (see the log). */
+  lost: string[];
+}
+
+interface PodMeta {
+  uid: string;
+  namespace?: string;
+  name?: string;
+}
+
+interface OwnedBlock {
+  name: string;
+  pool: string;
+  cidr: Cidr;
+  text: string;
+  family: 4 | 6;
+  local: LocalPool;
+  /** The object as last read or written. */
+  obj?: IpBlockObject;
+  dirty: boolean;
+  syncing?: Promise<void>;
+  emptySince?: number;
+  retiring: boolean;
+  /** Why the block is not this node's any more, when it is not. */
+  lost?: string;
+  claimedAt: number;
+  failures: number;
+}
+
+const ownerKey = (o: Owner) => `${o.containerId}\n${o.ifname}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const errorText = (e: unknown) => e instanceof Error ? e.message : String(e);
+const isApi = (e: unknown, test: (k: KubeApiError) => boolean) =>
+  e instanceof KubeApiError && test(e);
+
+function plainRange(cidr: Cidr): PoolRange {
+  return blockRange(cidr) ?? (() => {
+    throw new Error(`block ${formatCidr(cidr)} hands out nothing`);
+  })();
+}
+
+/**
+ * The node's blocks.
+ *
+ * @example
+ * ```ts
+ * const ipam = await BlockIpam.open({ nodeName: "n1", poolNames: ["default"], api, view,
+ *   stateDir, gateways, releaseAfterMs: 300_000, logger });
+ * const [v4] = ipam.allocators();
+ * await v4.allocate({ containerId: "c1", ifname: "eth0" });
+ * ```
+ */
+export class BlockIpam {
+  readonly #d: BlockIpamDeps;
+  readonly #blocks = new Map<string, OwnedBlock>();
+  readonly #meta = new Map<string, PodMeta>();
+  readonly #claiming = new Map<4 | 6, Promise<OwnedBlock>>();
+  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0, conflicts: 0 };
+  #closed = false;
+
+  private constructor(deps: BlockIpamDeps) {
+    this.#d = deps;
+  }
+
+  get #dir(): string {
+    return `${this.#d.stateDir}/ipam/blocks`;
+  }
+
+  /**
+   * Reconciles the node's blocks in the API with its block directories (see the module doc) and
+   * returns the IPAM. The watches must have delivered their first lists.
+   */
+  static async open(deps: BlockIpamDeps): Promise<BlockIpam> {
+    const ipam = new BlockIpam(deps);
+    await ipam.#reconcile();
+    // One block per family from the start: other nodes route to it before the first pod comes,
+    // and the overlay takes its address from it. A pool with none free is said, not fatal.
+    for (const a of ipam.allocators()) {
+      if (ipam.#usable(a.family).length) continue;
+      await ipam.#claim(a.family).catch((e) =>
+        deps.logger.error("{error}", {
+          error: e instanceof CniError ? `${e.message} (${e.details})` : errorText(e),
+        })
+      );
+    }
+    return ipam;
+  }
+
+  async #reconcile(): Promise<void> {
+    const { nodeName, view, api, logger } = this.#d;
+    await Deno.mkdir(this.#dir, { recursive: true, mode: 0o700 });
+    const local = new Map<string, { pool: string; cidr: string }>();
+    for await (const entry of Deno.readDir(this.#dir)) {
+      if (!entry.isDirectory) continue;
+      const meta = await Deno.readTextFile(`${this.#dir}/${entry.name}/.block.json`)
+        .then((t) => JSON.parse(t) as { pool: string; cidr: string })
+        .catch(() => undefined);
+      if (meta && typeof meta.cidr === "string" && blockName(parseCidr(meta.cidr)) === entry.name) {
+        local.set(entry.name, meta);
+      } else {
+        logger.error("block directory {dir} has no readable .block.json; left alone", {
+          dir: `${this.#dir}/${entry.name}`,
+        });
+      }
+    }
+    const mine = view.blocks().filter((b) => b.node === nodeName);
+    for (const summary of mine) {
+      const obj = await api.get(summary.name);
+      if (!obj?.spec || obj.spec.node !== nodeName) continue;
+      const hadLocal = local.delete(summary.name);
+      const block = await this.#openBlock(obj.spec.pool, parseCidr(obj.spec.cidr), obj);
+      const recorded = obj.spec.allocations ?? [];
+      for (const a of recorded) {
+        this.#meta.set(ownerKey({ containerId: a.containerID, ifname: a.ifname }), {
+          uid: a.podUID,
+          namespace: a.namespace,
+          name: a.name,
+        });
+      }
+      if (!hadLocal && recorded.length) {
+        for (const a of recorded) {
+          await block.local.hold(a.ip, { containerId: a.containerID, ifname: a.ifname });
+        }
+        logger.warn(
+          "block {cidr} had no directory here (state lost?): adopted the {n} allocations its object records",
+          { cidr: block.text, n: recorded.length },
+        );
+      }
+      this.#markDirty(block);
+    }
+    for (const [name, meta] of local) {
+      const cidr = parseCidr(meta.cidr);
+      const pool = await LocalPool.open(`${this.#dir}/${name}`, plainRange(cidr));
+      if (pool.held === 0) {
+        await Deno.remove(`${this.#dir}/${name}`, { recursive: true });
+        logger.info("removed the directory of block {cidr}: no object, no addresses", {
+          cidr: meta.cidr,
+        });
+        continue;
+      }
+      const block = await this.#openBlock(meta.pool, cidr, undefined);
+      logger.warn("block {cidr} holds {n} addresses here but has no object; claiming it again", {
+        cidr: meta.cidr,
+        n: pool.held,
+      });
+      await this.#recreate(block);
+    }
+    for (const block of this.#blocks.values()) this.#checkEmpty(block);
+  }
+
+  /** Opens (creating) a block's directory and records the block as this node's. */
+  async #openBlock(pool: string, cidr: Cidr, obj: IpBlockObject | undefined): Promise<OwnedBlock> {
+    const name = blockName(cidr);
+    const dir = `${this.#dir}/${name}`;
+    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    const text = formatCidr(cidr);
+    await Deno.writeTextFile(`${dir}/.block.json`, JSON.stringify({ pool, cidr: text }));
+    const range = this.#rangeOf(pool, cidr);
+    const block: OwnedBlock = {
+      name,
+      pool,
+      cidr,
+      text,
+      family: cidr.network.family,
+      local: await LocalPool.open(dir, range),
+      obj,
+      dirty: false,
+      retiring: false,
+      claimedAt: Date.now(),
+      failures: 0,
+    };
+    this.#blocks.set(name, block);
+    return block;
+  }
+
+  /** The range of a block: the pool's exclusions apply while the pool exists. */
+  #rangeOf(pool: string, cidr: Cidr): PoolRange {
+    const obj = this.#d.view.pool(pool);
+    let family: PoolFamily | undefined;
+    try {
+      family = obj ? parsePool(obj).find((f) => f.family === cidr.network.family) : undefined;
+    } catch { /* a broken pool: no exclusions known */ }
+    return blockRange(cidr, family?.excluded ?? []) ?? plainRange(cidr);
+  }
+
+  /** One allocator per family the configured pools have. */
+  allocators(): FamilyAllocator[] {
+    const families = new Set<4 | 6>();
+    for (const name of this.#d.poolNames) {
+      const obj = this.#d.view.pool(name);
+      if (!obj) continue;
+      try {
+        for (const f of parsePool(obj)) families.add(f.family);
+      } catch { /* reported by the caller */ }
+    }
+    for (const b of this.#blocks.values()) families.add(b.family);
+    return [...families].sort().map((family) => this.#allocator(family));
+  }
+
+  #allocator(family: 4 | 6): FamilyAllocator {
+    // deno-lint-ignore no-this-alias
+    const ipam = this;
+    return {
+      family,
+      allocate: (owner, pod) => ipam.#allocate(family, owner, pod),
+      release: (owner) => ipam.#release(family, owner),
+      addressOf: (owner) => {
+        for (const b of ipam.#of(family)) {
+          const ip = b.local.addressOf(owner);
+          if (ip) return ip;
+        }
+        return undefined;
+      },
+      allocations: () => ipam.#of(family).flatMap((b) => b.local.allocations()),
+      async repair(holders) {
+        const restored: string[] = [];
+        const freed: string[] = [];
+        for (const b of ipam.#of(family)) {
+          const r = await b.local.repair(holders);
+          restored.push(...r.restored);
+          freed.push(...r.freed);
+          if (r.restored.length || r.freed.length) ipam.#markDirty(b);
+        }
+        return { restored, freed };
+      },
+      get free() {
+        return ipam.#usable(family).reduce((n, b) => n + b.local.free, 0);
+      },
+      subnets: () => ipam.#of(family).map((b) => b.text),
+      gateways: () => ipam.#of(family).map(gatewayOf),
+    };
+  }
+
+  #of(family: 4 | 6): OwnedBlock[] {
+    return [...this.#blocks.values()].filter((b) => b.family === family)
+      .sort((a, b) => a.claimedAt - b.claimedAt);
+  }
+
+  #usable(family: 4 | 6): OwnedBlock[] {
+    return this.#of(family).filter((b) => !b.retiring && !b.lost);
+  }
+
+  async #allocate(family: 4 | 6, owner: Owner, pod?: PodRef): Promise<Lease> {
+    for (const b of this.#of(family)) {
+      const ip = b.local.addressOf(owner);
+      if (ip) return leaseOf(b, ip);
+    }
+    // A few rounds: a block claimed for this ADD may be filled by concurrent ones first.
+    for (let round = 0; round < 8; round++) {
+      for (const b of this.#usable(family)) {
+        if (b.local.free <= 0) continue;
+        let ip: string;
+        try {
+          ip = await b.local.allocate(owner);
+        } catch (e) {
+          if (e instanceof CniError && e.code === CNI_ERROR.ADDRESSES_EXHAUSTED) continue;
+          throw e;
+        }
+        this.#meta.set(ownerKey(owner), {
+          uid: pod?.uid ?? "",
+          namespace: pod?.namespace,
+          name: pod?.name,
+        });
+        b.emptySince = undefined;
+        this.#markDirty(b);
+        return leaseOf(b, ip);
+      }
+      await this.#claim(family);
+    }
+    throw this.#exhausted(family, "blocks claimed for this ADD were filled by others first");
+  }
+
+  async #release(family: 4 | 6, owner: Owner): Promise<string | undefined> {
+    for (const b of this.#of(family)) {
+      if (!b.local.addressOf(owner)) continue;
+      const ip = await b.local.release(owner);
+      this.#meta.delete(ownerKey(owner));
+      this.#markDirty(b);
+      this.#checkEmpty(b);
+      return ip;
+    }
+    return undefined;
+  }
+
+  /** Claims a block of `family` (one claim at a time per family; concurrent callers share it). */
+  #claim(family: 4 | 6): Promise<OwnedBlock> {
+    let claiming = this.#claiming.get(family);
+    if (!claiming) {
+      claiming = this.#claimNew(family).finally(() => this.#claiming.delete(family));
+      this.#claiming.set(family, claiming);
+    }
+    return claiming;
+  }
+
+  async #claimNew(family: 4 | 6): Promise<OwnedBlock> {
+    const { nodeName, view, api, logger } = this.#d;
+    const lostRaces = new Set<string>();
+    for (const poolName of this.#d.poolNames) {
+      const obj = view.pool(poolName);
+      if (!obj) continue;
+      let fam: PoolFamily | undefined;
+      try {
+        fam = parsePool(obj).find((f) => f.family === family);
+      } catch (e) {
+        logger.error("{error}", { error: errorText(e) });
+        continue;
+      }
+      if (!fam) continue;
+      for (let attempt = 0; attempt < 32; attempt++) {
+        const taken = [
+          ...view.blocks().map((b) => parseCidr(b.cidr)),
+          ...[...this.#blocks.values()].map((b) => b.cidr),
+          ...[...lostRaces].map((c) => parseCidr(c)),
+        ];
+        const cidr = nextFreeBlock(fam, taken, nodeName);
+        if (!cidr) break;
+        const text = formatCidr(cidr);
+        let created: IpBlockObject;
+        try {
+          created = await api.create({
+            metadata: {
+              name: blockName(cidr),
+              labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": poolName },
+            },
+            spec: { pool: poolName, cidr: text, node: nodeName, allocations: [] },
+          });
+        } catch (e) {
+          if (isApi(e, (k) => k.isAlreadyExists)) {
+            // Another node was first (our watch had not shown its block yet): try the next.
+            this.#stats.claimRaces++;
+            lostRaces.add(text);
+            continue;
+          }
+          throw new CniError(
+            CNI_ERROR.TRY_AGAIN_LATER,
+            `cannot claim a block of IPPool ${poolName} for node ${nodeName}`,
+            errorText(e),
+          );
+        }
+        const block = await this.#openBlock(poolName, cidr, created);
+        try {
+          await this.#d.gateways.add(gatewayOf(block));
+        } catch (e) {
+          this.#blocks.delete(block.name);
+          await Deno.remove(`${this.#dir}/${block.name}`, { recursive: true }).catch(() => {});
+          await api.delete(block.name, created.metadata!.uid!, created.metadata!.resourceVersion!)
+            .catch(() => {});
+          throw new CniError(
+            CNI_ERROR.IO_FAILURE,
+            `cannot put the gateway of block ${text} on the bridge`,
+            errorText(e),
+          );
+        }
+        this.#stats.claims++;
+        logger.info("claimed block {cidr} of IPPool {pool} for node {node} ({free} addresses)", {
+          cidr: text,
+          pool: poolName,
+          node: nodeName,
+          free: block.local.free,
+        });
+        return block;
+      }
+    }
+    throw this.#exhausted(family, "no free block is left in the pools");
+  }
+
+  #exhausted(family: 4 | 6, why: string): CniError {
+    const { nodeName, poolNames } = this.#d;
+    const held = this.#of(family).map((b) => b.text);
+    return new CniError(
+      CNI_ERROR.ADDRESSES_EXHAUSTED,
+      `no free IPv${family} address for node ${nodeName} in IPPool ${poolNames.join(", ")}`,
+      `${why}; the node's blocks (${held.join(", ") || "none"}) are full`,
+    );
+  }
+
+  /** Re-creates the object of a block that holds addresses here but has none. */
+  async #recreate(block: OwnedBlock): Promise<void> {
+    const { api, nodeName, logger } = this.#d;
+    try {
+      block.obj = await api.create({
+        metadata: {
+          name: block.name,
+          labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": block.pool },
+        },
+        spec: {
+          pool: block.pool,
+          cidr: block.text,
+          node: nodeName,
+          allocations: this.#allocationsOf(block),
+        },
+      });
+      this.#stats.writes++;
+    } catch (e) {
+      if (!isApi(e, (k) => k.isAlreadyExists)) throw e;
+      const other = await api.get(block.name);
+      if (other?.spec?.node === nodeName) {
+        block.obj = other;
+        this.#markDirty(block);
+        return;
+      }
+      block.lost = `block ${block.text} now belongs to node ${other?.spec?.node}`;
+      logger.error(
+        "{why}, but {n} pods here still hold addresses in it ({ips}); they keep them until " +
+          "deleted, and nothing new is allocated in it",
+        { why: block.lost, n: block.local.held, ips: block.local.allocations().map((a) => a.ip) },
+      );
+    }
+  }
+
+  #allocationsOf(block: OwnedBlock): BlockAllocation[] {
+    return block.local.allocations().map(({ ip, owner }) => {
+      const meta = this.#meta.get(ownerKey(owner));
+      const a: BlockAllocation = {
+        ip,
+        podUID: meta?.uid ?? "",
+        containerID: owner.containerId,
+        ifname: owner.ifname,
+      };
+      if (meta?.namespace) a.namespace = meta.namespace;
+      if (meta?.name) a.name = meta.name;
+      return a;
+    }).sort((a, b) => a.ip.localeCompare(b.ip));
+  }
+
+  #markDirty(block: OwnedBlock): void {
+    if (block.lost || this.#closed) return;
+    block.dirty = true;
+    block.syncing ??= this.#syncLoop(block).finally(() => (block.syncing = undefined));
+  }
+
+  async #syncLoop(block: OwnedBlock): Promise<void> {
+    // Let the ADDs of this tick join the write.
+    await Promise.resolve();
+    while (block.dirty && !this.#closed && this.#blocks.get(block.name) === block) {
+      block.dirty = false;
+      try {
+        await this.#write(block);
+        block.failures = 0;
+      } catch (e) {
+        block.dirty = true;
+        block.failures++;
+        const wait = Math.min(30_000, 250 * 2 ** Math.min(block.failures, 7));
+        this.#d.logger.warn("writing block {cidr} failed ({error}); again in {ms} ms", {
+          cidr: block.text,
+          error: errorText(e),
+          ms: wait,
+        });
+        await this.#sleep(wait);
+      }
+    }
+  }
+
+  async #write(block: OwnedBlock): Promise<void> {
+    const { api, nodeName } = this.#d;
+    for (let attempt = 0; attempt < 16; attempt++) {
+      const desired = this.#allocationsOf(block);
+      const base = block.obj ?? await api.get(block.name);
+      if (!base?.spec) {
+        block.obj = undefined;
+        if (block.local.held === 0) return await this.#forget(block, "its object was deleted");
+        return await this.#recreate(block);
+      }
+      if (base.spec.node !== nodeName) {
+        block.obj = base;
+        return await this.#recreate(block);
+      }
+      if (sameAllocations(base.spec.allocations ?? [], desired)) {
+        block.obj = base;
+        return;
+      }
+      try {
+        block.obj = await api.update({ ...base, spec: { ...base.spec, allocations: desired } });
+        this.#stats.writes++;
+        return;
+      } catch (e) {
+        if (isApi(e, (k) => k.isConflict)) {
+          this.#stats.conflicts++;
+          block.obj = undefined;
+          continue;
+        }
+        if (isApi(e, (k) => k.isNotFound)) {
+          block.obj = undefined;
+          continue;
+        }
+        throw e;
+      }
+    }
+    throw new Error(`block ${block.text}: still conflicting after 16 attempts`);
+  }
+
+  #checkEmpty(block: OwnedBlock): void {
+    if (block.local.held > 0 || block.lost) return;
+    block.emptySince ??= Date.now();
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      this.#retire(block).catch((e) =>
+        this.#d.logger.warn("giving back block {cidr} failed: {error}", {
+          cidr: block.text,
+          error: errorText(e),
+        })
+      );
+    }, this.#d.releaseAfterMs + 10);
+    Deno.unrefTimer(timer);
+    this.#timers.add(timer);
+  }
+
+  async #retire(block: OwnedBlock): Promise<void> {
+    if (this.#closed || this.#blocks.get(block.name) !== block) return;
+    if (block.local.held > 0 || block.retiring || block.emptySince === undefined) return;
+    if (Date.now() - block.emptySince < this.#d.releaseAfterMs) return;
+    // The node's first block of a family stays (the VXLAN device's address comes from it).
+    if (this.#usable(block.family)[0] === block) return;
+    block.retiring = true;
+    try {
+      while (block.syncing) await block.syncing;
+      const { api } = this.#d;
+      for (let attempt = 0; attempt < 4; attempt++) {
+        const obj = block.obj ?? await api.get(block.name);
+        if (!obj?.metadata?.uid || obj.spec?.node !== this.#d.nodeName) break;
+        try {
+          await api.delete(block.name, obj.metadata.uid, obj.metadata.resourceVersion ?? "");
+          break;
+        } catch (e) {
+          if (isApi(e, (k) => k.isNotFound)) break;
+          if (!isApi(e, (k) => k.isConflict)) throw e;
+          block.obj = undefined;
+        }
+      }
+      await this.#forget(block, `empty for ${Math.round(this.#d.releaseAfterMs / 1000)} s`);
+      this.#stats.released++;
+    } catch (e) {
+      block.retiring = false;
+      this.#checkEmpty(block);
+      throw e;
+    }
+  }
+
+  /** Drops an empty block here: gateway off the bridge, directory removed. */
+  async #forget(block: OwnedBlock, why: string): Promise<void> {
+    this.#blocks.delete(block.name);
+    await this.#d.gateways.remove(gatewayOf(block)).catch((e) =>
+      this.#d.logger.warn("taking gateway {gw} off the bridge failed: {error}", {
+        gw: gatewayOf(block),
+        error: errorText(e),
+      })
+    );
+    await Deno.remove(`${this.#dir}/${block.name}`, { recursive: true }).catch(() => {});
+    this.#d.logger.info("gave back block {cidr} ({why})", { cidr: block.text, why });
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        resolve();
+      }, ms);
+      Deno.unrefTimer(timer);
+      this.#timers.add(timer);
+    });
+  }
+
+  /** Settles once every block's allocations are written (or `signal` aborts). */
+  async flush(signal?: AbortSignal): Promise<void> {
+    while (!signal?.aborted) {
+      const busy = [...this.#blocks.values()].filter((b) => b.syncing || b.dirty);
+      if (!busy.length) return;
+      await Promise.race([...busy.map((b) => b.syncing ?? sleep(20)), sleep(100)]);
+    }
+  }
+
+  /** Counters. */
+  stats(): BlockIpamStats {
+    const blocks = [...this.#blocks.values()];
+    return {
+      ...this.#stats,
+      blocks: blocks.filter((b) => !b.lost).map((b) => b.text),
+      pending: blocks.filter((b) => b.dirty || b.syncing).length,
+      lost: blocks.filter((b) => b.lost).map((b) => b.text),
+    };
+  }
+
+  /** Stops writing and giving back (what is written stays; the next start picks up the rest). */
+  close(): void {
+    this.#closed = true;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+  }
+}
+
+function gatewayOf(block: OwnedBlock): string {
+  return `${formatIp(block.local.range.gateway)}/${block.cidr.prefix}`;
+}
+
+function leaseOf(block: OwnedBlock, ip: string): Lease {
+  return { ip, prefix: block.cidr.prefix, gateway: formatIp(block.local.range.gateway) };
+}
+
+function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boolean {
+  if (a.length !== b.length) return false;
+  const key = (x: BlockAllocation) =>
+    `${x.ip}|${x.podUID}|${x.containerID}|${x.ifname}|${x.namespace ?? ""}|${x.name ?? ""}`;
+  const set = new Set(a.map(key));
+  return b.every((x) => set.has(key(x)));
+}

@@ -1,0 +1,277 @@
+// Pool IPAM (ipam.mode pool) against the API under test: the stand-in by default, the real
+// kube-apiserver in `deno task test:real`.
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { addToIp, cidrContains, formatIp, parseCidr } from "../../../daemon/ipam/cidr.ts";
+import { IPBLOCKS } from "../../../daemon/k8s/resources.ts";
+import type { IpBlockObject } from "../../../daemon/ipam/ip_pools.ts";
+import type { BlockSummary } from "../../../daemon/ipam/block_ipam.ts";
+import { withTempDir } from "../../../daemon/dev/netns.ts";
+import { CniError } from "../../../lib/cni/errors.ts";
+import { freshCidr24, until, withPool } from "./_pools.ts";
+
+const owner = (n: number | string, ifname = "eth0") => ({ containerId: `c${n}`, ifname });
+const pod = (n: number | string) => ({ namespace: "default", name: `pod-${n}`, uid: `uid-${n}` });
+const inAny = (ip: string, blocks: string[]) =>
+  blocks.some((b) => cidrContains(parseCidr(b), parseCidr(`${ip}/32`).network));
+
+Deno.test("a node claims a block at start, allocates inside it and records each allocation on the block", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const ipam = await env.open("n1", dir);
+        const [v4] = ipam.allocators();
+        const [block] = ipam.stats().blocks;
+        assert(block, "a block is claimed at start");
+        const gateway = formatIp(addToIp(parseCidr(block).network, 1n));
+        assertEquals(env.gateways.get("n1"), [`+${gateway}/28`]);
+        const leases = await Promise.all([1, 2, 3].map((i) => v4.allocate(owner(i), pod(i))));
+        for (const l of leases) {
+          assert(inAny(l.ip, [block]), `${l.ip} in ${block}`);
+          assertEquals(l.prefix, 28);
+          assertEquals(l.gateway, gateway);
+        }
+        // The same owner gets the same address back.
+        assertEquals((await v4.allocate(owner(2), pod(2))).ip, leases[1].ip);
+        await ipam.flush(AbortSignal.timeout(10_000));
+        const [obj] = await env.blocks();
+        assertEquals(obj.spec!.node, "n1");
+        assertEquals(obj.spec!.cidr, block);
+        assertEquals(
+          obj.spec!.allocations!.map((a) => [a.ip, a.containerID, a.ifname, a.podUID, a.name])
+            .sort(),
+          leases.map((l, i) => [l.ip, `c${i + 1}`, "eth0", `uid-${i + 1}`, `pod-${i + 1}`]).sort(),
+        );
+        await v4.release(owner(2));
+        await ipam.flush(AbortSignal.timeout(10_000));
+        const [after] = await env.blocks();
+        assertEquals(
+          after.spec!.allocations!.map((a) => a.ip).sort(),
+          [leases[0].ip, leases[2].ip].sort(),
+        );
+      }),
+  ));
+
+Deno.test("a full block makes the node claim another; an exhausted pool is code 101 naming pool and node", () =>
+  withPool(
+    { cidrs: [freshCidr24().replace(/0\/24$/, "0/27")], blockSize: { ipv4: 29 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        // A /27 in /29 blocks: 4 blocks of 5 addresses (network, gateway and broadcast kept out).
+        const ipam = await env.open("n1", dir);
+        const [v4] = ipam.allocators();
+        const ips = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => v4.allocate(owner(i), pod(i))),
+        );
+        assertEquals(new Set(ips.map((l) => l.ip)).size, 20);
+        assertEquals(ipam.stats().blocks.length, 4);
+        for (const l of ips) assert(inAny(l.ip, ipam.stats().blocks));
+        const e = await assertRejects(() => v4.allocate(owner("x"), pod("x")), CniError);
+        assertEquals(e.code, 101);
+        assert(e.message.includes(env.pool) && e.message.includes("n1"), e.message);
+        await ipam.flush(AbortSignal.timeout(10_000));
+        const objs = await env.blocks();
+        assertEquals(objs.reduce((n, b) => n + (b.spec!.allocations?.length ?? 0), 0), 20);
+      }),
+  ));
+
+Deno.test("two nodes racing for the same blocks never share one, nor an address", () =>
+  withPool(
+    { cidrs: [freshCidr24().replace(/0\/24$/, "0/26")], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        // Views that never learn of new blocks: every claim races on the API's AlreadyExists alone.
+        const stale = { pool: (n: string) => env.map.pool(n), blocks: (): BlockSummary[] => [] };
+        const a = await env.open("n1", `${dir}/a`, { view: stale });
+        const b = await env.open("n2", `${dir}/b`, { view: stale });
+        const [va] = a.allocators();
+        const [vb] = b.allocators();
+        // 4 blocks of 13 addresses: 52 in all; each node asks for 30.
+        const settle = (p: Promise<{ ip: string }>) => p.then((l) => l.ip, (e) => e as CniError);
+        const [gotA, gotB] = await Promise.all([
+          Promise.all(
+            Array.from({ length: 30 }, (_, i) => settle(va.allocate(owner(`a${i}`), pod(`a${i}`)))),
+          ),
+          Promise.all(
+            Array.from({ length: 30 }, (_, i) => settle(vb.allocate(owner(`b${i}`), pod(`b${i}`)))),
+          ),
+        ]);
+        const ips = [...gotA, ...gotB].filter((x): x is string => typeof x === "string");
+        assertEquals(new Set(ips).size, ips.length, "no address twice");
+        // Demand (60) exceeds the pool (52): every block gets claimed, and a node refuses only
+        // once its own blocks are full, with code 101.
+        assertEquals(a.stats().blocks.length + b.stats().blocks.length, 4);
+        for (const [ipam, got] of [[a, gotA], [b, gotB]] as const) {
+          const capacity = ipam.stats().blocks.length * 13;
+          assertEquals(got.filter((x) => typeof x === "string").length, Math.min(30, capacity));
+          for (const e of got.filter((x) => x instanceof CniError) as CniError[]) {
+            assertEquals(e.code, 101, e.message);
+          }
+        }
+        const blocksA = a.stats().blocks;
+        const blocksB = b.stats().blocks;
+        assertEquals(blocksA.filter((x) => blocksB.includes(x)), [], "no block held by both");
+        assert(a.stats().claimRaces + b.stats().claimRaces > 0, "the nodes did race");
+        await Promise.all([a.flush(), b.flush()]);
+        for (const obj of await env.blocks()) {
+          const mine = obj.spec!.node === "n1" ? blocksA : blocksB;
+          assert(mine.includes(obj.spec!.cidr), `${obj.spec!.cidr} belongs to ${obj.spec!.node}`);
+        }
+      }),
+  ));
+
+Deno.test("a block changed by someone else is re-read and written again (409 then retry)", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const ipam = await env.open("n1", dir);
+        const [v4] = ipam.allocators();
+        await v4.allocate(owner(1), pod(1));
+        await ipam.flush();
+        // Someone else updates the block: the node's copy is now stale.
+        const [obj] = await env.blocks();
+        await env.k.client.update(IPBLOCKS, {
+          ...obj,
+          metadata: { ...obj.metadata, labels: { ...obj.metadata!.labels, touched: "yes" } },
+        });
+        const l2 = await v4.allocate(owner(2), pod(2));
+        await ipam.flush(AbortSignal.timeout(10_000));
+        assert(ipam.stats().conflicts >= 1, "the stale write met a 409");
+        const [after] = await env.blocks();
+        assertEquals(after.metadata!.labels!.touched, "yes");
+        assert(after.spec!.allocations!.some((a) => a.ip === l2.ip));
+      }),
+  ));
+
+Deno.test("a burst of allocations costs at most one block write each", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 26 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const ipam = await env.open("n1", dir);
+        const [v4] = ipam.allocators();
+        await Promise.all(Array.from({ length: 50 }, (_, i) => v4.allocate(owner(i), pod(i))));
+        await ipam.flush(AbortSignal.timeout(10_000));
+        const { writes } = ipam.stats();
+        assert(writes >= 1 && writes <= 50, `${writes} writes for 50 allocations`);
+        const [obj] = await env.blocks();
+        assertEquals(obj.spec!.allocations!.length, 50);
+      }),
+  ));
+
+Deno.test("an empty block is given back after the grace period; the node's first block stays", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 29 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const ipam = await env.open("n1", dir, { releaseAfterMs: 200 });
+        const [v4] = ipam.allocators();
+        for (let i = 0; i < 12; i++) await v4.allocate(owner(i), pod(i));
+        assertEquals(ipam.stats().blocks.length, 3);
+        const first = ipam.stats().blocks[0];
+        for (let i = 0; i < 12; i++) await v4.release(owner(i));
+        await until(() => ipam.stats().released === 2);
+        assertEquals(ipam.stats().blocks, [first]);
+        const removed = env.gateways.get("n1")!.filter((g) => g.startsWith("-"));
+        assertEquals(removed.length, 2);
+        await until(async () => (await env.blocks()).length === 1);
+        assertEquals((await env.blocks())[0].spec!.cidr, first);
+        // The next allocation comes from the kept block.
+        assert(inAny((await v4.allocate(owner("n"), pod("n"))).ip, [first]));
+      }),
+  ));
+
+Deno.test("restart: the node's files win over its block objects, and a lost directory adopts the object's allocations", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const first = await env.open("n1", dir);
+        const [v4] = first.allocators();
+        const held = await Promise.all([1, 2, 3].map((i) => v4.allocate(owner(i), pod(i))));
+        await first.flush();
+        first.close();
+        // While the daemon is down the object gains an allocation the node never made.
+        const [obj] = await env.blocks();
+        const bogus = held[0].ip.replace(/\d+$/, (d) => String(Number(d) + 10));
+        await env.k.client.update(IPBLOCKS, {
+          ...obj,
+          spec: {
+            ...obj.spec!,
+            allocations: [...obj.spec!.allocations!, {
+              ip: bogus,
+              podUID: "u",
+              containerID: "ghost",
+              ifname: "eth0",
+            }],
+          },
+        } as IpBlockObject);
+        const second = await env.open("n1", dir);
+        await second.flush(AbortSignal.timeout(10_000));
+        const [fixed] = await env.blocks();
+        assertEquals(
+          fixed.spec!.allocations!.map((a) => a.ip).sort(),
+          held.map((l) => l.ip).sort(),
+        );
+        assertEquals(second.stats().blocks, first.stats().blocks);
+        second.close();
+        // The state directory is lost: the object's allocations are adopted, never handed out again.
+        await Deno.remove(`${dir}/ipam`, { recursive: true });
+        const third = await env.open("n1", dir);
+        const [v4b] = third.allocators();
+        for (const [i, l] of held.entries()) assertEquals(v4b.addressOf(owner(i + 1)), l.ip);
+        const fresh = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => v4b.allocate(owner(`f${i}`), pod(`f${i}`))),
+        );
+        for (const f of fresh) assert(!held.some((h) => h.ip === f.ip), `${f.ip} handed out twice`);
+      }),
+  ));
+
+Deno.test("restart: a block whose object vanished while it held addresses is claimed again", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const first = await env.open("n1", dir);
+        const [v4] = first.allocators();
+        const l = await v4.allocate(owner(1), pod(1));
+        await first.flush();
+        first.close();
+        const [obj] = await env.blocks();
+        await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
+        await env.untilBlocks(0);
+        const second = await env.open("n1", dir);
+        await second.flush(AbortSignal.timeout(10_000));
+        const objs = await env.blocks();
+        assertEquals(objs.length, 1);
+        assertEquals(objs[0].spec!.node, "n1");
+        assertEquals(objs[0].spec!.allocations!.map((a) => a.ip), [l.ip]);
+      }),
+  ));
+
+Deno.test("restart: a block another node took meanwhile is reported lost and never allocated in", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const first = await env.open("n1", `${dir}/n1`);
+        const [v4] = first.allocators();
+        const l = await v4.allocate(owner(1), pod(1));
+        await first.flush();
+        first.close();
+        const [obj] = await env.blocks();
+        await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
+        await env.k.client.create(IPBLOCKS, {
+          metadata: { name: obj.metadata!.name },
+          spec: { ...obj.spec!, node: "n9", allocations: [] },
+        } as IpBlockObject);
+        const second = await env.open("n1", `${dir}/n1`);
+        assertEquals(second.stats().lost, [obj.spec!.cidr]);
+        const [v4b] = second.allocators();
+        assertEquals(v4b.addressOf(owner(1)), l.ip, "the pod keeps its address until deleted");
+        const next = await v4b.allocate(owner(2), pod(2));
+        assert(!inAny(next.ip, [obj.spec!.cidr]), `${next.ip} allocated in a lost block`);
+        assertEquals(await v4b.release(owner(1)), l.ip);
+      }),
+  ));

@@ -1,0 +1,279 @@
+// The simulated cluster (daemon/dev/cluster_sim.ts) in pool IPAM: nodes without podCIDRs, one
+// IPPool, daemons in `ipam.mode: auto` (which picks the pool). On the stand-in, or in `test:real`
+// on a real kube-apiserver. Needs root and nft.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { type SimCluster, type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
+import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
+import { FERRY_ROUTE_PROTOCOL } from "../../daemon/cluster/route_table.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
+import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
+import { waitReady } from "../../daemon/dev/cluster_sim.ts";
+import { IPBLOCKS } from "../../daemon/k8s/resources.ts";
+import type { IpBlockObject } from "../../daemon/ipam/ip_pools.ts";
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !hasNft };
+
+async function ferryRoutes(c: SimCluster, i: number): Promise<string[]> {
+  const out = await run(
+    "ip",
+    "-n",
+    c.nodes[i].ns.name,
+    "-j",
+    "route",
+    "show",
+    "proto",
+    String(FERRY_ROUTE_PROTOCOL),
+  );
+  return (JSON.parse(out.trim() || "[]") as { dst: string; gateway: string }[])
+    .map((r) => `${r.dst} via ${r.gateway}`)
+    .sort();
+}
+
+async function eventually(probe: () => Promise<boolean>, what: string, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const inBlocks = (ip: string, blocks: string[] = []) =>
+  blocks.some((b) => cidrContains(parseCidr(b), parseIp(ip)));
+
+async function stats(c: SimCluster, i: number): Promise<Record<string, unknown>> {
+  const res = await unixRequest(
+    c.nodes[i].socket,
+    "GET",
+    STATS_PATH,
+    undefined,
+    AbortSignal.timeout(5000),
+  );
+  return JSON.parse(res.body);
+}
+
+for (const routing of ["host-gw", "vxlan"] as const) {
+  Deno.test({
+    name:
+      `pool IPAM, ${routing}: nodes without podCIDRs claim blocks, pods get addresses from their node's blocks, reach each other unmasqueraded and the outside masqueraded; a removed node's routes go`,
+    ...opts,
+    fn: () =>
+      withSimCluster({
+        kubeconfig: REAL_KUBECONFIG,
+        nodes: 3,
+        pool: { blockSize: { ipv4: 27 } },
+        config: { routing: { mode: routing } },
+      }, async (c) => {
+        // Every node claimed one block at start; every other node routes to it.
+        await eventually(async () => (await c.blocks()).size === 3, "three nodes hold blocks");
+        const blocks = await c.blocks();
+        for (const block of [...blocks.values()].flat()) {
+          assert(cidrContains(parseCidr(c.pool!.cidrs[0]), parseCidr(block).network), block);
+          assertEquals(parseCidr(block).prefix, 27);
+        }
+        const via = (n: SimCluster["nodes"][number], block: string) =>
+          routing === "host-gw" ? n.address : block.replace(/\/\d+$/, "");
+        for (const [i, node] of c.nodes.entries()) {
+          const expected = c.nodes.filter((n) => n !== node)
+            .flatMap((n) => blocks.get(n.name)!.map((b) => `${b} via ${via(n, b)}`)).sort();
+          await eventually(
+            async () => (await ferryRoutes(c, i)).join() === expected.join(),
+            `${node.name} routes ${expected.join(", ")}`,
+          );
+          const cluster = (await stats(c, i)).cluster as { ipamMode?: string };
+          assertEquals(cluster.ipamMode, "pool", "ipam auto picked the pool");
+        }
+        const pods: SimPod[] = [];
+        for (const [i, node] of c.nodes.entries()) pods.push(await c.addPod(node, `p${i}`));
+        for (const pod of pods) {
+          assert(
+            inBlocks(pod.ip, blocks.get(pod.node.name)),
+            `${pod.ip} in ${pod.node.name}'s blocks`,
+          );
+        }
+        for (const a of pods) {
+          for (const b of pods) {
+            if (a !== b) assert(await pingOnce(b.ip, a.ns), `${a.name} → ${b.name} (${b.ip})`);
+          }
+        }
+        const atPod = c.acceptOnce(pods[1].ns, pods[1].ip, 8080);
+        await run(
+          "ip",
+          "netns",
+          "exec",
+          pods[0].ns.name,
+          "bash",
+          "-c",
+          `echo hi > /dev/tcp/${pods[1].ip}/8080`,
+        );
+        assertEquals(await atPod.source, pods[0].ip, "pod to pod keeps the pod's address");
+        atPod.close();
+        const atOutside = c.acceptOnce(c.outside, c.internet, 8081);
+        await run(
+          "ip",
+          "netns",
+          "exec",
+          pods[2].ns.name,
+          "bash",
+          "-c",
+          `echo hi > /dev/tcp/${c.internet}/8081`,
+        );
+        assertEquals(
+          await atOutside.source,
+          c.nodes[2].address,
+          "egress leaves with the node's address",
+        );
+        atOutside.close();
+        // The block object records the pod.
+        await eventually(async () => {
+          const obj = await c.client.get<IpBlockObject>(
+            IPBLOCKS,
+            undefined,
+            blocks.get(c.nodes[0].name)![0].replace(/[.:/]/g, "-"),
+          );
+          return obj.spec?.allocations?.some((a) =>
+            a.ip === pods[0].ip && a.containerID === pods[0].containerId
+          ) ?? false;
+        }, "the block records the pod's allocation");
+        await c.removePod(pods[2]);
+        await c.deleteNode(c.nodes[2]);
+        for (const i of [0, 1]) {
+          await eventually(
+            async () => (await ferryRoutes(c, i)).length === 1,
+            `node ${i + 1} dropped its route to the removed node`,
+          );
+        }
+        for (const pod of pods.slice(0, 2)) assertEquals((await c.removePod(pod)).code, 0);
+      }),
+  });
+}
+
+Deno.test({
+  name:
+    "pool IPAM: 200 ADDs at once over three nodes with small blocks, one daemon killed mid-burst: blocks claimed under load, no address twice, nothing leaked",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 3,
+      pool: { blockSize: { ipv4: 28 } },
+      config: { ipam: { mode: "pool", blockReleaseSeconds: 1 } },
+    }, async (c) => {
+      // 13 addresses per block: ~67 pods per node need 6 blocks each, claimed mid-burst.
+      const names = Array.from({ length: 200 }, (_, i) => `b${i}`);
+      const burst = Promise.all(names.map((name, i) => c.addPod(c.nodes[i % 3], name, 60_000)));
+      await new Promise((r) => setTimeout(r, 300));
+      await c.killAndRestart(c.nodes[1]);
+      const pods = await burst;
+      const ips = pods.map((p) => p.ip);
+      assertEquals(new Set(ips).size, 200, "no address twice");
+      const blocks = await c.blocks();
+      for (const pod of pods) {
+        assert(
+          inBlocks(pod.ip, blocks.get(pod.node.name)),
+          `${pod.ip} in ${pod.node.name}'s blocks`,
+        );
+      }
+      const all = [...blocks.values()].flat();
+      assertEquals(new Set(all).size, all.length, "no block held twice");
+      assert(await pingOnce(pods[1].ip, pods[0].ns));
+      assert(await pingOnce(pods[5].ip, pods[3].ns));
+      for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
+      // Once empty, every node gives its blocks back but its first, and records no allocation.
+      await eventually(
+        async () => {
+          const now = await c.blocks();
+          return c.nodes.every((n) => now.get(n.name)?.length === 1);
+        },
+        "every node is down to one block",
+        30_000,
+      );
+      const { items } = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
+      for (const b of items.filter((b) => b.spec?.pool === c.pool!.name)) {
+        assertEquals(b.spec!.allocations ?? [], [], `${b.spec!.cidr} records nothing`);
+      }
+      for (const node of c.nodes) {
+        const state = node.socket.replace("/run/ferry.sock", "/state");
+        const held = [];
+        for await (const block of Deno.readDir(`${state}/ipam/blocks`)) {
+          for await (const f of Deno.readDir(`${state}/ipam/blocks/${block.name}`)) {
+            if (!f.name.startsWith(".")) held.push(f.name);
+          }
+        }
+        assertEquals(held, [], `${node.name} holds nothing`);
+        assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "ipam auto on a node with neither podCIDRs nor a pool: not ready, STATUS names both; a podCIDR then opens it in kubernetes mode",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 2,
+      withoutPodCIDRs: [2],
+      config: {
+        podWaitSeconds: 1,
+        ipam: { mode: "auto", pools: [`absent-${crypto.randomUUID()}`] },
+      },
+    }, async (c) => {
+      const node = c.nodes[1];
+      const ready = () =>
+        unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(1000))
+          .then((r) => r.status, () => 0);
+      await eventually(async () => (await ready()) === 503, "the daemon answers, not ready");
+      const status = await runShimAt(
+        node.shim,
+        { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
+        netconf("1.1.0"),
+      );
+      assertEquals([status.code, status.json?.code], [1, 50]);
+      const msg = String(status.json?.msg);
+      assert(msg.includes("has no spec.podCIDRs and no IPPool named absent-"), msg);
+      await eventually(
+        async () => (await Deno.readTextFile(node.log)).includes("no IPPool named absent-"),
+        "the log says why",
+      );
+      await c.assignPodCIDR(node);
+      await waitReady(node);
+      assertEquals(((await stats(c, 1)).cluster as { ipamMode?: string }).ipamMode, "kubernetes");
+      const pod = await c.addPod(node, "late");
+      assert(cidrContains(parseCidr(node.podCIDR), parseIp(pod.ip)), pod.ip);
+    }),
+});
+
+Deno.test({
+  name:
+    "pool IPAM, dual stack: every node claims an IPv4 and an IPv6 block, and pods talk over both",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 2,
+      dualStack: true,
+      pool: {},
+    }, async (c) => {
+      await eventually(async () => {
+        const b = await c.blocks();
+        return c.nodes.every((n) => b.get(n.name)?.length === 2);
+      }, "both nodes hold a block per family");
+      const blocks = await c.blocks();
+      const a = await c.addPod(c.nodes[0], "a6");
+      const b = await c.addPod(c.nodes[1], "b6");
+      for (const pod of [a, b]) {
+        assert(inBlocks(pod.ip, blocks.get(pod.node.name)), pod.ip);
+        assert(pod.ip6 && inBlocks(pod.ip6, blocks.get(pod.node.name)), pod.ip6);
+      }
+      const v6block = blocks.get(c.nodes[1].name)!.find((x) => x.includes(":"))!;
+      assertEquals(parseCidr(v6block).prefix, 122);
+      await eventually(() => pingOnce(b.ip6!, a.ns), `${a.ip6} → ${b.ip6}`);
+      assert(await pingOnce(a.ip6!, b.ns), `${b.ip6} → ${a.ip6}`);
+      assert(await pingOnce(b.ip, a.ns), "and IPv4");
+    }),
+});
