@@ -28,7 +28,8 @@ import { defaultRange } from "./ipam/local_pool.ts";
 import { DefaultNetwork, type NetworkRange } from "./default_network.ts";
 import { ClusterController, type ClusterStats } from "./cluster/controller.ts";
 import { NodeMap, type Vtep, VTEP_ANNOTATION } from "./cluster/nodes.ts";
-import { VxlanDevice } from "./cluster/vxlan.ts";
+import { IpVxlanEntries, VxlanDevice } from "./cluster/vxlan.ts";
+import { NetlinkVxlanEntries } from "./cluster/netlink_vxlan_entries.ts";
 import { IpRouteTable } from "./cluster/route_table.ts";
 import { NetlinkRouteTable } from "./cluster/netlink_route_table.ts";
 import { NftRunner } from "./cluster/masquerade.ts";
@@ -309,7 +310,11 @@ export async function startDaemon(
       routes: libc ? new NetlinkRouteTable(libc) : new IpRouteTable(ip),
       nft: new NftRunner(),
       vxlan: config.routing.mode === "vxlan"
-        ? new VxlanDevice(ip, config.routing.vxlan)
+        ? new VxlanDevice(
+          ip,
+          config.routing.vxlan,
+          libc ? new NetlinkVxlanEntries(libc) : new IpVxlanEntries(ip),
+        )
         : undefined,
       publishVtep: kube?.publishVtep,
       logger: getLogger(["ferry", "cluster"]),

@@ -116,7 +116,11 @@ export class ClusterController {
   /** Marks the state dirty; a sync runs (after the one running, if any). */
   kick(): void {
     this.#dirty = true;
-    this.#running ??= this.#loop().finally(() => (this.#running = undefined));
+    // A kick between the loop's last check and this `finally` must not be lost: start again.
+    this.#running ??= this.#loop().finally(() => {
+      this.#running = undefined;
+      if (this.#dirty && !this.#stopped) this.kick();
+    });
   }
 
   /** Settles when no sync is running or pending (tests). */

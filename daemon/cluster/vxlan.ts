@@ -87,7 +87,8 @@ export interface VxlanSettings {
 }
 
 /**
- * The VXLAN device and its entries, through iproute2 (`ip` and `bridge`).
+ * The VXLAN device (created and configured through iproute2, at start only) and its per-peer
+ * entries (through {@link VxlanEntries}).
  *
  * @example
  * ```ts
@@ -98,11 +99,17 @@ export interface VxlanSettings {
 export class VxlanDevice {
   readonly #ip: IpRunner;
   readonly #s: VxlanSettings;
+  readonly #entries: VxlanEntries;
 
-  /** Creates the device handle. */
-  constructor(ip: IpRunner, settings: VxlanSettings) {
+  /** Creates the device handle; its per-peer entries go through `entries` (iproute2 unless given). */
+  constructor(
+    ip: IpRunner,
+    settings: VxlanSettings,
+    entries: VxlanEntries = new IpVxlanEntries(ip),
+  ) {
     this.#ip = ip;
     this.#s = settings;
+    this.#entries = entries;
   }
 
   /** The MTU of the link holding `address` (the underlay), or undefined when none does. */
@@ -144,15 +151,58 @@ export class VxlanDevice {
   }
 
   /** The permanent neighbour entries on the device: gateway → MAC. */
-  async neighbours(): Promise<Map<string, string>> {
-    const out = await this.#ip.batch([`neigh show dev ${this.#s.device}`], { json: true });
+  neighbours(): Promise<Map<string, string>> {
+    return this.#entries.neighbours(this.#s.device);
+  }
+
+  /** Brings neighbour and forwarding entries in line with `peers`. */
+  apply(peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
+    return this.#entries.apply(this.#s.device, peers, live);
+  }
+}
+
+/**
+ * The per-peer entries of the VXLAN device: a permanent neighbour entry (the peer's overlay
+ * gateway → its device's MAC) and a forwarding-database entry (that MAC → the peer's underlay
+ * address). In-process rtnetlink (`NetlinkVxlanEntries`) or iproute2 ({@link IpVxlanEntries}).
+ */
+export interface VxlanEntries {
+  /** The permanent neighbour entries on `device`: gateway → MAC. */
+  neighbours(device: string): Promise<Map<string, string>>;
+  /**
+   * Replaces the neighbour and forwarding entries of `peers`, and removes those of `live`
+   * neighbours and forwarding entries no peer has any more.
+   */
+  apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<void>;
+}
+
+/**
+ * The entries through iproute2 (`ip neigh`, `bridge fdb`): the fallback where FFI cannot load.
+ *
+ * @example
+ * ```ts
+ * const entries = new IpVxlanEntries(new SpawningIpRunner());
+ * ```
+ */
+export class IpVxlanEntries implements VxlanEntries {
+  readonly #ip: IpRunner;
+  readonly #bridge: (args: string[]) => Promise<string>;
+
+  /** Creates the entries on `ip`, and `bridge` (runs the `bridge` tool; in this namespace unless given). */
+  constructor(ip: IpRunner, bridge: (args: string[]) => Promise<string> = bridgeCmd) {
+    this.#ip = ip;
+    this.#bridge = bridge;
+  }
+
+  /** `ip neigh show dev`. */
+  async neighbours(device: string): Promise<Map<string, string>> {
+    const out = await this.#ip.batch([`neigh show dev ${device}`], { json: true });
     const entries = JSON.parse(out.trim() || "[]") as { dst: string; lladdr?: string }[];
     return new Map(entries.filter((e) => e.lladdr).map((e) => [e.dst, e.lladdr!]));
   }
 
-  /** Brings neighbour and forwarding entries in line with `peers`, and the routes with `routes`. */
-  async apply(peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
-    const { device } = this.#s;
+  /** `ip neigh replace/del`, then `bridge fdb`. */
+  async apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
     const lines: string[] = [];
     const want = new Set(peers.map((p) => p.gateway));
     for (const p of peers) {
@@ -162,29 +212,25 @@ export class VxlanDevice {
       if (!want.has(gateway)) lines.push(`neigh del ${gateway} dev ${device}`);
     }
     if (lines.length) await this.#ip.batch(lines);
-    await this.#fdb(peers);
-  }
-
-  async #fdb(peers: VxlanPeer[]): Promise<void> {
-    const { device } = this.#s;
-    const listed = await bridgeCmd(["-j", "fdb", "show", "dev", device]);
-    const live = (JSON.parse(listed.trim() || "[]") as { mac: string; dst?: string }[])
+    const listed = await this.#bridge(["-j", "fdb", "show", "dev", device]);
+    const fdb = (JSON.parse(listed.trim() || "[]") as { mac: string; dst?: string }[])
       .filter((e) => e.dst && e.mac !== "00:00:00:00:00:00");
-    const want = new Map(peers.map((p) => [p.mac, p.ip]));
-    for (const e of live) {
-      if (want.get(e.mac) !== e.dst) {
-        await bridgeCmd(["fdb", "del", e.mac, "dev", device, "dst", e.dst!]);
+    const macs = new Map(peers.map((p) => [p.mac, p.ip]));
+    for (const e of fdb) {
+      if (macs.get(e.mac) !== e.dst) {
+        await this.#bridge(["fdb", "del", e.mac, "dev", device, "dst", e.dst!]);
       }
     }
-    for (const [mac, ip] of want) {
-      if (!live.some((e) => e.mac === mac && e.dst === ip)) {
-        await bridgeCmd(["fdb", "append", mac, "dev", device, "dst", ip, "self", "permanent"]);
+    for (const [mac, ip] of macs) {
+      if (!fdb.some((e) => e.mac === mac && e.dst === ip)) {
+        await this.#bridge(["fdb", "append", mac, "dev", device, "dst", ip, "self", "permanent"]);
       }
     }
   }
 }
 
-async function bridgeCmd(args: string[]): Promise<string> {
+/** Runs the iproute2 `bridge` tool; its standard output. */
+export async function bridgeCmd(args: string[]): Promise<string> {
   const out = await new Deno.Command("bridge", { args, stdout: "piped", stderr: "piped" }).output();
   if (!out.success) {
     throw new Error(

@@ -13,7 +13,7 @@ import { unixRequest } from "../../lib/unix_http.ts";
  * Waits (bounded) until the daemon on `socket` answers `/healthz` (or, with `ready`, `/readyz`
  * with 200).
  *
- * @throws Error naming `log` when it does not in time.
+ * @throws Error naming `log` (and quoting its end) when it does not in time.
  */
 export async function waitForDaemon(
   socket: string,
@@ -27,9 +27,11 @@ export async function waitForDaemon(
       .catch(() => undefined);
     if (res && (!options.ready || res.status === 200)) return;
     if (Date.now() > deadline) {
+      const tail = await Deno.readTextFile(log).then((t) => t.slice(-3000), () => "");
       throw new Error(
         `the daemon on ${socket} did not ${options.ready ? "become ready" : "start"} ` +
-          `(${res ? `${res.status} ${res.body.trim()}` : "no answer"}); see ${log}`,
+          `(${res ? `${res.status} ${res.body.trim()}` : "no answer"}); see ${log}, which ends:\n` +
+          tail,
       );
     }
     await new Promise((r) => setTimeout(r, 25));

@@ -539,7 +539,11 @@ export class BlockIpam {
   #markDirty(block: OwnedBlock): void {
     if (block.lost || this.#closed) return;
     block.dirty = true;
-    block.syncing ??= this.#syncLoop(block).finally(() => (block.syncing = undefined));
+    // A change between the loop's last check and this `finally` must not be lost: start again.
+    block.syncing ??= this.#syncLoop(block).finally(() => {
+      block.syncing = undefined;
+      if (block.dirty && this.#blocks.get(block.name) === block) this.#markDirty(block);
+    });
   }
 
   async #syncLoop(block: OwnedBlock): Promise<void> {

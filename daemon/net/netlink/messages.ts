@@ -1,7 +1,8 @@
 /**
  * rtnetlink messages as bytes: building the requests Ferry sends (links, addresses, routes) and
  * reading the kernel's answers. Pure: no sockets, tested byte for byte. Layouts follow
- * `linux/netlink.h`, `linux/rtnetlink.h`, `linux/if_link.h` and `linux/veth.h`.
+ * `linux/netlink.h`, `linux/rtnetlink.h`, `linux/if_link.h`, `linux/veth.h` and
+ * `linux/neighbour.h`.
  *
  * @module
  */
@@ -24,6 +25,9 @@ export const NL = {
   RTM_NEWROUTE: 24,
   RTM_DELROUTE: 25,
   RTM_GETROUTE: 26,
+  RTM_NEWNEIGH: 28,
+  RTM_DELNEIGH: 29,
+  RTM_GETNEIGH: 30,
   F_DUMP: 0x300,
 } as const;
 
@@ -378,6 +382,8 @@ export interface Reply {
   name?: string;
   /** For RTM_NEWROUTE (a dump's entries). */
   route?: RouteSpec;
+  /** For RTM_NEWNEIGH (a dump's entries). */
+  neigh?: NeighSpec;
 }
 
 /** Splits a buffer of answers into messages. */
@@ -396,8 +402,94 @@ export function parseReplies(buf: Uint8Array): Reply[] {
       if (name) reply.name = new TextDecoder().decode(name.subarray(0, name.indexOf(0) >>> 0));
     }
     if (reply.type === NL.RTM_NEWROUTE) reply.route = parseRoute(buf.subarray(at + 16, at + len));
+    if (reply.type === NL.RTM_NEWNEIGH) reply.neigh = parseNeigh(buf.subarray(at + 16, at + len));
     out.push(reply);
     at += align4(len);
   }
   return out;
+}
+
+const NDA_DST = 1;
+const NDA_LLADDR = 2;
+/** `NUD_PERMANENT`. */
+const NUD_PERMANENT = 0x80;
+/** `NTF_SELF`: an entry of the device's own table (a VXLAN device's forwarding database). */
+const NTF_SELF = 0x02;
+
+/**
+ * A neighbour entry (`kind: "neigh"`, an IP's link-layer address) or a forwarding-database entry of
+ * a VXLAN device (`kind: "fdb"`, which remote endpoint a MAC lives behind).
+ */
+export interface NeighSpec {
+  /** Which table. */
+  kind: "neigh" | "fdb";
+  /** The device's index. */
+  ifindex: number;
+  /** neigh: the IP; fdb: the remote endpoint's IP. */
+  dst?: string;
+  /** The MAC. */
+  mac?: string;
+  /** Whether the entry is permanent (`NUD_PERMANENT`). */
+  permanent?: boolean;
+}
+
+function ndmsg(kind: NeighSpec["kind"], ifindex: number, dst: string | undefined): Uint8Array {
+  const out = new Uint8Array(12);
+  const view = new DataView(out.buffer);
+  view.setUint8(0, kind === "fdb" ? AF_BRIDGE : dst ? ipBytes(dst).family : AF_INET);
+  view.setInt32(4, ifindex, true);
+  view.setUint16(8, NUD_PERMANENT, true);
+  view.setUint8(10, kind === "fdb" ? NTF_SELF : 0);
+  return out;
+}
+
+/**
+ * RTM_NEWNEIGH adding or replacing a permanent entry, or RTM_DELNEIGH removing one: like `ip neigh
+ * replace <dst> lladdr <mac> dev <dev> nud permanent` and `bridge fdb replace <mac> dev <dev> dst
+ * <dst> self permanent`.
+ *
+ * @example
+ * ```ts
+ * neighRequest(NL.RTM_NEWNEIGH, seq, { kind: "neigh", ifindex: 7, dst: "10.244.2.0", mac: "0e:…" });
+ * ```
+ */
+export function neighRequest(
+  type: typeof NL.RTM_NEWNEIGH | typeof NL.RTM_DELNEIGH,
+  seq: number,
+  entry: NeighSpec,
+): Uint8Array {
+  const attrs: Attr[] = [];
+  if (entry.dst) attrs.push([NDA_DST, ipBytes(entry.dst).bytes]);
+  if (entry.mac) attrs.push([NDA_LLADDR, mac(entry.mac)]);
+  const flags = type === NL.RTM_NEWNEIGH ? NL.F_ACK | NL.F_CREATE | NL.F_REPLACE : NL.F_ACK;
+  return frame(
+    type,
+    flags,
+    seq,
+    concatBytes([ndmsg(entry.kind, entry.ifindex, entry.dst), encodeAttrs(attrs)]),
+  );
+}
+
+/** RTM_GETNEIGH dumping the IPv4 neighbour table (`neigh`) or the forwarding databases (`fdb`). */
+export function dumpNeigh(seq: number, kind: NeighSpec["kind"]): Uint8Array {
+  const body = new Uint8Array(12);
+  body[0] = kind === "fdb" ? AF_BRIDGE : AF_INET;
+  return frame(NL.RTM_GETNEIGH, NL.F_DUMP, seq, body);
+}
+
+function parseNeigh(body: Uint8Array): NeighSpec {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const attrs = parseAttrs(body.subarray(12));
+  const entry: NeighSpec = {
+    kind: view.getUint8(0) === AF_BRIDGE ? "fdb" : "neigh",
+    ifindex: view.getInt32(4, true),
+  };
+  if (view.getUint16(8, true) & NUD_PERMANENT) entry.permanent = true;
+  const dst = attrs.get(NDA_DST);
+  const ll = attrs.get(NDA_LLADDR);
+  if (dst) entry.dst = formatAddr(dst);
+  if (ll?.length === 6) {
+    entry.mac = [...ll].map((b) => b.toString(16).padStart(2, "0")).join(":");
+  }
+  return entry;
 }
