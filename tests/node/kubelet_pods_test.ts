@@ -1,0 +1,180 @@
+// `deno task test:node`: what only a real kubelet shows. A real kubelet and containerd (node
+// kl-node1, built by shared/tools/realkubelet on the realk8s apiserver) run pods created with
+// kubectl; Ferry is their CNI (installed with install-cni, its daemon watching the node's pods).
+// Needs root, /opt/realkubelet (build.sh) and /opt/realk8s; skipped (and said) otherwise.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
+import { IS_ROOT, run, uniqueToken } from "../../daemon/dev/netns.ts";
+
+const REPO = new URL("../../", import.meta.url).pathname;
+const KUBECONFIG = "/opt/realk8s/kubeconfig";
+const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
+/** The realkubelet tools: shared/tools/realkubelet beside the project, or FERRY_REALKUBELET_TOOLS. */
+const TOOLS = await (async () => {
+  for (
+    const dir of [
+      Deno.env.get("FERRY_REALKUBELET_TOOLS"),
+      `${REPO}../shared/tools/realkubelet`,
+      "/work/shared/tools/realkubelet",
+    ]
+  ) {
+    if (dir && await exists(`${dir}/start.sh`)) return dir;
+  }
+  return undefined;
+})();
+const READY = IS_ROOT && !!TOOLS && await exists("/opt/realkubelet/bin/kubelet") &&
+  await exists(KUBECONFIG);
+
+async function sh(cmd: string, ...args: string[]): Promise<string> {
+  const out = await new Deno.Command(cmd, {
+    args,
+    env: { KUBECONFIG },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed:\n${text}`);
+  return text;
+}
+
+const kubectl = (...args: string[]) => sh("kubectl", ...args);
+
+async function applyPod(name: string): Promise<void> {
+  const yaml = await sh(`${TOOLS}/pod.sh`, name);
+  const file = await Deno.makeTempFile({ suffix: ".yaml" });
+  try {
+    await Deno.writeTextFile(file, yaml);
+    await kubectl("apply", "-f", file);
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+Deno.test({
+  name:
+    "real kubelet: Ferry in kubernetes mode networks kubectl-created pods from the node's podCIDR; they reach each other, and the outside masqueraded",
+  ignore: !READY,
+  fn: async () => {
+    const token = uniqueToken().slice(0, 6);
+    const third = 1 + Math.floor(Math.random() * 250);
+    const podCIDR = `10.247.${third}.0/24`;
+    const outside = `fko-${token}`;
+    const hostEnd = `fko${token}`;
+    const link = `100.127.${third}`; // host 100.127.N.1, outside 100.127.N.2
+    const internet = `198.18.${third}.1`;
+    const names = [`kl-a${token}`, `kl-b${token}`];
+    const config = await Deno.makeTempFile({ suffix: ".json" });
+    await Deno.writeTextFile(
+      config,
+      JSON.stringify({
+        ipam: { mode: "kubernetes" },
+        network: { bridge: "klferry0" },
+        masquerade: { enabled: true },
+      }),
+    );
+    try {
+      await sh(`${TOOLS}/ferry.sh`, "install", REPO);
+      await sh(`${TOOLS}/start.sh`);
+      // No controller-manager here: give the node its podCIDR as --allocate-node-cidrs would.
+      await kubectl(
+        "patch",
+        "node",
+        "kl-node1",
+        "--type",
+        "merge",
+        "-p",
+        JSON.stringify({ spec: { podCIDR, podCIDRs: [podCIDR] } }),
+      );
+      await sh(`${TOOLS}/ferry.sh`, "start", REPO, config);
+      // The outside: a namespace of the test's own behind a veth, holding the "internet" address.
+      await run("ip", "netns", "add", outside);
+      await run(
+        "ip",
+        "link",
+        "add",
+        hostEnd,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        outside,
+      );
+      await run("ip", "addr", "add", `${link}.1/30`, "dev", hostEnd);
+      await run("ip", "link", "set", hostEnd, "up");
+      await run("ip", "-n", outside, "addr", "add", `${link}.2/30`, "dev", "eth0");
+      await run("ip", "-n", outside, "link", "set", "eth0", "up");
+      await run("ip", "-n", outside, "link", "set", "lo", "up");
+      await run("ip", "-n", outside, "addr", "add", `${internet}/32`, "dev", "lo");
+      await run("ip", "route", "add", `${internet}/32`, "via", `${link}.2`);
+      for (const name of names) await applyPod(name);
+      await kubectl(
+        "wait",
+        "--for=condition=Ready",
+        "--timeout=90s",
+        ...names.map((n) => `pod/${n}`),
+      );
+      const ips = [];
+      for (const name of names) {
+        const ip = (await kubectl("get", "pod", name, "-o", "jsonpath={.status.podIP}")).trim();
+        assert(cidrContains(parseCidr(podCIDR), parseIp(ip)), `${name} ${ip} in ${podCIDR}`);
+        ips.push(ip);
+      }
+      await kubectl("exec", names[0], "--", "ping", "-c", "1", "-W", "3", ips[1]);
+      // The outside sees the node's address, not the pod's.
+      const listener = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          outside,
+          "python3",
+          "-c",
+          `import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("${internet}", 8080)); s.listen(1); s.settimeout(30)
+c, peer = s.accept(); print(peer[0]); c.close()`,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      await new Promise((r) => setTimeout(r, 500));
+      await kubectl(
+        "exec",
+        names[0],
+        "--",
+        "sh",
+        "-c",
+        `echo hi | nc -w 3 ${internet} 8080`,
+      );
+      const seen = new TextDecoder().decode((await listener.output()).stdout).trim();
+      assertEquals(seen, `${link}.1`, "masqueraded to the node's address toward the outside");
+      // The daemon matched the pods through its watch and recorded them.
+      const annotations = await kubectl(
+        "get",
+        "pod",
+        names[1],
+        "-o",
+        "jsonpath={.metadata.annotations.ferry\\.dev/attachments}",
+      );
+      assert(annotations.includes(ips[1]), annotations);
+    } finally {
+      await kubectl("delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=60s", ...names)
+        .catch(() => {});
+      await sh(`${TOOLS}/stop.sh`, "--clean").catch(() => {});
+      await sh(`${TOOLS}/ferry.sh`, "stop").catch(() => {});
+      await sh(`${TOOLS}/ferry.sh`, "clean").catch(() => {});
+      await run("nft", "delete", "table", "inet", "ferry").catch(() => {});
+      await run("ip", "route", "del", `${internet}/32`).catch(() => {});
+      await run("ip", "link", "del", hostEnd).catch(() => {});
+      await run("ip", "netns", "del", outside).catch(() => {});
+      await Deno.remove(config).catch(() => {});
+    }
+  },
+});
+
+if (!READY) {
+  console.log(
+    `test:node skipped: needs root, /opt/realkubelet (shared/tools/realkubelet/build.sh) and ${KUBECONFIG}`,
+  );
+}
