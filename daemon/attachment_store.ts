@@ -30,6 +30,8 @@ export interface Attachment {
   hostIfname?: string;
   /** The pod, when the runtime named it in CNI_ARGS. */
   pod?: PodRef;
+  /** CNI_PATH of the ADD (a delegated plugin's DEL needs it when the runtime never sends one). */
+  path?: string[];
   /** The result returned to the runtime, in the current spec version. */
   result: CniResult;
   /** When it was plugged (ISO 8601). */

@@ -208,7 +208,10 @@ export class CniService {
       };
       phases?.record("plug", performance.now() - plugging);
       if (plugged.hostIfname) record.hostIfname = plugged.hostIfname;
-      if (driver !== "bridge") record.conf = conf;
+      if (driver !== "bridge") {
+        record.conf = conf;
+        record.path = req.path;
+      }
       if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
       try {
         const recording = performance.now();
@@ -351,6 +354,45 @@ export class CniService {
       args: req.args,
       path: req.path,
       record,
+    });
+  }
+
+  /**
+   * Releases an attachment the runtime never DELeted (the reconcile loop and the sweep): under the
+   * container's lock, and only when `stale` still holds for the record found then (an ADD or DEL
+   * may have come in meanwhile). The DEL is made from the record: its network, driver config,
+   * pod and CNI_PATH.
+   *
+   * @returns the record released, or undefined when there was nothing (stale) to release.
+   */
+  releaseStale(
+    key: AttachmentKey,
+    stale: (record: Attachment | undefined) => boolean | Promise<boolean>,
+  ): Promise<Attachment | undefined> {
+    return this.#locks.run(key.containerId, async () => {
+      const record = this.#d.store.get(key);
+      if (!record || !(await stale(record))) return undefined;
+      const args: Record<string, string> = {};
+      if (record.pod) {
+        args.K8S_POD_NAMESPACE = record.pod.namespace;
+        args.K8S_POD_NAME = record.pod.name;
+        if (record.pod.uid) args.K8S_POD_UID = record.pod.uid;
+      }
+      const req: CniRequest = {
+        command: "DEL",
+        containerId: key.containerId,
+        ifname: key.ifname,
+        netns: record.netns,
+        args,
+        path: record.path ?? [],
+        config: {
+          cniVersion: record.result.cniVersion ?? "1.1.0",
+          name: record.network,
+          type: "ferry",
+        },
+      };
+      await this.#release(key, req);
+      return record;
     });
   }
 

@@ -73,10 +73,33 @@ export const DaemonConfigSchema = Type.Object({
       minItems: 1,
       description: "pool mode: the IPPools this node claims blocks from, in order of preference",
     }),
+    reuseDelaySeconds: Type.Integer({
+      minimum: 0,
+      maximum: 3600,
+      description: "a released address is not handed out again for this long (quarantine)",
+    }),
     blockReleaseSeconds: Type.Integer({
       minimum: 0,
       maximum: 86400,
       description: "pool mode: how long a block stays empty before the node gives it back",
+    }),
+  }, { additionalProperties: false }),
+  gc: Type.Object({
+    graceSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86400,
+      description: "attachments younger than this are never released by the reconcile loop",
+    }),
+    intervalSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86400,
+      description:
+        "how often the sweep looks for attachments of gone pods and namespaces (0: never)",
+    }),
+    maxRetries: Type.Integer({
+      minimum: 0,
+      maximum: 100,
+      description: "retries of a failed release before it is given up and reported",
     }),
   }, { additionalProperties: false }),
   routing: Type.Object({
@@ -154,7 +177,8 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     plumbing: "netlink",
     mtu: 1500,
   },
-  ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300 },
+  ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300, reuseDelaySeconds: 30 },
+  gc: { graceSeconds: 60, intervalSeconds: 300, maxRetries: 2 },
   routing: { mode: "none", vxlan: { vni: 1, port: 8472, device: "ferry.vxlan" } },
   masquerade: { enabled: true, nonMasqueradeCIDRs: [], table: "ferry" },
   pluginTimeoutSeconds: 60,
@@ -208,6 +232,7 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     watch: { ...DEFAULT_CONFIG.watch, ...(given.watch ?? {}) },
     server: { ...DEFAULT_CONFIG.server, ...(given.server ?? {}) },
     ipam: { ...DEFAULT_CONFIG.ipam, ...(given.ipam ?? {}) },
+    gc: { ...DEFAULT_CONFIG.gc, ...(given.gc ?? {}) },
     routing: {
       ...DEFAULT_CONFIG.routing,
       ...(given.routing ?? {}),

@@ -68,6 +68,8 @@ export interface DefaultNetworkDeps {
   store: AttachmentStore;
   /** Where to log. */
   logger: Logger;
+  /** How long a released address stays out of use (ms). */
+  reuseDelayMs?: number;
 }
 
 /**
@@ -125,7 +127,11 @@ export class DefaultNetwork {
   open(ranges: NetworkRange[], mtu = this.#d.mtu): Promise<void> {
     return this.openWith(async () => {
       const pools = await Promise.all(
-        ranges.map((r) => LocalPool.open(poolDir(this.#d.stateDir, r.subnet), r.range)),
+        ranges.map((r) =>
+          LocalPool.open(poolDir(this.#d.stateDir, r.subnet), r.range, {
+            reuseDelayMs: this.#d.reuseDelayMs,
+          })
+        ),
       );
       return pools.map((p) => new RangeAllocator(p));
     }, mtu);

@@ -20,6 +20,7 @@ import { NODES, PODS } from "./k8s/resources.ts";
 import { kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
 import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
 import { PoolMap } from "./cluster/pool_map.ts";
+import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
 import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
@@ -96,6 +97,8 @@ export interface DaemonStats {
   nodes?: number;
   /** Pool IPAM: this node's blocks, claims, writes (`ipam.mode` pool, or auto resolved to it). */
   ipam?: BlockIpamStats;
+  /** The IP reconcile loop and sweep: released, given up, sweeps run and skipped, queued. */
+  gc?: PodGcStats;
 }
 
 /** Collaborators a caller (a test, the demo) may replace. */
@@ -266,6 +269,7 @@ export async function startDaemon(
       stateDir: config.stateDir,
       store,
       logger,
+      reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
     },
     `node ${config.nodeName} has no spec.podCIDRs yet (ipam.mode kubernetes)`,
   );
@@ -302,6 +306,7 @@ export async function startDaemon(
               remove: (cidr) => plumber.removeBridgeAddress(config.network.bridge, cidr),
             },
             releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
+            reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
             logger: getLogger(["ferry", "ipam"]),
           });
           return ipam.allocators();
@@ -348,6 +353,32 @@ export async function startDaemon(
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
   });
+  // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
+  const k = kube;
+  const gc = k
+    ? new PodGc({
+      store,
+      registry: k.pods.registry,
+      synced: () => k.watcher.synced && k.watcher.healthy,
+      release: (key, stale) => service.releaseStale(key, stale),
+      netnsGone: (path) =>
+        Deno.stat(path).then(() => false, (e) => e instanceof Deno.errors.NotFound),
+      event: async (pod, type, reason, message) => {
+        await k.client.createEvent(
+          { kind: "Pod", apiVersion: "v1", namespace: pod.namespace, name: pod.name, uid: pod.uid },
+          { type, reason, message, component: "ferry", host: config.nodeName },
+        );
+      },
+      graceMs: config.gc.graceSeconds * 1000,
+      intervalMs: config.gc.intervalSeconds * 1000,
+      maxRetries: config.gc.maxRetries,
+      logger: getLogger(["ferry", "gc"]),
+    })
+    : undefined;
+  if (gc && k) {
+    k.pods.registry.onRemove((pod) => gc.podDeleted(pod));
+    gc.start();
+  }
   let server: SocketServer | undefined;
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
@@ -361,6 +392,7 @@ export async function startDaemon(
       : undefined,
     apiRequests: { ...(kube?.transport.counts ?? {}) },
     podWatch: kube?.watcher.stats().pods,
+    gc: gc?.stats(),
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,
@@ -424,6 +456,7 @@ export async function startDaemon(
       logger.info("shutting down");
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       cluster!.stop();
+      await gc?.close();
       // Block allocations not yet written reach the API unless it is unreachable for long (the
       // next start would write them anyway: the node's files are the truth).
       await ipam?.flush(AbortSignal.timeout(5000));

@@ -88,6 +88,13 @@ const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
 export class PodRegistry {
   readonly #entries = new Map<string, Entry>();
   readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #removed = new Set<(pod: RegisteredPod) => void>();
+
+  /** Calls `fn` with every pod the watch saw deleted; returns the function that stops it. */
+  onRemove(fn: (pod: RegisteredPod) => void): () => void {
+    this.#removed.add(fn);
+    return () => this.#removed.delete(fn);
+  }
 
   /** How many pods are known. */
   get size(): number {
@@ -109,6 +116,7 @@ export class PodRegistry {
     const pod = stripPod(raw);
     const key = keyOf(pod.namespace, pod.name);
     if (this.#entries.get(key)?.pod.uid === pod.uid) this.#entries.delete(key);
+    for (const fn of this.#removed) fn(pod);
   }
 
   /** The pod, if known. */

@@ -89,6 +89,12 @@ export interface SimCluster {
   addPod(node: SimNode, name: string, retryFor?: number, floor?: SimFloor): Promise<SimPod>;
   /** Unplugs a pod (DEL through its node's shim) and removes it. */
   removePod(pod: SimPod): Promise<ShimRun>;
+  /** Deletes a pod's object from the API at once, with no DEL (as when a runtime misses it). */
+  deletePodObject(pod: SimPod): Promise<void>;
+  /** Stops a node's daemon with SIGKILL (it stays down until {@link SimCluster.startDaemon}). */
+  killDaemon(node: SimNode): Promise<void>;
+  /** Starts a node's daemon again (not waiting for readiness). */
+  startDaemon(node: SimNode): Promise<void>;
   /** Deletes a node from the API (its daemon keeps running). */
   deleteNode(node: SimNode): Promise<void>;
   /** Kills a node's daemon with SIGKILL and starts it again (not waiting for readiness). */
@@ -392,6 +398,16 @@ export async function withSimCluster<T>(
         );
         pods.delete(pod);
         return out;
+      },
+      async deletePodObject(pod) {
+        await client.delete(PODS, "default", pod.name, { gracePeriodSeconds: 0 });
+        pods.delete(pod);
+      },
+      killDaemon(node) {
+        return daemonOf.get(node.name)!.kill();
+      },
+      startDaemon(node) {
+        return daemonOf.get(node.name)!.start(false);
       },
       async killAndRestart(node) {
         const daemon = daemonOf.get(node.name)!;

@@ -14,6 +14,7 @@ export const KUBE_FACING_TESTS = [
   "tests/integration/kube_daemon_test.ts",
   "tests/integration/cluster_test.ts",
   "tests/integration/cluster_pool_test.ts",
+  "tests/integration/gc_test.ts",
   "tests/deploy/",
 ];
 

@@ -90,6 +90,8 @@ export interface BlockIpamDeps {
   gateways: { add(cidr: string): Promise<void>; remove(cidr: string): Promise<void> };
   /** How long a block stays empty before it is given back (ms). */
   releaseAfterMs: number;
+  /** How long a released address stays out of use (ms). */
+  reuseDelayMs?: number;
   /** Where to log. */
   logger: Logger;
 }
@@ -275,7 +277,7 @@ export class BlockIpam {
       cidr,
       text,
       family: cidr.network.family,
-      local: await LocalPool.open(dir, range),
+      local: await LocalPool.open(dir, range, { reuseDelayMs: this.#d.reuseDelayMs }),
       obj,
       dirty: false,
       retiring: false,

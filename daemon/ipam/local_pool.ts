@@ -105,12 +105,16 @@ export class LocalPool {
   readonly #range: PoolRange;
   readonly #byIp = new Map<string, string>();
   readonly #byOwner = new Map<string, string>();
+  /** Addresses released recently, and when: not handed out again within `#reuseDelayMs`. */
+  readonly #released = new Map<string, number>();
+  readonly #reuseDelayMs: number;
   #cursor: bigint;
 
-  private constructor(dir: string, range: PoolRange) {
+  private constructor(dir: string, range: PoolRange, reuseDelayMs: number) {
     this.#dir = dir;
     this.#range = range;
     this.#cursor = range.start.value;
+    this.#reuseDelayMs = reuseDelayMs;
   }
 
   /**
@@ -118,8 +122,12 @@ export class LocalPool {
    * files of an allocation that was killed halfway are removed; an address whose file names no
    * owner stays taken until {@link LocalPool.repair} settles it.
    */
-  static async open(dir: string, range: PoolRange): Promise<LocalPool> {
-    const pool = new LocalPool(dir, range);
+  static async open(
+    dir: string,
+    range: PoolRange,
+    options: { reuseDelayMs?: number } = {},
+  ): Promise<LocalPool> {
+    const pool = new LocalPool(dir, range, options.reuseDelayMs ?? 0);
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
     for await (const entry of Deno.readDir(dir)) {
       if (!entry.isFile) continue;
@@ -182,7 +190,7 @@ export class LocalPool {
     return this.#range;
   }
 
-  /** How many addresses are free. */
+  /** How many addresses can be handed out now (those in quarantine are not). */
   get free(): number {
     const size = this.#range.end.value - this.#range.start.value + 1n;
     const gw = this.#inRange(this.#range.gateway.value) &&
@@ -192,7 +200,10 @@ export class LocalPool {
     const held = this.#range.excluded?.length
       ? [...this.#byIp.keys()].filter((ip) => !isExcluded(this.#range, parseIp(ip).value)).length
       : this.#byIp.size;
-    return Number(size - gw - excludedCount(this.#range)) - held;
+    const now = Date.now();
+    let quarantined = 0;
+    for (const at of this.#released.values()) if (now - at < this.#reuseDelayMs) quarantined++;
+    return Number(size - gw - excludedCount(this.#range)) - held - quarantined;
   }
 
   /** How many addresses are taken (unreadable allocations included). */
@@ -218,20 +229,31 @@ export class LocalPool {
   }
 
   /**
-   * Allocates an address for `owner`; an owner that holds one gets the same one back.
+   * Allocates an address for `owner`; an owner that holds one gets the same one back. An address
+   * released less than the reuse delay ago is not handed out (quarantine: traffic meant for the
+   * pod that had it must not reach a new one).
    *
-   * @throws {CniError} code 101 when the range is full.
+   * @throws {CniError} code 101 when the range is full (or what is free is in quarantine).
    */
   async allocate(owner: Owner): Promise<string> {
     const held = this.addressOf(owner);
     if (held) return held;
     const { start, end } = this.#range;
     const size = end.value - start.value + 1n;
+    const now = Date.now();
+    let quarantined = 0;
+    for (const [ip, at] of this.#released) {
+      if (now - at >= this.#reuseDelayMs) this.#released.delete(ip);
+    }
     for (let i = 0n; i < size; i++) {
       const v = start.value + ((this.#cursor - start.value + i) % size);
       if (v === this.#range.gateway.value || isExcluded(this.#range, v)) continue;
       const ip = formatIp({ family: start.family, value: v });
       if (this.#byIp.has(ip)) continue;
+      if (this.#released.has(ip)) {
+        quarantined++;
+        continue;
+      }
       if (!(await this.#claim(ip, owner))) continue;
       this.#cursor = v + 1n;
       return ip;
@@ -239,7 +261,10 @@ export class LocalPool {
     throw new CniError(
       CNI_ERROR.ADDRESSES_EXHAUSTED,
       `no free address in ${formatIp(start)}-${formatIp(end)}`,
-      `${this.#byIp.size} addresses are allocated`,
+      `${this.#byIp.size} addresses are allocated` +
+        (quarantined
+          ? `, ${quarantined} released less than ${this.#reuseDelayMs / 1000} s ago (quarantine)`
+          : ""),
     );
   }
 
@@ -285,6 +310,7 @@ export class LocalPool {
     });
     this.#byOwner.delete(key);
     this.#byIp.delete(ip);
+    if (this.#reuseDelayMs > 0) this.#released.set(ip, Date.now());
     return ip;
   }
 }

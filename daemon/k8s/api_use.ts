@@ -39,6 +39,12 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "routing vxlan: this node publishes its VXLAN endpoint in an annotation",
   },
   {
+    group: "",
+    resource: "events",
+    verbs: ["create"],
+    why: "the IP reconcile loop reports each release (or its failure) on the pod",
+  },
+  {
     group: "ferry.dev",
     resource: "ippools",
     verbs: ["list", "watch"],

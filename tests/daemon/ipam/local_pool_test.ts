@@ -113,3 +113,32 @@ Deno.test("an allocation file is never seen empty: it appears with its owner or 
     assertEquals(seen.filter((t) => !/^c\d+\neth0$/.test(t)), []);
   });
 });
+
+Deno.test("a released address is not handed out again during its quarantine, then it is", async () => {
+  await withTempDir(async (dir) => {
+    const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/29")), {
+      reuseDelayMs: 300,
+    });
+    const all = [];
+    for (let i = 0; i < 5; i++) all.push(await pool.allocate(owner(i)));
+    await pool.release(owner(2));
+    assertEquals(pool.free, 0, "the quarantined address does not count as free");
+    const err = await assertRejects(() => pool.allocate(owner(7)), CniError);
+    assertEquals(err.code, 101);
+    assertEquals(err.details.includes("quarantine"), true, err.details);
+    await new Promise((r) => setTimeout(r, 350));
+    assertEquals(pool.free, 1);
+    assertEquals(await pool.allocate(owner(7)), all[2]);
+  });
+});
+
+Deno.test("while others are free, a just-released address is skipped", async () => {
+  await withTempDir(async (dir) => {
+    const pool = await LocalPool.open(dir, defaultRange(parseCidr("10.0.0.0/24")), {
+      reuseDelayMs: 60_000,
+    });
+    const first = await pool.allocate(owner(1));
+    await pool.release(owner(1));
+    for (let i = 2; i < 200; i++) assertNotEquals(await pool.allocate(owner(i)), first);
+  });
+});
