@@ -5,7 +5,7 @@ const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
 Deno.test("a key added many times before it runs is worked on once", async () => {
   const runs: string[] = [];
-  const q = new WorkQueue(async (k) => void runs.push(k), () => {});
+  const q = new WorkQueue((k) => Promise.resolve(void runs.push(k)), () => {});
   for (let i = 0; i < 5; i++) q.add("a");
   q.add("b");
   await q.idle();
