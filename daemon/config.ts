@@ -101,6 +101,16 @@ export const DaemonConfigSchema = Type.Object({
       maximum: 100,
       description: "retries of a failed release before it is given up and reported",
     }),
+    reclaimIntervalSeconds: Type.Integer({
+      minimum: 1,
+      maximum: 3600,
+      description: "pool mode: how often the Lease holder looks for blocks of deleted nodes " +
+        "(the Lease lasts three intervals)",
+    }),
+    leaseNamespace: Type.String({
+      pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+      description: "where the Lease `ferry-ipam-reclaim` lives",
+    }),
   }, { additionalProperties: false }),
   routing: Type.Object({
     mode: Type.Union([Type.Literal("none"), Type.Literal("host-gw"), Type.Literal("vxlan")], {
@@ -178,7 +188,13 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     mtu: 1500,
   },
   ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300, reuseDelaySeconds: 30 },
-  gc: { graceSeconds: 60, intervalSeconds: 300, maxRetries: 2 },
+  gc: {
+    graceSeconds: 60,
+    intervalSeconds: 300,
+    maxRetries: 2,
+    reclaimIntervalSeconds: 10,
+    leaseNamespace: "kube-system",
+  },
   routing: { mode: "none", vxlan: { vni: 1, port: 8472, device: "ferry.vxlan" } },
   masquerade: { enabled: true, nonMasqueradeCIDRs: [], table: "ferry" },
   pluginTimeoutSeconds: 60,

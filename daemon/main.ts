@@ -21,6 +21,10 @@ import { kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
 import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
 import { PoolMap } from "./cluster/pool_map.ts";
 import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
+import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
+import { LeaderLease } from "./gc/leader_lease.ts";
+import { kubeLeaseApi } from "./k8s/lease_api.ts";
+import { KubeApiError } from "./k8s/errors.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
 import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
@@ -97,8 +101,11 @@ export interface DaemonStats {
   nodes?: number;
   /** Pool IPAM: this node's blocks, claims, writes (`ipam.mode` pool, or auto resolved to it). */
   ipam?: BlockIpamStats;
-  /** The IP reconcile loop and sweep: released, given up, sweeps run and skipped, queued. */
-  gc?: PodGcStats;
+  /**
+   * The IP reconcile loop and sweep: released, given up, sweeps run and skipped, queued; in pool
+   * mode, whether this daemon holds the reclaim Lease and the dead nodes' blocks it reclaimed.
+   */
+  gc?: PodGcStats & { deadNodeBlocks?: DeadNodeBlocksStats };
 }
 
 /** Collaborators a caller (a test, the demo) may replace. */
@@ -379,6 +386,29 @@ export async function startDaemon(
     k.pods.registry.onRemove((pod) => gc.podDeleted(pod));
     gc.start();
   }
+  // Pool IPAM: one daemon at a time (the Lease holder) reclaims the blocks of deleted nodes.
+  const pools = k?.pools;
+  const reclaimer = k && pools
+    ? new DeadNodeBlocks({
+      lease: new LeaderLease(
+        kubeLeaseApi(k.client, config.gc.leaseNamespace, "ferry-ipam-reclaim"),
+        config.nodeName,
+        3 * config.gc.reclaimIntervalSeconds * 1000,
+      ),
+      pools,
+      nodeKnown: (name) => !!k.nodes?.get(name),
+      nodesSynced: () => k.watcher.synced,
+      nodeExists: (name) =>
+        k.client.get(NODES, undefined, name).then(() => true, (e) => {
+          if (e instanceof KubeApiError && e.isNotFound) return false;
+          throw e;
+        }),
+      api: kubeBlockApi(k.client),
+      intervalMs: config.gc.reclaimIntervalSeconds * 1000,
+      logger: getLogger(["ferry", "gc"]),
+    })
+    : undefined;
+  reclaimer?.start();
   let server: SocketServer | undefined;
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
@@ -392,7 +422,7 @@ export async function startDaemon(
       : undefined,
     apiRequests: { ...(kube?.transport.counts ?? {}) },
     podWatch: kube?.watcher.stats().pods,
-    gc: gc?.stats(),
+    gc: gc ? { ...gc.stats(), deadNodeBlocks: reclaimer?.stats() } : undefined,
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,
@@ -457,6 +487,7 @@ export async function startDaemon(
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       cluster!.stop();
       await gc?.close();
+      await reclaimer?.close();
       // Block allocations not yet written reach the API unless it is unreachable for long (the
       // next start would write them anyway: the node's files are the truth).
       await ipam?.flush(AbortSignal.timeout(5000));

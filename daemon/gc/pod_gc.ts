@@ -100,6 +100,7 @@ export class PodGc {
   readonly #queue: WorkQueue;
   readonly #stats = { released: 0, failed: 0, sweeps: 0, sweepsSkipped: 0 };
   #timer?: ReturnType<typeof setInterval>;
+  #first?: ReturnType<typeof setInterval>;
 
   /** Creates the loop. */
   constructor(deps: PodGcDeps) {
@@ -111,14 +112,23 @@ export class PodGc {
     );
   }
 
-  /** Starts the periodic sweep (the first one after one interval). */
+  /**
+   * Starts the sweep: once as soon as the pod cache is synced (what was deleted while the daemon
+   * was down is released right after a restart), then every interval.
+   */
   start(): void {
     if (this.#d.intervalMs <= 0) return;
-    this.#timer = setInterval(() => {
+    const sweep = () =>
       this.sweep().catch((e) =>
         this.#d.logger.error("sweep failed: {error}", { error: errorText(e) })
       );
-    }, this.#d.intervalMs);
+    this.#first = setInterval(() => {
+      if (!this.#d.synced()) return;
+      clearInterval(this.#first);
+      sweep();
+    }, 200);
+    Deno.unrefTimer(this.#first as unknown as number);
+    this.#timer = setInterval(sweep, this.#d.intervalMs);
     Deno.unrefTimer(this.#timer as unknown as number);
   }
 
@@ -242,6 +252,7 @@ export class PodGc {
   /** Stops the sweep and the queue. */
   async close(): Promise<void> {
     clearInterval(this.#timer);
+    clearInterval(this.#first);
     await this.#queue.close();
   }
 }

@@ -40,6 +40,19 @@ export const DAEMON_API_USE: ApiUse[] = [
   },
   {
     group: "",
+    resource: "nodes",
+    verbs: ["get"],
+    why:
+      "pool IPAM: a node missing from the watch is confirmed gone before its blocks are reclaimed",
+  },
+  {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    verbs: ["get", "create", "update"],
+    why: "pool IPAM: one daemon at a time (the Lease holder) reclaims deleted nodes' blocks",
+  },
+  {
+    group: "",
     resource: "events",
     verbs: ["create"],
     why: "the IP reconcile loop reports each release (or its failure) on the pod",

@@ -74,6 +74,14 @@ export const IPBLOCKS: ResourceType = {
   kind: "IPBlock",
   namespaced: false,
 };
+/** coordination.k8s.io Leases (one daemon at a time reclaims dead nodes' blocks). */
+export const LEASES: ResourceType = {
+  group: "coordination.k8s.io",
+  version: "v1",
+  plural: "leases",
+  kind: "Lease",
+  namespaced: true,
+};
 /** CustomResourceDefinitions. */
 export const CRDS: ResourceType = {
   group: "apiextensions.k8s.io",

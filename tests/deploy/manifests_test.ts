@@ -67,6 +67,7 @@ Deno.test({
           "network-attachment-definitions.k8s.cni.cncf.io",
           "ippools.ferry.dev",
           "ipblocks.ferry.dev",
+          "leases.coordination.k8s.io",
         ].map((r) => [verb, r])
       );
       for (const [verb, resource] of probes) {

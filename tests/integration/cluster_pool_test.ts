@@ -58,14 +58,14 @@ async function stats(c: SimCluster, i: number): Promise<Record<string, unknown>>
 for (const routing of ["host-gw", "vxlan"] as const) {
   Deno.test({
     name:
-      `pool IPAM, ${routing}: nodes without podCIDRs claim blocks, pods get addresses from their node's blocks, reach each other unmasqueraded and the outside masqueraded; a removed node's routes go`,
+      `pool IPAM, ${routing}: nodes without podCIDRs claim blocks, pods get addresses from their node's blocks, reach each other unmasqueraded and the outside masqueraded; a removed node's routes go and its blocks are reclaimed`,
     ...opts,
     fn: () =>
       withSimCluster({
         kubeconfig: REAL_KUBECONFIG,
         nodes: 3,
         pool: { blockSize: { ipv4: 27 } },
-        config: { routing: { mode: routing } },
+        config: { routing: { mode: routing }, gc: { reclaimIntervalSeconds: 1 } },
       }, async (c) => {
         // Every node claimed one block at start; every other node routes to it.
         await eventually(async () => (await c.blocks()).size === 3, "three nodes hold blocks");
@@ -146,6 +146,12 @@ for (const routing of ["host-gw", "vxlan"] as const) {
             `node ${i + 1} dropped its route to the removed node`,
           );
         }
+        // Its blocks go back to the pool (the Lease holder reclaims them); the others' stay.
+        await eventually(
+          async () => !(await c.blocks()).has(c.nodes[2].name),
+          "the removed node's blocks were reclaimed",
+        );
+        assertEquals((await c.blocks()).size, 2);
         for (const pod of pods.slice(0, 2)) assertEquals((await c.removePod(pod)).code, 0);
       }),
   });

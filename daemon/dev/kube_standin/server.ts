@@ -26,7 +26,15 @@
  * @module
  */
 import type { KubeObject } from "../../k8s/client.ts";
-import { CRDS, EVENTS, NAMESPACES, NODES, PODS, type ResourceType } from "../../k8s/resources.ts";
+import {
+  CRDS,
+  EVENTS,
+  LEASES,
+  NAMESPACES,
+  NODES,
+  PODS,
+  type ResourceType,
+} from "../../k8s/resources.ts";
 import { applyMergePatch } from "./merge_patch.ts";
 import { ApiFailure, type Change, ObjectStore, resourceId } from "./object_store.ts";
 import {
@@ -71,7 +79,15 @@ export interface StandinOptions {
   port?: number;
 }
 
-const BUILTIN = [PODS, NODES, NAMESPACES, EVENTS, CRDS, { ...EVENTS, group: "events.k8s.io" }];
+const BUILTIN = [
+  PODS,
+  NODES,
+  NAMESPACES,
+  EVENTS,
+  CRDS,
+  LEASES,
+  { ...EVENTS, group: "events.k8s.io" },
+];
 
 interface OpenWatch {
   close(error?: boolean): void;

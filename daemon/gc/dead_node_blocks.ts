@@ -1,0 +1,113 @@
+/**
+ * Reclaims the blocks of nodes that no longer exist (pool IPAM): a deleted node's pods are gone
+ * with it, so its blocks go back to the pool. One daemon at a time does it, the holder of a Lease;
+ * a block is deleted only when its node is in neither the node watch nor the API (a GET answers
+ * 404: a node that was just created, or that the watch has not delivered yet, keeps its blocks),
+ * and with uid and resourceVersion preconditions, so a block that changed meanwhile stays.
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import type { BlockApi, PoolView } from "../ipam/block_ipam.ts";
+import { KubeApiError } from "../k8s/errors.ts";
+import type { LeaderLease } from "./leader_lease.ts";
+
+/** What the reclaimer needs. */
+export interface DeadNodeBlocksDeps {
+  /** The Lease this daemon competes for. */
+  lease: LeaderLease;
+  /** The watched blocks (and whether their watch has delivered its first list). */
+  pools: PoolView & { synced: boolean };
+  /** Whether the node watch knows `name` (and has delivered its first list). */
+  nodeKnown: (name: string) => boolean;
+  /** Whether the node watch has delivered its first list. */
+  nodesSynced: () => boolean;
+  /** Whether the API has a Node called `name` (a GET; 404 is false). */
+  nodeExists: (name: string) => Promise<boolean>;
+  /** The blocks' API. */
+  api: BlockApi;
+  /** How often it looks (ms). */
+  intervalMs: number;
+  /** Where to log. */
+  logger: Logger;
+}
+
+/** Counters. */
+export interface DeadNodeBlocksStats {
+  /** Whether this daemon held the Lease at its last look. */
+  leader: boolean;
+  /** Blocks of dead nodes deleted by this daemon. */
+  reclaimed: number;
+}
+
+/**
+ * The reclaimer.
+ *
+ * @example
+ * ```ts
+ * const reclaimer = new DeadNodeBlocks({ lease, pools, nodeKnown, nodesSynced, nodeExists, api,
+ *   intervalMs: 30_000, logger });
+ * reclaimer.start();
+ * ```
+ */
+export class DeadNodeBlocks {
+  readonly #d: DeadNodeBlocksDeps;
+  readonly #stats: DeadNodeBlocksStats = { leader: false, reclaimed: 0 };
+  #timer?: ReturnType<typeof setInterval>;
+  #running?: Promise<void>;
+
+  /** Creates the reclaimer. */
+  constructor(deps: DeadNodeBlocksDeps) {
+    this.#d = deps;
+  }
+
+  /** Looks every interval. */
+  start(): void {
+    this.#timer = setInterval(() => void this.tick(), this.#d.intervalMs);
+    Deno.unrefTimer(this.#timer as unknown as number);
+  }
+
+  /** One look (one at a time): take or renew the Lease, then reclaim what is dead. */
+  tick(): Promise<void> {
+    this.#running ??= this.#tick().catch((e) =>
+      this.#d.logger.warn("reclaiming dead nodes' blocks failed: {error}", {
+        error: e instanceof Error ? e.message : String(e),
+      })
+    ).finally(() => (this.#running = undefined));
+    return this.#running;
+  }
+
+  async #tick(): Promise<void> {
+    const { pools, lease, api, logger } = this.#d;
+    if (!pools.synced || !this.#d.nodesSynced()) return;
+    this.#stats.leader = await lease.acquireOrRenew();
+    if (!this.#stats.leader) return;
+    for (const b of pools.blocks()) {
+      if (this.#d.nodeKnown(b.node) || await this.#d.nodeExists(b.node)) continue;
+      const obj = await api.get(b.name);
+      if (!obj?.spec || obj.spec.node !== b.node || !obj.metadata?.uid) continue;
+      try {
+        await api.delete(b.name, obj.metadata.uid, obj.metadata.resourceVersion ?? "");
+      } catch (e) {
+        if (e instanceof KubeApiError && (e.isNotFound || e.isConflict)) continue;
+        throw e;
+      }
+      this.#stats.reclaimed++;
+      logger.info(
+        "reclaimed block {cidr} of node {node}, which no longer exists ({n} allocations dropped)",
+        { cidr: obj.spec.cidr, node: b.node, n: obj.spec.allocations?.length ?? 0 },
+      );
+    }
+  }
+
+  /** Counters. */
+  stats(): DeadNodeBlocksStats {
+    return { ...this.#stats };
+  }
+
+  /** Stops looking. */
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}
