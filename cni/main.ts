@@ -30,5 +30,6 @@ if (import.meta.main) {
   const stdin = await readStdin();
   const outcome = await runShim(env, stdin, daemonSender(socketFromArgs(Deno.args)));
   if (outcome.stdout) await Deno.stdout.write(new TextEncoder().encode(outcome.stdout + "\n"));
+  if (outcome.note) await Deno.stderr.write(new TextEncoder().encode(outcome.note + "\n"));
   Deno.exit(outcome.exitCode);
 }

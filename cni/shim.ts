@@ -11,6 +11,7 @@ import { convertResult, CURRENT_VERSION, SUPPORTED_VERSIONS } from "../lib/cni/v
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { timeoutSecondsOf } from "../lib/cni/ferry_conf.ts";
 import { type CniEnv, parseInvocation, requestedVersion } from "./invocation.ts";
+import { SocketUnavailableError } from "../lib/unix_http.ts";
 
 /** Sends a request to the daemon and returns its decoded JSON reply. */
 export type SendToDaemon = (request: CniRequest, signal: AbortSignal) => Promise<unknown>;
@@ -21,6 +22,8 @@ export interface ShimOutcome {
   stdout: string;
   /** 0 on success, 1 on error. */
   exitCode: number;
+  /** A line for stderr (the runtime logs it), when there is something to say besides stdout. */
+  note?: string;
 }
 
 /**
@@ -46,7 +49,26 @@ export async function runShim(
       return { stdout: JSON.stringify(info), exitCode: 0 };
     }
     const timeout = timeoutSecondsOf(inv.request.config);
-    const reply = decodeReply(await send(inv.request, AbortSignal.timeout(timeout * 1000)));
+    let raw: unknown;
+    try {
+      raw = await send(inv.request, AbortSignal.timeout(timeout * 1000));
+    } catch (e) {
+      // DEL with no daemon at all (socket missing or refusing): succeed rather than leave the pod
+      // Terminating for as long as the daemon is away. Nothing leaks: the daemon's reconcile loop
+      // releases what that DEL would have, right after it is back (pod gone or namespace gone).
+      if (
+        inv.command === "DEL" && e instanceof CniError && e.cause instanceof SocketUnavailableError
+      ) {
+        return {
+          stdout: "",
+          exitCode: 0,
+          note: `ferry: ${e.message}; DEL of ${inv.request.containerId}/${inv.request.ifname} ` +
+            "answered success; the daemon releases it when it is back",
+        };
+      }
+      throw e;
+    }
+    const reply = decodeReply(raw);
     if (reply.error) throw cniErrorFromWire(reply.error);
     if (inv.command !== "ADD") return { stdout: "", exitCode: 0 };
     if (!reply.result) {

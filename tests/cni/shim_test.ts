@@ -3,6 +3,8 @@ import type { CniEnv } from "../../cni/invocation.ts";
 import { runShim, type SendToDaemon } from "../../cni/shim.ts";
 import { SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import type { CniRequest } from "../../lib/envelope.ts";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import { SocketUnavailableError } from "../../lib/unix_http.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
 
@@ -119,4 +121,24 @@ Deno.test("a timeoutSeconds the shim cannot wait for (1e308, 2^31, 0) is 7 and n
     const out = await runShim(ENV, stdin, replying({ result: RESULT }, seen));
     assertEquals([out.exitCode, JSON.parse(out.stdout).code, seen.length], [1, 7, 0], String(t));
   }
+});
+
+Deno.test("DEL with no daemon listening succeeds with a note; other commands, and a daemon that does not answer, are 11", async () => {
+  const absent = () =>
+    Promise.reject(
+      new CniError(CNI_ERROR.TRY_AGAIN_LATER, "Ferry daemon is not listening on /x.sock", "", {
+        cause: new SocketUnavailableError("/x.sock", { cause: new Deno.errors.NotFound("gone") }),
+      }),
+    );
+  const del = await runShim({ ...ENV, CNI_COMMAND: "DEL" }, conf("1.0.0"), absent);
+  assertEquals([del.stdout, del.exitCode], ["", 0]);
+  assertEquals(del.note?.includes("releases it when it is back"), true, del.note);
+  for (const command of ["ADD", "CHECK"]) {
+    const out = await runShim({ ...ENV, CNI_COMMAND: command }, conf("1.0.0"), absent);
+    assertEquals([out.exitCode, JSON.parse(out.stdout).code], [1, 11], command);
+  }
+  const slow = () =>
+    Promise.reject(new CniError(CNI_ERROR.TRY_AGAIN_LATER, "did not answer in time"));
+  const late = await runShim({ ...ENV, CNI_COMMAND: "DEL" }, conf("1.0.0"), slow);
+  assertEquals([late.exitCode, JSON.parse(late.stdout).code], [1, 11]);
 });

@@ -87,7 +87,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "a daemon killed during churn while pods are deleted: after its restart nothing leaked and no address is held twice",
+    "a daemon killed during churn while pods are deleted and a sandbox is torn down: after its restart nothing leaked and no address is held twice",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 3, config: GC }, async (c) => {
@@ -99,13 +99,19 @@ Deno.test({
       await c.killDaemon(c.nodes[1]);
       const deleted = first.filter((_, i) => i % 2 === 0);
       for (const pod of deleted) await c.deletePodObject(pod);
+      // A sandbox torn down while its daemon is away: the DEL succeeds (the pod must not hang),
+      // the runtime removes its namespace; the pod object stays (a new sandbox would follow).
+      const torn = first.find((p, i) => i % 2 === 1 && p.node === c.nodes[1])!;
+      const del = await c.removePod(torn);
+      assertEquals(del.code, 0, del.stdout + del.stderr);
+      await run("ip", "netns", "del", torn.ns.name);
       const more = Promise.all(
         Array.from({ length: 30 }, (_, i) => c.addPod(c.nodes[i % 3], `m${i}`, 60_000)),
       );
       await new Promise((r) => setTimeout(r, 500));
       await c.startDaemon(c.nodes[1]);
       const second = await more;
-      const alive = [...first.filter((_, i) => i % 2 === 1), ...second];
+      const alive = [...first.filter((p, i) => i % 2 === 1 && p !== torn), ...second];
       const ips = alive.map((p) => p.ip);
       assertEquals(new Set(ips).size, ips.length, "no address twice");
       for (const node of c.nodes) {

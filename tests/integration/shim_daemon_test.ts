@@ -122,7 +122,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "with the daemon down the shim says try again later and names the socket",
+  name:
+    "with the daemon down the shim says try again later and names the socket, except DEL, which succeeds",
   ...opts,
   fn: () =>
     withFerry({}, async (ferry) => {
@@ -133,6 +134,10 @@ Deno.test({
       );
       assertEquals([out.code, out.json!.code], [1, 11]);
       assertMatch(String(out.json!.msg), new RegExp(ferry.config.socket));
+      // DEL succeeds (a pod must not stay Terminating while the daemon is away), and says why.
+      const del = await ferry.shim(env("DEL", { path: "/var/run/netns/x" }, "c1"), netconf());
+      assertEquals([del.code, del.stdout.trim()], [0, ""]);
+      assertMatch(del.stderr, /releases it when it is back/);
     }),
 });
 
