@@ -396,6 +396,58 @@ export class CniService {
     });
   }
 
+  /**
+   * The sweep's second half: Ferry's host links and default-network addresses that no attachment
+   * names (an ADD killed between plugging and recording, a record lost) are removed once they
+   * have been seen orphaned for `graceMs` (`seen` keeps when each was first seen, across sweeps),
+   * so an ADD in flight is never touched; an address is released under its container's lock and
+   * only while no record names it.
+   *
+   * @returns how many links and addresses were removed.
+   */
+  async sweepOrphans(
+    seen: Map<string, number>,
+    graceMs: number,
+  ): Promise<{ links: string[]; addresses: string[] }> {
+    const bridge = this.#d.network.current;
+    const out = { links: [] as string[], addresses: [] as string[] };
+    if (!bridge) return out;
+    const now = Date.now();
+    const { links, owners } = await bridge.orphans(this.#d.store.list(), this.#d.store.damaged());
+    const current = new Set([
+      ...links.map((l) => `link ${l}`),
+      ...owners.map((o) => `owner ${o.containerId}/${o.ifname}`),
+    ]);
+    for (const k of [...seen.keys()]) if (!current.has(k)) seen.delete(k);
+    const old = (k: string) => {
+      if (!seen.has(k)) seen.set(k, now);
+      return now - seen.get(k)! >= graceMs;
+    };
+    for (const link of links) {
+      if (!old(`link ${link}`)) continue;
+      await bridge.removeHostLink(link);
+      seen.delete(`link ${link}`);
+      out.links.push(link);
+    }
+    for (const owner of owners) {
+      const k = `owner ${owner.containerId}/${owner.ifname}`;
+      if (!old(k)) continue;
+      await this.#locks.run(owner.containerId, async () => {
+        if (this.#d.store.get(owner) || !bridge.holds(owner)) return;
+        const ip = bridge.addressesOf(owner);
+        if (await bridge.releaseOwner(owner)) out.addresses.push(...ip);
+      });
+      seen.delete(k);
+    }
+    if (out.links.length || out.addresses.length) {
+      this.#d.logger.warn(
+        "sweep: removed host links {links} and released addresses {addresses} that no attachment named",
+        { links: out.links.join(", ") || "none", addresses: out.addresses.join(", ") || "none" },
+      );
+    }
+    return out;
+  }
+
   /** Compares the live interface with the previous result (or the recorded one). */
   async check(req: CniRequest, signal?: AbortSignal): Promise<void> {
     const key = this.#key(req);

@@ -368,6 +368,7 @@ export async function startDaemon(
       registry: k.pods.registry,
       synced: () => k.watcher.synced && k.watcher.healthy,
       release: (key, stale) => service.releaseStale(key, stale),
+      sweepOrphans: (seen, graceMs) => service.sweepOrphans(seen, graceMs),
       netnsGone: (path) =>
         Deno.stat(path).then(() => false, (e) => e instanceof Deno.errors.NotFound),
       event: async (pod, type, reason, message) => {

@@ -161,7 +161,21 @@ export class BridgeDriver implements Driver {
         ...freed.map((ip) => `${ip} (freed)`),
       );
     }
-    const keys = [...records, ...damaged];
+    const { links, owners } = await this.orphans(records, damaged);
+    for (const name of links) await this.#d.plumber.unplugVeth(name);
+    let addresses = 0;
+    for (const owner of owners) addresses += await this.releaseOwner(owner);
+    return { links, addresses, repaired };
+  }
+
+  /**
+   * What no attachment names: Ferry's host links on the bridge, and owners holding addresses.
+   * `damaged` keys (records that cannot be read) count as named.
+   */
+  async orphans(
+    records: Attachment[],
+    damaged: AttachmentKey[] = [],
+  ): Promise<{ links: string[]; owners: AttachmentKey[] }> {
     const known = new Set([
       ...records.map((r) => r.hostIfname).filter(Boolean),
       ...damaged.map((k) => hostLinkName(k.containerId, k.ifname)),
@@ -169,19 +183,31 @@ export class BridgeDriver implements Driver {
     const links = (await this.#d.plumber.bridgePorts(this.#d.bridge)).filter((name) =>
       name.startsWith(HOST_LINK_PREFIX) && !known.has(name)
     );
-    for (const name of links) await this.#d.plumber.unplugVeth(name);
-    const owners = new Set(keys.map((r) => `${r.containerId}/${r.ifname}`));
-    let addresses = 0;
-    for (const owner of this.owners()) {
-      if (owners.has(`${owner.containerId}/${owner.ifname}`)) continue;
-      for (const a of this.#d.allocators) if (await a.release(owner)) addresses++;
-    }
-    return { links, addresses, repaired };
+    const named = new Set([...records, ...damaged].map((r) => `${r.containerId}/${r.ifname}`));
+    const owners = this.owners().filter((o) => !named.has(`${o.containerId}/${o.ifname}`));
+    return { links, owners };
+  }
+
+  /** Releases every address `owner` holds; how many. */
+  async releaseOwner(owner: AttachmentKey): Promise<number> {
+    let n = 0;
+    for (const a of this.#d.allocators) if (await a.release(owner)) n++;
+    return n;
+  }
+
+  /** Removes a host link of the bridge (an orphan found by the sweep); absent is fine. */
+  removeHostLink(name: string): Promise<void> {
+    return this.#d.plumber.unplugVeth(name);
   }
 
   /** Whether `owner` holds addresses in this driver's allocators. */
   holds(owner: AttachmentKey): boolean {
     return this.#d.allocators.some((a) => a.addressOf(owner) !== undefined);
+  }
+
+  /** The addresses `owner` holds. */
+  addressesOf(owner: AttachmentKey): string[] {
+    return this.#d.allocators.map((a) => a.addressOf(owner)).filter((ip): ip is string => !!ip);
   }
 
   /** Every owner holding addresses. */

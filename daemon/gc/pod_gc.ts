@@ -13,7 +13,9 @@
  *   same name): the pod's deletion queues its attachments at once, and the periodic sweep finds
  *   any missed (say, deleted while the daemon was down: gone from the re-list);
  * - an attachment whose network namespace no longer exists (its sandbox is gone; nothing can use
- *   its interfaces), found by the sweep.
+ *   its interfaces), found by the sweep;
+ * - a host link on the bridge, or an address, that no attachment names (an ADD killed between
+ *   plugging and recording), once the sweep has seen it orphaned for the grace period.
  *
  * What is never released: an attachment younger than `graceMs` (its ADD may be in flight before
  * its pod reaches the watch: it is looked at again when the grace has passed); an attachment of a
@@ -46,6 +48,14 @@ export interface PodGcDeps {
   ) => Promise<Attachment | undefined>;
   /** Whether a network namespace path no longer exists. */
   netnsGone: (path: string) => Promise<boolean>;
+  /**
+   * Removes host links and addresses no attachment names once orphaned for `graceMs`
+   * (CniService.sweepOrphans); run by each sweep.
+   */
+  sweepOrphans?: (
+    seen: Map<string, number>,
+    graceMs: number,
+  ) => Promise<{ links: string[]; addresses: string[] }>;
   /** Records a Kubernetes Event on a pod (best effort). */
   event?: (
     pod: { namespace: string; name: string; uid?: string },
@@ -75,6 +85,10 @@ export interface PodGcStats {
   sweepsSkipped: number;
   /** Keys queued or waiting for a retry or their grace. */
   queued: number;
+  /** Host links no attachment named, removed by the sweep. */
+  orphanLinks: number;
+  /** Addresses no attachment named, released by the sweep. */
+  orphanAddresses: number;
 }
 
 const keyText = (k: AttachmentKey) => `${k.containerId}\n${k.ifname}`;
@@ -98,7 +112,15 @@ const errorText = (e: unknown) => e instanceof Error ? e.message : String(e);
 export class PodGc {
   readonly #d: PodGcDeps;
   readonly #queue: WorkQueue;
-  readonly #stats = { released: 0, failed: 0, sweeps: 0, sweepsSkipped: 0 };
+  readonly #stats = {
+    released: 0,
+    failed: 0,
+    sweeps: 0,
+    sweepsSkipped: 0,
+    orphanLinks: 0,
+    orphanAddresses: 0,
+  };
+  readonly #orphansSeen = new Map<string, number>();
   #timer?: ReturnType<typeof setInterval>;
   #first?: ReturnType<typeof setInterval>;
 
@@ -161,6 +183,9 @@ export class PodGc {
         queued++;
       }
     }
+    const orphans = await this.#d.sweepOrphans?.(this.#orphansSeen, this.#d.graceMs);
+    this.#stats.orphanLinks += orphans?.links.length ?? 0;
+    this.#stats.orphanAddresses += orphans?.addresses.length ?? 0;
     return queued;
   }
 
