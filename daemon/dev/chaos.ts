@@ -7,13 +7,15 @@
  * stand-in, on its own bridge, subnet, socket and state directory, with the shim installed as
  * for a runtime. Workers act as a container runtime would for each pod: the pod is created
  * (bound to the node), its namespace made, ADD sent through the shim and repeated while the
- * answer is code 11, the pod held a moment, DEL sent and repeated until it succeeds, the namespace
- * and the pod removed. Meanwhile the daemon is killed and restarted, and once the API stand-in
+ * answer is code 11, the pod held a moment, DEL sent and repeated until it succeeds (a DEL sent
+ * while no daemon listens succeeds at once: the daemon's reconcile loop releases it when it is
+ * back), the namespace and the pod removed. Meanwhile the daemon is killed and restarted, and once the API stand-in
  * pauses for `--api-outage` seconds: plugged pods must stay plugged (CHECK passes), readiness must
  * turn false and back, and the watch must resume.
  *
  * Verified: every ADD either succeeded or answered code 11; no address was handed to two live
- * pods; at the end no allocation, record or Ferry link on the bridge is left. The figures are
+ * pods; at the end (after a clean restart and at most 30 s of the reconcile loop) no allocation,
+ * record or Ferry link on the bridge is left. The figures are
  * printed and written as JSON.
  *
  * @module
@@ -140,6 +142,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       kubeconfig: `${dir}/kubeconfig`,
       podWaitSeconds: 10,
       watch: { unhealthyAfterSeconds: 2, requestTimeoutSeconds: 3 },
+      // A DEL answered while the daemon was down (success: no daemon listening) is released by
+      // the reconcile loop once the daemon is back; short grace and sweep keep the run short.
+      gc: { graceSeconds: 1, intervalSeconds: 1 },
       network: { subnet: testSubnet(), bridge, forwarding: false },
       // It runs in the host's namespace: the node's nftables are not its to own.
       masquerade: { enabled: false },
@@ -350,14 +355,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     done = true;
     await Promise.all([killer, outage]);
     report.durationMs = Math.round(performance.now() - started);
-    // The daemon's own start-up reconcile is part of the guarantee: one clean restart first.
+    // The daemon's own start-up reconcile and its reconcile loop are part of the guarantee: one
+    // clean restart first, then up to 30 s for the loop to release what DELs answered while the
+    // daemon was down left behind (their pods and namespaces are gone).
     await daemon.kill();
     await daemon.start();
-    report.leaked.allocations = await fileNames(`${stateDir}/ipam`);
-    report.leaked.records = await fileNames(`${stateDir}/attachments`);
-    report.leaked.hostLinks = (await bridgePorts(bridge)).filter((l) =>
-      l.startsWith(HOST_LINK_PREFIX)
-    );
+    const leaks = async () => ({
+      allocations: await fileNames(`${stateDir}/ipam`),
+      records: await fileNames(`${stateDir}/attachments`),
+      hostLinks: (await bridgePorts(bridge)).filter((l) => l.startsWith(HOST_LINK_PREFIX)),
+    });
+    const settle = Date.now() + 30_000;
+    report.leaked = await leaks();
+    while (
+      Date.now() < settle &&
+      report.leaked.allocations.length + report.leaked.records.length +
+            report.leaked.hostLinks.length > 0
+    ) {
+      await sleep(250);
+      report.leaked = await leaks();
+    }
     report.ok = report.violations.length === 0 && report.duplicateAddresses.length === 0 &&
       report.adds.other === 0 && report.leaked.allocations.length === 0 &&
       report.leaked.records.length === 0 && report.leaked.hostLinks.length === 0;
