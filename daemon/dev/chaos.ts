@@ -340,6 +340,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           if (del.code === 0) break;
           await sleep(between(50, 250));
         }
+        // As a runtime does after DEL: the namespace and the pod go.
+        const nsName = p.ns.path.split("/").pop()!;
+        await run("ip", "netns", "del", nsName);
+        namespaces.delete(nsName);
+        api.store.remove(PODS, "default", `pod-${p.id}`);
       }
       report.apiOutage = result;
       if (!result.readyCameBack) {
