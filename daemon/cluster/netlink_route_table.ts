@@ -8,7 +8,7 @@
  */
 import { type NetlinkSys, SyscallError } from "../net/netlink/libc.ts";
 import { dumpRoutes, getLink, getLinkByIndex, NL, routeRequest } from "../net/netlink/messages.ts";
-import { RouteSocket } from "../net/netlink/route_socket.ts";
+import { type RouteSocket, withRouteSocket } from "../net/netlink/route_socket.ts";
 import { FERRY_ROUTE_PROTOCOL, type RouteTable } from "./route_table.ts";
 import type { NodeRoute } from "./routes.ts";
 
@@ -34,12 +34,7 @@ export class NetlinkRouteTable implements RouteTable {
   }
 
   #with<T>(fn: (sock: RouteSocket) => T): T {
-    const sock = new RouteSocket(this.#sys, this.#sys.netlinkSocket());
-    try {
-      return fn(sock);
-    } finally {
-      sock.close();
-    }
+    return withRouteSocket(this.#sys, fn);
   }
 
   /** Ferry's routes in the main table, both families. */

@@ -9,7 +9,7 @@
  */
 import { type NetlinkSys, SyscallError } from "../net/netlink/libc.ts";
 import { dumpNeigh, getLink, neighRequest, NL } from "../net/netlink/messages.ts";
-import { RouteSocket } from "../net/netlink/route_socket.ts";
+import { type RouteSocket, withRouteSocket } from "../net/netlink/route_socket.ts";
 import type { VxlanEntries, VxlanPeer } from "./vxlan.ts";
 
 const ENOENT = 2;
@@ -33,12 +33,7 @@ export class NetlinkVxlanEntries implements VxlanEntries {
   }
 
   #with<T>(fn: (sock: RouteSocket) => T): T {
-    const sock = new RouteSocket(this.#sys, this.#sys.netlinkSocket());
-    try {
-      return fn(sock);
-    } finally {
-      sock.close();
-    }
+    return withRouteSocket(this.#sys, fn);
   }
 
   /** The permanent IPv4 neighbour entries of `device`. */

@@ -6,40 +6,16 @@ import { type SimCluster, type SimPod, withSimCluster } from "../../daemon/dev/c
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
-import { FERRY_ROUTE_PROTOCOL } from "../../daemon/cluster/route_table.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
 import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { waitReady } from "../../daemon/dev/cluster_sim.ts";
 import { IPBLOCKS } from "../../daemon/k8s/resources.ts";
 import type { IpBlockObject } from "../../daemon/ipam/ip_pools.ts";
+import { eventually, ferryRoutes } from "./_cluster.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
-
-async function ferryRoutes(c: SimCluster, i: number): Promise<string[]> {
-  const out = await run(
-    "ip",
-    "-n",
-    c.nodes[i].ns.name,
-    "-j",
-    "route",
-    "show",
-    "proto",
-    String(FERRY_ROUTE_PROTOCOL),
-  );
-  return (JSON.parse(out.trim() || "[]") as { dst: string; gateway: string }[])
-    .map((r) => `${r.dst} via ${r.gateway}`)
-    .sort();
-}
-
-async function eventually(probe: () => Promise<boolean>, what: string, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const inBlocks = (ip: string, blocks: string[] = []) =>
   blocks.some((b) => cidrContains(parseCidr(b), parseIp(ip)));

@@ -5,7 +5,7 @@
 // nodes with their own source address, pods reach the outside with the node's address, and a
 // node removed from the API takes its routes with it everywhere. Needs root and nft.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
-import { type SimCluster, waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
@@ -16,33 +16,10 @@ import { FERRY_ROUTE_PROTOCOL } from "../../daemon/cluster/route_table.ts";
 import { VTEP_ANNOTATION } from "../../daemon/cluster/nodes.ts";
 import { NODES } from "../../daemon/k8s/resources.ts";
 import type { Node } from "kubernetes-types/core/v1.d.ts";
+import { eventually, ferryRoutes } from "./_cluster.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
-
-async function ferryRoutes(c: SimCluster, i: number): Promise<string[]> {
-  const out = await run(
-    "ip",
-    "-n",
-    c.nodes[i].ns.name,
-    "-j",
-    "route",
-    "show",
-    "proto",
-    String(FERRY_ROUTE_PROTOCOL),
-  );
-  return (JSON.parse(out.trim() || "[]") as { dst: string; gateway: string }[])
-    .map((r) => `${r.dst} via ${r.gateway}`)
-    .sort();
-}
-
-async function eventually(probe: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 Deno.test({
   name:

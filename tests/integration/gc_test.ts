@@ -8,18 +8,11 @@ import { type SimCluster, type SimNode, withSimCluster } from "../../daemon/dev/
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
 import { EVENTS } from "../../daemon/k8s/resources.ts";
+import { eventually } from "./_cluster.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
 const GC = { gc: { graceSeconds: 1, intervalSeconds: 1 } };
-
-async function eventually(probe: () => Promise<boolean>, what: string, ms = 20_000) {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** What a node holds: attachment records, allocated addresses, host links on its bridge. */
 async function held(node: SimNode): Promise<{ records: string[]; ips: string[]; links: string[] }> {

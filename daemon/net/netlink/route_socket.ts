@@ -101,3 +101,20 @@ export class RouteSocket {
     this.#libc.close(this.#fd);
   }
 }
+
+/**
+ * Runs `fn` on a fresh socket of `sys`, closed afterwards (also when `fn` throws).
+ *
+ * @example
+ * ```ts
+ * const routes = withRouteSocket(libc, (sock) => sock.dump("list routes", (seq) => dumpRoutes(seq, 4)));
+ * ```
+ */
+export function withRouteSocket<T>(sys: NetlinkSys, fn: (sock: RouteSocket) => T): T {
+  const sock = new RouteSocket(sys, sys.netlinkSocket());
+  try {
+    return fn(sock);
+  } finally {
+    sock.close();
+  }
+}
