@@ -99,7 +99,7 @@ export async function clusterBench(
             const i = next++;
             const t = performance.now();
             pods.push(
-              await c.addPod(c.nodes[i % c.nodes.length], `${prefix}${i}`, 60_000, floor),
+              await c.addPod(c.nodes[i % c.nodes.length], `${prefix}${i}`, 60_000, { floor }),
             );
             latencies.push(performance.now() - t);
           }

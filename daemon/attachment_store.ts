@@ -32,6 +32,13 @@ export interface Attachment {
   pod?: PodRef;
   /** CNI_PATH of the ADD (a delegated plugin's DEL needs it when the runtime never sends one). */
   path?: string[];
+  /**
+   * An additional attachment (multi-VIF): the default interface it was plugged with, which takes
+   * it along on DEL and CHECK.
+   */
+  parent?: string;
+  /** An additional attachment's plugins, in ADD order (a NAD's single config or its conflist). */
+  chain?: NetConf[];
   /** The result returned to the runtime, in the current spec version. */
   result: CniResult;
   /** When it was plugged (ISO 8601). */

@@ -11,7 +11,7 @@ import type { Logger } from "@logtape/logtape";
 import { type PodRef, podRefFromArgs } from "../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
-import { upgradeResult } from "../lib/cni/versions.ts";
+import { CURRENT_VERSION, upgradeResult } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
 import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
 import type { DefaultNetwork } from "./default_network.ts";
@@ -20,6 +20,7 @@ import { KeyedMutex } from "./keyed_mutex.ts";
 import type { NetnsGuard } from "./net/netns_guard.ts";
 import type { PhaseStats } from "./phase_stats.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
+import type { MultiVifDriver, RequestedAttachment } from "./multivif/drivers.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -32,6 +33,8 @@ export interface PodSource {
    * (scheduled here, written by a coalescing writer; the node-local record is the truth).
    */
   annotate(pod: RegisteredPod, attachment: Attachment): void;
+  /** Records a Kubernetes Event on the pod (best effort, after the answer). */
+  event?(pod: RegisteredPod, type: "Normal" | "Warning", reason: string, message: string): void;
 }
 
 /** What the service needs. */
@@ -54,6 +57,11 @@ export interface CniServiceDeps {
   pods?: PodSource;
   /** Where ADD's phases are timed (`/v1/stats`); none when absent. */
   phases?: PhaseStats;
+  /**
+   * Additional interfaces (multi-VIF): the enabled drivers, in order, and how long ADD waits for
+   * a selected NetworkAttachmentDefinition to reach the watch (ms). Off when absent or empty.
+   */
+  multiVif?: { drivers: MultiVifDriver[]; waitMs: number };
 }
 
 /** Registers work to undo when the answer to the request cannot be delivered. */
@@ -229,6 +237,22 @@ export class CniService {
         );
         throw new CniError(CNI_ERROR.IO_FAILURE, "cannot record the attachment", String(err));
       }
+      if (pod && driver === "bridge" && this.#d.multiVif?.drivers.length) {
+        try {
+          await this.#plugExtras(pod, record, req, signal);
+        } catch (e) {
+          // All or nothing: the default interface goes too (its extras are already undone).
+          await this.#release(key, req).catch(() => {});
+          if (e instanceof CniError && e.code === CNI_ERROR.INVALID_CONFIG) {
+            this.#d.pods?.event?.(pod, "Warning", "InvalidNetworkSelection", e.message);
+          }
+          this.#d.logger.warn("ADD of {containerId}: additional networks failed: {error}", {
+            ...key,
+            error: e instanceof Error ? e.message : String(e),
+          });
+          throw e;
+        }
+      }
       if (pod && ref) {
         this.#d.pods!.registry.setContainerId(ref, key.containerId);
         this.#d.pods!.annotate(pod, record);
@@ -325,8 +349,121 @@ export class CniService {
     }, signal);
   }
 
+  /**
+   * Plugs the additional attachments the multi-VIF drivers ask for, in order, each recorded with
+   * `parent`; if one fails, those plugged before it are removed in reverse order and the error
+   * names the network and the plugin's own code and message.
+   */
+  async #plugExtras(
+    pod: RegisteredPod,
+    parent: Attachment,
+    req: CniRequest,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const { drivers, waitMs } = this.#d.multiVif!;
+    const podName = `${pod.namespace}/${pod.name}`;
+    const wanted: RequestedAttachment[] = [];
+    for (const d of drivers) {
+      const wait = AbortSignal.timeout(waitMs);
+      const got = await d.requested(
+        pod,
+        parent.ifname,
+        signal ? AbortSignal.any([wait, signal]) : wait,
+      );
+      for (const w of got.warnings) {
+        this.#d.logger.warn("pod {pod}: {warning}", { pod: podName, warning: w });
+      }
+      wanted.push(...got.attachments);
+    }
+    const names = new Set([parent.ifname]);
+    for (const a of wanted) {
+      if (names.has(a.ifname)) {
+        throw new CniError(
+          CNI_ERROR.INVALID_CONFIG,
+          `pod ${podName}: interface ${a.ifname} is requested twice`,
+        );
+      }
+      names.add(a.ifname);
+    }
+    const done: AttachmentKey[] = [];
+    try {
+      for (const a of wanted) {
+        const key = { containerId: parent.containerId, ifname: a.ifname };
+        const record = await this.#plugChain(key, parent, a, req, podName);
+        done.push(key);
+        await this.#d.store.put(record);
+      }
+    } catch (e) {
+      for (const key of done.reverse()) await this.#release(key, req).catch(() => {});
+      throw e;
+    }
+  }
+
+  /** Runs one attachment's plugins in order (prevResult chained); undoes them on failure. */
+  async #plugChain(
+    key: AttachmentKey,
+    parent: Attachment,
+    a: RequestedAttachment,
+    req: CniRequest,
+    podName: string,
+  ): Promise<Attachment> {
+    let result: CniResult | undefined;
+    const ran: number[] = [];
+    try {
+      for (const [i, plugin] of a.plugins.entries()) {
+        const plugged = await this.#d.drivers[pluginDriver(plugin, i)].add({
+          key,
+          netns: parent.netns,
+          conf: plugin,
+          args: req.args,
+          path: req.path,
+          prevResult: result,
+        });
+        ran.push(i);
+        result = plugged.result;
+      }
+    } catch (e) {
+      const partial = { ...parent, ...key, result: result ?? { cniVersion: CURRENT_VERSION } };
+      for (const i of ran.reverse()) {
+        await this.#d.drivers[pluginDriver(a.plugins[i], i)].del({
+          key,
+          netns: parent.netns,
+          conf: a.plugins[i],
+          args: req.args,
+          path: req.path,
+          record: partial,
+        }).catch(() => {});
+      }
+      const code = e instanceof CniError ? e.code : CNI_ERROR.IO_FAILURE;
+      const msg = e instanceof Error ? e.message : String(e);
+      throw new CniError(
+        code,
+        `pod ${podName}: network ${a.network} (${a.ifname}) failed: ${msg}`,
+        e instanceof CniError ? e.details : "",
+      );
+    }
+    return {
+      ...key,
+      netns: parent.netns,
+      network: a.network,
+      driver: pluginDriver(a.plugins[0], 0),
+      conf: a.plugins[0],
+      chain: a.plugins,
+      parent: parent.ifname,
+      pod: parent.pod,
+      path: req.path,
+      result: result!,
+      createdAt: new Date().toISOString(),
+    };
+  }
+
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
   async #release(key: AttachmentKey, req: CniRequest): Promise<void> {
+    // An interface plugged with this one (multi-VIF) goes first, the last plugged first.
+    const children = this.#d.store.list().filter((r) =>
+      r.containerId === key.containerId && r.parent === key.ifname
+    ).reverse();
+    for (const child of children) await this.#release(child, req);
     const record = this.#d.store.get(key);
     await this.#unplug(key, record, req);
     await this.#d.store.delete(key);
@@ -341,6 +478,20 @@ export class CniService {
    * request's config selects (the spec gives DEL the same config as ADD).
    */
   async #unplug(key: AttachmentKey, record: Attachment | undefined, req: CniRequest) {
+    if (record?.chain) {
+      const netns = await this.#d.netns.forDel(record.netns);
+      for (const [i, plugin] of [...record.chain.entries()].reverse()) {
+        await this.#d.drivers[pluginDriver(plugin, i)].del({
+          key: { containerId: key.containerId, ifname: key.ifname },
+          netns,
+          conf: plugin,
+          args: req.args,
+          path: record.path ?? req.path,
+          record,
+        });
+      }
+      return;
+    }
     const { driver, conf } = record
       ? { driver: record.driver ?? "bridge", conf: record.conf ?? req.config }
       : selectDriver(req.config);
@@ -470,6 +621,29 @@ export class CniService {
         path: req.path,
         record,
       }, expected);
+      // Every interface plugged with it (multi-VIF), each against its own recorded result.
+      for (const child of this.#d.store.list()) {
+        if (child.containerId !== key.containerId || child.parent !== key.ifname) continue;
+        const plugins = child.chain ?? [child.conf ?? req.config];
+        for (const [i, plugin] of plugins.entries()) {
+          try {
+            await this.#d.drivers[pluginDriver(plugin, i)].check({
+              key: { containerId: child.containerId, ifname: child.ifname },
+              netns,
+              conf: plugin,
+              args: req.args,
+              path: child.path ?? req.path,
+              record: child,
+            }, child.result);
+          } catch (e) {
+            const msg = e instanceof Error ? e.message : String(e);
+            throw new CniError(
+              e instanceof CniError ? e.code : CNI_ERROR.CHECK_MISMATCH,
+              `network ${child.network} (${child.ifname}): ${msg}`,
+            );
+          }
+        }
+      }
     }, signal);
   }
 
@@ -523,4 +697,13 @@ export class CniService {
       });
     }
   }
+}
+
+/**
+ * The driver of a NAD plugin: the first plugin of a chain runs natively when it is macvlan or
+ * ipvlan; every other plugin is the reference plugin of its type, delegated.
+ */
+function pluginDriver(plugin: NetConf, index: number): "macvlan" | "ipvlan" | "delegate" {
+  if (index === 0 && (plugin.type === "macvlan" || plugin.type === "ipvlan")) return plugin.type;
+  return "delegate";
 }

@@ -84,6 +84,22 @@ export const DaemonConfigSchema = Type.Object({
       description: "pool mode: how long a block stays empty before the node gives it back",
     }),
   }, { additionalProperties: false }),
+  multiVifDrivers: Type.Array(Type.Union([Type.Literal("npwg"), Type.Literal("noop")]), {
+    uniqueItems: true,
+    description: "drivers asked for a pod's additional interfaces, in order; [] turns them off",
+  }),
+  multiNetwork: Type.Object({
+    allowCrossNamespace: Type.Boolean({
+      description: "a pod may select a NetworkAttachmentDefinition of another namespace",
+    }),
+    interfacePrefix: Type.String({
+      pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$",
+      description: "generated interface names: net → net1, net2, …",
+    }),
+    configDir: Type.String({
+      description: "where a NetworkAttachmentDefinition without spec.config finds <name>.conflist",
+    }),
+  }, { additionalProperties: false }),
   gc: Type.Object({
     graceSeconds: Type.Integer({
       minimum: 0,
@@ -188,6 +204,12 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     mtu: 1500,
   },
   ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300, reuseDelaySeconds: 30 },
+  multiVifDrivers: ["npwg"],
+  multiNetwork: {
+    allowCrossNamespace: false,
+    interfacePrefix: "net",
+    configDir: "/etc/cni/multus/net.d",
+  },
   gc: {
     graceSeconds: 60,
     intervalSeconds: 300,
@@ -249,6 +271,7 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     server: { ...DEFAULT_CONFIG.server, ...(given.server ?? {}) },
     ipam: { ...DEFAULT_CONFIG.ipam, ...(given.ipam ?? {}) },
     gc: { ...DEFAULT_CONFIG.gc, ...(given.gc ?? {}) },
+    multiNetwork: { ...DEFAULT_CONFIG.multiNetwork, ...(given.multiNetwork ?? {}) },
     routing: {
       ...DEFAULT_CONFIG.routing,
       ...(given.routing ?? {}),

@@ -16,11 +16,14 @@ import { Informer, type InformerStats } from "./k8s/informer.ts";
 import { Watcher } from "./k8s/watcher.ts";
 import { AnnotationWriter } from "./k8s/annotation_writer.ts";
 import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
-import { NODES, PODS } from "./k8s/resources.ts";
+import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "./k8s/resources.ts";
 import { kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
 import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
 import { PoolMap } from "./cluster/pool_map.ts";
 import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
+import { NETWORK_STATUS_ANNOTATION } from "./multivif/selections.ts";
+import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
+import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.ts";
 import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
 import { LeaderLease } from "./gc/leader_lease.ts";
 import { kubeLeaseApi } from "./k8s/lease_api.ts";
@@ -121,6 +124,11 @@ interface KubeSide {
   nodes?: NodeMap;
   /** The IP pools and blocks, fed by their watches (`ipam.mode` pool or auto). */
   pools?: PoolMap;
+  /**
+   * The NetworkAttachmentDefinitions, from a watch of all namespaces started when a pod first
+   * selects one (a cluster without the NAD CRD never needs it).
+   */
+  nads: { cache: NadCache; watch(): void };
   /** Starts and stops the pool watches (`ipam.mode` pool or auto). */
   poolWatch?: { start(): void; stop(): Promise<void> };
   /** The API, for the pool IPAM's block writes. */
@@ -193,20 +201,47 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
     if (config.ipam.mode === "pool") poolWatch.start();
   }
   watcher.start();
+  // One merge patch per ADD carries both of Ferry's annotations (the value is their JSON).
   const annotations = new AnnotationWriter(
     (pod, value) =>
       kube.patchMerge(PODS, pod.namespace, pod.name, {
-        metadata: { annotations: { [ATTACHMENTS_ANNOTATION]: value } },
+        metadata: { annotations: JSON.parse(value) },
       }).then(() => {}),
     getLogger(["ferry", "annotations"]),
   );
+  const nadCache = new NadCache();
+  let nadInformer: Informer<NadObject> | undefined;
+  const nads = {
+    cache: nadCache,
+    watch() {
+      nadInformer ??= new Informer<NadObject>(
+        kube,
+        NETWORK_ATTACHMENT_DEFINITIONS,
+        {},
+        { upsert: (n) => nadCache.upsert(n), remove: (n) => nadCache.remove(n) },
+        getLogger(["ferry", "watch"]),
+        watchOptions,
+      );
+      nadInformer.start();
+    },
+  };
   const pods: PodSource = {
+    event(pod, type, reason, message) {
+      kube.createEvent(
+        { kind: "Pod", apiVersion: "v1", namespace: pod.namespace, name: pod.name, uid: pod.uid },
+        { type, reason, message, component: "ferry", host: config.nodeName },
+      ).catch(() => {});
+    },
     registry,
     waitMs: config.podWaitSeconds * 1000,
     annotate(pod, record) {
       annotations.schedule(
         pod,
-        () => attachmentsAnnotation(record.containerId, store.list()),
+        () =>
+          JSON.stringify({
+            [ATTACHMENTS_ANNOTATION]: attachmentsAnnotation(record.containerId, store.list()),
+            [NETWORK_STATUS_ANNOTATION]: networkStatus(record.containerId, store.list()),
+          }),
       );
     },
   };
@@ -214,6 +249,7 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
     pods,
     nodes,
     pools,
+    nads,
     poolWatch,
     client: kube,
     async publishVtep(vtep) {
@@ -228,9 +264,36 @@ async function connectKube(config: DaemonConfig, store: AttachmentStore): Promis
       // What ADDs scheduled still reaches the API, unless it is unreachable for long.
       await annotations.flush(AbortSignal.timeout(5000));
       await watcher.stop();
+      await nadInformer?.stop();
       http.close();
     },
   };
+}
+
+/**
+ * The NPWG `network-status` of a container: the default network's interface first (`default:
+ * true`), then every additional one in the order it was plugged; addresses without prefix, the
+ * pod-side MAC, DNS when a plugin gave it.
+ */
+export function networkStatus(containerId: string, all: Attachment[]): string {
+  const mine = all.filter((a) => a.containerId === containerId);
+  const ordered = [
+    ...mine.filter((a) => !a.parent),
+    ...mine.filter((a) => a.parent).sort((a, b) => a.createdAt.localeCompare(b.createdAt)),
+  ];
+  return JSON.stringify(ordered.map((a) => {
+    const entry: Record<string, unknown> = {
+      name: a.network,
+      interface: a.ifname,
+      ips: a.result.ips?.map((ip) => ip.address.split("/")[0]) ?? [],
+    };
+    const mac = a.result.interfaces?.find((i) => i.name === a.ifname && i.sandbox)?.mac;
+    if (mac) entry.mac = mac;
+    if (!a.parent && (a.driver ?? "bridge") === "bridge") entry.default = true;
+    const dns = a.result.dns;
+    if (dns && Object.keys(dns).length) entry.dns = dns;
+    return entry;
+  }));
 }
 
 /** The value of a pod's attachments annotation: its container and every interface plugged for it. */
@@ -359,6 +422,7 @@ export async function startDaemon(
     isReady: ready,
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
+    multiVif: kube ? multiVif(config, kube.nads) : undefined,
   });
   // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
   const k = kube;
@@ -496,6 +560,37 @@ export async function startDaemon(
       await kube?.close();
       closePlumber();
     },
+  };
+}
+
+/** The enabled multi-VIF drivers (`multiVifDrivers`), built from the table of known ones. */
+function multiVif(
+  config: DaemonConfig,
+  nads: KubeSide["nads"],
+): { drivers: MultiVifDriver[]; waitMs: number } {
+  const table: Record<DaemonConfig["multiVifDrivers"][number], () => MultiVifDriver> = {
+    npwg: () =>
+      new NpwgDriver({
+        nads: {
+          waitFor(namespace: string, name: string, signal: AbortSignal) {
+            nads.watch();
+            return nads.cache.waitFor(namespace, name, signal);
+          },
+        },
+        allowCrossNamespace: config.multiNetwork.allowCrossNamespace,
+        interfacePrefix: config.multiNetwork.interfacePrefix,
+        configDir: config.multiNetwork.configDir,
+        readFile: (path) =>
+          Deno.readTextFile(path).catch((e) => {
+            if (e instanceof Deno.errors.NotFound) return undefined;
+            throw e;
+          }),
+      }),
+    noop: () => new NoopDriver(),
+  };
+  return {
+    drivers: config.multiVifDrivers.map((name) => table[name]()),
+    waitMs: config.podWaitSeconds * 1000,
   };
 }
 

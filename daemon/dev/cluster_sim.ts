@@ -86,7 +86,12 @@ export interface SimCluster {
    * Creates a pod bound to `node`, makes its namespace and plugs it through the node's shim; with
    * `retryFor` (ms), repeats ADD while it answers code 11, as a runtime does.
    */
-  addPod(node: SimNode, name: string, retryFor?: number, floor?: SimFloor): Promise<SimPod>;
+  addPod(
+    node: SimNode,
+    name: string,
+    retryFor?: number,
+    options?: { floor?: SimFloor; annotations?: Record<string, string> },
+  ): Promise<SimPod>;
   /** Unplugs a pod (DEL through its node's shim) and removes it. */
   removePod(pod: SimPod): Promise<ShimRun>;
   /** Deletes a pod's object from the API at once, with no DEL (as when a runtime misses it). */
@@ -337,11 +342,12 @@ export async function withSimCluster<T>(
       client,
       outside,
       internet,
-      async addPod(node, name, retryFor = 0, floor) {
+      async addPod(node, name, retryFor = 0, options = {}) {
+        const floor = options.floor;
         // Pod names are unique per simulation: a real API server outlives it.
         name = `${name}-${token}`;
         const created = await client.create<Pod>(PODS, {
-          metadata: { name, namespace: "default" },
+          metadata: { name, namespace: "default", annotations: options.annotations },
           spec: {
             nodeName: node.name,
             containers: [{ name: "c", image: "registry.invalid/pause:3.9" }],

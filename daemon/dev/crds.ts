@@ -7,7 +7,13 @@
 import { parse } from "deno-std/yaml/parse.js";
 import type { KubeClient, KubeObject } from "../k8s/client.ts";
 import { KubeApiError } from "../k8s/errors.ts";
-import { CRDS, IPBLOCKS, IPPOOLS } from "../k8s/resources.ts";
+import {
+  CRDS,
+  IPBLOCKS,
+  IPPOOLS,
+  NETWORK_ATTACHMENT_DEFINITIONS,
+  type ResourceType,
+} from "../k8s/resources.ts";
 
 const CRD_DIR = new URL("../../deploy/crds/", import.meta.url);
 
@@ -20,8 +26,23 @@ const CRD_DIR = new URL("../../deploy/crds/", import.meta.url);
  * await installPoolCrds(client);
  * ```
  */
-export async function installPoolCrds(client: KubeClient): Promise<void> {
-  for (const file of ["ippools.yaml", "ipblocks.yaml"]) {
+export function installPoolCrds(client: KubeClient): Promise<void> {
+  return installCrds(client, ["ippools.yaml", "ipblocks.yaml"], [IPPOOLS, IPBLOCKS]);
+}
+
+/** Creates the NetworkAttachmentDefinition CRD unless it exists, and waits until it is served. */
+export function installNadCrd(client: KubeClient): Promise<void> {
+  return installCrds(client, ["network-attachment-definitions.yaml"], [
+    NETWORK_ATTACHMENT_DEFINITIONS,
+  ]);
+}
+
+async function installCrds(
+  client: KubeClient,
+  files: string[],
+  resources: ResourceType[],
+): Promise<void> {
+  for (const file of files) {
     const crd = parse(await Deno.readTextFile(new URL(file, CRD_DIR))) as KubeObject;
     await client.create(CRDS, crd).catch((e) => {
       if (!(e instanceof KubeApiError && e.isAlreadyExists)) throw e;
@@ -30,8 +51,7 @@ export async function installPoolCrds(client: KubeClient): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
-      await client.list(IPPOOLS, { limit: 1 });
-      await client.list(IPBLOCKS, { limit: 1 });
+      for (const rt of resources) await client.list(rt, { limit: 1 });
       return;
     } catch (e) {
       if (!(e instanceof KubeApiError && e.isNotFound) || Date.now() > deadline) throw e;

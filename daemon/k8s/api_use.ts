@@ -52,6 +52,12 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "pool IPAM: one daemon at a time (the Lease holder) reclaims deleted nodes' blocks",
   },
   {
+    group: "k8s.cni.cncf.io",
+    resource: "network-attachment-definitions",
+    verbs: ["list", "watch"],
+    why: "multi-network: one watch of the NetworkAttachmentDefinitions pods select",
+  },
+  {
     group: "",
     resource: "events",
     verbs: ["create"],

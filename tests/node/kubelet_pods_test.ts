@@ -28,7 +28,8 @@ const READY = IS_ROOT && !!TOOLS && await exists("/opt/realkubelet/bin/kubelet")
 async function sh(cmd: string, ...args: string[]): Promise<string> {
   const out = await new Deno.Command(cmd, {
     args,
-    env: { KUBECONFIG },
+    // NODE names the tools' node; npm (which CI runs Deno through) sets NODE to its node binary.
+    env: { KUBECONFIG, NODE: "kl-node1" },
     stdout: "piped",
     stderr: "piped",
   }).output();

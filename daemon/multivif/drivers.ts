@@ -1,0 +1,207 @@
+/**
+ * Multi-VIF drivers (the kuryr multi-VIF design): each looks at a pod and says which additional
+ * attachments it wants besides the default network's interface; the daemon plugs them all. Drivers
+ * are enabled by name, in order, from a table built at start (`multiVifDrivers`): `npwg` (the
+ * Network Plumbing Working Group annotation and NetworkAttachmentDefinitions) and `noop`
+ * (nothing).
+ *
+ * @module
+ */
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import type { NetConf } from "../../lib/cni/schemas.ts";
+import type { RegisteredPod } from "../registry.ts";
+import type { NadCache } from "./nad_cache.ts";
+import {
+  interfaceNames,
+  NETWORKS_ANNOTATION,
+  type NetworkSelection,
+  parseSelections,
+} from "./selections.ts";
+
+/** One attachment a driver asks for. */
+export interface RequestedAttachment {
+  /** The network's name as network-status shows it (`namespace/name` of its NAD). */
+  network: string;
+  /** The interface in the pod. */
+  ifname: string;
+  /** The plugins to run, in order (one for a single config; a conflist's chain otherwise). */
+  plugins: NetConf[];
+}
+
+/** A multi-VIF driver. */
+export interface MultiVifDriver {
+  /** Its name in `multiVifDrivers`. */
+  readonly name: string;
+  /**
+   * The pod's additional attachments.
+   *
+   * @throws {CniError} code 7 for a bad annotation or NAD (naming the pod), 11 when a selected
+   * NAD has not reached the watch before `signal` aborts.
+   */
+  requested(
+    pod: RegisteredPod,
+    defaultIfname: string,
+    signal: AbortSignal,
+  ): Promise<{ attachments: RequestedAttachment[]; warnings: string[] }>;
+}
+
+/** The `noop` driver: no additional attachments (kuryr's default). */
+export class NoopDriver implements MultiVifDriver {
+  /** `noop`. */
+  readonly name = "noop";
+
+  /** Nothing. */
+  requested(): Promise<{ attachments: RequestedAttachment[]; warnings: string[] }> {
+    return Promise.resolve({ attachments: [], warnings: [] });
+  }
+}
+
+/** What the `npwg` driver needs. */
+export interface NpwgDeps {
+  /** The NAD watch's cache (waiting starts the watch when it is not running yet). */
+  nads: Pick<NadCache, "waitFor">;
+  /** Whether a pod may select a NAD of another namespace. */
+  allowCrossNamespace: boolean;
+  /** Prefix of generated interface names (`net` → net1, net2, …). */
+  interfacePrefix: string;
+  /** Where a NAD without `spec.config` finds its config (`<name>.conflist`, `.conf`, `.json`). */
+  configDir: string;
+  /** Reads a file; undefined when it does not exist. */
+  readFile: (path: string) => Promise<string | undefined>;
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> =>
+  typeof x === "object" && x !== null && !Array.isArray(x);
+
+/**
+ * The plugins of a NAD config (single or conflist), each a complete config: `cniVersion` and
+ * `name` inherited from the list (or the NAD's name), runtimeConfig from the selection for the
+ * capabilities a plugin declares, `cni-args` as `args.cni`.
+ *
+ * @throws {CniError} code 7 naming the pod and the NAD.
+ */
+export function nadPlugins(
+  text: string,
+  nad: { namespace: string; name: string },
+  selection: NetworkSelection,
+  pod: string,
+): NetConf[] {
+  const fail = (why: string) =>
+    new CniError(
+      CNI_ERROR.INVALID_CONFIG,
+      `pod ${pod}: NetworkAttachmentDefinition ${nad.namespace}/${nad.name}: ${why}`,
+    );
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw fail(`its config is not valid JSON (${e instanceof Error ? e.message : e})`);
+  }
+  if (!isObject(parsed)) throw fail("its config is not a JSON object");
+  const cniVersion = typeof parsed.cniVersion === "string" ? parsed.cniVersion : "1.0.0";
+  const name = typeof parsed.name === "string" ? parsed.name : nad.name;
+  const list = parsed.plugins === undefined ? [parsed] : parsed.plugins;
+  if (!Array.isArray(list) || list.length === 0) throw fail("plugins must be a non-empty list");
+  const runtime: Record<string, unknown> = {};
+  if (selection.ips) runtime.ips = selection.ips;
+  if (selection.mac) runtime.mac = selection.mac;
+  if (selection.portMappings) runtime.portMappings = selection.portMappings;
+  if (selection.bandwidth) runtime.bandwidth = selection.bandwidth;
+  return list.map((p, i) => {
+    if (!isObject(p) || typeof p.type !== "string" || p.type === "") {
+      throw fail(`plugin ${i} has no type`);
+    }
+    if (p.type === "ferry") throw fail("a NAD cannot delegate to Ferry itself");
+    const { plugins: _, ...rest } = p;
+    const conf: Record<string, unknown> = { ...rest, cniVersion, name, type: p.type };
+    const caps = isObject(p.capabilities) ? p.capabilities : {};
+    const rc: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(runtime)) if (caps[k] === true) rc[k] = v;
+    if (Object.keys(rc).length) {
+      conf.runtimeConfig = { ...(isObject(p.runtimeConfig) ? p.runtimeConfig : {}), ...rc };
+    }
+    if (selection.cniArgs) {
+      const args = isObject(p.args) ? p.args : {};
+      conf.args = {
+        ...args,
+        cni: { ...(isObject(args.cni) ? args.cni : {}), ...selection.cniArgs },
+      };
+    }
+    return conf as NetConf;
+  });
+}
+
+/**
+ * The `npwg` driver.
+ *
+ * @example
+ * ```ts
+ * const npwg = new NpwgDriver({ nads, allowCrossNamespace: false, interfacePrefix: "net",
+ *   configDir: "/etc/cni/multus/net.d", readFile });
+ * const { attachments } = await npwg.requested(pod, "eth0", AbortSignal.timeout(60_000));
+ * ```
+ */
+export class NpwgDriver implements MultiVifDriver {
+  /** `npwg`. */
+  readonly name = "npwg";
+  readonly #d: NpwgDeps;
+
+  /** Creates the driver. */
+  constructor(deps: NpwgDeps) {
+    this.#d = deps;
+  }
+
+  /** The attachments the pod's annotation selects, resolved through the NAD cache. */
+  async requested(
+    pod: RegisteredPod,
+    defaultIfname: string,
+    signal: AbortSignal,
+  ): Promise<{ attachments: RequestedAttachment[]; warnings: string[] }> {
+    const podName = `${pod.namespace}/${pod.name}`;
+    const annotation = pod.annotations[NETWORKS_ANNOTATION];
+    if (!annotation) return { attachments: [], warnings: [] };
+    const { selections, warnings } = parseSelections(annotation, pod.namespace, podName);
+    const names = interfaceNames(selections, defaultIfname, this.#d.interfacePrefix, podName);
+    const attachments: RequestedAttachment[] = [];
+    for (const [i, s] of selections.entries()) {
+      if (s.namespace !== pod.namespace && !this.#d.allowCrossNamespace) {
+        throw new CniError(
+          CNI_ERROR.INVALID_CONFIG,
+          `pod ${podName}: network ${s.namespace}/${s.name} is in another namespace ` +
+            "(multiNetwork.allowCrossNamespace is off)",
+        );
+      }
+      let nad;
+      try {
+        nad = await this.#d.nads.waitFor(s.namespace, s.name, signal);
+      } catch {
+        throw new CniError(
+          CNI_ERROR.TRY_AGAIN_LATER,
+          `pod ${podName}: NetworkAttachmentDefinition ${s.namespace}/${s.name} is not known (yet)`,
+        );
+      }
+      const text = nad.config ?? await this.#fromDir(s.name);
+      if (text === undefined) {
+        throw new CniError(
+          CNI_ERROR.INVALID_CONFIG,
+          `pod ${podName}: NetworkAttachmentDefinition ${s.namespace}/${s.name} has no ` +
+            `spec.config and ${this.#d.configDir} has no ${s.name}.conflist, .conf or .json`,
+        );
+      }
+      attachments.push({
+        network: `${s.namespace}/${s.name}`,
+        ifname: names[i],
+        plugins: nadPlugins(text, nad, s, podName),
+      });
+    }
+    return { attachments, warnings };
+  }
+
+  async #fromDir(name: string): Promise<string | undefined> {
+    for (const ext of ["conflist", "conf", "json"]) {
+      const text = await this.#d.readFile(`${this.#d.configDir}/${name}.${ext}`);
+      if (text !== undefined) return text;
+    }
+    return undefined;
+  }
+}

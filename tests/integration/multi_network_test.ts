@@ -1,0 +1,168 @@
+// Multiple networks per pod (daemon/multivif/) on the simulated cluster, on the stand-in or, in
+// `test:real`, on a real kube-apiserver: NetworkAttachmentDefinitions as a Multus user writes them
+// (macvlan with static IPAM, a macvlan + tuning conflist, macvlan with host-local), selected by
+// both annotation forms; extra interfaces in the pod, network-status on the pod, DEL removing them
+// all, and an ADD whose second network fails leaving nothing behind. Needs root and nft.
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import type { Event, Pod } from "kubernetes-types/core/v1.d.ts";
+import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { installNadCrd } from "../../daemon/dev/crds.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
+import { EVENTS, NETWORK_ATTACHMENT_DEFINITIONS, PODS } from "../../daemon/k8s/resources.ts";
+import type { KubeObject } from "../../daemon/k8s/client.ts";
+import { NETWORK_STATUS_ANNOTATION } from "../../daemon/multivif/selections.ts";
+import { eventually } from "./_cluster.ts";
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !hasNft };
+
+async function addrs(ns: string, dev: string): Promise<{ ips: string[]; mtu?: number }> {
+  const out = await run("ip", "-n", ns, "-j", "addr", "show", "dev", dev).catch(() => "[]");
+  const [link] = JSON.parse(out) as {
+    mtu: number;
+    addr_info: { family: string; local: string }[];
+  }[];
+  return {
+    ips: link?.addr_info.filter((a) => a.family === "inet").map((a) => a.local) ?? [],
+    mtu: link?.mtu,
+  };
+}
+
+Deno.test({
+  name:
+    "NADs selected by both annotation forms plug extra interfaces (native macvlan, a chained conflist, host-local), network-status lists them, DEL removes them, a failing network rolls the ADD back",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
+      const nad = (name: string, config: Record<string, unknown>) =>
+        c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+          metadata: { name, namespace: "default" },
+          spec: { config: JSON.stringify(config) },
+        } as KubeObject);
+      const made = [`mv-${t}`, `mvt-${t}`, `mvh-${t}`, `bad-${t}`];
+      try {
+        // As in the NPWG and Multus examples: macvlan on the node's uplink (here its underlay eth0).
+        await nad(made[0], {
+          cniVersion: "0.3.1",
+          type: "macvlan",
+          master: "eth0",
+          mode: "bridge",
+          capabilities: { ips: true },
+          ipam: { type: "static" },
+        });
+        await nad(made[1], {
+          cniVersion: "0.3.1",
+          name: "mvt",
+          plugins: [
+            {
+              type: "macvlan",
+              master: "eth0",
+              mode: "bridge",
+              capabilities: { ips: true },
+              ipam: { type: "static" },
+            },
+            { type: "tuning", mtu: 1400 },
+          ],
+        });
+        await nad(made[2], {
+          cniVersion: "0.3.1",
+          type: "macvlan",
+          master: "eth0",
+          mode: "bridge",
+          ipam: {
+            type: "host-local",
+            dataDir,
+            ranges: [[{ subnet: "192.168.80.0/24", rangeStart: "192.168.80.100" }]],
+          },
+        });
+        await nad(made[3], { cniVersion: "0.3.1", type: "macvlan", master: "nosuchdev0" });
+
+        const a = await c.addPod(c.nodes[0], "mna", 30_000, {
+          annotations: {
+            "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+              { name: made[0], ips: ["192.168.80.11/24"] },
+              { name: made[1], interface: "data0", ips: ["192.168.81.11/24"] },
+            ]),
+          },
+        });
+        const b = await c.addPod(c.nodes[1], "mnb", 30_000, {
+          annotations: { "k8s.v1.cni.cncf.io/networks": made[2] },
+        });
+        assertEquals((await addrs(a.ns.name, "net1")).ips, ["192.168.80.11"]);
+        assertEquals(await addrs(a.ns.name, "data0"), { ips: ["192.168.81.11"], mtu: 1400 });
+        const bIp = (await addrs(b.ns.name, "net1")).ips[0];
+        assert(bIp?.startsWith("192.168.80.1"), `b's net1 from host-local: ${bIp}`);
+        // The extra networks carry traffic between the nodes (macvlan over the underlay).
+        await eventually(() => pingOnce(bIp, a.ns), "a reaches b over net1");
+
+        // network-status, default network first, written with the attachment record.
+        await eventually(async () => {
+          const pod = await c.client.get<Pod>(PODS, "default", a.name);
+          return !!pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+        }, "network-status on pod a");
+        const pod = await c.client.get<Pod>(PODS, "default", a.name);
+        const status = JSON.parse(pod.metadata!.annotations![NETWORK_STATUS_ANNOTATION]) as {
+          name: string;
+          interface: string;
+          ips: string[];
+          mac?: string;
+          default?: boolean;
+        }[];
+        assertEquals(status.map((s) => [s.name, s.interface, s.ips, s.default ?? false]), [
+          ["ferry", "eth0", [a.ip], true],
+          [`default/${made[0]}`, "net1", ["192.168.80.11"], false],
+          [`default/${made[1]}`, "data0", ["192.168.81.11"], false],
+        ]);
+        assert(status.every((s) => s.mac), "every interface has its MAC");
+
+        // DEL takes the extra interfaces along (the namespace stays, as a runtime's does).
+        assertEquals((await c.removePod(a)).code, 0);
+        for (const dev of ["eth0", "net1", "data0"]) {
+          assertEquals((await addrs(a.ns.name, dev)).ips, [], `${dev} gone`);
+        }
+        assertEquals((await c.removePod(b)).code, 0);
+        assertEquals(
+          [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
+          [],
+          "host-local released b's address",
+        );
+
+        // A failing second network: the ADD fails naming it, and nothing of the pod is left.
+        const err = await assertRejects(() =>
+          c.addPod(c.nodes[0], "mnc", 0, {
+            annotations: {
+              "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+                { name: made[0], ips: ["192.168.80.12/24"] },
+                { name: made[3], interface: "bad0" },
+              ]),
+            },
+          })
+        );
+        assert(String(err).includes(`default/${made[3]}`), String(err));
+        const state = c.nodes[0].socket.replace("/run/ferry.sock", "/state");
+        assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
+        // A bad annotation is code 7 naming the pod, with an Event on it.
+        const bad = await assertRejects(() =>
+          c.addPod(c.nodes[0], "mnd", 0, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": "Not_A_Name" },
+          })
+        );
+        assert(String(bad).includes('"code":7') && String(bad).includes("mnd"), String(bad));
+        await eventually(async () => {
+          const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
+          return items.some((e) =>
+            e.involvedObject?.name?.startsWith("mnd") && e.reason === "InvalidNetworkSelection"
+          );
+        }, "an Event on the pod with the bad annotation");
+      } finally {
+        for (const name of made) {
+          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
+        }
+        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+      }
+    }),
+});
