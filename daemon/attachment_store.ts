@@ -39,6 +39,8 @@ export interface Attachment {
   parent?: string;
   /** An additional attachment's plugins, in ADD order (a NAD's single config or its conflist). */
   chain?: NetConf[];
+  /** A NAD that replaced the pod's default network (`v1.multus-cni.io/default-network`). */
+  defaultNetwork?: boolean;
   /** The result returned to the runtime, in the current spec version. */
   result: CniResult;
   /** When it was plugged (ISO 8601). */

@@ -11,7 +11,7 @@ import type { Logger } from "@logtape/logtape";
 import { type PodRef, podRefFromArgs } from "../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
-import { CURRENT_VERSION, upgradeResult } from "../lib/cni/versions.ts";
+import { compareVersions, CURRENT_VERSION, upgradeResult } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
 import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
 import type { DefaultNetwork } from "./default_network.ts";
@@ -198,29 +198,45 @@ export class CniService {
       }
       const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
       const plugging = performance.now();
-      const plugged = await (await this.#driver(driver, signal)).add({
-        key,
-        netns,
-        conf,
-        args: req.args,
-        path: req.path,
-        prevResult,
-      });
-      const record: Attachment = {
-        ...key,
-        netns,
-        network: req.config.name,
-        driver,
-        result: plugged.result,
-        createdAt: new Date().toISOString(),
-      };
-      phases?.record("plug", performance.now() - plugging);
-      if (plugged.hostIfname) record.hostIfname = plugged.hostIfname;
-      if (driver !== "bridge") {
-        record.conf = conf;
-        record.path = req.path;
+      const podRef = ref && (pod ? { ...ref, uid: pod.uid } : ref);
+      // A NAD may replace the default network (v1.multus-cni.io/default-network).
+      const replacement = pod && driver === "bridge"
+        ? await this.#defaultReplacement(pod, key.ifname, signal)
+        : undefined;
+      let record: Attachment;
+      if (replacement) {
+        record = await this.#plugChain(
+          key,
+          { netns, pod: podRef },
+          replacement,
+          req,
+          `${pod!.namespace}/${pod!.name}`,
+        );
+      } else {
+        const plugged = await (await this.#driver(driver, signal)).add({
+          key,
+          netns,
+          conf,
+          args: req.args,
+          path: req.path,
+          prevResult,
+        });
+        record = {
+          ...key,
+          netns,
+          network: req.config.name,
+          driver,
+          result: plugged.result,
+          createdAt: new Date().toISOString(),
+        };
+        if (plugged.hostIfname) record.hostIfname = plugged.hostIfname;
+        if (driver !== "bridge") {
+          record.conf = conf;
+          record.path = req.path;
+        }
+        if (podRef) record.pod = podRef;
       }
-      if (ref) record.pod = pod ? { ...ref, uid: pod.uid } : ref;
+      phases?.record("plug", performance.now() - plugging);
       try {
         const recording = performance.now();
         await this.#d.store.put(record);
@@ -349,6 +365,25 @@ export class CniService {
     }, signal);
   }
 
+  /** The NAD that replaces the pod's default network, when a multi-VIF driver names one. */
+  async #defaultReplacement(
+    pod: RegisteredPod,
+    ifname: string,
+    signal?: AbortSignal,
+  ): Promise<RequestedAttachment | undefined> {
+    for (const d of this.#d.multiVif?.drivers ?? []) {
+      if (!d.defaultNetwork) continue;
+      const wait = AbortSignal.timeout(this.#d.multiVif!.waitMs);
+      const found = await d.defaultNetwork(
+        pod,
+        ifname,
+        signal ? AbortSignal.any([wait, signal]) : wait,
+      );
+      if (found) return found;
+    }
+    return undefined;
+  }
+
   /**
    * Plugs the additional attachments the multi-VIF drivers ask for, in order, each recorded with
    * `parent`; if one fails, those plugged before it are removed in reverse order and the error
@@ -389,7 +424,13 @@ export class CniService {
     try {
       for (const a of wanted) {
         const key = { containerId: parent.containerId, ifname: a.ifname };
-        const record = await this.#plugChain(key, parent, a, req, podName);
+        const record = await this.#plugChain(
+          key,
+          { ...parent, parent: parent.ifname },
+          a,
+          req,
+          podName,
+        );
         done.push(key);
         await this.#d.store.put(record);
       }
@@ -399,10 +440,14 @@ export class CniService {
     }
   }
 
-  /** Runs one attachment's plugins in order (prevResult chained); undoes them on failure. */
+  /**
+   * Runs one attachment's plugins in order (prevResult chained); undoes them on failure. `at` is
+   * where: the namespace, the pod, and the default interface it goes with (none for a NAD that
+   * replaces the default network).
+   */
   async #plugChain(
     key: AttachmentKey,
-    parent: Attachment,
+    at: { netns: string; pod?: PodRef; parent?: string },
     a: RequestedAttachment,
     req: CniRequest,
     podName: string,
@@ -413,7 +458,7 @@ export class CniService {
       for (const [i, plugin] of a.plugins.entries()) {
         const plugged = await this.#d.drivers[pluginDriver(plugin, i)].add({
           key,
-          netns: parent.netns,
+          netns: at.netns,
           conf: plugin,
           args: req.args,
           path: req.path,
@@ -423,11 +468,17 @@ export class CniService {
         result = plugged.result;
       }
     } catch (e) {
-      const partial = { ...parent, ...key, result: result ?? { cniVersion: CURRENT_VERSION } };
+      const partial: Attachment = {
+        ...key,
+        netns: at.netns,
+        network: a.network,
+        result: result ?? { cniVersion: CURRENT_VERSION },
+        createdAt: new Date().toISOString(),
+      };
       for (const i of ran.reverse()) {
         await this.#d.drivers[pluginDriver(a.plugins[i], i)].del({
           key,
-          netns: parent.netns,
+          netns: at.netns,
           conf: a.plugins[i],
           args: req.args,
           path: req.path,
@@ -442,19 +493,21 @@ export class CniService {
         e instanceof CniError ? e.details : "",
       );
     }
-    return {
+    const record: Attachment = {
       ...key,
-      netns: parent.netns,
+      netns: at.netns,
       network: a.network,
       driver: pluginDriver(a.plugins[0], 0),
       conf: a.plugins[0],
       chain: a.plugins,
-      parent: parent.ifname,
-      pod: parent.pod,
       path: req.path,
       result: result!,
       createdAt: new Date().toISOString(),
     };
+    if (at.parent) record.parent = at.parent;
+    else record.defaultNetwork = true;
+    if (at.pod) record.pod = at.pod;
+    return record;
   }
 
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
@@ -613,6 +666,33 @@ export class CniService {
         );
       }
       const expected = req.config.prevResult ? upgradeResult(req.config.prevResult) : record.result;
+      await this.#checkRecord(record, netns, req, expected, signal);
+      // Every interface plugged with it (multi-VIF), each against its own recorded result.
+      for (const child of this.#d.store.list()) {
+        if (child.containerId !== key.containerId || child.parent !== key.ifname) continue;
+        try {
+          await this.#checkRecord(child, netns, req, child.result, signal);
+        } catch (e) {
+          const msg = e instanceof Error ? e.message : String(e);
+          throw new CniError(
+            e instanceof CniError ? e.code : CNI_ERROR.CHECK_MISMATCH,
+            `network ${child.network} (${child.ifname}): ${msg}`,
+          );
+        }
+      }
+    }, signal);
+  }
+
+  /** Checks one attachment: through its driver, or each plugin of its chain in order. */
+  async #checkRecord(
+    record: Attachment,
+    netns: string,
+    req: CniRequest,
+    expected: CniResult,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const key = { containerId: record.containerId, ifname: record.ifname };
+    if (!record.chain) {
       await (await this.#driver(record.driver ?? "bridge", signal)).check({
         key,
         netns,
@@ -621,30 +701,21 @@ export class CniService {
         path: req.path,
         record,
       }, expected);
-      // Every interface plugged with it (multi-VIF), each against its own recorded result.
-      for (const child of this.#d.store.list()) {
-        if (child.containerId !== key.containerId || child.parent !== key.ifname) continue;
-        const plugins = child.chain ?? [child.conf ?? req.config];
-        for (const [i, plugin] of plugins.entries()) {
-          try {
-            await this.#d.drivers[pluginDriver(plugin, i)].check({
-              key: { containerId: child.containerId, ifname: child.ifname },
-              netns,
-              conf: plugin,
-              args: req.args,
-              path: child.path ?? req.path,
-              record: child,
-            }, child.result);
-          } catch (e) {
-            const msg = e instanceof Error ? e.message : String(e);
-            throw new CniError(
-              e instanceof CniError ? e.code : CNI_ERROR.CHECK_MISMATCH,
-              `network ${child.network} (${child.ifname}): ${msg}`,
-            );
-          }
-        }
-      }
-    }, signal);
+      return;
+    }
+    for (const [i, plugin] of record.chain.entries()) {
+      const driver = pluginDriver(plugin, i);
+      // A delegated plugin whose config predates CHECK (< 0.4.0) cannot be asked; it is skipped.
+      if (driver === "delegate" && compareVersions(plugin.cniVersion, "0.4.0") < 0) continue;
+      await this.#d.drivers[driver].check({
+        key,
+        netns,
+        conf: plugin,
+        args: req.args,
+        path: record.path ?? req.path,
+        record,
+      }, expected);
+    }
   }
 
   /** Throws code 50 when ADD cannot be served now. */

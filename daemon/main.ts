@@ -289,7 +289,9 @@ export function networkStatus(containerId: string, all: Attachment[]): string {
     };
     const mac = a.result.interfaces?.find((i) => i.name === a.ifname && i.sandbox)?.mac;
     if (mac) entry.mac = mac;
-    if (!a.parent && (a.driver ?? "bridge") === "bridge") entry.default = true;
+    if (!a.parent && ((a.driver ?? "bridge") === "bridge" || a.defaultNetwork)) {
+      entry.default = true;
+    }
     const dns = a.result.dns;
     if (dns && Object.keys(dns).length) entry.dns = dns;
     return entry;

@@ -62,6 +62,10 @@ export interface SimPod {
   ip6?: string;
   /** The container ID of its sandbox. */
   containerId: string;
+  /** The CNI result its ADD printed. */
+  result?: Record<string, unknown>;
+  /** Its pod's UID. */
+  uid?: string;
 }
 
 /**
@@ -387,6 +391,7 @@ export async function withSimCluster<T>(
           ip6: ips.find((i) => i.includes(":")),
           containerId,
           uid: String(created.metadata?.uid),
+          result: out.json,
         };
         pods.add(pod);
         return pod;

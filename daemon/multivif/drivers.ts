@@ -12,6 +12,7 @@ import type { NetConf } from "../../lib/cni/schemas.ts";
 import type { RegisteredPod } from "../registry.ts";
 import type { NadCache } from "./nad_cache.ts";
 import {
+  DEFAULT_NETWORK_ANNOTATION,
   interfaceNames,
   NETWORKS_ANNOTATION,
   type NetworkSelection,
@@ -43,6 +44,16 @@ export interface MultiVifDriver {
     defaultIfname: string,
     signal: AbortSignal,
   ): Promise<{ attachments: RequestedAttachment[]; warnings: string[] }>;
+  /**
+   * The network that replaces the pod's default network on `ifname`, if the pod asks for one.
+   *
+   * @throws {CniError} as {@link MultiVifDriver.requested}.
+   */
+  defaultNetwork?(
+    pod: RegisteredPod,
+    ifname: string,
+    signal: AbortSignal,
+  ): Promise<RequestedAttachment | undefined>;
 }
 
 /** The `noop` driver: no additional attachments (kuryr's default). */
@@ -164,37 +175,66 @@ export class NpwgDriver implements MultiVifDriver {
     const names = interfaceNames(selections, defaultIfname, this.#d.interfacePrefix, podName);
     const attachments: RequestedAttachment[] = [];
     for (const [i, s] of selections.entries()) {
-      if (s.namespace !== pod.namespace && !this.#d.allowCrossNamespace) {
-        throw new CniError(
-          CNI_ERROR.INVALID_CONFIG,
-          `pod ${podName}: network ${s.namespace}/${s.name} is in another namespace ` +
-            "(multiNetwork.allowCrossNamespace is off)",
-        );
-      }
-      let nad;
-      try {
-        nad = await this.#d.nads.waitFor(s.namespace, s.name, signal);
-      } catch {
-        throw new CniError(
-          CNI_ERROR.TRY_AGAIN_LATER,
-          `pod ${podName}: NetworkAttachmentDefinition ${s.namespace}/${s.name} is not known (yet)`,
-        );
-      }
-      const text = nad.config ?? await this.#fromDir(s.name);
-      if (text === undefined) {
-        throw new CniError(
-          CNI_ERROR.INVALID_CONFIG,
-          `pod ${podName}: NetworkAttachmentDefinition ${s.namespace}/${s.name} has no ` +
-            `spec.config and ${this.#d.configDir} has no ${s.name}.conflist, .conf or .json`,
-        );
-      }
-      attachments.push({
-        network: `${s.namespace}/${s.name}`,
-        ifname: names[i],
-        plugins: nadPlugins(text, nad, s, podName),
-      });
+      attachments.push(await this.#resolve(s, names[i], pod, signal));
     }
     return { attachments, warnings };
+  }
+
+  /** The NAD named by `v1.multus-cni.io/default-network` (`name` or `namespace/name`). */
+  async defaultNetwork(
+    pod: RegisteredPod,
+    ifname: string,
+    signal: AbortSignal,
+  ): Promise<RequestedAttachment | undefined> {
+    const text = pod.annotations[DEFAULT_NETWORK_ANNOTATION]?.trim();
+    if (!text) return undefined;
+    const podName = `${pod.namespace}/${pod.name}`;
+    const { selections } = parseSelections(text, pod.namespace, podName);
+    if (selections.length !== 1 || selections[0].interface) {
+      throw new CniError(
+        CNI_ERROR.INVALID_CONFIG,
+        `pod ${podName}: ${DEFAULT_NETWORK_ANNOTATION} must name one network (no @interface)`,
+      );
+    }
+    return await this.#resolve(selections[0], ifname, pod, signal);
+  }
+
+  async #resolve(
+    s: NetworkSelection,
+    ifname: string,
+    pod: RegisteredPod,
+    signal: AbortSignal,
+  ): Promise<RequestedAttachment> {
+    const podName = `${pod.namespace}/${pod.name}`;
+    if (s.namespace !== pod.namespace && !this.#d.allowCrossNamespace) {
+      throw new CniError(
+        CNI_ERROR.INVALID_CONFIG,
+        `pod ${podName}: network ${s.namespace}/${s.name} is in another namespace ` +
+          "(multiNetwork.allowCrossNamespace is off)",
+      );
+    }
+    let nad;
+    try {
+      nad = await this.#d.nads.waitFor(s.namespace, s.name, signal);
+    } catch {
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `pod ${podName}: NetworkAttachmentDefinition ${s.namespace}/${s.name} is not known (yet)`,
+      );
+    }
+    const text = nad.config ?? await this.#fromDir(s.name);
+    if (text === undefined) {
+      throw new CniError(
+        CNI_ERROR.INVALID_CONFIG,
+        `pod ${podName}: NetworkAttachmentDefinition ${s.namespace}/${s.name} has no ` +
+          `spec.config and ${this.#d.configDir} has no ${s.name}.conflist, .conf or .json`,
+      );
+    }
+    return {
+      network: `${s.namespace}/${s.name}`,
+      ifname,
+      plugins: nadPlugins(text, nad, s, podName),
+    };
   }
 
   async #fromDir(name: string): Promise<string | undefined> {

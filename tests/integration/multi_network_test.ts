@@ -9,6 +9,7 @@ import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { installNadCrd } from "../../daemon/dev/crds.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
+import { cniEnv, netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { EVENTS, NETWORK_ATTACHMENT_DEFINITIONS, PODS } from "../../daemon/k8s/resources.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../../daemon/multivif/selections.ts";
@@ -119,6 +120,20 @@ Deno.test({
         ]);
         assert(status.every((s) => s.mac), "every interface has its MAC");
 
+        // CHECK covers every interface: it passes, then names the extra network that broke.
+        const check = () =>
+          runShimAt(
+            a.node.shim,
+            cniEnv("CHECK", a.ns, a.containerId, "eth0", { name: a.name, uid: a.uid! }),
+            netconf("1.0.0", { prevResult: a.result }),
+          );
+        const healthy = await check();
+        assertEquals(healthy.code, 0, `CHECK of a healthy pod: ${healthy.stdout}${healthy.stderr}`);
+        await run("ip", "-n", a.ns.name, "link", "del", "data0");
+        const broken = await check();
+        assertEquals(broken.code, 1);
+        assert(String(broken.json?.msg).includes(`default/${made[1]}`), broken.stdout);
+
         // DEL takes the extra interfaces along (the namespace stays, as a runtime's does).
         assertEquals((await c.removePod(a)).code, 0);
         for (const dev of ["eth0", "net1", "data0"]) {
@@ -130,6 +145,20 @@ Deno.test({
           [],
           "host-local released b's address",
         );
+
+        // A NAD replacing the default network (v1.multus-cni.io/default-network).
+        const e = await c.addPod(c.nodes[1], "mne", 30_000, {
+          annotations: { "v1.multus-cni.io/default-network": made[2] },
+        });
+        assert(e.ip.startsWith("192.168.80.1"), `eth0 from the NAD's host-local: ${e.ip}`);
+        await eventually(async () => {
+          const p = await c.client.get<Pod>(PODS, "default", e.name);
+          const st = p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+          return !!st && JSON.parse(st)[0]?.name === `default/${made[2]}` &&
+            JSON.parse(st)[0]?.default === true;
+        }, "network-status names the replacement as the default network");
+        assertEquals((await c.removePod(e)).code, 0);
+        assertEquals((await addrs(e.ns.name, "eth0")).ips, []);
 
         // A failing second network: the ADD fails naming it, and nothing of the pod is left.
         const err = await assertRejects(() =>
@@ -160,6 +189,65 @@ Deno.test({
         }, "an Event on the pod with the bad annotation");
       } finally {
         for (const name of made) {
+          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
+        }
+        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "50 pods with two extra networks each: every pod gets both, no address twice, DEL frees them all",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
+      const names = [`x1-${t}`, `x2-${t}`];
+      try {
+        for (const [i, name] of names.entries()) {
+          await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+            metadata: { name, namespace: "default" },
+            spec: {
+              config: JSON.stringify({
+                cniVersion: "1.0.0",
+                type: "macvlan",
+                master: "eth0",
+                ipam: {
+                  type: "host-local",
+                  dataDir,
+                  ranges: [[{ subnet: `192.168.${90 + i}.0/24` }]],
+                },
+              }),
+            },
+          } as KubeObject);
+        }
+        const pods = await Promise.all(
+          Array.from({ length: 50 }, (_, i) =>
+            c.addPod(c.nodes[i % 2], `x${i}`, 60_000, {
+              annotations: { "k8s.v1.cni.cncf.io/networks": names.join(",") },
+            })),
+        );
+        const seen: string[] = [];
+        for (const pod of pods) {
+          for (const dev of ["net1", "net2"]) {
+            const { ips } = await addrs(pod.ns.name, dev);
+            assertEquals(ips.length, 1, `${pod.name} ${dev}`);
+            seen.push(ips[0]);
+          }
+        }
+        assertEquals(new Set(seen).size, 100, "no address twice");
+        for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
+        for (const name of names) {
+          const left = [...Deno.readDirSync(`${dataDir}/${name}`)].filter((f) =>
+            f.name.startsWith("192")
+          );
+          assertEquals(left, [], `${name}: host-local holds nothing`);
+        }
+      } finally {
+        for (const name of names) {
           await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
         }
         await Deno.remove(dataDir, { recursive: true }).catch(() => {});
