@@ -21,6 +21,7 @@ import type { NetnsGuard } from "./net/netns_guard.ts";
 import type { PhaseStats } from "./phase_stats.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
 import type { MultiVifDriver, RequestedAttachment } from "./multivif/drivers.ts";
+import { nativeBridgeConf } from "./drivers/nad_bridge.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -44,7 +45,7 @@ export interface CniServiceDeps {
   /** How long a request waits for the default network to open (ms); then code 11. */
   networkWaitMs: number;
   /** The drivers of `attachment` configs; a type without a native driver goes to `delegate`. */
-  drivers: { macvlan: Driver; ipvlan: Driver; delegate: Driver };
+  drivers: { macvlan: Driver; ipvlan: Driver; delegate: Driver; "nad-bridge": Driver };
   /** The record of plugged interfaces. */
   store: AttachmentStore;
   /** Tells a pod's namespace from the node's, a gone one, or a file that is no namespace. */
@@ -771,10 +772,15 @@ export class CniService {
 }
 
 /**
- * The driver of a NAD plugin: the first plugin of a chain runs natively when it is macvlan or
- * ipvlan; every other plugin is the reference plugin of its type, delegated.
+ * The driver of a NAD plugin: the first plugin of a chain runs natively when it is macvlan, ipvlan
+ * or a bridge the native driver can plug; every other plugin is the reference plugin of its type,
+ * delegated.
  */
-function pluginDriver(plugin: NetConf, index: number): "macvlan" | "ipvlan" | "delegate" {
+function pluginDriver(
+  plugin: NetConf,
+  index: number,
+): "macvlan" | "ipvlan" | "delegate" | "nad-bridge" {
   if (index === 0 && (plugin.type === "macvlan" || plugin.type === "ipvlan")) return plugin.type;
+  if (index === 0 && nativeBridgeConf(plugin)) return "nad-bridge";
   return "delegate";
 }

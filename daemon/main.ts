@@ -44,6 +44,7 @@ import { NftRunner } from "./cluster/masquerade.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
+import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
 import { SpawningIpRunner } from "./net/ip_runner.ts";
 import { Libc } from "./net/netlink/libc.ts";
@@ -418,6 +419,7 @@ export async function startDaemon(
       macvlan: new SublinkDriver("macvlan", plumber, deadline),
       ipvlan: new SublinkDriver("ipvlan", plumber, deadline),
       delegate: new DelegatedDriver(deadline, plumber),
+      "nad-bridge": new NadBridgeDriver(plumber, deadline),
     },
     store,
     netns,

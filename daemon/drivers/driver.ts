@@ -12,7 +12,7 @@ import type { Plumber } from "../net/plumber.ts";
 import type { Attachment, AttachmentKey } from "../attachment_store.ts";
 
 /** The names of the drivers. */
-export type DriverName = "bridge" | "macvlan" | "ipvlan" | "delegate";
+export type DriverName = "bridge" | "macvlan" | "ipvlan" | "delegate" | "nad-bridge";
 
 /** What an ADD hands a driver. */
 export interface AddContext {

@@ -32,7 +32,7 @@ async function addrs(ns: string, dev: string): Promise<{ ips: string[]; mtu?: nu
 
 Deno.test({
   name:
-    "NADs selected by both annotation forms plug extra interfaces (native macvlan, a chained conflist, host-local), network-status lists them, DEL removes them, a failing network rolls the ADD back",
+    "NADs selected by both annotation forms plug extra interfaces (native macvlan, a chained conflist, host-local), network-status lists them, DEL removes them, the second of three networks failing rolls the whole ADD back",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
@@ -167,11 +167,17 @@ Deno.test({
               "k8s.v1.cni.cncf.io/networks": JSON.stringify([
                 { name: made[0], ips: ["192.168.80.12/24"] },
                 { name: made[3], interface: "bad0" },
+                { name: made[2] },
               ]),
             },
           })
         );
+        // The second of three failed: the first was undone, the third never plugged.
         assert(String(err).includes(`default/${made[3]}`), String(err));
+        assertEquals(
+          [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
+          [],
+        );
         const state = c.nodes[0].socket.replace("/run/ferry.sock", "/state");
         assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
         // A bad annotation is code 7 naming the pod, with an Event on it.
@@ -250,6 +256,65 @@ Deno.test({
         for (const name of names) {
           await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
         }
+        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "a NAD of type bridge is plugged natively on a second bridge: pods on it reach each other, CHECK passes, DEL cleans up",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const bridge = `fyb${t}`;
+      const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
+      const name = `br-${t}`;
+      try {
+        await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+          metadata: { name, namespace: "default" },
+          spec: {
+            config: JSON.stringify({
+              cniVersion: "1.0.0",
+              type: "bridge",
+              bridge,
+              isGateway: true,
+              ipam: { type: "host-local", dataDir, ranges: [[{ subnet: "192.168.85.0/24" }]] },
+            }),
+          },
+        } as KubeObject);
+        const annotations = { "k8s.v1.cni.cncf.io/networks": name };
+        const f = await c.addPod(c.nodes[0], "brf", 30_000, { annotations });
+        const g = await c.addPod(c.nodes[0], "brg", 30_000, { annotations });
+        const node = c.nodes[0].ns.name;
+        const ports = JSON.parse(
+          await run("ip", "-n", node, "-j", "link", "show", "master", bridge),
+        ) as { ifname: string }[];
+        assertEquals(ports.length, 2, "both pods' host ends are ports of the NAD's bridge");
+        const gw = await run("ip", "-n", node, "-br", "addr", "show", bridge);
+        assert(gw.includes("192.168.85.1/24"), `isGateway puts the gateway on the bridge: ${gw}`);
+        const gIp = (await addrs(g.ns.name, "net1")).ips[0];
+        assert(gIp?.startsWith("192.168.85."), gIp);
+        assert(await pingOnce(gIp, f.ns), "f reaches g over the NAD's bridge");
+        const check = await runShimAt(
+          f.node.shim,
+          cniEnv("CHECK", f.ns, f.containerId, "eth0", { name: f.name, uid: f.uid! }),
+          netconf("1.0.0", { prevResult: f.result }),
+        );
+        assertEquals(check.code, 0, check.stdout);
+        for (const pod of [f, g]) assertEquals((await c.removePod(pod)).code, 0);
+        assertEquals(
+          JSON.parse(await run("ip", "-n", node, "-j", "link", "show", "master", bridge)),
+          [],
+        );
+        assertEquals(
+          [...Deno.readDirSync(`${dataDir}/${name}`)].filter((x) => x.name.startsWith("192")),
+          [],
+        );
+      } finally {
+        await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
         await Deno.remove(dataDir, { recursive: true }).catch(() => {});
       }
     }),
