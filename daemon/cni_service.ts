@@ -59,10 +59,15 @@ export interface CniServiceDeps {
   /** Where ADD's phases are timed (`/v1/stats`); none when absent. */
   phases?: PhaseStats;
   /**
-   * Additional interfaces (multi-VIF): the enabled drivers, in order, and how long ADD waits for
-   * a selected NetworkAttachmentDefinition to reach the watch (ms). Off when absent or empty.
+   * Additional interfaces (multi-VIF): the enabled drivers, in order, how long ADD waits for a
+   * selected NetworkAttachmentDefinition to reach the watch (ms), and how the pod's default route
+   * is moved to an additional interface (`default-route`). Off when absent or empty.
    */
-  multiVif?: { drivers: MultiVifDriver[]; waitMs: number };
+  multiVif?: {
+    drivers: MultiVifDriver[];
+    waitMs: number;
+    setDefaultRoute?: (netns: string, ifname: string, gateway: string) => Promise<void>;
+  };
 }
 
 /** Registers work to undo when the answer to the request cannot be delivered. */
@@ -434,11 +439,36 @@ export class CniService {
         );
         done.push(key);
         await this.#d.store.put(record);
+        if (a.defaultRoute?.length) await this.#moveDefaultRoute(parent, record, a.defaultRoute);
       }
     } catch (e) {
       for (const key of done.reverse()) await this.#release(key, req).catch(() => {});
       throw e;
     }
+  }
+
+  /**
+   * `default-route`: the pod's default route of each gateway's family goes through `to` instead of
+   * the default interface, as Multus does; both records' results say so (CHECK stays true).
+   */
+  async #moveDefaultRoute(parent: Attachment, to: Attachment, gateways: string[]): Promise<void> {
+    const set = this.#d.multiVif?.setDefaultRoute;
+    if (!set) return;
+    for (const gw of gateways) {
+      const dst = gw.includes(":") ? "::/0" : "0.0.0.0/0";
+      const bare = gw.split("/")[0];
+      await set(to.netns, to.ifname, bare);
+      parent.result = {
+        ...parent.result,
+        routes: (parent.result.routes ?? []).filter((r) => r.dst !== dst),
+      };
+      to.result = {
+        ...to.result,
+        routes: [...(to.result.routes ?? []).filter((r) => r.dst !== dst), { dst, gw: bare }],
+      };
+    }
+    await this.#d.store.put(parent);
+    await this.#d.store.put(to);
   }
 
   /**

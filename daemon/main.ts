@@ -7,6 +7,7 @@
  * @module
  */
 import { getLogger, type Logger } from "@logtape/logtape";
+import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { type Attachment, AttachmentStore } from "./attachment_store.ts";
@@ -426,7 +427,25 @@ export async function startDaemon(
     isReady: ready,
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
-    multiVif: kube ? multiVif(config, kube.nads) : undefined,
+    multiVif: kube
+      ? {
+        ...multiVif(config, kube.nads),
+        // default-route: the pod's default route of that family, moved to `ifname`.
+        setDefaultRoute: async (netns: string, ifname: string, gateway: string) => {
+          const family = gateway.includes(":") ? 6 : 4;
+          try {
+            await ip.batch(["route flush exact default"], { netns, family });
+            await ip.batch([`route add default via ${gateway} dev ${ifname}`], { netns, family });
+          } catch (e) {
+            throw new CniError(
+              CNI_ERROR.IO_FAILURE,
+              `cannot move the default route to ${ifname} via ${gateway}`,
+              String(e),
+            );
+          }
+        },
+      }
+      : undefined,
   });
   // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
   const k = kube;

@@ -27,6 +27,8 @@ export interface RequestedAttachment {
   ifname: string;
   /** The plugins to run, in order (one for a single config; a conflist's chain otherwise). */
   plugins: NetConf[];
+  /** Gateways the pod's default route should go through on this interface (`default-route`). */
+  defaultRoute?: string[];
 }
 
 /** A multi-VIF driver. */
@@ -230,11 +232,13 @@ export class NpwgDriver implements MultiVifDriver {
           `spec.config and ${this.#d.configDir} has no ${s.name}.conflist, .conf or .json`,
       );
     }
-    return {
+    const attachment: RequestedAttachment = {
       network: `${s.namespace}/${s.name}`,
       ifname,
       plugins: nadPlugins(text, nad, s, podName),
     };
+    if (s.defaultRoute?.length) attachment.defaultRoute = s.defaultRoute;
+    return attachment;
   }
 
   async #fromDir(name: string): Promise<string | undefined> {

@@ -85,7 +85,7 @@ Deno.test({
         const a = await c.addPod(c.nodes[0], "mna", 30_000, {
           annotations: {
             "k8s.v1.cni.cncf.io/networks": JSON.stringify([
-              { name: made[0], ips: ["192.168.80.11/24"] },
+              { name: made[0], ips: ["192.168.80.11/24"], "default-route": ["192.168.80.1"] },
               { name: made[1], interface: "data0", ips: ["192.168.81.11/24"] },
             ]),
           },
@@ -94,6 +94,11 @@ Deno.test({
           annotations: { "k8s.v1.cni.cncf.io/networks": made[2] },
         });
         assertEquals((await addrs(a.ns.name, "net1")).ips, ["192.168.80.11"]);
+        // default-route moved the pod's default route to net1.
+        const defaults = await run("ip", "-n", a.ns.name, "-4", "route", "show", "default");
+        assertEquals(defaults.trim().split("\n").map((l) => l.trim()), [
+          "default via 192.168.80.1 dev net1",
+        ]);
         assertEquals(await addrs(a.ns.name, "data0"), { ips: ["192.168.81.11"], mtu: 1400 });
         const bIp = (await addrs(b.ns.name, "net1")).ips[0];
         assert(bIp?.startsWith("192.168.80.1"), `b's net1 from host-local: ${bIp}`);
