@@ -187,10 +187,13 @@ export class CniService {
     const phases = this.#d.phases;
     const started = performance.now();
     await this.#d.netns.require(netns);
+    let knownPod: RegisteredPod | undefined;
+    let reported = false;
     const result = await this.#locks.run(key.containerId, async () => {
       phases?.record("turn", performance.now() - started);
       const waited = performance.now();
       const pod = ref && await this.#podFor(ref, req.containerId, signal);
+      knownPod = pod;
       if (ref && this.#d.pods) phases?.record("podWait", performance.now() - waited);
       const existing = this.#d.store.get(key);
       if (existing) {
@@ -267,6 +270,7 @@ export class CniService {
           await this.#release(key, req).catch(() => {});
           if (e instanceof CniError && e.code === CNI_ERROR.INVALID_CONFIG) {
             this.#d.pods?.event?.(pod, "Warning", "InvalidNetworkSelection", e.message);
+            reported = true;
           }
           this.#d.logger.warn("ADD of {containerId}: additional networks failed: {error}", {
             ...key,
@@ -283,7 +287,20 @@ export class CniService {
       // A hang-up noticed only when the answer is written undoes this ADD as well.
       undelivered?.(() => this.#undoUndelivered(key, record, req));
       return record.result;
-    }, signal);
+    }, signal).catch((e) => {
+      // A failed ADD of a known pod is said on the pod too (kubectl describe), with its code.
+      if (knownPod && !reported && !signal?.aborted) {
+        const code = e instanceof CniError ? e.code : CNI_ERROR.INTERNAL;
+        const msg = e instanceof Error ? e.message : String(e);
+        this.#d.pods?.event?.(
+          knownPod,
+          "Warning",
+          "FailedNetworkSetup",
+          `Ferry could not plug ${key.ifname} of container ${key.containerId} (CNI error ${code}): ${msg}`,
+        );
+      }
+      throw e;
+    });
     phases?.record("total", performance.now() - started);
     return result;
   }

@@ -1,18 +1,61 @@
 /**
- * Logging setup: LogTape, JSON lines on stderr, one category per module under `ferry`.
+ * Logging setup: LogTape, JSON lines on stderr, one category per module under `ferry`. Messages
+ * read as sentences: strings are interpolated as they are (no JSON quotes), other values as JSON;
+ * the values also stay in `properties` for machines.
  *
  * @module
  */
-import {
-  configure,
-  getJsonLinesFormatter,
-  getStreamSink,
-  type LogLevel,
-  reset,
-} from "@logtape/logtape";
+import { configure, type LogLevel, type LogRecord, reset, type Sink } from "@logtape/logtape";
 
 /**
- * Configures LogTape for the daemon: JSON lines to stderr at `level` and above.
+ * The text of a record's message: literal parts and values in turn, strings bare.
+ *
+ * @example
+ * ```ts
+ * renderMessage(["released ", "c1", "/", "eth0", " (", ["10.0.0.2"], ")"]); // 'released c1/eth0 (["10.0.0.2"])'
+ * ```
+ */
+export function renderMessage(parts: readonly unknown[]): string {
+  return parts.map((part, i) => {
+    if (i % 2 === 0 || typeof part === "string") return String(part);
+    if (part instanceof Error) return part.message;
+    try {
+      return JSON.stringify(part, (_, v) => typeof v === "bigint" ? v.toString() : v) ??
+        String(part);
+    } catch {
+      return String(part);
+    }
+  }).join("");
+}
+
+/** One JSON line for a record: time, level, the sentence, the logger, the values. */
+export function jsonLine(record: LogRecord): string {
+  return JSON.stringify({
+    "@timestamp": new Date(record.timestamp).toISOString(),
+    level: record.level.toUpperCase(),
+    message: renderMessage(record.message),
+    logger: record.category.join("."),
+    properties: record.properties,
+  }, (_, v) => typeof v === "bigint" ? v.toString() : v) + "\n";
+}
+
+const encoder = new TextEncoder();
+let pending: Promise<void> = Promise.resolve();
+
+/**
+ * Writes each line to stderr in order, without holding a lock on the stream (so logging can be
+ * configured again, with another level, while the daemon runs).
+ */
+const stderrSink: Sink = (record) => {
+  const bytes = encoder.encode(jsonLine(record));
+  pending = pending.then(async () => {
+    for (let at = 0; at < bytes.length;) at += await Deno.stderr.write(bytes.subarray(at));
+  }).catch(() => {});
+};
+
+/**
+ * Configures LogTape for the daemon: JSON lines to stderr at `level` and above. Called again
+ * (SIGHUP re-reads the config), it changes the level in place.
  *
  * @example
  * ```ts
@@ -23,7 +66,7 @@ import {
 export async function setupLogging(level: LogLevel): Promise<void> {
   await configure({
     reset: true,
-    sinks: { stderr: getStreamSink(Deno.stderr.writable, { formatter: getJsonLinesFormatter() }) },
+    sinks: { stderr: stderrSink },
     loggers: [
       { category: ["ferry"], lowestLevel: level, sinks: ["stderr"] },
       { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["stderr"] },
@@ -34,4 +77,5 @@ export async function setupLogging(level: LogLevel): Promise<void> {
 /** Flushes and removes the logging configuration (at shutdown). */
 export async function teardownLogging(): Promise<void> {
   await reset();
+  await pending;
 }

@@ -704,5 +704,20 @@ if (import.meta.main) {
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
+  // SIGHUP re-reads the config and applies its log level (everything else needs a restart).
+  Deno.addSignalListener("SIGHUP", async () => {
+    try {
+      const { configFile, overrides } = parseDaemonArgs(Deno.args);
+      const fresh = await loadConfig(configFile, overrides);
+      await setupLogging(fresh.logLevel);
+      getLogger(["ferry", "daemon"]).info("SIGHUP: log level now {level}", {
+        level: fresh.logLevel,
+      });
+    } catch (e) {
+      getLogger(["ferry", "daemon"]).error("SIGHUP: the config could not be re-read: {error}", {
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
+  });
   await daemon.finished;
 }

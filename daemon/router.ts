@@ -146,8 +146,11 @@ async function cni(deps: RouterDeps, req: Request): Promise<Response> {
   let request: CniRequest | undefined;
   try {
     request = decodeRequest(await readBody(req, deps.maxRequestBytes));
+    deps.logger.debug("{command} of pod {pod}, container {containerId}, {ifname}: received", {
+      ...logFields(request),
+    });
     const result = await deps.handle(request, req.signal, (fn) => whenUndelivered(req, fn));
-    deps.logger.info("{command} {containerId} {ifname} ok in {ms} ms", {
+    deps.logger.info("{command} of pod {pod}, container {containerId}, {ifname}: ok in {ms} ms", {
       ...logFields(request),
       ms: elapsed(started),
     });
@@ -156,7 +159,7 @@ async function cni(deps: RouterDeps, req: Request): Promise<Response> {
     const e = toCniError(err);
     const level = e.code === CNI_ERROR.INTERNAL ? "error" : "warn";
     deps.logger[level](
-      "{command} {containerId} {ifname} failed with code {code}: {msg} {details}",
+      "{command} of pod {pod}, container {containerId}, {ifname}: failed with code {code}: {msg} {details}",
       {
         ...logFields(request),
         code: e.code,
@@ -174,9 +177,7 @@ function logFields(req: CniRequest | undefined): Record<string, unknown> {
     command: req?.command ?? "?",
     containerId: req?.containerId ?? "-",
     ifname: req?.ifname ?? "-",
-    pod: req?.args.K8S_POD_NAME
-      ? `${req.args.K8S_POD_NAMESPACE}/${req.args.K8S_POD_NAME}`
-      : undefined,
+    pod: req?.args.K8S_POD_NAME ? `${req.args.K8S_POD_NAMESPACE}/${req.args.K8S_POD_NAME}` : "-",
   };
 }
 

@@ -83,6 +83,11 @@ export class DaemonProcess {
     if (wait) await waitForDaemon(this.socket, this.logFile, { timeoutMs: 20_000 });
   }
 
+  /** Sends `signal` to the daemon (SIGHUP: re-read the config's log level). */
+  signal(signal: Deno.Signal): void {
+    this.#child?.kill(signal);
+  }
+
   /** SIGKILL, as a crash; resolves when it is gone. */
   async kill(): Promise<void> {
     if (!this.#child) return;

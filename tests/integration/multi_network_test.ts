@@ -183,6 +183,14 @@ Deno.test({
           [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
           [],
         );
+        // The failed ADD is said on the pod, with its CNI code (kubectl describe shows it).
+        await eventually(async () => {
+          const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
+          return items.some((e) =>
+            e.involvedObject?.name?.startsWith("mnc") && e.reason === "FailedNetworkSetup" &&
+            (e.message ?? "").includes("CNI error")
+          );
+        }, "a FailedNetworkSetup Event on the pod whose ADD failed");
         const state = c.nodes[0].socket.replace("/run/ferry.sock", "/state");
         assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
         // A bad annotation is code 7 naming the pod, with an Event on it.

@@ -1,0 +1,25 @@
+import { assertEquals } from "deno-std/assert/mod.js";
+import { jsonLine, renderMessage } from "../../daemon/log.ts";
+
+Deno.test("log messages read as sentences: strings bare, other values as JSON", () => {
+  assertEquals(
+    renderMessage(["released ", "f535", "/", "eth0", " (", ["10.0.0.2"], ") in ", 3.5, " ms"]),
+    'released f535/eth0 (["10.0.0.2"]) in 3.5 ms',
+  );
+  assertEquals(renderMessage(["failed: ", new Error("boom"), ""]), "failed: boom");
+  const line = JSON.parse(jsonLine({
+    category: ["ferry", "cni"],
+    level: "warning",
+    message: ["pod ", "default/web-0", " failed"],
+    rawMessage: "pod {pod} failed",
+    properties: { pod: "default/web-0", n: 10n },
+    timestamp: 0,
+  }));
+  assertEquals(line, {
+    "@timestamp": "1970-01-01T00:00:00.000Z",
+    level: "WARNING",
+    message: "pod default/web-0 failed",
+    logger: "ferry.cni",
+    properties: { pod: "default/web-0", n: "10" },
+  });
+});
