@@ -167,6 +167,14 @@ export const DaemonConfigSchema = Type.Object({
       minimum: 1,
       description: "connections served at once; more get code 11 at once",
     }),
+    httpHost: Type.String({
+      description: "where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)",
+    }),
+    httpPort: Type.Integer({
+      minimum: -1,
+      maximum: 65535,
+      description: "the port of /healthz, /readyz and /metrics (0: any free one; -1: none)",
+    }),
   }, { additionalProperties: false }),
   shutdownTimeoutSeconds: Type.Number({ minimum: 0 }),
   logLevel: Type.Union([
@@ -221,7 +229,13 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   masquerade: { enabled: true, nonMasqueradeCIDRs: [], table: "ferry" },
   pluginTimeoutSeconds: 60,
   maxRequestBytes: 1024 * 1024,
-  server: { readTimeoutSeconds: 10, writeTimeoutSeconds: 10, maxConnections: 512 },
+  server: {
+    readTimeoutSeconds: 10,
+    writeTimeoutSeconds: 10,
+    maxConnections: 512,
+    httpHost: "127.0.0.1",
+    httpPort: 9667,
+  },
   shutdownTimeoutSeconds: 10,
   logLevel: "info",
 };

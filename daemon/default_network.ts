@@ -115,6 +115,11 @@ export class DefaultNetwork {
     return this.#allocators.flatMap((a) => a.subnets());
   }
 
+  /** Per range (or block): addresses in use and free (none before the network opens). */
+  usage(): { range: string; used: number; free: number }[] {
+    return this.#allocators.flatMap((a) => a.usage());
+  }
+
   /** Says what the network waits for now (while it is not open). */
   waitFor(reason: string): void {
     this.#waitingFor = reason;

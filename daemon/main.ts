@@ -22,6 +22,8 @@ import { kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
 import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
 import { PoolMap } from "./cluster/pool_map.ts";
 import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
+import { FerryMetrics } from "./metrics.ts";
+import { serveHttpPort } from "./http_port.ts";
 import { NETWORK_STATUS_ANNOTATION } from "./multivif/selections.ts";
 import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.ts";
@@ -71,6 +73,8 @@ export interface Daemon {
   ready(): boolean;
   /** False while the pod watch cannot be re-established. */
   healthy(): boolean;
+  /** `host:port` of `/healthz`, `/readyz` and `/metrics` (`server.httpPort`), when served. */
+  httpAddress?: string;
   /** Stops it gracefully (in-flight requests finish up to the configured deadline). */
   stop(): Promise<void>;
   /** Settles when the server has stopped. */
@@ -411,7 +415,19 @@ export async function startDaemon(
     serving && !network.waitingFor && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
-  const phases = new PhaseStats();
+  const metrics = new FerryMetrics({
+    pods: () => kube?.pods.registry.size ?? 0,
+    watches: () => kube?.watcher.stats() ?? {},
+    apiRequests: () => ({ ...(kube?.transport.counts ?? {}) }),
+    addresses: () => network.usage(),
+    attachments: () => {
+      const by: Record<string, number> = {};
+      for (const a of store.list()) by[a.network] = (by[a.network] ?? 0) + 1;
+      return by;
+    },
+    gc: () => gc?.stats() ?? { released: 0, failed: 0, sweeps: 0 },
+  });
+  const phases = new PhaseStats(1024, (phase, ms) => metrics.phase(phase, ms));
   const service = new CniService({
     phases,
     network,
@@ -522,9 +538,18 @@ export async function startDaemon(
     ipam: ipam?.stats(),
   });
   const router = createRouter({
-    handle: (req, signal, undelivered) => {
+    handle: async (req, signal, undelivered) => {
       cniRequests[req.command] = (cniRequests[req.command] ?? 0) + 1;
-      return service.handle(req, signal, undelivered);
+      const started = performance.now();
+      try {
+        const result = await service.handle(req, signal, undelivered);
+        metrics.request(req.command, 0, performance.now() - started);
+        return result;
+      } catch (e) {
+        const code = e instanceof CniError ? e.code : CNI_ERROR.INTERNAL;
+        metrics.request(req.command, code, performance.now() - started);
+        throw e;
+      }
     },
     isHealthy: healthy,
     isReady: ready,
@@ -555,6 +580,13 @@ export async function startDaemon(
     throw e;
   }
   serving = true;
+  const httpPort = config.server.httpPort >= 0
+    ? serveHttpPort(config.server.httpHost, config.server.httpPort, {
+      healthy,
+      ready,
+      metrics: async () => ({ text: await metrics.text(), contentType: metrics.contentType }),
+    })
+    : undefined;
   logger.info("serving on {socket} for node {node}, ipam {ipam}, routing {routing}, {mode}", {
     socket: config.socket,
     node: config.nodeName,
@@ -563,15 +595,20 @@ export async function startDaemon(
     mode: kube ? "watching its pods" : "standalone",
   });
   if (network.waitingFor) logger.warn("not ready: {why}", { why: network.waitingFor });
+  if (httpPort) {
+    logger.info("probes and metrics on http://{address}", { address: httpPort.address });
+  }
   return {
     config,
     finished: server.finished,
     stats,
     ready,
     healthy,
+    httpAddress: httpPort?.address,
     async stop() {
       serving = false;
       logger.info("shutting down");
+      await httpPort?.close();
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       cluster!.stop();
       await gc?.close();

@@ -39,13 +39,17 @@ export class PhaseStats {
   readonly #samples = new Map<AddPhase, number[]>();
   readonly #next = new Map<AddPhase, number>();
 
-  /** Keeps the last `window` samples of each phase. */
-  constructor(window = 1024) {
+  readonly #observe?: (phase: AddPhase, ms: number) => void;
+
+  /** Keeps the last `window` samples of each phase; `observe` also hears of every one. */
+  constructor(window = 1024, observe?: (phase: AddPhase, ms: number) => void) {
     this.#window = window;
+    this.#observe = observe;
   }
 
   /** Records one duration (ms). */
   record(phase: AddPhase, ms: number): void {
+    this.#observe?.(phase, ms);
     const samples = this.#samples.get(phase) ?? [];
     this.#samples.set(phase, samples);
     const at = this.#next.get(phase) ?? 0;

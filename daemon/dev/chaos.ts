@@ -148,6 +148,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       network: { subnet: testSubnet(), bridge, forwarding: false },
       // It runs in the host's namespace: the node's nftables are not its to own.
       masquerade: { enabled: false },
+      server: { httpPort: 0 },
       logLevel: "info",
     }),
   );

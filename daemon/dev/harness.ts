@@ -131,9 +131,11 @@ export async function withFerry<T>(
   const given = options.config ?? {};
   const config = resolveConfig(
     {
-      // Throwaway Ferries share the host's namespace: none of them owns its nftables.
+      // Throwaway Ferries share the host's namespace: none of them owns its nftables, and each
+      // serves its probes and metrics on a port of its own.
       masquerade: { enabled: false },
       ...given,
+      server: { httpPort: 0, ...(given.server as Record<string, unknown> | undefined) },
       // Its own bridge and subnet; the host's forwarding sysctls are left alone unless asked.
       network: {
         subnet: testSubnet(),

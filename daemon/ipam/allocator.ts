@@ -44,6 +44,8 @@ export interface FamilyAllocator {
   subnets(): string[];
   /** The gateway addresses the bridge holds, as `address/prefix`. */
   gateways(): string[];
+  /** Per range (or block): addresses in use and free now. */
+  usage(): { range: string; used: number; free: number }[];
 }
 
 /**
@@ -103,6 +105,11 @@ export class RangeAllocator implements FamilyAllocator {
   /** The range's subnet. */
   subnets(): string[] {
     return [formatCidr(this.#pool.range.subnet)];
+  }
+
+  /** The range's use. */
+  usage(): { range: string; used: number; free: number }[] {
+    return [{ range: this.subnets()[0], used: this.#pool.held, free: this.#pool.free }];
   }
 
   /** The range's gateway. */

@@ -342,6 +342,8 @@ export class BlockIpam {
         return ipam.#usable(family).reduce((n, b) => n + b.local.free, 0);
       },
       subnets: () => ipam.#of(family).map((b) => b.text),
+      usage: () =>
+        ipam.#of(family).map((b) => ({ range: b.text, used: b.local.held, free: b.local.free })),
       gateways: () => ipam.#of(family).map(gatewayOf),
     };
   }

@@ -47,8 +47,10 @@ Deno.test({
         stateDir: `${dir}/state`,
         logLevel: "warning",
         network,
-        // It runs in the host's namespace: the node's nftables are not its to own.
+        // It runs in the host's namespace: the node's nftables are not its to own, and its
+        // probes and metrics take any free port.
         masquerade: { enabled: false },
+        server: { httpPort: 0 },
       }),
     );
     const first = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket]);

@@ -1,0 +1,44 @@
+// The daemon's localhost TCP port: /healthz and /readyz for the kubelet's probes, /metrics in the
+// Prometheus text format with the names operators scrape. Needs root (the daemon plugs pods).
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
+import { IS_ROOT, withNetns } from "../../daemon/dev/netns.ts";
+
+Deno.test({
+  name:
+    "probes answer on the TCP port and /metrics counts requests, phases, addresses and attachments",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const base = `http://${ferry.daemon().httpAddress}`;
+        for (const path of ["/healthz", "/readyz"]) {
+          const res = await fetch(base + path);
+          assertEquals([res.status, (await res.text()).trim()], [200, "ok"], path);
+        }
+        const add = await ferry.shim(cniEnv("ADD", ns, "cmetrics1", "eth0"), netconf());
+        assertEquals(add.code, 0, add.stdout);
+        const bad = await ferry.shim(cniEnv("CHECK", ns, "cnone", "eth0"), netconf());
+        assertEquals(bad.code, 1);
+        const res = await fetch(`${base}/metrics`);
+        assertEquals(res.status, 200);
+        assert(res.headers.get("content-type")?.startsWith("text/plain"));
+        const text = await res.text();
+        for (
+          const line of [
+            'ferry_cni_requests_total{command="ADD",code="0"} 1',
+            'ferry_cni_requests_total{command="CHECK",code="3"} 1',
+            'ferry_add_phase_duration_seconds_count{phase="plug"} 1',
+            'ferry_add_phase_duration_seconds_count{phase="total"} 1',
+            'ferry_attachments{network="ferry"} 1',
+          ]
+        ) {
+          assert(text.includes(line), `${line} in\n${text}`);
+        }
+        assert(/ferry_cni_request_duration_seconds_bucket\{le="0.005",command="ADD"\}/.test(text));
+        assert(/ferry_addresses\{range="[^"]+",state="used"\} 1/.test(text), text);
+        assert(/ferry_addresses\{range="[^"]+",state="free"\} \d+/.test(text), text);
+        assertEquals((await ferry.shim(cniEnv("DEL", ns, "cmetrics1", "eth0"), netconf())).code, 0);
+        assertEquals((await fetch(`${base}/nope`)).status, 404);
+      })),
+});
