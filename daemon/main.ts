@@ -580,13 +580,23 @@ export async function startDaemon(
     throw e;
   }
   serving = true;
-  const httpPort = config.server.httpPort >= 0
-    ? serveHttpPort(config.server.httpHost, config.server.httpPort, {
-      healthy,
-      ready,
-      metrics: async () => ({ text: await metrics.text(), contentType: metrics.contentType }),
-    })
-    : undefined;
+  // The TCP port is for probes and scrapes; the CNI socket serves whether or not it can be bound.
+  let httpPort: ReturnType<typeof serveHttpPort> | undefined;
+  if (config.server.httpPort >= 0) {
+    try {
+      httpPort = serveHttpPort(config.server.httpHost, config.server.httpPort, {
+        healthy,
+        ready,
+        metrics: async () => ({ text: await metrics.text(), contentType: metrics.contentType }),
+      });
+    } catch (e) {
+      logger.error("probes and metrics are not served: {host}:{port}: {error}", {
+        host: config.server.httpHost,
+        port: config.server.httpPort,
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
+  }
   logger.info("serving on {socket} for node {node}, ipam {ipam}, routing {routing}, {mode}", {
     socket: config.socket,
     node: config.nodeName,
