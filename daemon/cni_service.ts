@@ -11,7 +11,7 @@ import type { Logger } from "@logtape/logtape";
 import { type PodRef, podRefFromArgs } from "../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
-import { compareVersions, CURRENT_VERSION, upgradeResult } from "../lib/cni/versions.ts";
+import { upgradeResult } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
 import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
 import type { DefaultNetwork } from "./default_network.ts";
@@ -21,7 +21,7 @@ import type { NetnsGuard } from "./net/netns_guard.ts";
 import type { PhaseStats } from "./phase_stats.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
 import type { MultiVifDriver, RequestedAttachment } from "./multivif/drivers.ts";
-import { nativeBridgeConf } from "./drivers/nad_bridge.ts";
+import { checkChain, plugChain, unplugChain } from "./multivif/chain.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -214,7 +214,8 @@ export class CniService {
         : undefined;
       let record: Attachment;
       if (replacement) {
-        record = await this.#plugChain(
+        record = await plugChain(
+          this.#d.drivers,
           key,
           { netns, pod: podRef },
           replacement,
@@ -447,7 +448,8 @@ export class CniService {
     try {
       for (const a of wanted) {
         const key = { containerId: parent.containerId, ifname: a.ifname };
-        const record = await this.#plugChain(
+        const record = await plugChain(
+          this.#d.drivers,
           key,
           { ...parent, parent: parent.ifname },
           a,
@@ -488,76 +490,6 @@ export class CniService {
     await this.#d.store.put(to);
   }
 
-  /**
-   * Runs one attachment's plugins in order (prevResult chained); undoes them on failure. `at` is
-   * where: the namespace, the pod, and the default interface it goes with (none for a NAD that
-   * replaces the default network).
-   */
-  async #plugChain(
-    key: AttachmentKey,
-    at: { netns: string; pod?: PodRef; parent?: string },
-    a: RequestedAttachment,
-    req: CniRequest,
-    podName: string,
-  ): Promise<Attachment> {
-    let result: CniResult | undefined;
-    const ran: number[] = [];
-    try {
-      for (const [i, plugin] of a.plugins.entries()) {
-        const plugged = await this.#d.drivers[pluginDriver(plugin, i)].add({
-          key,
-          netns: at.netns,
-          conf: plugin,
-          args: req.args,
-          path: req.path,
-          prevResult: result,
-        });
-        ran.push(i);
-        result = plugged.result;
-      }
-    } catch (e) {
-      const partial: Attachment = {
-        ...key,
-        netns: at.netns,
-        network: a.network,
-        result: result ?? { cniVersion: CURRENT_VERSION },
-        createdAt: new Date().toISOString(),
-      };
-      for (const i of ran.reverse()) {
-        await this.#d.drivers[pluginDriver(a.plugins[i], i)].del({
-          key,
-          netns: at.netns,
-          conf: a.plugins[i],
-          args: req.args,
-          path: req.path,
-          record: partial,
-        }).catch(() => {});
-      }
-      const code = e instanceof CniError ? e.code : CNI_ERROR.IO_FAILURE;
-      const msg = e instanceof Error ? e.message : String(e);
-      throw new CniError(
-        code,
-        `pod ${podName}: network ${a.network} (${a.ifname}) failed: ${msg}`,
-        e instanceof CniError ? e.details : "",
-      );
-    }
-    const record: Attachment = {
-      ...key,
-      netns: at.netns,
-      network: a.network,
-      driver: pluginDriver(a.plugins[0], 0),
-      conf: a.plugins[0],
-      chain: a.plugins,
-      path: req.path,
-      result: result!,
-      createdAt: new Date().toISOString(),
-    };
-    if (at.parent) record.parent = at.parent;
-    else record.defaultNetwork = true;
-    if (at.pod) record.pod = at.pod;
-    return record;
-  }
-
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
   async #release(key: AttachmentKey, req: CniRequest): Promise<void> {
     // An interface plugged with this one (multi-VIF) goes first, the last plugged first.
@@ -580,18 +512,12 @@ export class CniService {
    */
   async #unplug(key: AttachmentKey, record: Attachment | undefined, req: CniRequest) {
     if (record?.chain) {
-      const netns = await this.#d.netns.forDel(record.netns);
-      for (const [i, plugin] of [...record.chain.entries()].reverse()) {
-        await this.#d.drivers[pluginDriver(plugin, i)].del({
-          key: { containerId: key.containerId, ifname: key.ifname },
-          netns,
-          conf: plugin,
-          args: req.args,
-          path: record.path ?? req.path,
-          record,
-        });
-      }
-      return;
+      return await unplugChain(
+        this.#d.drivers,
+        record,
+        await this.#d.netns.forDel(record.netns),
+        req,
+      );
     }
     const { driver, conf } = record
       ? { driver: record.driver ?? "bridge", conf: record.conf ?? req.config }
@@ -751,19 +677,7 @@ export class CniService {
       }, expected);
       return;
     }
-    for (const [i, plugin] of record.chain.entries()) {
-      const driver = pluginDriver(plugin, i);
-      // A delegated plugin whose config predates CHECK (< 0.4.0) cannot be asked; it is skipped.
-      if (driver === "delegate" && compareVersions(plugin.cniVersion, "0.4.0") < 0) continue;
-      await this.#d.drivers[driver].check({
-        key,
-        netns,
-        conf: plugin,
-        args: req.args,
-        path: record.path ?? req.path,
-        record,
-      }, expected);
-    }
+    await checkChain(this.#d.drivers, record, netns, req, expected);
   }
 
   /** Throws code 50 when ADD cannot be served now. */
@@ -816,18 +730,4 @@ export class CniService {
       });
     }
   }
-}
-
-/**
- * The driver of a NAD plugin: the first plugin of a chain runs natively when it is macvlan, ipvlan
- * or a bridge the native driver can plug; every other plugin is the reference plugin of its type,
- * delegated.
- */
-function pluginDriver(
-  plugin: NetConf,
-  index: number,
-): "macvlan" | "ipvlan" | "delegate" | "nad-bridge" {
-  if (index === 0 && (plugin.type === "macvlan" || plugin.type === "ipvlan")) return plugin.type;
-  if (index === 0 && nativeBridgeConf(plugin)) return "nad-bridge";
-  return "delegate";
 }
