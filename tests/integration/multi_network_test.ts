@@ -5,7 +5,7 @@
 // all, and an ADD whose second network fails leaving nothing behind. Needs root and nft.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import type { Event, Pod } from "kubernetes-types/core/v1.d.ts";
-import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { type SimCluster, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { installNadCrd } from "../../daemon/dev/crds.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
@@ -30,189 +30,217 @@ async function addrs(ns: string, dev: string): Promise<{ ips: string[]; mtu?: nu
   };
 }
 
+/** NADs for one test: the CRD installed, a host-local data dir, every NAD removed afterwards. */
+async function withNads<T>(
+  c: SimCluster,
+  fn: (
+    n: { t: string; dataDir: string; create(name: string, config: unknown): Promise<void> },
+  ) => Promise<T>,
+): Promise<T> {
+  await installNadCrd(c.client);
+  const t = crypto.randomUUID().slice(0, 6);
+  const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
+  const made: string[] = [];
+  try {
+    return await fn({
+      t,
+      dataDir,
+      async create(name, config) {
+        await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+          metadata: { name, namespace: "default" },
+          spec: { config: JSON.stringify(config) },
+        } as KubeObject);
+        made.push(name);
+      },
+    });
+  } finally {
+    for (const name of made) {
+      await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
+    }
+    await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Whether an Event of `reason` (containing `text`) is on a pod whose name starts with `pod`. */
+async function eventOn(c: SimCluster, pod: string, reason: string, text = ""): Promise<boolean> {
+  const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
+  return items.some((e) =>
+    e.involvedObject?.name?.startsWith(pod) && e.reason === reason &&
+    (e.message ?? "").includes(text)
+  );
+}
+
 Deno.test({
   name:
     "NADs selected by both annotation forms plug extra interfaces (native macvlan, a chained conflist, host-local), network-status lists them, DEL removes them, the second of three networks failing rolls the whole ADD back",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
-      const nad = (name: string, config: Record<string, unknown>) =>
-        c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-          metadata: { name, namespace: "default" },
-          spec: { config: JSON.stringify(config) },
-        } as KubeObject);
-      const made = [`mv-${t}`, `mvt-${t}`, `mvh-${t}`, `bad-${t}`];
-      try {
-        // As in the NPWG and Multus examples: macvlan on the node's uplink (here its underlay eth0).
-        await nad(made[0], {
-          cniVersion: "0.3.1",
-          type: "macvlan",
-          master: "eth0",
-          mode: "bridge",
-          capabilities: { ips: true },
-          ipam: { type: "static" },
-        });
-        await nad(made[1], {
-          cniVersion: "0.3.1",
-          name: "mvt",
-          plugins: [
-            {
-              type: "macvlan",
-              master: "eth0",
-              mode: "bridge",
-              capabilities: { ips: true },
-              ipam: { type: "static" },
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 2 },
+      (c) =>
+        withNads(c, async ({ t, dataDir, create: nad }) => {
+          const made = [`mv-${t}`, `mvt-${t}`, `mvh-${t}`, `bad-${t}`];
+          // As in the NPWG and Multus examples: macvlan on the node's uplink (here its underlay eth0).
+          await nad(made[0], {
+            cniVersion: "0.3.1",
+            type: "macvlan",
+            master: "eth0",
+            mode: "bridge",
+            capabilities: { ips: true },
+            ipam: { type: "static" },
+          });
+          await nad(made[1], {
+            cniVersion: "0.3.1",
+            name: "mvt",
+            plugins: [
+              {
+                type: "macvlan",
+                master: "eth0",
+                mode: "bridge",
+                capabilities: { ips: true },
+                ipam: { type: "static" },
+              },
+              { type: "tuning", mtu: 1400 },
+            ],
+          });
+          await nad(made[2], {
+            cniVersion: "0.3.1",
+            type: "macvlan",
+            master: "eth0",
+            mode: "bridge",
+            ipam: {
+              type: "host-local",
+              dataDir,
+              ranges: [[{ subnet: "192.168.80.0/24", rangeStart: "192.168.80.100" }]],
             },
-            { type: "tuning", mtu: 1400 },
-          ],
-        });
-        await nad(made[2], {
-          cniVersion: "0.3.1",
-          type: "macvlan",
-          master: "eth0",
-          mode: "bridge",
-          ipam: {
-            type: "host-local",
-            dataDir,
-            ranges: [[{ subnet: "192.168.80.0/24", rangeStart: "192.168.80.100" }]],
-          },
-        });
-        await nad(made[3], { cniVersion: "0.3.1", type: "macvlan", master: "nosuchdev0" });
+          });
+          await nad(made[3], { cniVersion: "0.3.1", type: "macvlan", master: "nosuchdev0" });
 
-        const a = await c.addPod(c.nodes[0], "mna", 30_000, {
-          annotations: {
-            "k8s.v1.cni.cncf.io/networks": JSON.stringify([
-              { name: made[0], ips: ["192.168.80.11/24"], "default-route": ["192.168.80.1"] },
-              { name: made[1], interface: "data0", ips: ["192.168.81.11/24"] },
-            ]),
-          },
-        });
-        const b = await c.addPod(c.nodes[1], "mnb", 30_000, {
-          annotations: { "k8s.v1.cni.cncf.io/networks": made[2] },
-        });
-        assertEquals((await addrs(a.ns.name, "net1")).ips, ["192.168.80.11"]);
-        // default-route moved the pod's default route to net1.
-        const defaults = await run("ip", "-n", a.ns.name, "-4", "route", "show", "default");
-        assertEquals(defaults.trim().split("\n").map((l) => l.trim()), [
-          "default via 192.168.80.1 dev net1",
-        ]);
-        assertEquals(await addrs(a.ns.name, "data0"), { ips: ["192.168.81.11"], mtu: 1400 });
-        const bIp = (await addrs(b.ns.name, "net1")).ips[0];
-        assert(bIp?.startsWith("192.168.80.1"), `b's net1 from host-local: ${bIp}`);
-        // The extra networks carry traffic between the nodes (macvlan over the underlay).
-        await eventually(() => pingOnce(bIp, a.ns), "a reaches b over net1");
-
-        // network-status, default network first, written with the attachment record.
-        await eventually(async () => {
-          const pod = await c.client.get<Pod>(PODS, "default", a.name);
-          return !!pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
-        }, "network-status on pod a");
-        const pod = await c.client.get<Pod>(PODS, "default", a.name);
-        const status = JSON.parse(pod.metadata!.annotations![NETWORK_STATUS_ANNOTATION]) as {
-          name: string;
-          interface: string;
-          ips: string[];
-          mac?: string;
-          default?: boolean;
-        }[];
-        assertEquals(status.map((s) => [s.name, s.interface, s.ips, s.default ?? false]), [
-          ["ferry", "eth0", [a.ip], true],
-          [`default/${made[0]}`, "net1", ["192.168.80.11"], false],
-          [`default/${made[1]}`, "data0", ["192.168.81.11"], false],
-        ]);
-        assert(status.every((s) => s.mac), "every interface has its MAC");
-
-        // CHECK covers every interface: it passes, then names the extra network that broke.
-        const check = () =>
-          runShimAt(
-            a.node.shim,
-            cniEnv("CHECK", a.ns, a.containerId, "eth0", { name: a.name, uid: a.uid! }),
-            netconf("1.0.0", { prevResult: a.result }),
-          );
-        const healthy = await check();
-        assertEquals(healthy.code, 0, `CHECK of a healthy pod: ${healthy.stdout}${healthy.stderr}`);
-        await run("ip", "-n", a.ns.name, "link", "del", "data0");
-        const broken = await check();
-        assertEquals(broken.code, 1);
-        assert(String(broken.json?.msg).includes(`default/${made[1]}`), broken.stdout);
-
-        // DEL takes the extra interfaces along (the namespace stays, as a runtime's does).
-        assertEquals((await c.removePod(a)).code, 0);
-        for (const dev of ["eth0", "net1", "data0"]) {
-          assertEquals((await addrs(a.ns.name, dev)).ips, [], `${dev} gone`);
-        }
-        assertEquals((await c.removePod(b)).code, 0);
-        assertEquals(
-          [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
-          [],
-          "host-local released b's address",
-        );
-
-        // A NAD replacing the default network (v1.multus-cni.io/default-network).
-        const e = await c.addPod(c.nodes[1], "mne", 30_000, {
-          annotations: { "v1.multus-cni.io/default-network": made[2] },
-        });
-        assert(e.ip.startsWith("192.168.80.1"), `eth0 from the NAD's host-local: ${e.ip}`);
-        await eventually(async () => {
-          const p = await c.client.get<Pod>(PODS, "default", e.name);
-          const st = p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
-          return !!st && JSON.parse(st)[0]?.name === `default/${made[2]}` &&
-            JSON.parse(st)[0]?.default === true;
-        }, "network-status names the replacement as the default network");
-        assertEquals((await c.removePod(e)).code, 0);
-        assertEquals((await addrs(e.ns.name, "eth0")).ips, []);
-
-        // A failing second network: the ADD fails naming it, and nothing of the pod is left.
-        const err = await assertRejects(() =>
-          c.addPod(c.nodes[0], "mnc", 0, {
+          const a = await c.addPod(c.nodes[0], "mna", 30_000, {
             annotations: {
               "k8s.v1.cni.cncf.io/networks": JSON.stringify([
-                { name: made[0], ips: ["192.168.80.12/24"] },
-                { name: made[3], interface: "bad0" },
-                { name: made[2] },
+                { name: made[0], ips: ["192.168.80.11/24"], "default-route": ["192.168.80.1"] },
+                { name: made[1], interface: "data0", ips: ["192.168.81.11/24"] },
               ]),
             },
-          })
-        );
-        // The second of three failed: the first was undone, the third never plugged.
-        assert(String(err).includes(`default/${made[3]}`), String(err));
-        assertEquals(
-          [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
-          [],
-        );
-        // The failed ADD is said on the pod, with its CNI code (kubectl describe shows it).
-        await eventually(async () => {
-          const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
-          return items.some((e) =>
-            e.involvedObject?.name?.startsWith("mnc") && e.reason === "FailedNetworkSetup" &&
-            (e.message ?? "").includes("CNI error")
+          });
+          const b = await c.addPod(c.nodes[1], "mnb", 30_000, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": made[2] },
+          });
+          assertEquals((await addrs(a.ns.name, "net1")).ips, ["192.168.80.11"]);
+          // default-route moved the pod's default route to net1.
+          const defaults = await run("ip", "-n", a.ns.name, "-4", "route", "show", "default");
+          assertEquals(defaults.trim().split("\n").map((l) => l.trim()), [
+            "default via 192.168.80.1 dev net1",
+          ]);
+          assertEquals(await addrs(a.ns.name, "data0"), { ips: ["192.168.81.11"], mtu: 1400 });
+          const bIp = (await addrs(b.ns.name, "net1")).ips[0];
+          assert(bIp?.startsWith("192.168.80.1"), `b's net1 from host-local: ${bIp}`);
+          // The extra networks carry traffic between the nodes (macvlan over the underlay).
+          await eventually(() => pingOnce(bIp, a.ns), "a reaches b over net1");
+
+          // network-status, default network first, written with the attachment record.
+          await eventually(async () => {
+            const pod = await c.client.get<Pod>(PODS, "default", a.name);
+            return !!pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+          }, "network-status on pod a");
+          const pod = await c.client.get<Pod>(PODS, "default", a.name);
+          const status = JSON.parse(pod.metadata!.annotations![NETWORK_STATUS_ANNOTATION]) as {
+            name: string;
+            interface: string;
+            ips: string[];
+            mac?: string;
+            default?: boolean;
+          }[];
+          assertEquals(status.map((s) => [s.name, s.interface, s.ips, s.default ?? false]), [
+            ["ferry", "eth0", [a.ip], true],
+            [`default/${made[0]}`, "net1", ["192.168.80.11"], false],
+            [`default/${made[1]}`, "data0", ["192.168.81.11"], false],
+          ]);
+          assert(status.every((s) => s.mac), "every interface has its MAC");
+
+          // CHECK covers every interface: it passes, then names the extra network that broke.
+          const check = () =>
+            runShimAt(
+              a.node.shim,
+              cniEnv("CHECK", a.ns, a.containerId, "eth0", { name: a.name, uid: a.uid! }),
+              netconf("1.0.0", { prevResult: a.result }),
+            );
+          const healthy = await check();
+          assertEquals(
+            healthy.code,
+            0,
+            `CHECK of a healthy pod: ${healthy.stdout}${healthy.stderr}`,
           );
-        }, "a FailedNetworkSetup Event on the pod whose ADD failed");
-        const state = c.nodes[0].socket.replace("/run/ferry.sock", "/state");
-        assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
-        // A bad annotation is code 7 naming the pod, with an Event on it.
-        const bad = await assertRejects(() =>
-          c.addPod(c.nodes[0], "mnd", 0, {
-            annotations: { "k8s.v1.cni.cncf.io/networks": "Not_A_Name" },
-          })
-        );
-        assert(String(bad).includes('"code":7') && String(bad).includes("mnd"), String(bad));
-        await eventually(async () => {
-          const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
-          return items.some((e) =>
-            e.involvedObject?.name?.startsWith("mnd") && e.reason === "InvalidNetworkSelection"
+          await run("ip", "-n", a.ns.name, "link", "del", "data0");
+          const broken = await check();
+          assertEquals(broken.code, 1);
+          assert(String(broken.json?.msg).includes(`default/${made[1]}`), broken.stdout);
+
+          // DEL takes the extra interfaces along (the namespace stays, as a runtime's does).
+          assertEquals((await c.removePod(a)).code, 0);
+          for (const dev of ["eth0", "net1", "data0"]) {
+            assertEquals((await addrs(a.ns.name, dev)).ips, [], `${dev} gone`);
+          }
+          assertEquals((await c.removePod(b)).code, 0);
+          assertEquals(
+            [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
+            [],
+            "host-local released b's address",
           );
-        }, "an Event on the pod with the bad annotation");
-      } finally {
-        for (const name of made) {
-          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-        }
-        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
-      }
-    }),
+
+          // A NAD replacing the default network (v1.multus-cni.io/default-network).
+          const e = await c.addPod(c.nodes[1], "mne", 30_000, {
+            annotations: { "v1.multus-cni.io/default-network": made[2] },
+          });
+          assert(e.ip.startsWith("192.168.80.1"), `eth0 from the NAD's host-local: ${e.ip}`);
+          await eventually(async () => {
+            const p = await c.client.get<Pod>(PODS, "default", e.name);
+            const st = p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+            return !!st && JSON.parse(st)[0]?.name === `default/${made[2]}` &&
+              JSON.parse(st)[0]?.default === true;
+          }, "network-status names the replacement as the default network");
+          assertEquals((await c.removePod(e)).code, 0);
+          assertEquals((await addrs(e.ns.name, "eth0")).ips, []);
+
+          // A failing second network: the ADD fails naming it, and nothing of the pod is left.
+          const err = await assertRejects(() =>
+            c.addPod(c.nodes[0], "mnc", 0, {
+              annotations: {
+                "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+                  { name: made[0], ips: ["192.168.80.12/24"] },
+                  { name: made[3], interface: "bad0" },
+                  { name: made[2] },
+                ]),
+              },
+            })
+          );
+          // The second of three failed: the first was undone, the third never plugged.
+          assert(String(err).includes(`default/${made[3]}`), String(err));
+          assertEquals(
+            [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
+            [],
+          );
+          // The failed ADD is said on the pod, with its CNI code (kubectl describe shows it).
+          await eventually(
+            () => eventOn(c, "mnc", "FailedNetworkSetup", "CNI error"),
+            "a FailedNetworkSetup Event on the pod whose ADD failed",
+          );
+          const state = c.nodes[0].socket.replace("/run/ferry.sock", "/state");
+          assertEquals(await Array.fromAsync(Deno.readDir(`${state}/attachments`)), []);
+          // A bad annotation is code 7 naming the pod, with an Event on it.
+          const bad = await assertRejects(() =>
+            c.addPod(c.nodes[0], "mnd", 0, {
+              annotations: { "k8s.v1.cni.cncf.io/networks": "Not_A_Name" },
+            })
+          );
+          assert(String(bad).includes('"code":7') && String(bad).includes("mnd"), String(bad));
+          await eventually(
+            () => eventOn(c, "mnd", "InvalidNetworkSelection"),
+            "an Event on the pod with the bad annotation",
+          );
+        }),
+    ),
 });
 
 Deno.test({
@@ -220,58 +248,47 @@ Deno.test({
     "50 pods with two extra networks each: every pod gets both, no address twice, DEL frees them all",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
-      const names = [`x1-${t}`, `x2-${t}`];
-      try {
-        for (const [i, name] of names.entries()) {
-          await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-            metadata: { name, namespace: "default" },
-            spec: {
-              config: JSON.stringify({
-                cniVersion: "1.0.0",
-                type: "macvlan",
-                master: "eth0",
-                ipam: {
-                  type: "host-local",
-                  dataDir,
-                  ranges: [[{ subnet: `192.168.${90 + i}.0/24` }]],
-                },
-              }),
-            },
-          } as KubeObject);
-        }
-        const pods = await Promise.all(
-          Array.from({ length: 50 }, (_, i) =>
-            c.addPod(c.nodes[i % 2], `x${i}`, 60_000, {
-              annotations: { "k8s.v1.cni.cncf.io/networks": names.join(",") },
-            })),
-        );
-        const seen: string[] = [];
-        for (const pod of pods) {
-          for (const dev of ["net1", "net2"]) {
-            const { ips } = await addrs(pod.ns.name, dev);
-            assertEquals(ips.length, 1, `${pod.name} ${dev}`);
-            seen.push(ips[0]);
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 2 },
+      (c) =>
+        withNads(c, async ({ t, dataDir, create }) => {
+          const names = [`x1-${t}`, `x2-${t}`];
+          for (const [i, name] of names.entries()) {
+            await create(name, {
+              cniVersion: "1.0.0",
+              type: "macvlan",
+              master: "eth0",
+              ipam: {
+                type: "host-local",
+                dataDir,
+                ranges: [[{ subnet: `192.168.${90 + i}.0/24` }]],
+              },
+            });
           }
-        }
-        assertEquals(new Set(seen).size, 100, "no address twice");
-        for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
-        for (const name of names) {
-          const left = [...Deno.readDirSync(`${dataDir}/${name}`)].filter((f) =>
-            f.name.startsWith("192")
+          const pods = await Promise.all(
+            Array.from({ length: 50 }, (_, i) =>
+              c.addPod(c.nodes[i % 2], `x${i}`, 60_000, {
+                annotations: { "k8s.v1.cni.cncf.io/networks": names.join(",") },
+              })),
           );
-          assertEquals(left, [], `${name}: host-local holds nothing`);
-        }
-      } finally {
-        for (const name of names) {
-          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-        }
-        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
-      }
-    }),
+          const seen: string[] = [];
+          for (const pod of pods) {
+            for (const dev of ["net1", "net2"]) {
+              const { ips } = await addrs(pod.ns.name, dev);
+              assertEquals(ips.length, 1, `${pod.name} ${dev}`);
+              seen.push(ips[0]);
+            }
+          }
+          assertEquals(new Set(seen).size, 100, "no address twice");
+          for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
+          for (const name of names) {
+            const left = [...Deno.readDirSync(`${dataDir}/${name}`)].filter((f) =>
+              f.name.startsWith("192")
+            );
+            assertEquals(left, [], `${name}: host-local holds nothing`);
+          }
+        }),
+    ),
 });
 
 Deno.test({
@@ -279,56 +296,47 @@ Deno.test({
     "a NAD of type bridge is plugged natively on a second bridge: pods on it reach each other, CHECK passes, DEL cleans up",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const bridge = `fyb${t}`;
-      const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
-      const name = `br-${t}`;
-      try {
-        await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-          metadata: { name, namespace: "default" },
-          spec: {
-            config: JSON.stringify({
-              cniVersion: "1.0.0",
-              type: "bridge",
-              bridge,
-              isGateway: true,
-              ipam: { type: "host-local", dataDir, ranges: [[{ subnet: "192.168.85.0/24" }]] },
-            }),
-          },
-        } as KubeObject);
-        const annotations = { "k8s.v1.cni.cncf.io/networks": name };
-        const f = await c.addPod(c.nodes[0], "brf", 30_000, { annotations });
-        const g = await c.addPod(c.nodes[0], "brg", 30_000, { annotations });
-        const node = c.nodes[0].ns.name;
-        const ports = JSON.parse(
-          await run("ip", "-n", node, "-j", "link", "show", "master", bridge),
-        ) as { ifname: string }[];
-        assertEquals(ports.length, 2, "both pods' host ends are ports of the NAD's bridge");
-        const gw = await run("ip", "-n", node, "-br", "addr", "show", bridge);
-        assert(gw.includes("192.168.85.1/24"), `isGateway puts the gateway on the bridge: ${gw}`);
-        const gIp = (await addrs(g.ns.name, "net1")).ips[0];
-        assert(gIp?.startsWith("192.168.85."), gIp);
-        assert(await pingOnce(gIp, f.ns), "f reaches g over the NAD's bridge");
-        const check = await runShimAt(
-          f.node.shim,
-          cniEnv("CHECK", f.ns, f.containerId, "eth0", { name: f.name, uid: f.uid! }),
-          netconf("1.0.0", { prevResult: f.result }),
-        );
-        assertEquals(check.code, 0, check.stdout);
-        for (const pod of [f, g]) assertEquals((await c.removePod(pod)).code, 0);
-        assertEquals(
-          JSON.parse(await run("ip", "-n", node, "-j", "link", "show", "master", bridge)),
-          [],
-        );
-        assertEquals(
-          [...Deno.readDirSync(`${dataDir}/${name}`)].filter((x) => x.name.startsWith("192")),
-          [],
-        );
-      } finally {
-        await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-        await Deno.remove(dataDir, { recursive: true }).catch(() => {});
-      }
-    }),
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, dataDir, create }) => {
+          const bridge = `fyb${t}`;
+          const name = `br-${t}`;
+          await create(name, {
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge,
+            isGateway: true,
+            ipam: { type: "host-local", dataDir, ranges: [[{ subnet: "192.168.85.0/24" }]] },
+          });
+          const annotations = { "k8s.v1.cni.cncf.io/networks": name };
+          const f = await c.addPod(c.nodes[0], "brf", 30_000, { annotations });
+          const g = await c.addPod(c.nodes[0], "brg", 30_000, { annotations });
+          const node = c.nodes[0].ns.name;
+          const ports = JSON.parse(
+            await run("ip", "-n", node, "-j", "link", "show", "master", bridge),
+          ) as { ifname: string }[];
+          assertEquals(ports.length, 2, "both pods' host ends are ports of the NAD's bridge");
+          const gw = await run("ip", "-n", node, "-br", "addr", "show", bridge);
+          assert(gw.includes("192.168.85.1/24"), `isGateway puts the gateway on the bridge: ${gw}`);
+          const gIp = (await addrs(g.ns.name, "net1")).ips[0];
+          assert(gIp?.startsWith("192.168.85."), gIp);
+          assert(await pingOnce(gIp, f.ns), "f reaches g over the NAD's bridge");
+          const check = await runShimAt(
+            f.node.shim,
+            cniEnv("CHECK", f.ns, f.containerId, "eth0", { name: f.name, uid: f.uid! }),
+            netconf("1.0.0", { prevResult: f.result }),
+          );
+          assertEquals(check.code, 0, check.stdout);
+          for (const pod of [f, g]) assertEquals((await c.removePod(pod)).code, 0);
+          assertEquals(
+            JSON.parse(await run("ip", "-n", node, "-j", "link", "show", "master", bridge)),
+            [],
+          );
+          assertEquals(
+            [...Deno.readDirSync(`${dataDir}/${name}`)].filter((x) => x.name.startsWith("192")),
+            [],
+          );
+        }),
+    ),
 });
