@@ -210,13 +210,20 @@ Deno.test({
         unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(1000))
           .then((r) => r.status, () => 0);
       await eventually(async () => (await ready()) === 503, "the daemon answers, not ready");
-      const status = await runShimAt(
-        node.shim,
-        { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
-        netconf("1.1.0"),
+      const status = () =>
+        runShimAt(
+          node.shim,
+          { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
+          netconf("1.1.0"),
+        );
+      // Until its Node reaches the watch it says so; then it names what it lacks.
+      await eventually(
+        async () => String((await status()).json?.msg).includes("has no spec.podCIDRs"),
+        "STATUS names the missing podCIDRs",
       );
-      assertEquals([status.code, status.json?.code], [1, 50]);
-      const msg = String(status.json?.msg);
+      const out = await status();
+      assertEquals([out.code, out.json?.code], [1, 50]);
+      const msg = String(out.json?.msg);
       assert(msg.includes("has no spec.podCIDRs and no IPPool named absent-"), msg);
       await eventually(
         async () => (await Deno.readTextFile(node.log)).includes("no IPPool named absent-"),
