@@ -111,7 +111,10 @@ export function wrapperScript(o: InstallOptions): string {
   return cleanEnvScript(wrapperCommand(o), shimEnvironment(o.denoDir));
 }
 
-/** The conflist that names Ferry's shim. */
+/**
+ * The conflist that names Ferry's shim, chained with the reference `portmap` plugin so that a
+ * pod's `hostPort`s work (the runtime hands it the port mappings as runtimeConfig).
+ */
 export function conflist(o: Pick<InstallOptions, "networkName" | "cniVersion">): NetConfList {
   return checkShape<NetConfList>(
     validateNetConfList,
@@ -119,7 +122,7 @@ export function conflist(o: Pick<InstallOptions, "networkName" | "cniVersion">):
       cniVersion: o.cniVersion,
       cniVersions: ["1.0.0", "1.1.0"],
       name: o.networkName,
-      plugins: [{ type: "ferry" }],
+      plugins: [{ type: "ferry" }, { type: "portmap", capabilities: { portMappings: true } }],
     },
     7,
     "conflist",
@@ -154,8 +157,11 @@ export async function install(o: InstallOptions): Promise<{ shim: string; confli
   await Deno.writeTextFile(tmp, wrapperScript(o), { mode: 0o755 });
   await Deno.chmod(tmp, 0o755);
   await Deno.rename(tmp, shim);
+  // Written whole, then renamed: the runtime's watch of the directory never reads half a file.
   const conf = `${o.confDir}/10-ferry.conflist`;
-  await Deno.writeTextFile(conf, JSON.stringify(conflist(o), null, 2) + "\n");
+  const confTmp = `${o.confDir}/.10-ferry.conflist.tmp-${Deno.pid}`;
+  await Deno.writeTextFile(confTmp, JSON.stringify(conflist(o), null, 2) + "\n");
+  await Deno.rename(confTmp, conf);
   const out = await new Deno.Command(shim, {
     env: { CNI_COMMAND: "VERSION" },
     clearEnv: true,

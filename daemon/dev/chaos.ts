@@ -259,9 +259,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       while (next < options.pods) await cycle(next++);
     });
 
+    // Kills spread over the churn by progress (kill k once k/(kills+1) of the pods have started,
+    // at a random moment after), so every one of them lands while pods churn, however fast
+    // they go.
     const killer = (async () => {
       while (!done && report.kills < options.kills) {
-        await sleep(between(300, 1500));
+        const at = Math.floor(options.pods * (report.kills + 1) / (options.kills + 1));
+        while (!done && next < at) await sleep(20);
+        await sleep(between(0, 300));
         if (done) break;
         await daemon.kill();
         report.kills++;

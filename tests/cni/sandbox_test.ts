@@ -74,7 +74,10 @@ Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixe
     assertEquals(/^\s*import\s/m.test(bundle), false);
     assertEquals(exec.includes(`'${o.shimBundle}'`), true);
     assertEquals((await Deno.stat(shim)).mode! & 0o111, 0o111);
-    assertEquals(JSON.parse(await Deno.readTextFile(conflist)).plugins, [{ type: "ferry" }]);
+    assertEquals(JSON.parse(await Deno.readTextFile(conflist)).plugins, [
+      { type: "ferry" },
+      { type: "portmap", capabilities: { portMappings: true } },
+    ]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

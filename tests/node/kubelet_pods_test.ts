@@ -53,7 +53,7 @@ async function applyPod(name: string): Promise<void> {
 
 Deno.test({
   name:
-    "real kubelet: Ferry in kubernetes mode networks kubectl-created pods from the node's podCIDR; they reach each other, and the outside masqueraded",
+    "real kubelet: Ferry in kubernetes mode networks kubectl-created pods from the node's podCIDR; they reach each other, the outside masqueraded, and a hostPort reaches its pod",
   ignore: !READY,
   fn: async () => {
     const token = uniqueToken().slice(0, 6);
@@ -64,6 +64,7 @@ Deno.test({
     const link = `100.127.${third}`; // host 100.127.N.1, outside 100.127.N.2
     const internet = `198.18.${third}.1`;
     const names = [`kl-a${token}`, `kl-b${token}`];
+    // (more pods join below; all go in the clean-up)
     const config = await Deno.makeTempFile({ suffix: ".json" });
     await Deno.writeTextFile(
       config,
@@ -150,6 +151,42 @@ c, peer = s.accept(); print(peer[0]); c.close()`,
       );
       const seen = new TextDecoder().decode((await listener.output()).stdout).trim();
       assertEquals(seen, `${link}.1`, "masqueraded to the node's address toward the outside");
+      // The conflist chains portmap: a hostPort on the node reaches the pod.
+      const hostPort = 18000 + Math.floor(Math.random() * 1000);
+      const web = `kl-w${token}`;
+      const yaml = await Deno.makeTempFile({ suffix: ".yaml" });
+      await Deno.writeTextFile(
+        yaml,
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: web, namespace: "default", labels: { app: "kl-test" } },
+          spec: {
+            nodeName: "kl-node1",
+            automountServiceAccountToken: false,
+            terminationGracePeriodSeconds: 1,
+            enableServiceLinks: false,
+            dnsPolicy: "Default",
+            containers: [{
+              name: "main",
+              image: "localhost/kl-busybox:1.35",
+              imagePullPolicy: "Never",
+              command: ["httpd", "-f", "-p", "8080", "-h", "/"],
+              ports: [{ containerPort: 8080, hostPort }],
+            }],
+          },
+        }),
+      );
+      names.push(web);
+      await kubectl("apply", "-f", yaml);
+      await Deno.remove(yaml);
+      await kubectl("wait", "--for=condition=Ready", "--timeout=90s", `pod/${web}`);
+      const nodeIp = (await sh("ip", "-4", "route", "get", "1.1.1.1")).match(/ src (\S+)/)![1];
+      const res = await fetch(`http://${nodeIp}:${hostPort}/`, {
+        signal: AbortSignal.timeout(5000),
+      });
+      await res.body?.cancel();
+      assert(res.status > 0, `hostPort ${hostPort} answered HTTP ${res.status}`);
       // The daemon matched the pods through its watch and recorded them.
       const annotations = await kubectl(
         "get",
