@@ -65,6 +65,7 @@ Deno.test({
     const internet = `198.18.${third}.1`;
     const names = [`kl-a${token}`, `kl-b${token}`];
     // (more pods join below; all go in the clean-up)
+    const tablesBefore = await run("nft", "list", "tables").catch(() => "");
     const config = await Deno.makeTempFile({ suffix: ".json" });
     await Deno.writeTextFile(
       config,
@@ -203,6 +204,7 @@ c, peer = s.accept(); print(peer[0]); c.close()`,
       await sh(`${TOOLS}/ferry.sh`, "stop").catch(() => {});
       await sh(`${TOOLS}/ferry.sh`, "clean").catch(() => {});
       await run("nft", "delete", "table", "inet", "ferry").catch(() => {});
+      await removePortmapChains(tablesBefore);
       await run("ip", "route", "del", `${internet}/32`).catch(() => {});
       await run("ip", "link", "del", hostEnd).catch(() => {});
       await run("ip", "netns", "del", outside).catch(() => {});
@@ -215,4 +217,44 @@ if (!READY) {
   console.log(
     `test:node skipped: needs root, /opt/realkubelet (shared/tools/realkubelet/build.sh) and ${KUBECONFIG}`,
   );
+}
+
+/**
+ * portmap leaves its top-level chains behind on a node (as on any cluster); on this machine they
+ * go after the test, with the nat tables iptables-nft made for them if there were none before.
+ */
+async function removePortmapChains(tablesBefore: string): Promise<void> {
+  for (const tool of ["iptables", "ip6tables"]) {
+    const ipt = (...args: string[]) => run(tool, "-t", "nat", ...args).catch(() => {});
+    await ipt(
+      "-D",
+      "PREROUTING",
+      "-m",
+      "addrtype",
+      "--dst-type",
+      "LOCAL",
+      "-j",
+      "CNI-HOSTPORT-DNAT",
+    );
+    await ipt("-D", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT");
+    await ipt(
+      "-D",
+      "POSTROUTING",
+      "-m",
+      "comment",
+      "--comment",
+      "CNI portfwd requiring masquerade",
+      "-j",
+      "CNI-HOSTPORT-MASQ",
+    );
+    for (const chain of ["CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-MASQ", "CNI-HOSTPORT-SETMARK"]) {
+      await ipt("-F", chain);
+      await ipt("-X", chain);
+    }
+  }
+  for (const table of ["ip nat", "ip6 nat"]) {
+    if (!tablesBefore.includes(`table ${table}\n`) && !tablesBefore.endsWith(`table ${table}`)) {
+      await run("nft", "delete", "table", ...table.split(" ")).catch(() => {});
+    }
+  }
 }
