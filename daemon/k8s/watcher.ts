@@ -1,7 +1,10 @@
 /**
- * The daemon's watches, together: one {@link Informer} per watched resource (pods of this node
- * today; NetworkAttachmentDefinitions and IP pools join later), started and stopped as one, and
- * healthy and synced only when each of them is.
+ * The daemon's watches, together: one {@link Informer} per watched resource (the node's pods,
+ * nodes, IP pools and blocks), started and stopped as one, and healthy and synced only when each
+ * of them is. An informer added later starts at once, and one can be removed (the pool watches
+ * when `ipam.mode: auto` settles on podCIDRs). The NetworkAttachmentDefinition watch stays apart:
+ * it starts with the first pod that selects a network, and a cluster without the NAD CRD must not
+ * make the daemon unready.
  *
  * @module
  */
