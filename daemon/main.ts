@@ -418,7 +418,7 @@ export async function startDaemon(
   const metrics = new FerryMetrics({
     pods: () => kube?.pods.registry.size ?? 0,
     watches: () => kube?.watcher.stats() ?? {},
-    apiRequests: () => ({ ...(kube?.transport.counts ?? {}) }),
+    apiRequests: () => ({ ...(kube?.transport.outcomes ?? {}) }),
     addresses: () => network.usage(),
     attachments: () => {
       const by: Record<string, number> = {};

@@ -15,7 +15,7 @@ export interface MetricsSources {
   pods?: () => number;
   /** Per watched resource: re-lists and watch (re)starts so far. */
   watches?: () => Record<string, { relists: number; watches: number }>;
-  /** API requests so far, by verb. */
+  /** API requests answered so far, by `METHOD outcome` (`ok`, an HTTP status, `unreachable`). */
   apiRequests?: () => Record<string, number>;
   /** Addresses per range or block: in use and free. */
   addresses?: () => { range: string; used: number; free: number }[];
@@ -101,13 +101,15 @@ export class FerryMetrics {
     });
     new Gauge({
       name: "ferry_api_requests",
-      help: "Kubernetes API requests made so far, by verb",
-      labelNames: ["verb"],
+      help: "Kubernetes API requests answered so far, by verb and code (ok, an HTTP status, " +
+        "or unreachable)",
+      labelNames: ["verb", "code"],
       registers,
       collect() {
         this.reset();
-        for (const [verb, n] of Object.entries(sources.apiRequests?.() ?? {})) {
-          this.set({ verb }, n);
+        for (const [key, n] of Object.entries(sources.apiRequests?.() ?? {})) {
+          const [verb, code] = key.split(" ");
+          this.set({ verb, code }, n);
         }
       },
     });

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { kubeErrorFrom, KubeUnreachableError } from "./errors.ts";
+import { KubeApiError, kubeErrorFrom, KubeUnreachableError } from "./errors.ts";
 
 /** One API request. */
 export interface KubeRequest {
@@ -136,6 +136,11 @@ export class CountingTransport implements KubeTransport {
   readonly #inner: KubeTransport;
   /** Requests sent so far, by method. */
   readonly counts: Record<string, number> = {};
+  /**
+   * Requests answered so far, by method and outcome: `ok`, the HTTP status of an error answer, or
+   * `unreachable` (keys `METHOD outcome`).
+   */
+  readonly outcomes: Record<string, number> = {};
 
   /** Wraps `inner`. */
   constructor(inner: KubeTransport) {
@@ -146,16 +151,30 @@ export class CountingTransport implements KubeTransport {
     this.counts[req.method] = (this.counts[req.method] ?? 0) + 1;
   }
 
+  #outcome<T>(req: KubeRequest, answer: Promise<T>): Promise<T> {
+    const note = (outcome: string) => {
+      const key = `${req.method} ${outcome}`;
+      this.outcomes[key] = (this.outcomes[key] ?? 0) + 1;
+    };
+    return answer.then((v) => {
+      note("ok");
+      return v;
+    }, (e) => {
+      note(e instanceof KubeApiError ? String(e.status) : "unreachable");
+      throw e;
+    });
+  }
+
   /** Counts, then forwards. */
   json<T>(req: KubeRequest): Promise<T> {
     this.#count(req);
-    return this.#inner.json<T>(req);
+    return this.#outcome(req, this.#inner.json<T>(req));
   }
 
   /** Counts, then forwards. */
   stream(req: KubeRequest): Promise<ReadableStream<Uint8Array>> {
     this.#count(req);
-    return this.#inner.stream(req);
+    return this.#outcome(req, this.#inner.stream(req));
   }
 
   /** All requests so far. */
