@@ -22,6 +22,7 @@ import type { PhaseStats } from "./phase_stats.ts";
 import type { PodRegistry, RegisteredPod } from "./registry.ts";
 import type { MultiVifDriver, RequestedAttachment } from "./multivif/drivers.ts";
 import { checkChain, plugChain, unplugChain } from "./multivif/chain.ts";
+import { defaultDst } from "./net/link_plan.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -208,9 +209,16 @@ export class CniService {
       const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
       const plugging = performance.now();
       const podRef = ref && (pod ? { ...ref, uid: pod.uid } : ref);
-      // A NAD may replace the default network (v1.multus-cni.io/default-network).
-      const replacement = pod && driver === "bridge"
-        ? await this.#defaultReplacement(pod, key.ifname, signal)
+      // Multi-VIF: one bounded wait for every NAD this ADD needs, which may replace the default
+      // network (v1.multus-cni.io/default-network) and add interfaces.
+      const multiVif = pod && driver === "bridge" && this.#d.multiVif?.drivers.length
+        ? AbortSignal.any([
+          AbortSignal.timeout(this.#d.multiVif.waitMs),
+          ...(signal ? [signal] : []),
+        ])
+        : undefined;
+      const replacement = pod && multiVif
+        ? await this.#defaultReplacement(pod, key.ifname, multiVif)
         : undefined;
       let record: Attachment;
       if (replacement) {
@@ -263,9 +271,9 @@ export class CniService {
         );
         throw new CniError(CNI_ERROR.IO_FAILURE, "cannot record the attachment", String(err));
       }
-      if (pod && driver === "bridge" && this.#d.multiVif?.drivers.length) {
+      if (pod && multiVif) {
         try {
-          await this.#plugExtras(pod, record, req, signal);
+          await this.#plugExtras(pod, record, req, multiVif);
         } catch (e) {
           // All or nothing: the default interface goes too (its extras are already undone).
           await this.#release(key, req).catch(() => {});
@@ -393,16 +401,10 @@ export class CniService {
   async #defaultReplacement(
     pod: RegisteredPod,
     ifname: string,
-    signal?: AbortSignal,
+    wait: AbortSignal,
   ): Promise<RequestedAttachment | undefined> {
     for (const d of this.#d.multiVif?.drivers ?? []) {
-      if (!d.defaultNetwork) continue;
-      const wait = AbortSignal.timeout(this.#d.multiVif!.waitMs);
-      const found = await d.defaultNetwork(
-        pod,
-        ifname,
-        signal ? AbortSignal.any([wait, signal]) : wait,
-      );
+      const found = await d.defaultNetwork?.(pod, ifname, wait);
       if (found) return found;
     }
     return undefined;
@@ -417,18 +419,12 @@ export class CniService {
     pod: RegisteredPod,
     parent: Attachment,
     req: CniRequest,
-    signal?: AbortSignal,
+    wait: AbortSignal,
   ): Promise<void> {
-    const { drivers, waitMs } = this.#d.multiVif!;
     const podName = `${pod.namespace}/${pod.name}`;
     const wanted: RequestedAttachment[] = [];
-    for (const d of drivers) {
-      const wait = AbortSignal.timeout(waitMs);
-      const got = await d.requested(
-        pod,
-        parent.ifname,
-        signal ? AbortSignal.any([wait, signal]) : wait,
-      );
+    for (const d of this.#d.multiVif!.drivers) {
+      const got = await d.requested(pod, parent.ifname, wait);
       for (const w of got.warnings) {
         this.#d.logger.warn("pod {pod}: {warning}", { pod: podName, warning: w });
       }
@@ -474,8 +470,8 @@ export class CniService {
     const set = this.#d.multiVif?.setDefaultRoute;
     if (!set) return;
     for (const gw of gateways) {
-      const dst = gw.includes(":") ? "::/0" : "0.0.0.0/0";
       const bare = gw.split("/")[0];
+      const dst = defaultDst(bare);
       await set(to.netns, to.ifname, bare);
       parent.result = {
         ...parent.result,

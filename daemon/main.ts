@@ -30,7 +30,6 @@ import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.
 import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
 import { LeaderLease } from "./gc/leader_lease.ts";
 import { kubeLeaseApi } from "./k8s/lease_api.ts";
-import { KubeApiError } from "./k8s/errors.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
 import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
@@ -472,8 +471,7 @@ export async function startDaemon(
       synced: () => k.watcher.synced && k.watcher.healthy,
       release: (key, stale) => service.releaseStale(key, stale),
       sweepOrphans: (seen, graceMs) => service.sweepOrphans(seen, graceMs),
-      netnsGone: (path) =>
-        Deno.stat(path).then(() => false, (e) => e instanceof Deno.errors.NotFound),
+      netnsGone: async (path) => (await netns.classify(path)) === "gone",
       event: async (pod, type, reason, message) => {
         await k.client.createEvent(
           { kind: "Pod", apiVersion: "v1", namespace: pod.namespace, name: pod.name, uid: pod.uid },
@@ -502,11 +500,7 @@ export async function startDaemon(
       pools,
       nodeKnown: (name) => !!k.nodes?.get(name),
       nodesSynced: () => k.watcher.synced,
-      nodeExists: (name) =>
-        k.client.get(NODES, undefined, name).then(() => true, (e) => {
-          if (e instanceof KubeApiError && e.isNotFound) return false;
-          throw e;
-        }),
+      nodeExists: async (name) => (await k.client.find(NODES, undefined, name)) !== undefined,
       api: kubeBlockApi(k.client),
       intervalMs: config.gc.reclaimIntervalSeconds * 1000,
       logger: getLogger(["ferry", "gc"]),

@@ -16,6 +16,7 @@ import { type DefaultNetwork, rangesOf } from "../default_network.ts";
 import { masqueradeRuleset, type Nft } from "./masquerade.ts";
 import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
 import type { PoolMap } from "./pool_map.ts";
+import { DirtyLoop } from "../dirty_loop.ts";
 import type { FamilyAllocator } from "../ipam/allocator.ts";
 import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";
 import type { RouteTable } from "./route_table.ts";
@@ -75,8 +76,7 @@ export interface ClusterStats {
 export class ClusterController {
   readonly #d: ClusterControllerDeps;
   readonly #stats: ClusterStats = { syncs: 0, routes: 0, unroutable: [], masquerading: false };
-  #running?: Promise<void>;
-  #dirty = false;
+  readonly #loop = new DirtyLoop(() => this.#pass(), () => !this.#stopped);
   #stopped = false;
   #ruleset?: string;
   #unsubscribe?: () => void;
@@ -115,33 +115,26 @@ export class ClusterController {
 
   /** Marks the state dirty; a sync runs (after the one running, if any). */
   kick(): void {
-    this.#dirty = true;
-    // A kick between the loop's last check and this `finally` must not be lost: start again.
-    this.#running ??= this.#loop().finally(() => {
-      this.#running = undefined;
-      if (this.#dirty && !this.#stopped) this.kick();
-    });
+    this.#loop.kick();
   }
 
   /** Settles when no sync is running or pending (tests). */
-  async idle(): Promise<void> {
-    while (this.#running) await this.#running;
+  idle(): Promise<void> {
+    return this.#loop.idle();
   }
 
-  async #loop(): Promise<void> {
-    while (this.#dirty && !this.#stopped) {
-      this.#dirty = false;
-      try {
-        await this.#sync();
-        this.#stats.lastError = undefined;
-      } catch (e) {
-        this.#stats.lastError = e instanceof Error ? e.message : String(e);
-        this.#d.logger.error("reconciling routes and masquerade failed: {error}", {
-          error: this.#stats.lastError,
-        });
-      }
-      this.#stats.syncs++;
+  /** One sync; a failure is kept for the stats and tried again on the next change or resync. */
+  async #pass(): Promise<void> {
+    try {
+      await this.#sync();
+      this.#stats.lastError = undefined;
+    } catch (e) {
+      this.#stats.lastError = e instanceof Error ? e.message : String(e);
+      this.#d.logger.error("reconciling routes and masquerade failed: {error}", {
+        error: this.#stats.lastError,
+      });
     }
+    this.#stats.syncs++;
   }
 
   async #sync(): Promise<void> {

@@ -76,11 +76,6 @@ export class PoolMap implements PoolView {
     return this.#pools.get(name);
   }
 
-  /** Every pool's name. */
-  poolNames(): string[] {
-    return [...this.#pools.keys()];
-  }
-
   /** Every pool's CIDRs (pod address space: never masqueraded between pods). */
   poolCidrs(): string[] {
     return [...this.#pools.values()].flatMap((p) => p.spec?.cidrs ?? []);

@@ -41,6 +41,7 @@ import {
   type PoolFamily,
 } from "./ip_pools.ts";
 import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
+import { DirtyLoop } from "../dirty_loop.ts";
 
 /** The API side of blocks (`IPBlock` objects). */
 export interface BlockApi {
@@ -131,8 +132,8 @@ interface OwnedBlock {
   local: LocalPool;
   /** The object as last read or written. */
   obj?: IpBlockObject;
-  dirty: boolean;
-  syncing?: Promise<void>;
+  /** Writes the block's allocations; kicked on every change. */
+  writer: DirtyLoop;
   emptySince?: number;
   retiring: boolean;
   /** Why the block is not this node's any more, when it is not. */
@@ -279,11 +280,15 @@ export class BlockIpam {
       family: cidr.network.family,
       local: await LocalPool.open(dir, range, { reuseDelayMs: this.#d.reuseDelayMs }),
       obj,
-      dirty: false,
+      writer: undefined!,
       retiring: false,
       claimedAt: Date.now(),
       failures: 0,
     };
+    block.writer = new DirtyLoop(
+      () => this.#writePass(block),
+      () => !this.#closed && this.#blocks.get(block.name) === block,
+    );
     this.#blocks.set(name, block);
     return block;
   }
@@ -542,33 +547,24 @@ export class BlockIpam {
 
   #markDirty(block: OwnedBlock): void {
     if (block.lost || this.#closed) return;
-    block.dirty = true;
-    // A change between the loop's last check and this `finally` must not be lost: start again.
-    block.syncing ??= this.#syncLoop(block).finally(() => {
-      block.syncing = undefined;
-      if (block.dirty && this.#blocks.get(block.name) === block) this.#markDirty(block);
-    });
+    block.writer.kick();
   }
 
-  async #syncLoop(block: OwnedBlock): Promise<void> {
-    // Let the ADDs of this tick join the write.
-    await Promise.resolve();
-    while (block.dirty && !this.#closed && this.#blocks.get(block.name) === block) {
-      block.dirty = false;
-      try {
-        await this.#write(block);
-        block.failures = 0;
-      } catch (e) {
-        block.dirty = true;
-        block.failures++;
-        const wait = Math.min(30_000, 250 * 2 ** Math.min(block.failures, 7));
-        this.#d.logger.warn("writing block {cidr} failed ({error}); again in {ms} ms", {
-          cidr: block.text,
-          error: errorText(e),
-          ms: wait,
-        });
-        await this.#sleep(wait);
-      }
+  /** One write of a block; a failure marks it dirty again and backs off. */
+  async #writePass(block: OwnedBlock): Promise<void> {
+    try {
+      await this.#write(block);
+      block.failures = 0;
+    } catch (e) {
+      block.writer.kick();
+      block.failures++;
+      const wait = Math.min(30_000, 250 * 2 ** Math.min(block.failures, 7));
+      this.#d.logger.warn("writing block {cidr} failed ({error}); again in {ms} ms", {
+        cidr: block.text,
+        error: errorText(e),
+        ms: wait,
+      });
+      await this.#sleep(wait);
     }
   }
 
@@ -634,7 +630,7 @@ export class BlockIpam {
     if (this.#usable(block.family)[0] === block) return;
     block.retiring = true;
     try {
-      while (block.syncing) await block.syncing;
+      await block.writer.idle();
       const { api } = this.#d;
       for (let attempt = 0; attempt < 4; attempt++) {
         const obj = block.obj ?? await api.get(block.name);
@@ -684,9 +680,9 @@ export class BlockIpam {
   /** Settles once every block's allocations are written (or `signal` aborts). */
   async flush(signal?: AbortSignal): Promise<void> {
     while (!signal?.aborted) {
-      const busy = [...this.#blocks.values()].filter((b) => b.syncing || b.dirty);
+      const busy = [...this.#blocks.values()].filter((b) => b.writer.busy);
       if (!busy.length) return;
-      await Promise.race([...busy.map((b) => b.syncing ?? sleep(20)), sleep(100)]);
+      await Promise.race([...busy.map((b) => b.writer.idle()), sleep(100)]);
     }
   }
 
@@ -696,7 +692,7 @@ export class BlockIpam {
     return {
       ...this.#stats,
       blocks: blocks.filter((b) => !b.lost).map((b) => b.text),
-      pending: blocks.filter((b) => b.dirty || b.syncing).length,
+      pending: blocks.filter((b) => b.writer.busy).length,
       lost: blocks.filter((b) => b.lost).map((b) => b.text),
     };
   }

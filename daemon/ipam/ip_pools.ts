@@ -253,8 +253,3 @@ function hash(text: string): bigint {
   for (const c of new TextEncoder().encode(text)) h = Math.imul(h ^ c, 16777619) >>> 0;
   return BigInt(h);
 }
-
-/** Which family an address or CIDR text is. */
-export function familyOf(text: string): 4 | 6 {
-  return text.includes(":") ? 6 : 4;
-}

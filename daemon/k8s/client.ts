@@ -6,6 +6,7 @@
  * @module
  */
 import type { ObjectMeta } from "kubernetes-types/meta/v1.d.ts";
+import { KubeApiError } from "./errors.ts";
 import { apiVersionOf, EVENTS, resourcePath, type ResourceType } from "./resources.ts";
 import type { KubeTransport } from "./transport.ts";
 import { type WatchEvent, watchEvents } from "./watch_stream.ts";
@@ -151,6 +152,19 @@ export class KubeClient {
     signal?: AbortSignal,
   ): Promise<T> {
     return this.#t.json<T>({ method: "GET", path: resourcePath(rt, namespace, name), signal });
+  }
+
+  /** Reads one object; undefined when it does not exist (404). */
+  find<T>(
+    rt: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<T | undefined> {
+    return this.get<T>(rt, namespace, name, signal).catch((e) => {
+      if (e instanceof KubeApiError && e.isNotFound) return undefined;
+      throw e;
+    });
   }
 
   /** Creates an object; an existing name throws `KubeApiError` with `isAlreadyExists`. */

@@ -5,7 +5,6 @@
  */
 import type { LeaseApi, LeaseObject } from "../gc/leader_lease.ts";
 import type { KubeClient } from "./client.ts";
-import { KubeApiError } from "./errors.ts";
 import { LEASES } from "./resources.ts";
 
 /**
@@ -18,11 +17,7 @@ import { LEASES } from "./resources.ts";
  */
 export function kubeLeaseApi(kube: KubeClient, namespace: string, name: string): LeaseApi {
   return {
-    get: () =>
-      kube.get<LeaseObject>(LEASES, namespace, name).catch((e) => {
-        if (e instanceof KubeApiError && e.isNotFound) return undefined;
-        throw e;
-      }),
+    get: () => kube.find<LeaseObject>(LEASES, namespace, name),
     create: (lease) =>
       kube.create(LEASES, { ...lease, metadata: { ...lease.metadata, name, namespace } }),
     update: (lease) => kube.update(LEASES, lease),

@@ -9,7 +9,6 @@ import type { BlockApi } from "../ipam/block_ipam.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
 import { PoolMap } from "../cluster/pool_map.ts";
 import type { KubeClient } from "./client.ts";
-import { KubeApiError } from "./errors.ts";
 import { Informer, type InformerOptions } from "./informer.ts";
 import { IPBLOCKS, IPPOOLS } from "./resources.ts";
 
@@ -26,11 +25,7 @@ export function kubeBlockApi(kube: KubeClient): BlockApi {
   return {
     create: (block) => kube.create(IPBLOCKS, block),
     update: (block) => kube.update(IPBLOCKS, block),
-    get: (name) =>
-      kube.get<IpBlockObject>(IPBLOCKS, undefined, name).catch((e) => {
-        if (e instanceof KubeApiError && e.isNotFound) return undefined;
-        throw e;
-      }),
+    get: (name) => kube.find<IpBlockObject>(IPBLOCKS, undefined, name),
     delete: async (name, uid, resourceVersion) => {
       await kube.delete(IPBLOCKS, undefined, name, { preconditions: { uid, resourceVersion } });
     },

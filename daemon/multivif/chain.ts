@@ -104,6 +104,17 @@ export async function plugChain(
   return record;
 }
 
+/** What a recorded plugin's DEL or CHECK hands its driver. */
+function recordContext(record: Attachment, plugin: NetConf, req: CniRequest) {
+  return {
+    key: { containerId: record.containerId, ifname: record.ifname },
+    conf: plugin,
+    args: req.args,
+    path: record.path ?? req.path,
+    record,
+  };
+}
+
 /** DEL through every plugin of `record`'s chain, the last first. */
 export async function unplugChain(
   drivers: ChainDrivers,
@@ -111,16 +122,8 @@ export async function unplugChain(
   netns: string | undefined,
   req: CniRequest,
 ): Promise<void> {
-  const key = { containerId: record.containerId, ifname: record.ifname };
   for (const [i, plugin] of [...(record.chain ?? []).entries()].reverse()) {
-    await drivers[pluginDriver(plugin, i)].del({
-      key,
-      netns,
-      conf: plugin,
-      args: req.args,
-      path: record.path ?? req.path,
-      record,
-    });
+    await drivers[pluginDriver(plugin, i)].del({ ...recordContext(record, plugin, req), netns });
   }
 }
 
@@ -135,17 +138,9 @@ export async function checkChain(
   req: CniRequest,
   expected: CniResult,
 ): Promise<void> {
-  const key = { containerId: record.containerId, ifname: record.ifname };
   for (const [i, plugin] of (record.chain ?? []).entries()) {
     const driver = pluginDriver(plugin, i);
     if (driver === "delegate" && compareVersions(plugin.cniVersion, "0.4.0") < 0) continue;
-    await drivers[driver].check({
-      key,
-      netns,
-      conf: plugin,
-      args: req.args,
-      path: record.path ?? req.path,
-      record,
-    }, expected);
+    await drivers[driver].check({ ...recordContext(record, plugin, req), netns }, expected);
   }
 }

@@ -39,11 +39,6 @@ export class NadCache {
   readonly #nads = new Map<string, Nad>();
   readonly #waiters = new Map<string, Set<(nad: Nad) => void>>();
 
-  /** How many NADs are known. */
-  get size(): number {
-    return this.#nads.size;
-  }
-
   /** Records a NAD seen by the watch and wakes whoever waits for it. */
   upsert(obj: NadObject): void {
     const nad: Nad = {
