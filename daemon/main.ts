@@ -99,6 +99,11 @@ export interface DaemonStats {
    * (and the namespace check), for the pod to reach the watch, plugging, recording, in all.
    */
   addPhases?: Partial<Record<AddPhase, PhaseSummary>>;
+  /**
+   * Synchronous work inside pod namespaces (in-process netlink): calls and their total ms, time
+   * during which the JS thread serves nothing else.
+   */
+  netnsSync?: { calls: number; ms: number };
   /** The socket: connections now, refused at the limit, times it was created again. */
   socket?: SocketStatus;
   /** The default network: its ranges, or why it is not open yet. */
@@ -526,6 +531,9 @@ export async function startDaemon(
       : undefined,
     socket: server?.status(),
     addPhases: phases.summary(),
+    netnsSync: libc
+      ? { calls: libc.netnsTime.calls, ms: Math.round(libc.netnsTime.ms * 10) / 10 }
+      : undefined,
     network: { waitingFor: network.waitingFor, ranges: network.subnets() },
     cluster: cluster?.stats(),
     nodes: kube?.nodes?.size,

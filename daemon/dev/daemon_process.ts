@@ -8,6 +8,7 @@
  */
 import { HEALTHZ_PATH, READYZ_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
+import { DAEMON_RUN_FLAGS } from "../runtime_flags.ts";
 
 /**
  * Waits (bounded) until the daemon on `socket` answers `/healthz` (or, with `ready`, `/readyz`
@@ -64,8 +65,7 @@ export class DaemonProcess {
     const daemon = [
       Deno.execPath(),
       "run",
-      "--allow-all",
-      "--frozen",
+      ...DAEMON_RUN_FLAGS,
       new URL("../main.ts", import.meta.url).pathname,
       "--config",
       this.configFile,
@@ -81,6 +81,11 @@ export class DaemonProcess {
       stderr: "null",
     }).spawn();
     if (wait) await waitForDaemon(this.socket, this.logFile, { timeoutMs: 20_000 });
+  }
+
+  /** The daemon's process ID while it runs (the shell that starts it execs Deno). */
+  get pid(): number | undefined {
+    return this.#child?.pid;
   }
 
   /** Sends `signal` to the daemon (SIGHUP: re-read the config's log level). */

@@ -5,33 +5,11 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { compareVersions } from "../../lib/cni/versions.ts";
 import { withFerry } from "../../daemon/dev/harness.ts";
+import { buildLibcniDriver, HAVE_LIBCNI } from "../../daemon/dev/libcni.ts";
 import { ipIn, IS_ROOT, linkInNetns, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 
-const DRIVER_SRC = new URL("./libcni_driver/", import.meta.url).pathname;
-const HAVE_LIBCNI = await Deno.stat(
-  "/usr/share/gocode/src/github.com/containernetworking/cni/libcni",
-)
-  .then(() => true, () => false);
 const HAVE_TUNING = await Deno.stat("/usr/lib/cni/tuning").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !HAVE_LIBCNI || !HAVE_TUNING };
-
-async function buildDriver(dir: string): Promise<string> {
-  const out = `${dir}/libcni_driver`;
-  const res = await new Deno.Command("go", {
-    args: ["build", "-o", out, "."],
-    cwd: DRIVER_SRC,
-    env: {
-      GOPATH: "/usr/share/gocode",
-      GO111MODULE: "off",
-      GOFLAGS: "",
-      GOCACHE: `${dir}/gocache`,
-    },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (!res.success) throw new Error(`go build failed: ${new TextDecoder().decode(res.stderr)}`);
-  return out;
-}
 
 for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
   Deno.test({
@@ -41,7 +19,7 @@ for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
     fn: () =>
       withFerry({}, (ferry) =>
         withNetns(1, async ([ns]) => {
-          const driver = await buildDriver(ferry.dir);
+          const driver = await buildLibcniDriver(ferry.dir);
           const conflist = `${ferry.dir}/chain.conflist`;
           await Deno.writeTextFile(
             conflist,

@@ -4,39 +4,15 @@
 // Needs root, /opt/realkubelet (build.sh) and /opt/realk8s; skipped (and said) otherwise.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
-import { IS_ROOT, run, uniqueToken } from "../../daemon/dev/netns.ts";
-
-const REPO = new URL("../../", import.meta.url).pathname;
-const KUBECONFIG = "/opt/realk8s/kubeconfig";
-const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
-/** The realkubelet tools: shared/tools/realkubelet beside the project, or FERRY_REALKUBELET_TOOLS. */
-const TOOLS = await (async () => {
-  for (
-    const dir of [
-      Deno.env.get("FERRY_REALKUBELET_TOOLS"),
-      `${REPO}../shared/tools/realkubelet`,
-      "/work/shared/tools/realkubelet",
-    ]
-  ) {
-    if (dir && await exists(`${dir}/start.sh`)) return dir;
-  }
-  return undefined;
-})();
-const READY = IS_ROOT && !!TOOLS && await exists("/opt/realkubelet/bin/kubelet") &&
-  await exists(KUBECONFIG);
-
-async function sh(cmd: string, ...args: string[]): Promise<string> {
-  const out = await new Deno.Command(cmd, {
-    args,
-    // NODE names the tools' node; npm (which CI runs Deno through) sets NODE to its node binary.
-    env: { KUBECONFIG, NODE: "kl-node1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed:\n${text}`);
-  return text;
-}
+import { run, uniqueToken } from "../../daemon/dev/netns.ts";
+import {
+  KUBECONFIG,
+  NODE_READY,
+  removePortmapChains,
+  REPO,
+  sh,
+  TOOLS,
+} from "../../daemon/dev/realkubelet.ts";
 
 const kubectl = (...args: string[]) => sh("kubectl", ...args);
 
@@ -54,7 +30,7 @@ async function applyPod(name: string): Promise<void> {
 Deno.test({
   name:
     "real kubelet: Ferry in kubernetes mode networks kubectl-created pods from the node's podCIDR; they reach each other, the outside masqueraded, and a hostPort reaches its pod",
-  ignore: !READY,
+  ignore: !NODE_READY,
   fn: async () => {
     const token = uniqueToken().slice(0, 6);
     const third = 1 + Math.floor(Math.random() * 250);
@@ -213,48 +189,8 @@ c, peer = s.accept(); print(peer[0]); c.close()`,
   },
 });
 
-if (!READY) {
+if (!NODE_READY) {
   console.log(
     `test:node skipped: needs root, /opt/realkubelet (shared/tools/realkubelet/build.sh) and ${KUBECONFIG}`,
   );
-}
-
-/**
- * portmap leaves its top-level chains behind on a node (as on any cluster); on this machine they
- * go after the test, with the nat tables iptables-nft made for them if there were none before.
- */
-async function removePortmapChains(tablesBefore: string): Promise<void> {
-  for (const tool of ["iptables", "ip6tables"]) {
-    const ipt = (...args: string[]) => run(tool, "-t", "nat", ...args).catch(() => {});
-    await ipt(
-      "-D",
-      "PREROUTING",
-      "-m",
-      "addrtype",
-      "--dst-type",
-      "LOCAL",
-      "-j",
-      "CNI-HOSTPORT-DNAT",
-    );
-    await ipt("-D", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT");
-    await ipt(
-      "-D",
-      "POSTROUTING",
-      "-m",
-      "comment",
-      "--comment",
-      "CNI portfwd requiring masquerade",
-      "-j",
-      "CNI-HOSTPORT-MASQ",
-    );
-    for (const chain of ["CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-MASQ", "CNI-HOSTPORT-SETMARK"]) {
-      await ipt("-F", chain);
-      await ipt("-X", chain);
-    }
-  }
-  for (const table of ["ip nat", "ip6 nat"]) {
-    if (!tablesBefore.includes(`table ${table}\n`) && !tablesBefore.endsWith(`table ${table}`)) {
-      await run("nft", "delete", "table", ...table.split(" ")).catch(() => {});
-    }
-  }
 }

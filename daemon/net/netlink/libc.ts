@@ -117,6 +117,11 @@ export interface NetlinkSys {
  */
 export class Libc implements NetlinkSys {
   readonly #c: Lib;
+  /**
+   * Time the JS thread spent inside pod namespaces ({@link inNetns} calls and their total ms):
+   * synchronous work no other request can overlap with.
+   */
+  readonly netnsTime = { calls: 0, ms: 0 };
 
   private constructor(c: Lib) {
     this.#c = c;
@@ -213,10 +218,13 @@ export class Libc implements NetlinkSys {
    * to be in its own namespace any more, so it exits.
    */
   inNetns<T>(netnsFd: number, homeFd: number, fn: () => T): T {
+    const started = performance.now();
     this.#check("setns(pod)", this.#c.setns(netnsFd, CLONE_NEWNET));
     try {
       return fn();
     } finally {
+      this.netnsTime.calls++;
+      this.netnsTime.ms += performance.now() - started;
       if (this.#c.setns(homeFd, CLONE_NEWNET) !== 0) {
         console.error(
           `ferry: cannot return to the daemon's network namespace (errno ${this.#errno()})`,

@@ -3,6 +3,7 @@
 //
 // Usage: libcni_driver VALIDATE|ADD|CHECK|DEL CONFLIST CONTAINER_ID NETNS IFNAME CACHE_DIR
 // CNI_PATH (colon separated) and CNI_ARGS come from the environment. ADD prints the result.
+// `libcni_driver BENCH` runs a batch read from stdin (bench.go).
 package main
 
 import (
@@ -16,6 +17,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "BENCH" {
+		runBench()
+		return
+	}
 	if len(os.Args) != 7 {
 		fmt.Fprintln(os.Stderr, "usage: libcni_driver VALIDATE|ADD|CHECK|DEL CONFLIST CONTAINER_ID NETNS IFNAME CACHE_DIR")
 		os.Exit(2)
