@@ -589,7 +589,7 @@ export async function startDaemon(
       httpPort = serveHttpPort(config.server.httpHost, config.server.httpPort, {
         healthy,
         ready,
-        metrics: async () => ({ text: await metrics.text(), contentType: metrics.contentType }),
+        metrics: () => Promise.resolve({ text: metrics.text(), contentType: metrics.contentType }),
       });
     } catch (e) {
       logger.error("probes and metrics are not served: {host}:{port}: {error}", {

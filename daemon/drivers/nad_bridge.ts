@@ -8,8 +8,8 @@
  *
  * @module
  */
-import { type Static, Type } from "@sinclair/typebox";
-import { Ajv } from "ajv";
+import type { NadBridgeConf } from "./nad_bridge_schema.ts";
+import { validateNadBridgeConf } from "../../lib/_generated/validateNadBridgeConf.js";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { checkShape } from "../../lib/validate.ts";
@@ -21,18 +21,6 @@ import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { refuseTakenName } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import type { Deadline } from "./sublink.ts";
-
-/** The settings of a bridge attachment this driver plugs natively. */
-export const NadBridgeConfSchema = Type.Object({
-  type: Type.Literal("bridge"),
-  bridge: Type.Optional(Type.String({ pattern: "^[^\\s/:]{1,15}$" })),
-  isGateway: Type.Optional(Type.Boolean()),
-  isDefaultGateway: Type.Optional(Type.Boolean()),
-  hairpinMode: Type.Optional(Type.Boolean()),
-  mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
-});
-
-type NadBridgeConf = Static<typeof NadBridgeConfSchema>;
 
 /** Reference bridge settings this driver does not implement: present and set, they delegate. */
 const DELEGATED_SETTINGS = [
@@ -69,7 +57,7 @@ export function nativeBridgeConf(conf: NetConf): boolean {
 export class NadBridgeDriver implements Driver {
   readonly #plumber: Plumber;
   readonly #deadline: Deadline;
-  readonly #validate = new Ajv({ allErrors: true }).compile(NadBridgeConfSchema);
+  readonly #validate = validateNadBridgeConf;
 
   /** Creates the driver. */
   constructor(plumber: Plumber, deadline: Deadline) {

@@ -6,8 +6,9 @@
  *
  * @module
  */
-import { type Static, Type } from "@sinclair/typebox";
-import { Ajv } from "ajv";
+import type { SublinkConf } from "./sublink_schema.ts";
+import { validateMacvlanConf } from "../../lib/_generated/validateMacvlanConf.js";
+import { validateIpvlanConf } from "../../lib/_generated/validateIpvlanConf.js";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
@@ -18,30 +19,6 @@ import { firstDifference } from "../result.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
-
-const IFNAME = "^[^\\s/:]{1,15}$";
-const MAC = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
-
-/** The settings of a macvlan attachment (the rest of the config is the usual NetConf). */
-export const MacvlanConfSchema = Type.Object({
-  type: Type.Literal("macvlan"),
-  master: Type.Optional(Type.String({ pattern: IFNAME })),
-  mode: Type.Optional(
-    Type.Union(["bridge", "private", "vepa", "passthru"].map((m) => Type.Literal(m))),
-  ),
-  mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
-  runtimeConfig: Type.Optional(Type.Object({ mac: Type.Optional(Type.String({ pattern: MAC })) })),
-});
-
-/** The settings of an ipvlan attachment. */
-export const IpvlanConfSchema = Type.Object({
-  type: Type.Literal("ipvlan"),
-  master: Type.Optional(Type.String({ pattern: IFNAME })),
-  mode: Type.Optional(Type.Union(["l2", "l3", "l3s"].map((m) => Type.Literal(m)))),
-  mtu: Type.Optional(Type.Integer({ minimum: 68, maximum: 65535 })),
-});
-
-type SublinkConf = Static<typeof MacvlanConfSchema> | Static<typeof IpvlanConfSchema>;
 
 /** Runs a delegated plugin under a deadline. */
 export type Deadline = () => AbortSignal;
@@ -65,9 +42,7 @@ export class SublinkDriver implements Driver {
     this.#kind = kind;
     this.#plumber = plumber;
     this.#deadline = deadline;
-    this.#validate = new Ajv({ allErrors: true }).compile(
-      kind === "macvlan" ? MacvlanConfSchema : IpvlanConfSchema,
-    );
+    this.#validate = kind === "macvlan" ? validateMacvlanConf : validateIpvlanConf;
   }
 
   #conf(conf: NetConf): SublinkConf {

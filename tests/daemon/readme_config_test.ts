@@ -2,7 +2,8 @@
 // has a row, every row names a key of the schema, and a row's default is the default the daemon
 // uses (where the README gives it as a literal).
 import { assertEquals } from "deno-std/assert/mod.js";
-import { DaemonConfigSchema, DEFAULT_CONFIG } from "../../daemon/config.ts";
+import { DEFAULT_CONFIG } from "../../daemon/config.ts";
+import { DaemonConfigSchema } from "../../daemon/config_schema.ts";
 
 const README = new URL("../../README.md", import.meta.url);
 

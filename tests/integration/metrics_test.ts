@@ -35,7 +35,13 @@ Deno.test({
         ) {
           assert(text.includes(line), `${line} in\n${text}`);
         }
-        assert(/ferry_cni_request_duration_seconds_bucket\{le="0.005",command="ADD"\}/.test(text));
+        assert(
+          /ferry_cni_request_duration_seconds_bucket\{command="ADD",le="0.005"\} [01]\n/.test(text),
+          text,
+        );
+        assert(
+          text.includes('ferry_cni_request_duration_seconds_bucket{command="ADD",le="+Inf"} 1\n'),
+        );
         assert(/ferry_addresses\{range="[^"]+",state="used"\} 1/.test(text), text);
         assert(/ferry_addresses\{range="[^"]+",state="free"\} \d+/.test(text), text);
         assertEquals((await ferry.shim(cniEnv("DEL", ns, "cmetrics1", "eth0"), netconf())).code, 0);
