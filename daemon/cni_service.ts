@@ -134,6 +134,8 @@ function need(req: CniRequest, field: "containerId" | "ifname" | "netns"): strin
 export class CniService {
   readonly #d: CniServiceDeps;
   readonly #locks = new KeyedMutex();
+  /** DELs answered before their work ended (see `del`). */
+  readonly #background = new Set<Promise<void>>();
 
   /** Creates the service. */
   constructor(deps: CniServiceDeps) {
@@ -380,7 +382,13 @@ export class CniService {
     // The node's own namespace is refused outright; a path that is gone or no namespace at all
     // is treated as gone (nothing is done inside it).
     await this.#d.netns.forDel(req.netns);
-    return await this.#locks.run(key.containerId, async () => {
+    // The answer may go out before the lock-held work ends (a driver's `answerNow`); what comes
+    // after it is awaited by `idle()` and its failure logged (the reconcile loop then finds the
+    // record and releases it).
+    let early = false;
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = () => (early = true, resolve())));
+    const work = this.#locks.run(key.containerId, async () => {
       const ref = podRefFromArgs(req.args);
       const registry = this.#d.pods?.registry;
       const current = ref && registry?.containerIdOf(ref);
@@ -393,8 +401,30 @@ export class CniService {
       } else if (ref && current) {
         registry!.setContainerId(ref, undefined);
       }
-      await this.#release(key, req);
+      await this.#release(key, req, answer);
     }, signal);
+    this.#background.add(work);
+    work.then(() => this.#background.delete(work), (e) => {
+      this.#background.delete(work);
+      if (!early) return; // the caller gets this error as the answer
+      this.#d.logger.error(
+        "DEL of {containerId}/{ifname}, answered already, failed to finish: {error}",
+        { ...key, error: e instanceof Error ? e.message : String(e) },
+      );
+    });
+    await Promise.race([answered, work]);
+  }
+
+  /** DELs answered whose work (link removal confirmed, addresses released) is still going on. */
+  get finishingDels(): number {
+    return this.#background.size;
+  }
+
+  /** Resolves once every DEL answered early has finished its work (for a graceful stop). */
+  async idle(): Promise<void> {
+    while (this.#background.size > 0) {
+      await Promise.allSettled([...this.#background]);
+    }
   }
 
   /** The NAD that replaces the pod's default network, when a multi-VIF driver names one. */
@@ -487,14 +517,14 @@ export class CniService {
   }
 
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
-  async #release(key: AttachmentKey, req: CniRequest): Promise<void> {
+  async #release(key: AttachmentKey, req: CniRequest, answerNow?: () => void): Promise<void> {
     // An interface plugged with this one (multi-VIF) goes first, the last plugged first.
     const children = this.#d.store.list().filter((r) =>
       r.containerId === key.containerId && r.parent === key.ifname
     ).reverse();
     for (const child of children) await this.#release(child, req);
     const record = this.#d.store.get(key);
-    await this.#unplug(key, record, req);
+    await this.#unplug(key, record, req, answerNow);
     await this.#d.store.delete(key);
     this.#d.logger.info("released {containerId}/{ifname} ({ips})", {
       ...key,
@@ -506,7 +536,12 @@ export class CniService {
    * Unplugs through the driver that plugged it; without a record, through the driver the
    * request's config selects (the spec gives DEL the same config as ADD).
    */
-  async #unplug(key: AttachmentKey, record: Attachment | undefined, req: CniRequest) {
+  async #unplug(
+    key: AttachmentKey,
+    record: Attachment | undefined,
+    req: CniRequest,
+    answerNow?: () => void,
+  ) {
     if (record?.chain) {
       return await unplugChain(
         this.#d.drivers,
@@ -528,6 +563,7 @@ export class CniService {
       args: req.args,
       path: req.path,
       record,
+      answerNow,
     });
   }
 

@@ -76,6 +76,11 @@ export interface Daemon {
   httpAddress?: string;
   /** Stops it gracefully (in-flight requests finish up to the configured deadline). */
   stop(): Promise<void>;
+  /**
+   * Resolves once the work of DELs already answered has finished (the kernel confirmed the
+   * link's removal, addresses and records released).
+   */
+  idle(): Promise<void>;
   /** Settles when the server has stopped. */
   finished: Promise<void>;
 }
@@ -84,6 +89,11 @@ export interface Daemon {
 export interface DaemonStats {
   /** CNI requests served, by command. */
   cniRequests: Record<string, number>;
+  /**
+   * DELs answered whose work goes on (the kernel removing the link, then the addresses
+   * released); a few milliseconds each.
+   */
+  finishingDels: number;
   /** API round trips a CNI request waits for: none (the annotation write follows the answer). */
   apiCallsOnCniPath: number;
   /** Attachment annotation writes sent after ADDs' answers, failed after retries, and pending. */
@@ -515,6 +525,7 @@ export async function startDaemon(
   let server: SocketServer | undefined;
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
+    finishingDels: service.finishingDels,
     apiCallsOnCniPath: 0,
     annotationWrites: kube
       ? {
@@ -617,11 +628,13 @@ export async function startDaemon(
     ready,
     healthy,
     httpAddress: httpPort?.address,
+    idle: () => service.idle(),
     async stop() {
       serving = false;
       logger.info("shutting down");
       await httpPort?.close();
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
+      await service.idle(); // DELs answered before the kernel finished removing their links
       cluster!.stop();
       await gc?.close();
       await reclaimer?.close();

@@ -11,6 +11,9 @@
 import { type SimPod, withSimCluster } from "./cluster_sim.ts";
 import { pingOnce, run } from "./netns.ts";
 import { FERRY_ROUTE_PROTOCOL } from "../cluster/route_table.ts";
+import type { DaemonStats } from "../main.ts";
+import { STATS_PATH } from "../../lib/socket_api.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
 
 /** Runs the three-node demo; resolves to true when every step held. */
 export async function demoCluster(): Promise<boolean> {
@@ -75,6 +78,13 @@ export async function demoCluster(): Promise<boolean> {
       const del = await c.removePod(pod);
       if (del.code !== 0) ok = false;
     }
+    // A DEL is answered once the kernel is removing the pod's link; its addresses are released
+    // when the kernel confirms, milliseconds later: count once no node has a DEL finishing.
+    for (const node of c.nodes) {
+      for (let i = 0; i < 100 && (await daemonStats(node.socket)).finishingDels > 0; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
     let left = 0;
     for (const node of c.nodes) {
       const state = node.socket.replace("/run/ferry.sock", "/state");
@@ -88,4 +98,9 @@ export async function demoCluster(): Promise<boolean> {
     ok &&= left === 0;
   });
   return ok;
+}
+
+async function daemonStats(socket: string): Promise<DaemonStats> {
+  const res = await unixRequest(socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(5000));
+  return JSON.parse(res.body);
 }

@@ -41,9 +41,9 @@ export interface TestFerry {
   restartDaemon(): Promise<void>;
   /** The running daemon (its stats, readiness, health). */
   daemon(): Daemon;
-  /** The addresses allocated on disk, over every pool. */
+  /** The addresses allocated on disk, over every pool, once answered DELs have finished. */
   allocations(): Promise<string[]>;
-  /** The attachment records on disk. */
+  /** The attachment records on disk, once answered DELs have finished. */
   records(): Promise<string[]>;
 }
 
@@ -175,11 +175,16 @@ export async function withFerry<T>(
       },
       daemon: () => daemon,
       async allocations() {
+        await daemon.idle(); // a DEL is answered before its addresses are released
+
         const pools = await fileNames(`${config.stateDir}/ipam`);
         return (await Promise.all(pools.map((p) => fileNames(`${config.stateDir}/ipam/${p}`))))
           .flat();
       },
-      records: () => fileNames(`${config.stateDir}/attachments`),
+      async records() {
+        await daemon.idle();
+        return await fileNames(`${config.stateDir}/attachments`);
+      },
       async restartDaemon() {
         if (running) await daemon.stop();
         daemon = await startDaemon(config, options.daemon);

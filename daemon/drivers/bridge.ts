@@ -114,11 +114,19 @@ export class BridgeDriver implements Driver {
     for (const a of this.#d.allocators) await a.release(key).catch(() => {});
   }
 
-  /** Removes the host end (the pod end goes with it) and releases the addresses. */
+  /**
+   * Removes the host end (the pod end goes with it) and releases the addresses. The kernel takes
+   * most of a DEL's time tearing a veth pair down (20-30 ms here, waiting for RCU grace periods
+   * after the link is already unlinked from the bridge), so the runtime is answered once the
+   * removal is under way; the addresses are released only after the kernel has confirmed it, so
+   * no address is handed out while an interface still holds it.
+   */
   async del(ctx: RecordContext): Promise<void> {
-    await this.#d.plumber.unplugVeth(
+    const removal = this.#d.plumber.unplugVeth(
       ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname),
     );
+    ctx.answerNow?.();
+    await removal;
     for (const a of this.#d.allocators) await a.release(ctx.key);
   }
 

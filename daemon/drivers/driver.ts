@@ -52,6 +52,12 @@ export interface RecordContext {
   path: string[];
   /** What was recorded at ADD, if anything. */
   record?: Attachment;
+  /**
+   * DEL only: the driver may call this once the pod is as good as unplugged (the kernel has been
+   * told to remove its link) and finish the rest after the runtime has its answer. Its container's
+   * lock stays held until `del` returns, so nothing else touches that container meanwhile.
+   */
+  answerNow?: () => void;
 }
 
 /** One way of plugging an interface. */

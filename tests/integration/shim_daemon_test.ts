@@ -353,3 +353,76 @@ Deno.test({
     assertEquals((await run("ip", "netns", "list")).includes(name), false);
   },
 });
+
+/** Real in-process netlink whose link removals wait until `open()` is called. */
+function gatedUnplugNetlink(): {
+  plumber: NetlinkPlumber;
+  open: () => void;
+  removing: () => number;
+} {
+  const real = new NetlinkPlumber(Libc.open(), new IpPlumber(new SpawningIpRunner()));
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  let removing = 0;
+  const unplug = real.unplugVeth.bind(real);
+  real.unplugVeth = async (hostIfname: string) => {
+    removing++;
+    await gate;
+    await unplug(hostIfname);
+  };
+  return { plumber: real, open, removing: () => removing };
+}
+
+Deno.test({
+  name:
+    "DEL is answered while the kernel removes the link; its address is released only after, and the container's next ADD waits",
+  ...opts,
+  fn: async () => {
+    const gated = gatedUnplugNetlink();
+    await withFerry(
+      { daemon: { plumber: gated.plumber } },
+      (ferry) =>
+        withNetns(1, async ([ns]) => {
+          // The gate opens in any case before the daemon stops (its stop waits for DELs).
+          try {
+            const id = `c${uniqueToken()}`;
+            const add = await ferry.shim(env("ADD", ns, id), netconf());
+            assertEquals(add.code, 0, add.stdout);
+            const onDisk = async () => {
+              const out: string[] = [];
+              for await (const pool of Deno.readDir(`${ferry.config.stateDir}/ipam`)) {
+                for await (const f of Deno.readDir(`${ferry.config.stateDir}/ipam/${pool.name}`)) {
+                  if (!f.name.startsWith(".")) out.push(f.name);
+                }
+              }
+              return out;
+            };
+            const del = await ferry.shim(env("DEL", ns, id), netconf());
+            assertEquals(del.code, 0, del.stdout);
+            // Answered, the removal under way: the address is still held, the DEL still finishing.
+            assertEquals(gated.removing(), 1);
+            assertEquals((await onDisk()).length, 1);
+            assertEquals(ferry.daemon().stats().finishingDels, 1);
+            let readdDone = false;
+            const readd = ferry.shim(env("ADD", ns, id), netconf()).then((r) => {
+              readdDone = true;
+              return r;
+            });
+            await new Promise((r) => setTimeout(r, 300));
+            assertEquals(readdDone, false, "an ADD of the same container waits for the DEL's work");
+            gated.open();
+            await ferry.daemon().idle();
+            const again = await readd;
+            assertEquals(again.code, 0, again.stdout);
+            assertEquals(ferry.daemon().stats().finishingDels, 0);
+            assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
+            assertEquals(await ferry.allocations(), []);
+            assertEquals(await ferry.records(), []);
+            assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+          } finally {
+            gated.open();
+          }
+        }),
+    );
+  },
+});
