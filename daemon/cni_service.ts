@@ -16,6 +16,7 @@ import type { CniRequest } from "../lib/envelope.ts";
 import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
 import type { DefaultNetwork } from "./default_network.ts";
 import type { Driver, DriverName } from "./drivers/driver.ts";
+import { Deadline } from "./deadline.ts";
 import { KeyedMutex } from "./keyed_mutex.ts";
 import type { NetnsGuard } from "./net/netns_guard.ts";
 import type { PhaseStats } from "./phase_stats.ts";
@@ -134,8 +135,13 @@ function need(req: CniRequest, field: "containerId" | "ifname" | "netns"): strin
 export class CniService {
   readonly #d: CniServiceDeps;
   readonly #locks = new KeyedMutex();
-  /** DELs answered before their work ended (see `del`). */
-  readonly #background = new Set<Promise<void>>();
+  /** DELs in progress, some answered before their work ended (see `del`). */
+  readonly #finishing = new Set<Promise<void>>();
+  /**
+   * The same, by namespace path and interface name: an ADD of another container into that
+   * namespace and name waits for the old link to go.
+   */
+  readonly #finishingAt = new Map<string, Promise<void>>();
 
   /** Creates the service. */
   constructor(deps: CniServiceDeps) {
@@ -173,8 +179,10 @@ export class CniService {
   /** The driver called `name`; the default network's once it is open (bounded wait). */
   async #driver(name: DriverName, signal?: AbortSignal): Promise<Driver> {
     if (name !== "bridge") return this.#d.drivers[name];
-    const wait = AbortSignal.timeout(this.#d.networkWaitMs);
-    return await this.#d.network.driver(signal ? AbortSignal.any([wait, signal]) : wait);
+    using wait = new Deadline(this.#d.networkWaitMs);
+    return await this.#d.network.driver(
+      signal ? AbortSignal.any([wait.signal, signal]) : wait.signal,
+    );
   }
 
   /** Plugs the interface, or returns the recorded result of an earlier identical ADD. */
@@ -190,6 +198,7 @@ export class CniService {
     const phases = this.#d.phases;
     const started = performance.now();
     await this.#d.netns.require(netns);
+    await this.#finishingAt.get(`${netns}\0${key.ifname}`)?.catch(() => {});
     let knownPod: RegisteredPod | undefined;
     let reported = false;
     const result = await this.#locks.run(key.containerId, async () => {
@@ -213,11 +222,9 @@ export class CniService {
       const podRef = ref && (pod ? { ...ref, uid: pod.uid } : ref);
       // Multi-VIF: one bounded wait for every NAD this ADD needs, which may replace the default
       // network (v1.multus-cni.io/default-network) and add interfaces.
+      using nadWait = new Deadline(this.#d.multiVif?.waitMs ?? 0);
       const multiVif = pod && driver === "bridge" && this.#d.multiVif?.drivers.length
-        ? AbortSignal.any([
-          AbortSignal.timeout(this.#d.multiVif.waitMs),
-          ...(signal ? [signal] : []),
-        ])
+        ? AbortSignal.any([nadWait.signal, ...(signal ? [signal] : [])])
         : undefined;
       const replacement = pod && multiVif
         ? await this.#defaultReplacement(pod, key.ifname, multiVif)
@@ -354,7 +361,8 @@ export class CniService {
   ): Promise<RegisteredPod | undefined> {
     if (!this.#d.pods) return undefined;
     const { registry, waitMs } = this.#d.pods;
-    const signal = AbortSignal.timeout(waitMs);
+    using deadline = new Deadline(waitMs);
+    const signal = deadline.signal;
     try {
       return await registry.waitFor(ref, gone ? AbortSignal.any([signal, gone]) : signal);
     } catch (e) {
@@ -403,9 +411,15 @@ export class CniService {
       }
       await this.#release(key, req, answer);
     }, signal);
-    this.#background.add(work);
-    work.then(() => this.#background.delete(work), (e) => {
-      this.#background.delete(work);
+    const where = `${req.netns ?? ""}\0${key.ifname}`;
+    this.#finishing.add(work);
+    this.#finishingAt.set(where, work);
+    const forget = () => {
+      this.#finishing.delete(work);
+      if (this.#finishingAt.get(where) === work) this.#finishingAt.delete(where);
+    };
+    work.then(forget, (e) => {
+      forget();
       if (!early) return; // the caller gets this error as the answer
       this.#d.logger.error(
         "DEL of {containerId}/{ifname}, answered already, failed to finish: {error}",
@@ -415,15 +429,15 @@ export class CniService {
     await Promise.race([answered, work]);
   }
 
-  /** DELs answered whose work (link removal confirmed, addresses released) is still going on. */
+  /** DELs in progress, answered or not (link removal confirmed, addresses released, …). */
   get finishingDels(): number {
-    return this.#background.size;
+    return this.#finishing.size;
   }
 
   /** Resolves once every DEL answered early has finished its work (for a graceful stop). */
   async idle(): Promise<void> {
-    while (this.#background.size > 0) {
-      await Promise.allSettled([...this.#background]);
+    while (this.#finishing.size > 0) {
+      await Promise.allSettled([...this.#finishing]);
     }
   }
 

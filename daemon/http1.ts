@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { Deadline } from "./deadline.ts";
 import { concatBytes, indexOfBytes } from "../lib/bytes.ts";
 
 /** Limits on one exchange. */
@@ -185,17 +186,15 @@ function watchForHangUp(conn: Deno.Conn, gone: AbortController, done: { value: b
 }
 
 async function writeWithin(conn: Deno.Conn, data: Uint8Array, ms: number): Promise<void> {
-  const deadline = AbortSignal.timeout(ms);
+  using deadline = new Deadline(ms);
+  const timedOut = new Promise<never>((_, reject) =>
+    deadline.signal.addEventListener("abort", () => reject(deadline.signal.reason), {
+      once: true,
+    })
+  );
+  timedOut.catch(() => {}); // a write that ends in time leaves it pending, then collected
   let off = 0;
-  while (off < data.length) {
-    const n = await Promise.race([
-      conn.write(data.subarray(off)),
-      new Promise<never>((_, reject) =>
-        deadline.addEventListener("abort", () => reject(deadline.reason), { once: true })
-      ),
-    ]);
-    off += n;
-  }
+  while (off < data.length) off += await Promise.race([conn.write(data.subarray(off)), timedOut]);
 }
 
 /** Serialises a response with `Connection: close`. */
@@ -231,8 +230,8 @@ export async function answer(
     await writeWithin(conn, await responseBytes(res), writeTimeoutMs);
     delivered = true;
     await conn.closeWrite();
-    const linger = AbortSignal.timeout(LINGER_MS);
-    const stop = new Promise<null>((r) => linger.addEventListener("abort", () => r(null)));
+    using linger = new Deadline(LINGER_MS);
+    const stop = new Promise<null>((r) => linger.signal.addEventListener("abort", () => r(null)));
     const buf = new Uint8Array(16 * 1024);
     let drained = 0;
     while (drained < LINGER_MAX_BYTES) {
@@ -287,7 +286,8 @@ export async function serveExchange(
   let request: Request | undefined;
   let gone: AbortController | undefined;
   try {
-    const input = new Input(conn, AbortSignal.timeout(limits.readTimeoutMs));
+    using readDeadline = new Deadline(limits.readTimeoutMs);
+    const input = new Input(conn, readDeadline.signal);
     const head = parseHead(await input.head(limits.maxHeaderBytes));
     const body = await readBody(input, head, limits.maxBodyBytes);
     gone = new AbortController();

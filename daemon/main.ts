@@ -89,9 +89,11 @@ export interface Daemon {
 export interface DaemonStats {
   /** CNI requests served, by command. */
   cniRequests: Record<string, number>;
+  /** The process's memory (`Deno.memoryUsage()`), in bytes. */
+  memory: { rss: number; heapTotal: number; heapUsed: number; external: number };
   /**
-   * DELs answered whose work goes on (the kernel removing the link, then the addresses
-   * released); a few milliseconds each.
+   * DELs in progress, including those already answered whose work goes on (the kernel removing
+   * the link, then the addresses released: a few milliseconds each).
    */
   finishingDels: number;
   /** API round trips a CNI request waits for: none (the annotation write follows the answer). */
@@ -525,6 +527,7 @@ export async function startDaemon(
   let server: SocketServer | undefined;
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
+    memory: Deno.memoryUsage(),
     finishingDels: service.finishingDels,
     apiCallsOnCniPath: 0,
     annotationWrites: kube

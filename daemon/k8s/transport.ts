@@ -69,7 +69,10 @@ export class HttpTransport implements KubeTransport {
   /** Creates the transport and its HTTP client. */
   constructor(config: ConnectionConfig) {
     this.#config = config;
-    const options: Deno.CreateHttpClientOptions = {};
+    // Over HTTP/2 (a kube-apiserver with TLS) every request shares one connection; over HTTP/1.1
+    // a burst opens one per request in flight, and only a few are kept idle afterwards, so the
+    // daemon's descriptors do not stay at the size of its largest burst.
+    const options: Deno.CreateHttpClientOptions = { poolMaxIdlePerHost: 4 };
     if (config.caCert) options.caCerts = [config.caCert];
     this.#client = config.clientCert && config.clientKey
       ? Deno.createHttpClient({ ...options, cert: config.clientCert, key: config.clientKey })

@@ -23,17 +23,18 @@ export async function* watchEvents<T>(
   signal?: AbortSignal,
 ): AsyncGenerator<WatchEvent<T>> {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  const aborted = new Promise<never>((_, reject) => {
-    if (!signal) return;
-    const fail = () => reject(signal.reason ?? new DOMException("aborted", "AbortError"));
-    if (signal.aborted) fail();
-    else signal.addEventListener("abort", fail, { once: true });
-  });
-  aborted.catch(() => {});
+  // Aborting cancels the reader, which ends a pending read at once. (Racing every read against
+  // one long-lived "aborted" promise instead kept a reaction per read, and with it every event's
+  // text, for as long as the watch lasted.)
+  const reason = () => signal?.reason ?? new DOMException("aborted", "AbortError");
+  const onAbort = () => reader.cancel(reason()).catch(() => {});
+  signal?.addEventListener("abort", onAbort, { once: true });
   let buffer = "";
   try {
     while (true) {
-      const { done, value } = await Promise.race([reader.read(), aborted]);
+      if (signal?.aborted) throw reason();
+      const { done, value } = await reader.read();
+      if (signal?.aborted) throw reason();
       if (done) break;
       buffer += value;
       let nl: number;
@@ -44,6 +45,7 @@ export async function* watchEvents<T>(
       }
     }
   } finally {
+    signal?.removeEventListener("abort", onAbort);
     reader.cancel().catch(() => {});
   }
   const last = buffer.trim();

@@ -375,7 +375,7 @@ function gatedUnplugNetlink(): {
 
 Deno.test({
   name:
-    "DEL is answered while the kernel removes the link; its address is released only after, and the container's next ADD waits",
+    "DEL is answered while the kernel removes the link; its address is released only after, and an ADD into the same namespace and name waits for it",
   ...opts,
   fn: async () => {
     const gated = gatedUnplugNetlink();
@@ -404,21 +404,24 @@ Deno.test({
             assertEquals((await onDisk()).length, 1);
             assertEquals(ferry.daemon().stats().finishingDels, 1);
             let readdDone = false;
-            const readd = ferry.shim(env("ADD", ns, id), netconf()).then((r) => {
+            // Another container in the same namespace (a runtime that reuses one) and interface.
+            const id2 = `c${uniqueToken()}`;
+            const readd = ferry.shim(env("ADD", ns, id2), netconf()).then((r) => {
               readdDone = true;
               return r;
             });
             await new Promise((r) => setTimeout(r, 300));
-            assertEquals(readdDone, false, "an ADD of the same container waits for the DEL's work");
+            assertEquals(readdDone, false, "the ADD waits for the old link to go");
             gated.open();
             await ferry.daemon().idle();
             const again = await readd;
             assertEquals(again.code, 0, again.stdout);
             assertEquals(ferry.daemon().stats().finishingDels, 0);
-            assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
+            assertEquals((await ferry.shim(env("DEL", ns, id2), netconf())).code, 0);
             assertEquals(await ferry.allocations(), []);
             assertEquals(await ferry.records(), []);
             assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+            assertEquals(await hostLinkExists(hostLinkName(id2, "eth0")), false);
           } finally {
             gated.open();
           }
