@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { concatBytes } from "../lib/bytes.ts";
 import { configure, type LogLevel, type LogRecord, reset, type Sink } from "@logtape/logtape";
 
 /**
@@ -40,17 +41,26 @@ export function jsonLine(record: LogRecord): string {
 }
 
 const encoder = new TextEncoder();
+let queued: Uint8Array[] = [];
 let pending: Promise<void> = Promise.resolve();
+let writing = false;
 
 /**
- * Writes each line to stderr in order, without holding a lock on the stream (so logging can be
- * configured again, with another level, while the daemon runs).
+ * Writes the lines to stderr in order, without holding a lock on the stream (so logging can be
+ * configured again, with another level, while the daemon runs). Lines logged while a write is
+ * under way go out together in the next one: one write per burst, not one per line.
  */
 const stderrSink: Sink = (record) => {
-  const bytes = encoder.encode(jsonLine(record));
-  pending = pending.then(async () => {
-    for (let at = 0; at < bytes.length;) at += await Deno.stderr.write(bytes.subarray(at));
-  }).catch(() => {});
+  queued.push(encoder.encode(jsonLine(record)));
+  if (writing) return;
+  writing = true;
+  pending = (async () => {
+    while (queued.length > 0) {
+      const bytes = concatBytes(queued);
+      queued = [];
+      for (let at = 0; at < bytes.length;) at += await Deno.stderr.write(bytes.subarray(at));
+    }
+  })().catch(() => {}).finally(() => (writing = false));
 };
 
 /**

@@ -53,16 +53,20 @@ export class NetlinkPlumber implements Plumber {
   }
 
   /** Plugs with rtnetlink messages; code 5 on failure (the caller rolls back). */
-  plugVeth(spec: VethSpec): Promise<void> {
+  async plugVeth(spec: VethSpec): Promise<void> {
     try {
-      this.#plug(spec);
-      return Promise.resolve();
+      await this.#plug(spec);
     } catch (e) {
-      return Promise.reject(ioError(`failed to plug ${spec.ifname} in ${spec.netns}`, e));
+      throw ioError(`failed to plug ${spec.ifname} in ${spec.netns}`, e);
     }
   }
 
-  #plug(spec: VethSpec): void {
+  /**
+   * Creating the pair is the kernel's slow part (a few milliseconds, done inside `send`), so it
+   * is sent off the JS thread on a socket of its own; the rest are quick messages, and the pod's
+   * side must be configured from the JS thread anyway (only it enters the pod's namespace).
+   */
+  async #plug(spec: VethSpec): Promise<void> {
     const master = this.#host.linkIndex(
       `bridge "${spec.bridge}"`,
       (seq) => getLink(seq, spec.bridge),
@@ -70,17 +74,22 @@ export class NetlinkPlumber implements Plumber {
     const podFd = this.#sys.openRead(spec.netns);
     try {
       this.#assertForeign(podFd, spec.netns);
-      this.#host.ack(
-        `create veth ${spec.hostIfname} with peer ${spec.ifname}`,
-        (seq) =>
-          newVeth(
-            seq,
-            { name: spec.hostIfname, mac: spec.hostMac, mtu: spec.mtu },
-            { name: spec.ifname, mac: spec.containerMac, mtu: spec.mtu },
-            master,
-            podFd,
-          ),
-      );
+      const create = new RouteSocket(this.#sys, this.#sys.netlinkSocket());
+      try {
+        await create.ackOffThread(
+          `create veth ${spec.hostIfname} with peer ${spec.ifname}`,
+          (seq) =>
+            newVeth(
+              seq,
+              { name: spec.hostIfname, mac: spec.hostMac, mtu: spec.mtu },
+              { name: spec.ifname, mac: spec.containerMac, mtu: spec.mtu },
+              master,
+              podFd,
+            ),
+        );
+      } finally {
+        create.close();
+      }
       const hostIndex = this.#host.linkIndex(
         `find ${spec.hostIfname}`,
         (seq) => getLink(seq, spec.hostIfname),
