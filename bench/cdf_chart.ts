@@ -34,16 +34,23 @@ const escapeXml = (s: string) =>
     "&quot;",
   );
 
-/** Ticks at 1, 2, 5 × powers of ten between `lo` and `hi`. */
+/**
+ * Ticks at 1, 2, 5 × powers of ten between `lo` and `hi`, or finer steps (1, 1.5, 2, 3, 4, 5, 6,
+ * 8) when that gives fewer than four.
+ */
 export function logTicks(lo: number, hi: number): number[] {
-  const ticks: number[] = [];
-  for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
-    for (const m of [1, 2, 5]) {
-      const t = m * 10 ** e;
-      if (t >= lo && t <= hi) ticks.push(Number(t.toPrecision(3)));
+  const at = (steps: number[]) => {
+    const ticks: number[] = [];
+    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
+      for (const m of steps) {
+        const t = Number((m * 10 ** e).toPrecision(3));
+        if (t >= lo && t <= hi) ticks.push(t);
+      }
     }
-  }
-  return ticks;
+    return ticks;
+  };
+  const coarse = at([1, 2, 5]);
+  return coarse.length >= 4 ? coarse : at([1, 1.5, 2, 3, 4, 5, 6, 8]);
 }
 
 /** The points of a cumulative curve: (latency, fraction of samples ≤ it), sorted. */
@@ -80,13 +87,13 @@ function panelSvg(panel: ChartPanel, top: number): string {
       }" font-size="10" text-anchor="middle">${t}</text>`,
     );
   }
-  for (const f of [0, 0.5, 0.9, 0.99, 1]) {
+  for (const f of [0, 0.5, 0.9, 1]) {
     parts.push(
       `<line x1="${MARGIN.left}" y1="${y(f).toFixed(1)}" x2="${MARGIN.left + plotW}" y2="${
         y(f).toFixed(1)
       }" stroke="${f === 0 || f === 1 ? "#999" : "#ddd"}"/>`,
       `<text x="${MARGIN.left - 6}" y="${(y(f) + 3).toFixed(1)}" font-size="10" text-anchor="end">${
-        f === 0.99 ? "p99" : f === 0.9 ? "p90" : f === 0.5 ? "p50" : `${f * 100}%`
+        f === 0.9 ? "p90" : f === 0.5 ? "p50" : `${f * 100}%`
       }</text>`,
     );
   }

@@ -97,6 +97,18 @@ function daemonPid(daemon: DaemonProcess): number {
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
+/** Bytes per module of a `deno bundle` output (its `// path` markers). */
+function bundleModules(bundle: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  let current = "(prelude)";
+  for (const line of bundle.split("\n")) {
+    const m = /^\/\/ ((?:cni|lib)\/\S+\.ts)$/.exec(line);
+    if (m) current = m[1];
+    out[current] = (out[current] ?? 0) + line.length + 1;
+  }
+  return out;
+}
+
 async function main(o: BenchOptions): Promise<void> {
   const token = uniqueToken();
   const dir = await Deno.makeTempDir({ prefix: `ferry-bench-${token}-` });
@@ -132,6 +144,7 @@ async function main(o: BenchOptions): Promise<void> {
   const memory: ProcessSample[] = [];
   let phases: unknown;
   let nodeBench: NodeBench | undefined;
+  let shimModules: Record<string, number> = {};
   try {
     await daemon.start();
     await waitForDaemon(socket, `${dir}/daemon.log`, { ready: true });
@@ -223,6 +236,11 @@ async function main(o: BenchOptions): Promise<void> {
         (await unixRequest(socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(5000))).body,
       );
     const apiRequests = () => sum(Object.values(api.stats.requests));
+
+    // What the shim loads at every start: one bundled file, by module.
+    const bundle = await Deno.readTextFile(`${dir}/bin/ferry-shim.js`);
+    figures["shim bundle (KB)"] = round1(bundle.length / 1024);
+    shimModules = bundleModules(bundle);
 
     // 1. The floor: an empty module through the same wrapper, paired with the shim.
     console.log("floor: empty module and shim VERSION, paired");
@@ -493,6 +511,7 @@ async function main(o: BenchOptions): Promise<void> {
         figures,
         memory,
         addPhases: phases,
+        shimModules,
         node: nodeBench?.runs,
         targets,
       },
@@ -526,6 +545,9 @@ async function main(o: BenchOptions): Promise<void> {
     new URL("latest.md", dirUrl),
     `# Ferry benchmark\n\n${caption}; libcni (Debian) as the client; reference = Debian's ` +
       `bridge + host-local\n\n${table}\n\n${figureTable}\n\n${memoryTable}\n\n` +
+      `The shim's bundle by module (bytes): ${
+        Object.entries(shimModules).map(([m, b]) => `${m} ${b}`).join(", ")
+      }\n\n` +
       (nodeBench ? `${nodeBench.table}\n\n` : "") + `${targetLines}\n`,
   );
   const panels: ChartPanel[] = [

@@ -5,7 +5,12 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { compareVersions } from "../../lib/cni/versions.ts";
 import { withFerry } from "../../daemon/dev/harness.ts";
-import { buildLibcniDriver, HAVE_LIBCNI } from "../../daemon/dev/libcni.ts";
+import {
+  buildLibcniDriver,
+  HAVE_LIBCNI,
+  type LibcniOp,
+  runLibcniBatch,
+} from "../../daemon/dev/libcni.ts";
 import { ipIn, IS_ROOT, linkInNetns, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 
 const HAVE_TUNING = await Deno.stat("/usr/lib/cni/tuning").then(() => true, () => false);
@@ -75,3 +80,56 @@ for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
         })),
   });
 }
+
+Deno.test({
+  name:
+    "the benchmark's libcni batches run ADDs at once and report each call's time and error, in order",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(3, async (namespaces) => {
+        const driver = await buildLibcniDriver(ferry.dir);
+        const conflist = `${ferry.dir}/bench.conflist`;
+        await Deno.writeTextFile(
+          conflist,
+          JSON.stringify({ cniVersion: "1.0.0", name: "ferry", plugins: [{ type: "ferry" }] }),
+        );
+        const ids = namespaces.map(() => `c${uniqueToken()}`);
+        const op = (cmd: "ADD" | "DEL", i: number) => ({
+          cmd,
+          conflist,
+          id: ids[i],
+          netns: namespaces[i].path,
+          ifname: "eth0",
+          args: "IgnoreUnknown=1",
+        });
+        const batch = (ops: LibcniOp[]) =>
+          runLibcniBatch(driver, {
+            cniPath: `${ferry.dir}/bin:/usr/lib/cni`,
+            cacheDir: `${ferry.dir}/cnicache`,
+            concurrency: 3,
+            ops,
+          });
+        // The third ADD names a namespace that does not exist: its error comes back in place.
+        const adds = await batch([op("ADD", 0), op("ADD", 1), {
+          ...op("ADD", 2),
+          netns: "/var/run/netns/absent",
+        }]);
+        assertEquals(adds.ops.map((o) => o.error === undefined), [true, true, false]);
+        assertMatch(adds.ops[2].error!, /CNI_NETNS|namespace/);
+        assert(
+          adds.ops.every((o) => o.ms > 0) && adds.wallMs >= Math.max(...adds.ops.map((o) => o.ms)),
+        );
+        assertEquals(await linkInNetns(namespaces[0], "eth0"), true);
+        const dels = await batch([op("DEL", 0), op("DEL", 1)]);
+        assertEquals(dels.ops.map((o) => o.error), [undefined, undefined]);
+        assertEquals(await ferry.allocations(), []);
+        // The process-start floor: a program run with only CNI_COMMAND=VERSION.
+        const exec = await batch([{
+          cmd: "EXEC",
+          program: ferry.shimPath,
+          env: ["CNI_COMMAND=VERSION"],
+        }]);
+        assertEquals(exec.ops[0].error, undefined);
+      })),
+});
