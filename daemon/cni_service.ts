@@ -247,6 +247,7 @@ export class CniService {
           args: req.args,
           path: req.path,
           prevResult,
+          ipamTime: (ms) => phases?.record("ipam", ms),
         });
         record = {
           ...key,

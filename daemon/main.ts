@@ -163,12 +163,16 @@ interface KubeSide {
   close(): Promise<void>;
 }
 
-async function connectKube(config: DaemonConfig, store: AttachmentStore): Promise<KubeSide> {
+async function connectKube(
+  config: DaemonConfig,
+  store: AttachmentStore,
+  observeApi?: (method: string, ms: number) => void,
+): Promise<KubeSide> {
   const conn = config.kubeconfig
     ? await loadKubeconfig(config.kubeconfig, { allowInsecureTls: config.allowInsecureTls })
     : await inClusterConfig();
   const http = new HttpTransport(conn);
-  const transport = new CountingTransport(http);
+  const transport = new CountingTransport(http, observeApi);
   const kube = new KubeClient(transport);
   const registry = new PodRegistry();
   const watchOptions = {
@@ -373,12 +377,27 @@ export async function startDaemon(
   let kube: KubeSide | undefined;
   let cluster: ClusterController | undefined;
   let ipam: BlockIpam | undefined;
+  // Sources are read at scrape time, once everything below exists.
+  const metrics = new FerryMetrics({
+    pods: () => kube?.pods.registry.size ?? 0,
+    watches: () => kube?.watcher.stats() ?? {},
+    apiRequests: () => ({ ...(kube?.transport.outcomes ?? {}) }),
+    addresses: () => network.usage(),
+    attachments: () => {
+      const by: Record<string, number> = {};
+      for (const a of store.list()) by[a.network] = (by[a.network] ?? 0) + 1;
+      return by;
+    },
+    gc: () => gc?.stats() ?? { released: 0, failed: 0, sweeps: 0 },
+  });
   try {
     // The socket first: a second daemon for the same node stops here, before it touches the
     // bridge or sweeps links that the running one may be plugging.
     await claimSocketPath(config.socket);
     if (local) await network.open(local);
-    kube = config.standalone ? undefined : await connectKube(config, store);
+    kube = config.standalone
+      ? undefined
+      : await connectKube(config, store, (method, ms) => metrics.apiRequest(method, ms));
     const k = kube;
     cluster = new ClusterController({
       config,
@@ -431,18 +450,6 @@ export async function startDaemon(
     serving && !network.waitingFor && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
-  const metrics = new FerryMetrics({
-    pods: () => kube?.pods.registry.size ?? 0,
-    watches: () => kube?.watcher.stats() ?? {},
-    apiRequests: () => ({ ...(kube?.transport.outcomes ?? {}) }),
-    addresses: () => network.usage(),
-    attachments: () => {
-      const by: Record<string, number> = {};
-      for (const a of store.list()) by[a.network] = (by[a.network] ?? 0) + 1;
-      return by;
-    },
-    gc: () => gc?.stats() ?? { released: 0, failed: 0, sweeps: 0 },
-  });
   const phases = new PhaseStats(1024, (phase, ms) => metrics.phase(phase, ms));
   const service = new CniService({
     phases,

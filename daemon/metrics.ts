@@ -59,8 +59,16 @@ export class FerryMetrics {
   );
   readonly #phases = new Histogram(
     "ferry_add_phase_duration_seconds",
-    "Where ADD's time goes: turn (waiting for the container's lock), podWait, plug, record, total",
+    "Where ADD's time goes: turn (waiting for the container's lock), podWait, plug (of which " +
+      "ipam: allocating addresses), record, total",
     ["phase"],
+    LATENCY_BUCKETS,
+  );
+  readonly #api = new Histogram(
+    "ferry_api_request_duration_seconds",
+    "Kubernetes API requests (watch streams aside) from sending to the answer, by verb; the " +
+      "writes (PATCH, PUT, POST, DELETE) are off the CNI answer's path",
+    ["verb"],
     LATENCY_BUCKETS,
   );
   readonly #families: MetricFamily[];
@@ -73,6 +81,7 @@ export class FerryMetrics {
       this.#requests,
       this.#duration,
       this.#phases,
+      this.#api,
       new Gauge(
         "ferry_registry_pods",
         "Pods of this node in the registry (from the pod watch)",
@@ -131,6 +140,11 @@ export class FerryMetrics {
   request(command: string, code: number, ms: number): void {
     this.#requests.inc({ command, code: String(code) });
     this.#duration.observe({ command }, ms / 1000);
+  }
+
+  /** Observes one answered API request (ms). */
+  apiRequest(verb: string, ms: number): void {
+    this.#api.observe({ verb }, ms / 1000);
   }
 
   /** Observes one ADD phase (ms). */

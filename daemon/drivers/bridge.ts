@@ -88,10 +88,12 @@ export class BridgeDriver implements Driver {
     };
     try {
       const pod = podRefFromArgs(ctx.args);
+      const allocating = performance.now();
       for (const allocator of this.#d.allocators) {
         const lease = await allocator.allocate(key, pod);
         spec.addresses.push({ cidr: `${lease.ip}/${lease.prefix}`, gateway: lease.gateway });
       }
+      ctx.ipamTime?.(performance.now() - allocating);
       try {
         await this.#d.plumber.plugVeth(spec);
       } catch (e) {

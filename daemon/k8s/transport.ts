@@ -145,9 +145,15 @@ export class CountingTransport implements KubeTransport {
    */
   readonly outcomes: Record<string, number> = {};
 
-  /** Wraps `inner`. */
-  constructor(inner: KubeTransport) {
+  readonly #observe?: (method: string, ms: number) => void;
+
+  /**
+   * Wraps `inner`; `observe` hears how long each answered request (not watch streams, which stay
+   * open) took, by method.
+   */
+  constructor(inner: KubeTransport, observe?: (method: string, ms: number) => void) {
     this.#inner = inner;
+    this.#observe = observe;
   }
 
   #count(req: KubeRequest): void {
@@ -171,7 +177,13 @@ export class CountingTransport implements KubeTransport {
   /** Counts, then forwards. */
   json<T>(req: KubeRequest): Promise<T> {
     this.#count(req);
-    return this.#outcome(req, this.#inner.json<T>(req));
+    const started = performance.now();
+    const answer = this.#outcome(req, this.#inner.json<T>(req));
+    if (this.#observe) {
+      const done = () => this.#observe!(req.method, performance.now() - started);
+      answer.then(done, done);
+    }
+    return answer;
   }
 
   /** Counts, then forwards. */

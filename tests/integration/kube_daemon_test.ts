@@ -119,6 +119,12 @@ Deno.test({
             assertEquals(phases.total?.n, 1);
             assert(phases.podWait!.max <= phases.total!.max, JSON.stringify(phases));
             assert(phases.plug!.max < phases.total!.max, JSON.stringify(phases));
+            assert(phases.ipam!.max <= phases.plug!.max, JSON.stringify(phases));
+            // The annotation write is timed in /metrics, by verb.
+            const metrics = await (await fetch(`http://${ferry.daemon().httpAddress}/metrics`))
+              .text();
+            assertMatch(metrics, /ferry_api_request_duration_seconds_count\{verb="PATCH"\} 1\n/);
+            assertMatch(metrics, /ferry_api_request_duration_seconds_count\{verb="GET"\} \d+/);
             assertEquals(
               (await ferry.shim(runtimeEnv("DEL", ns, cid, name, pod.metadata!.uid), netconf()))
                 .code,

@@ -29,6 +29,7 @@ Deno.test({
             'ferry_cni_requests_total{command="ADD",code="0"} 1',
             'ferry_cni_requests_total{command="CHECK",code="3"} 1',
             'ferry_add_phase_duration_seconds_count{phase="plug"} 1',
+            'ferry_add_phase_duration_seconds_count{phase="ipam"} 1',
             'ferry_add_phase_duration_seconds_count{phase="total"} 1',
             'ferry_attachments{network="ferry"} 1',
           ]
