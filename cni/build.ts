@@ -3,8 +3,9 @@
  * one executable (`FILE-bin`) with `deno compile` and the same sandbox flags as the installed
  * wrapper, and writes `FILE`, the script the runtime runs: it starts the executable (installed
  * on the host at `--host-path`, default `/opt/cni/bin/ferry-bin`) with a clean environment, as the
- * `deno run` wrapper does. Used by the image build; `deno compile` needs to download its runtime,
- * which this workplace cannot.
+ * `deno run` wrapper does. `deno compile` needs to download its runtime,
+ * which this workplace cannot. Not used by the image, which installs the bundled shim with Deno
+ * itself (`install-cni --copy-deno`, `deploy/image_spec.ts`); kept for single-binary installs.
  *
  * @module
  */

@@ -1,6 +1,9 @@
 /**
- * `deno task install-cni --bin-dir DIR --conf-dir DIR --socket PATH`: installs the shim for a
- * container runtime. Writes `DIR/ferry-shim.js`, the shim bundled into one file (one module to
+ * `deno task install-cni --bin-dir DIR --conf-dir DIR --socket PATH [--deno-dir DIR]
+ * [--copy-deno] [--bundle FILE]`: installs the shim for a container runtime. With `--copy-deno`
+ * the running Deno is copied beside the shim (`DIR/ferry-deno`), so the install depends on
+ * nothing else at run time (the DaemonSet's install step, from its image); `--bundle` takes a
+ * bundle made beforehand. Writes `DIR/ferry-shim.js`, the shim bundled into one file (one module to
  * load at every start instead of a dozen: measurably faster), and `DIR/ferry`, a wrapper that
  * runs it with the sandbox flags of `cni/sandbox.ts`, a fixed Deno cache directory (the runtime
  * gives it no HOME), no config discovery and no fetching; and `CONF_DIR/10-ferry.conflist` whose
@@ -35,6 +38,24 @@ export interface InstallOptions {
   denoPath: string;
   /** Where the bundled shim goes (one JavaScript file with no imports). */
   shimBundle: string;
+  /**
+   * A bundle made beforehand (the image's) to copy to `shimBundle`, instead of bundling now
+   * (`deno bundle` may need to fetch its bundler, which a node cannot).
+   */
+  prebuiltBundle?: string;
+  /**
+   * Copy this Deno executable to `denoPath` first: a host install that must not depend on the
+   * image at run time (the runtime execs the shim on the host, where the image's Deno is not).
+   */
+  copyDenoFrom?: string;
+}
+
+/** Copies `from` to `to` through a temporary file and a rename, executable. */
+async function copyAtomically(from: string, to: string, mode: number): Promise<void> {
+  const tmp = `${to}.tmp-${Deno.pid}`;
+  await Deno.copyFile(from, tmp);
+  await Deno.chmod(tmp, mode);
+  await Deno.rename(tmp, to);
 }
 
 const quote = (s: string) => `'${s.replaceAll("'", `'"'"'`)}'`;
@@ -151,7 +172,11 @@ export async function install(o: InstallOptions): Promise<{ shim: string; confli
   await Deno.mkdir(o.binDir, { recursive: true });
   await Deno.mkdir(o.confDir, { recursive: true });
   await Deno.mkdir(o.denoDir, { recursive: true });
-  await bundleShim(o.denoPath, o.shimBundle);
+  // Deno and the bundle first, the wrapper that runs them after, the conflist that names the
+  // wrapper last: a runtime never finds a conflist whose plugin is not whole yet.
+  if (o.copyDenoFrom) await copyAtomically(o.copyDenoFrom, o.denoPath, 0o755);
+  if (o.prebuiltBundle) await copyAtomically(o.prebuiltBundle, o.shimBundle, 0o644);
+  else await bundleShim(o.denoPath, o.shimBundle);
   const shim = `${o.binDir}/ferry`;
   const tmp = `${shim}.tmp-${Deno.pid}`;
   await Deno.writeTextFile(tmp, wrapperScript(o), { mode: 0o755 });
@@ -180,7 +205,16 @@ export async function install(o: InstallOptions): Promise<{ shim: string; confli
 
 if (import.meta.main) {
   const flags = parseArgs(Deno.args, {
-    string: ["bin-dir", "conf-dir", "socket", "deno-dir", "network-name", "cni-version"],
+    string: [
+      "bin-dir",
+      "conf-dir",
+      "socket",
+      "deno-dir",
+      "network-name",
+      "cni-version",
+      "bundle",
+    ],
+    boolean: ["copy-deno"],
     default: {
       "bin-dir": "/opt/cni/bin",
       "conf-dir": "/etc/cni/net.d",
@@ -197,8 +231,10 @@ if (import.meta.main) {
     denoDir: flags["deno-dir"],
     networkName: flags["network-name"],
     cniVersion: flags["cni-version"],
-    denoPath: Deno.execPath(),
+    denoPath: flags["copy-deno"] ? `${flags["bin-dir"]}/ferry-deno` : Deno.execPath(),
+    copyDenoFrom: flags["copy-deno"] ? Deno.execPath() : undefined,
     shimBundle: `${flags["bin-dir"]}/ferry-shim.js`,
+    prebuiltBundle: flags.bundle,
   });
   console.log(`installed ${done.shim} and ${done.conflist}`);
 }
