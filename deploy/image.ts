@@ -219,7 +219,8 @@ if (import.meta.main) {
     ]);
     console.log(
       `wrote ${flags.out} (${flags.name}): ${(layer / 1048576).toFixed(0)} MB in one layer, ` +
-        `${((performance.now() - started) / 1000).toFixed(0)} s\n` +
+        `${((performance.now() - started) / 1000).toFixed(0)} s; MB by place (each line leaves ` +
+        "out what a line above counted):\n" +
         sizes.trim().split("\n").map((l) => "  " + l.replace(`${root}/`, "/")).join("\n"),
     );
   } finally {

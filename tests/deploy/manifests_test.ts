@@ -1,6 +1,6 @@
 // The manifests in deploy/ against a real API server (FERRY_TEST_KUBECONFIG, `deno task test:real`):
 // the server accepts them all, and Ferry's ServiceAccount can do what the daemon does and no more.
-import { assertEquals } from "deno-std/assert/mod.js";
+import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { DAEMON_API_USE } from "../../daemon/k8s/api_use.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { parse } from "deno-std/yaml/parse.js";
@@ -32,6 +32,25 @@ Deno.test({
       .flat();
     const res = await kubectl("apply", "--dry-run=server", ...files);
     assertEquals(res.code, 0, res.out);
+  },
+});
+
+Deno.test({
+  name:
+    "kubectl apply -k deploy/ (and the test node's overlay) is accepted by the server, the DaemonSet with its install step",
+  ...opts,
+  fn: async () => {
+    // The CRDs first, as a first apply -k would leave them (the pool needs its CRD established).
+    assertEquals((await kubectl("apply", "-f", `${DEPLOY}crds/`)).code, 0);
+    for (const dir of [DEPLOY, new URL("../node/overlay/", import.meta.url).pathname]) {
+      const res = await kubectl("apply", "-k", dir, "--dry-run=server");
+      assertEquals(res.code, 0, res.out);
+      for (
+        const kind of ["daemonset.apps/ferry", "configmap/ferry-config", "ippool.ferry.dev/default"]
+      ) {
+        assert(res.out.includes(kind), `${kind} in:\n${res.out}`);
+      }
+    }
   },
 });
 
