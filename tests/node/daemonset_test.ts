@@ -174,7 +174,13 @@ Deno.test({
         "--for=condition=Ready",
         "--timeout=120s",
         ...pods.map((p) => `pod/${p}`),
-      );
+      )
+        .catch(async (e) => {
+          const events = await kubectl("describe", "pod", pods[0]).catch((x) => String(x));
+          const log = await kubectl("logs", "-n", "kube-system", pod, "-c", "ferry", "--tail=20")
+            .catch((x) => String(x));
+          throw new Error(`${e.message}\n${events.slice(events.indexOf("Events:"))}\n${log}`);
+        });
       const ips = await Promise.all(pods.map((p) => podIp(p)));
       for (const ip of ips) assert(cidrContains(parseCidr(POOL), parseIp(ip)), `${ip} in ${POOL}`);
       assert(ips[0] !== ips[1]);
