@@ -27,6 +27,11 @@ export const NEEDS: Need[] = [
   },
   { path: "/usr/bin/go", pkg: "golang-go", why: "building the libcni test driver" },
   {
+    path: "/usr/sbin/debootstrap",
+    pkg: "debootstrap",
+    why: "building the node image (deno task image; the DaemonSet test on the real kubelet)",
+  },
+  {
     path: "/usr/share/gocode/src/github.com/containernetworking/cni/libcni",
     pkg: "golang-github-appc-cni-dev",
     why: "the reference CNI runtime library",

@@ -6,8 +6,11 @@
 // controller would (the template, bound to kl-node1, owned by the DaemonSet) and the ConfigMap
 // kube-root-ca.crt the root-CA publisher would. Then the install step puts the shim (with its own
 // Deno) and the conflist on the host, the daemon becomes ready, and busybox pods created with
-// kubectl get Ferry's addresses from the pool, reach each other, and `kubectl exec` works. Needs
-// root, /opt/realkubelet, /opt/realk8s and debootstrap; skipped (and said) otherwise.
+// kubectl get Ferry's addresses from the pool, reach each other, and `kubectl exec` works. Then a
+// rolling upgrade to a new image tag (pods keep talking; a pod created while no daemon runs
+// starts once the new one is up), and the uninstall (`kubectl delete -k`, `cni/uninstall.ts` on
+// the node) after which nothing of Ferry is left. Needs root, /opt/realkubelet, /opt/realk8s and
+// debootstrap; skipped (and said) otherwise.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { run, uniqueToken } from "../../daemon/dev/netns.ts";
@@ -24,6 +27,7 @@ import { buildRootfs, packOci } from "../../deploy/image.ts";
 const HAVE_DEBOOTSTRAP = await Deno.stat("/usr/sbin/debootstrap").then(() => true, () => false);
 const READY = NODE_READY && HAVE_DEBOOTSTRAP;
 const IMAGE = "localhost/ferry:dev";
+const UPGRADED = "localhost/ferry:dev2";
 const POOL = "10.247.0.0/16";
 const HOST_BIN = "/opt/realkubelet/cni/bin";
 const HOST_CONF = "/opt/realkubelet/cni/net.d";
@@ -90,7 +94,7 @@ async function podIp(name: string, ns = "default"): Promise<string> {
 
 Deno.test({
   name:
-    "real kubelet: kubectl apply -k installs Ferry from an image built here; its pod installs the shim and conflist on the host, and kubectl-created pods get pool addresses, reach each other, and exec works",
+    "real kubelet: kubectl apply -k installs Ferry from an image built here; its pod installs the shim and conflist on the host; kubectl-created pods get pool addresses, reach each other, exec works; a rolling upgrade keeps them talking and serves a pod created meanwhile; uninstall leaves nothing",
   ignore: !READY,
   fn: async () => {
     const token = uniqueToken().slice(0, 6);
@@ -195,6 +199,113 @@ Deno.test({
         blocks.items.some((b: { spec: { node: string } }) => b.spec.node === "kl-node1"),
         "a block owned by kl-node1",
       );
+
+      // A rolling upgrade to a new image, as the DaemonSet controller does it with
+      // maxUnavailable 1: the old pod goes, then a pod of the new template comes. Plugged pods
+      // keep their network throughout, and a pod created while no daemon runs starts once the
+      // new one is up (its ADD answered 11 meanwhile, retried by the kubelet).
+      await run("ctr", ...CTR, "images", "tag", "--force", IMAGE, UPGRADED);
+      await kubectl(
+        "set",
+        "image",
+        "daemonset/ferry",
+        "-n",
+        "kube-system",
+        `ferry=${UPGRADED}`,
+        `install-cni=${UPGRADED}`,
+      );
+      const pinging = kubectl(
+        "exec",
+        pods[0],
+        "--",
+        "ping",
+        "-c",
+        "40",
+        "-i",
+        "0.25",
+        "-W",
+        "1",
+        ips[1],
+      );
+      await kubectl("delete", "pod", "-n", "kube-system", pod, "--wait=true", "--timeout=60s");
+      ferryPod = undefined;
+      const during = `kl-d3${token}`;
+      pods.push(during);
+      const yaml = await sh(`${TOOLS}/pod.sh`, during);
+      const file = await Deno.makeTempFile({ suffix: ".yaml" });
+      await Deno.writeTextFile(file, yaml);
+      await kubectl("apply", "-f", file);
+      await Deno.remove(file);
+      await new Promise((r) => setTimeout(r, 3000)); // its sandbox meets no daemon
+      ferryPod = await daemonSetPod();
+      const upgraded = ferryPod;
+      assertEquals(
+        (await kubectl(
+          "get",
+          "pod",
+          upgraded,
+          "-n",
+          "kube-system",
+          "-o",
+          "jsonpath={.spec.containers[0].image}",
+        ))
+          .trim(),
+        UPGRADED,
+      );
+      await until("the upgraded Ferry pod is ready", 120_000, async () =>
+        (await kubectl(
+          "get",
+          "pod",
+          upgraded,
+          "-n",
+          "kube-system",
+          "-o",
+          'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+        )).trim() === "True");
+      const pingOut = await pinging;
+      assert(
+        / 0% packet loss/.test(pingOut),
+        `the pods' traffic went on during the upgrade:\n${pingOut}`,
+      );
+      await kubectl("wait", "--for=condition=Ready", "--timeout=120s", `pod/${during}`);
+      const duringIp = await podIp(during);
+      assert(cidrContains(parseCidr(POOL), parseIp(duringIp)) && !ips.includes(duringIp), duringIp);
+
+      // Uninstall: the objects, then the node's clean-up command; nothing of Ferry stays.
+      await kubectl("delete", "pod", "--wait=true", "--timeout=60s", ...pods);
+      await kubectl("delete", "pod", "-n", "kube-system", upgraded, "--wait=true", "--timeout=60s");
+      ferryPod = undefined;
+      await kubectl(
+        "delete",
+        "-k",
+        `${REPO}tests/node/overlay`,
+        "--ignore-not-found",
+        "--wait=true",
+      );
+      const removed = await sh(
+        Deno.execPath(),
+        "run",
+        "--allow-all",
+        "--frozen",
+        `${REPO}cni/uninstall.ts`,
+        `--config=${REPO}tests/node/overlay/config.json`,
+        `--bin-dir=${HOST_BIN}`,
+        `--conf-dir=${HOST_CONF}`,
+      );
+      for (const f of ["ferry", "ferry-deno", "ferry-shim.js"]) {
+        assertEquals(await Deno.stat(`${HOST_BIN}/${f}`).then(() => true, () => false), false, f);
+      }
+      assertEquals(
+        await Deno.stat(`${HOST_CONF}/10-ferry.conflist`).then(() => true, () => false),
+        false,
+      );
+      assertEquals(
+        await run("ip", "link", "show", "klferry0").then(() => true, () => false),
+        false,
+      );
+      assert(!(await run("nft", "list", "tables")).includes("table inet ferry"), removed);
+      assertEquals(await Deno.stat("/var/lib/ferry").then(() => true, () => false), false);
+      assertEquals(await Deno.stat("/run/ferry").then(() => true, () => false), false);
     } finally {
       await kubectl("delete", "pod", "--ignore-not-found", "--wait=true", "--timeout=60s", ...pods)
         .catch(() => {});
@@ -228,6 +339,8 @@ Deno.test({
         "--ignore-not-found",
       )
         .catch(() => {});
+      // (containerd still runs here; stop.sh stops it)
+      await run("ctr", ...CTR, "images", "rm", IMAGE, UPGRADED).catch(() => {});
       await sh(`${TOOLS}/stop.sh`, "--clean").catch(() => {});
       // What uninstalling leaves on a node (README "Uninstall"): the shim, its Deno and bundle,
       // the conflist, Ferry's bridge, its nftables table and state.
@@ -242,7 +355,6 @@ Deno.test({
       await removePortmapChains(tablesBefore);
       await Deno.remove("/var/lib/ferry", { recursive: true }).catch(() => {});
       await Deno.remove("/run/ferry", { recursive: true }).catch(() => {});
-      await run("ctr", ...CTR, "images", "rm", IMAGE).catch(() => {});
     }
   },
 });

@@ -1,0 +1,65 @@
+// cni/uninstall.ts removes everything Ferry leaves on a node, and reports only what it removed.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { uninstallNode } from "../../cni/uninstall.ts";
+import { IS_ROOT, run, uniqueToken } from "../../daemon/dev/netns.ts";
+
+const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
+const link = (name: string) => run("ip", "link", "show", name).then(() => true, () => false);
+
+Deno.test({
+  name:
+    "uninstalling a node removes the conflist, the shim, Ferry's links, bridge, routes, nftables table and state, and only those",
+  ignore: !IS_ROOT,
+  fn: async () => {
+    const t = uniqueToken().slice(0, 6);
+    const dir = await Deno.makeTempDir({ prefix: "ferry-uninstall-" });
+    const bridge = `fu${t}`, port = `fy${t}u`, other = `xu${t}`, table = `ferryu${t}`;
+    const node = {
+      binDir: `${dir}/bin`,
+      confDir: `${dir}/conf`,
+      bridge,
+      vxlanDevice: `fv${t}`,
+      nftTable: table,
+      stateDir: `${dir}/state`,
+      socketDir: `${dir}/run`,
+    };
+    try {
+      for (const d of [node.binDir, node.confDir, node.stateDir, node.socketDir]) {
+        await Deno.mkdir(d, { recursive: true });
+      }
+      for (const f of ["ferry", "ferry-deno", "ferry-shim.js", "bridge"]) {
+        await Deno.writeTextFile(`${node.binDir}/${f}`, "x");
+      }
+      await Deno.writeTextFile(`${node.confDir}/10-ferry.conflist`, "{}");
+      await Deno.writeTextFile(`${node.confDir}/20-other.conflist`, "{}");
+      await run("ip", "link", "add", bridge, "type", "bridge");
+      await run("ip", "link", "add", port, "type", "veth", "peer", "name", other);
+      await run("ip", "link", "set", port, "master", bridge);
+      await run("nft", "add", "table", "inet", table);
+      const removed = await uninstallNode(node);
+      assertEquals(
+        await Promise.all(
+          ["ferry", "ferry-deno", "ferry-shim.js"].map((f) => exists(`${node.binDir}/${f}`)),
+        ),
+        [false, false, false],
+      );
+      assert(await exists(`${node.binDir}/bridge`), "another plugin stays");
+      assertEquals(await exists(`${node.confDir}/10-ferry.conflist`), false);
+      assert(await exists(`${node.confDir}/20-other.conflist`), "another conflist stays");
+      assertEquals([await link(bridge), await link(port)], [false, false]);
+      assert(!(await run("nft", "list", "tables")).includes(`inet ${table}`));
+      assertEquals([await exists(node.stateDir), await exists(node.socketDir)], [false, false]);
+      assert(
+        removed.includes(`bridge ${bridge}`) && removed.includes(`link ${port}`),
+        removed.join(),
+      );
+      // Run again: nothing of it is left to remove.
+      assertEquals(await uninstallNode(node), []);
+    } finally {
+      await run("ip", "link", "del", bridge).catch(() => {});
+      await run("ip", "link", "del", port).catch(() => {});
+      await run("nft", "delete", "table", "inet", table).catch(() => {});
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  },
+});
