@@ -19,6 +19,7 @@ import {
   IMAGE_ENTRYPOINT,
   IMAGE_ENV,
   IMAGE_PACKAGES,
+  IMAGE_PRUNE,
   IMAGE_SHIM_BUNDLE,
   IMAGE_SOURCES,
   IMAGE_WORKDIR,
@@ -71,22 +72,8 @@ export async function buildRootfs(root: string, mirror: string, log: (s: string)
     root,
     mirror,
   ]);
-  // Not needed at run time: package lists and caches, documentation, locales.
-  for (
-    const dir of [
-      "var/lib/apt/lists",
-      "var/cache/apt",
-      "var/cache/debconf",
-      "usr/share/doc",
-      "usr/share/man",
-      "usr/share/info",
-      "usr/share/locale",
-      "var/log",
-    ]
-  ) {
-    await Deno.remove(`${root}/${dir}`, { recursive: true }).catch(() => {});
-    await Deno.mkdir(`${root}/${dir}`, { recursive: true });
-  }
+  // Not needed at run time (IMAGE_PRUNE): the package manager, Perl, caches, documentation.
+  await run("sh", ["-c", `cd '${root}' && rm -rf ${IMAGE_PRUNE.map((p) => `.${p}`).join(" ")}`]);
   log(`Deno ${Deno.version.deno} → ${IMAGE_DENO}`);
   await Deno.copyFile(Deno.execPath(), `${root}${IMAGE_DENO}`);
   await Deno.chmod(`${root}${IMAGE_DENO}`, 0o755);

@@ -22,6 +22,31 @@ export const IMAGE_PACKAGES = [
   "containernetworking-plugins",
 ];
 
+/**
+ * What is removed after the packages are in, not needed when Ferry runs: the package manager and
+ * the Perl it needs, package lists and caches, documentation and locales. The shell and core
+ * utilities stay (the shim's wrapper is a shell script run through `env`).
+ */
+export const IMAGE_PRUNE = [
+  "/usr/bin/apt*",
+  "/usr/lib/apt",
+  "/etc/apt",
+  "/var/lib/apt",
+  "/var/cache/apt",
+  "/usr/bin/dpkg*",
+  "/var/lib/dpkg",
+  "/usr/share/dpkg",
+  "/etc/dpkg",
+  "/usr/bin/perl*",
+  "/usr/share/perl*",
+  "/usr/lib/x86_64-linux-gnu/perl*",
+  "/var/cache/debconf",
+  "/usr/share/doc",
+  "/usr/share/man",
+  "/usr/share/info",
+  "/usr/share/locale",
+];
+
 /** Where Ferry's code lives in the image (the working directory). */
 export const IMAGE_WORKDIR = "/opt/ferry";
 

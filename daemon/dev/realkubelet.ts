@@ -86,3 +86,15 @@ export async function removePortmapChains(tablesBefore: string): Promise<void> {
     }
   }
 }
+
+/** Creates the tools' busybox pod `name` (`pod.sh`: namespace default, bound to kl-node1). */
+export async function applyPod(name: string): Promise<void> {
+  const yaml = await sh(`${TOOLS}/pod.sh`, name);
+  const file = await Deno.makeTempFile({ suffix: ".yaml" });
+  try {
+    await Deno.writeTextFile(file, yaml);
+    await sh("kubectl", "apply", "-f", file);
+  } finally {
+    await Deno.remove(file);
+  }
+}

@@ -7,6 +7,7 @@ import {
   IMAGE_ENTRYPOINT,
   IMAGE_ENV,
   IMAGE_PACKAGES,
+  IMAGE_PRUNE,
   IMAGE_SHIM_BUNDLE,
   IMAGE_SOURCES,
   IMAGE_WORKDIR,
@@ -24,6 +25,12 @@ Deno.test("the Dockerfile installs exactly the image spec's Debian packages", ()
   const installed = /apt-get install -y --no-install-recommends ([^&]+)/.exec(run)![1].trim()
     .split(/\s+/);
   assertEquals(installed.sort(), [...IMAGE_PACKAGES].sort());
+});
+
+Deno.test("the Dockerfile removes exactly what the image spec prunes, after installing", () => {
+  const run = args("RUN")[0];
+  const removed = /&& rm -rf ([^&]+)$/.exec(run)![1].trim().split(/\s+/);
+  assertEquals(removed, IMAGE_PRUNE);
 });
 
 Deno.test("the Dockerfile copies the spec's sources into its working directory", () => {

@@ -15,6 +15,7 @@ import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { run, uniqueToken } from "../../daemon/dev/netns.ts";
 import {
+  applyPod,
   KUBECONFIG,
   NODE_READY,
   removePortmapChains,
@@ -88,6 +89,19 @@ async function daemonSetPod(): Promise<string> {
   return name;
 }
 
+/** True once the kube-system pod `name` is Ready. */
+async function ready(name: string): Promise<boolean> {
+  return (await kubectl(
+    "get",
+    "pod",
+    name,
+    "-n",
+    "kube-system",
+    "-o",
+    'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+  )).trim() === "True";
+}
+
 async function podIp(name: string, ns = "default"): Promise<string> {
   return (await kubectl("get", "pod", name, "-n", ns, "-o", "jsonpath={.status.podIP}")).trim();
 }
@@ -130,31 +144,22 @@ Deno.test({
       });
       ferryPod = await daemonSetPod();
       const pod = ferryPod;
-      await until("the Ferry pod is ready", 120_000, async () =>
-        (await kubectl(
-          "get",
-          "pod",
-          ferryPod!,
-          "-n",
-          "kube-system",
-          "-o",
-          'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-        )).trim() === "True").catch(async (e) => {
-          // What an operator would look at: the pod's events and both containers' logs.
-          const look = (...args: string[]) => kubectl(...args).catch((x) => String(x));
-          throw new Error(
-            `${e.message}\n${await look("describe", "pod", "-n", "kube-system", pod)}\n` +
-              `install-cni: ${await look(
-                "logs",
-                "-n",
-                "kube-system",
-                pod,
-                "-c",
-                "install-cni",
-              )}\n` +
-              `ferry: ${await look("logs", "-n", "kube-system", pod, "-c", "ferry", "--tail=30")}`,
-          );
-        });
+      await until("the Ferry pod is ready", 120_000, () => ready(pod)).catch(async (e) => {
+        // What an operator would look at: the pod's events and both containers' logs.
+        const look = (...args: string[]) => kubectl(...args).catch((x) => String(x));
+        throw new Error(
+          `${e.message}\n${await look("describe", "pod", "-n", "kube-system", pod)}\n` +
+            `install-cni: ${await look(
+              "logs",
+              "-n",
+              "kube-system",
+              pod,
+              "-c",
+              "install-cni",
+            )}\n` +
+            `ferry: ${await look("logs", "-n", "kube-system", pod, "-c", "ferry", "--tail=30")}`,
+        );
+      });
       // The install step's files on the host: the wrapper, Deno beside it, the bundle, the
       // conflist naming the wrapper and chaining portmap.
       for (const f of ["ferry", "ferry-deno", "ferry-shim.js"]) {
@@ -167,11 +172,7 @@ Deno.test({
         "the wrapper runs the Deno installed beside it",
       );
       for (const name of pods) {
-        const yaml = await sh(`${TOOLS}/pod.sh`, name);
-        const file = await Deno.makeTempFile({ suffix: ".yaml" });
-        await Deno.writeTextFile(file, yaml);
-        await kubectl("apply", "-f", file);
-        await Deno.remove(file);
+        await applyPod(name);
       }
       await kubectl(
         "wait",
@@ -189,6 +190,15 @@ Deno.test({
       for (const ip of ips) assert(cidrContains(parseCidr(POOL), parseIp(ip)), `${ip} in ${POOL}`);
       assert(ips[0] !== ips[1]);
       await kubectl("exec", pods[0], "--", "ping", "-c", "1", "-W", "3", ips[1]);
+      // And the host: the node's own address (its InternalIP), through the bridge's gateway.
+      const nodeIp = (await kubectl(
+        "get",
+        "node",
+        "kl-node1",
+        "-o",
+        'jsonpath={.status.addresses[?(@.type=="InternalIP")].address}',
+      )).trim();
+      await kubectl("exec", pods[1], "--", "ping", "-c", "1", "-W", "3", nodeIp);
       assertEquals(
         (await kubectl("exec", pods[1], "--", "echo", "exec works")).trim(),
         "exec works",
@@ -231,11 +241,7 @@ Deno.test({
       ferryPod = undefined;
       const during = `kl-d3${token}`;
       pods.push(during);
-      const yaml = await sh(`${TOOLS}/pod.sh`, during);
-      const file = await Deno.makeTempFile({ suffix: ".yaml" });
-      await Deno.writeTextFile(file, yaml);
-      await kubectl("apply", "-f", file);
-      await Deno.remove(file);
+      await applyPod(during);
       await new Promise((r) => setTimeout(r, 3000)); // its sandbox meets no daemon
       ferryPod = await daemonSetPod();
       const upgraded = ferryPod;
@@ -252,16 +258,7 @@ Deno.test({
           .trim(),
         UPGRADED,
       );
-      await until("the upgraded Ferry pod is ready", 120_000, async () =>
-        (await kubectl(
-          "get",
-          "pod",
-          upgraded,
-          "-n",
-          "kube-system",
-          "-o",
-          'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-        )).trim() === "True");
+      await until("the upgraded Ferry pod is ready", 120_000, () => ready(upgraded));
       const pingOut = await pinging;
       assert(
         / 0% packet loss/.test(pingOut),

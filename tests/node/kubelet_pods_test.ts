@@ -6,6 +6,7 @@ import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { run, uniqueToken } from "../../daemon/dev/netns.ts";
 import {
+  applyPod,
   KUBECONFIG,
   NODE_READY,
   removePortmapChains,
@@ -15,17 +16,6 @@ import {
 } from "../../daemon/dev/realkubelet.ts";
 
 const kubectl = (...args: string[]) => sh("kubectl", ...args);
-
-async function applyPod(name: string): Promise<void> {
-  const yaml = await sh(`${TOOLS}/pod.sh`, name);
-  const file = await Deno.makeTempFile({ suffix: ".yaml" });
-  try {
-    await Deno.writeTextFile(file, yaml);
-    await kubectl("apply", "-f", file);
-  } finally {
-    await Deno.remove(file);
-  }
-}
 
 Deno.test({
   name:
