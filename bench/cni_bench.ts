@@ -39,7 +39,7 @@ import { CNI_REQUEST_PATH, STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
 import { cdfChart, type ChartPanel } from "./cdf_chart.ts";
 import { type NodeBench, runNodeBench } from "./node_bench.ts";
-import { type Series, summarize } from "./series.ts";
+import { type PhaseSummary as Series, summarize } from "../daemon/phase_stats.ts";
 
 /** What to run. */
 interface BenchOptions {
@@ -210,6 +210,8 @@ async function main(o: BenchOptions): Promise<void> {
         } as Pod as never);
         return {
           id: `c${name}`,
+          name,
+          uid: String(created.metadata?.uid),
           args:
             `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_UID=${created.metadata?.uid};K8S_POD_INFRA_CONTAINER_ID=c${name}`,
         };
@@ -383,15 +385,13 @@ async function main(o: BenchOptions): Promise<void> {
         await Promise.all(churnNs.map(async (ns, w) => {
           for (let i = 0; done < o.churn; i++) {
             const p = churnPods[w];
-            const uid = /K8S_POD_UID=([^;]+)/.exec(p.args)![1];
-            const name = /K8S_POD_NAME=([^;]+)/.exec(p.args)![1];
             const body = (command: string) =>
               JSON.stringify({
                 command,
                 containerId: `${p.id}-${i}`,
                 netns: ns.path,
                 ifname: "eth0",
-                args: { K8S_POD_NAMESPACE: "default", K8S_POD_NAME: name, K8S_POD_UID: uid },
+                args: { K8S_POD_NAMESPACE: "default", K8S_POD_NAME: p.name, K8S_POD_UID: p.uid },
                 path: [],
                 config: conf,
               });

@@ -179,6 +179,9 @@ export class CniService {
   /** The driver called `name`; the default network's once it is open (bounded wait). */
   async #driver(name: DriverName, signal?: AbortSignal): Promise<Driver> {
     if (name !== "bridge") return this.#d.drivers[name];
+    // Open (the usual case): no wait, so no deadline to start and clear on every request.
+    const open = this.#d.network.current;
+    if (open) return open;
     using wait = new Deadline(this.#d.networkWaitMs);
     return await this.#d.network.driver(
       signal ? AbortSignal.any([wait.signal, signal]) : wait.signal,
@@ -222,8 +225,11 @@ export class CniService {
       const podRef = ref && (pod ? { ...ref, uid: pod.uid } : ref);
       // Multi-VIF: one bounded wait for every NAD this ADD needs, which may replace the default
       // network (v1.multus-cni.io/default-network) and add interfaces.
-      using nadWait = new Deadline(this.#d.multiVif?.waitMs ?? 0);
-      const multiVif = pod && driver === "bridge" && this.#d.multiVif?.drivers.length
+      // A deadline only when multi-VIF drivers will look for NADs (not on every ADD).
+      using nadWait = pod && driver === "bridge" && this.#d.multiVif?.drivers.length
+        ? new Deadline(this.#d.multiVif.waitMs)
+        : undefined;
+      const multiVif = nadWait
         ? AbortSignal.any([nadWait.signal, ...(signal ? [signal] : [])])
         : undefined;
       const replacement = pod && multiVif

@@ -71,18 +71,28 @@ export class PhaseStats {
   /** Percentiles per phase over the window. */
   summary(): Partial<Record<AddPhase, PhaseSummary>> {
     const out: Partial<Record<AddPhase, PhaseSummary>> = {};
-    for (const [phase, samples] of this.#samples) {
-      const s = [...samples].sort((a, b) => a - b);
-      const at = (q: number) =>
-        Math.round(s[Math.min(s.length - 1, Math.floor(q * s.length))] * 10) / 10;
-      out[phase] = {
-        n: s.length,
-        p50: at(0.5),
-        p90: at(0.9),
-        p99: at(0.99),
-        max: Math.round(s[s.length - 1] * 10) / 10,
-      };
-    }
+    for (const [phase, samples] of this.#samples) out[phase] = summarize(samples);
     return out;
   }
+}
+
+/**
+ * Nearest-rank percentiles of `samples` (ms, one decimal); the benchmarks use it too.
+ *
+ * @example
+ * ```ts
+ * summarize([3, 1, 2]).p50; // 2
+ * ```
+ */
+export function summarize(samples: number[]): PhaseSummary {
+  const s = [...samples].sort((a, b) => a - b);
+  const at = (q: number) =>
+    Math.round(s[Math.min(s.length - 1, Math.floor(q * s.length))] * 10) / 10;
+  return {
+    n: s.length,
+    p50: at(0.5),
+    p90: at(0.9),
+    p99: at(0.99),
+    max: Math.round(s[s.length - 1] * 10) / 10,
+  };
 }

@@ -39,27 +39,22 @@ async function run(
   return text;
 }
 
-async function sha256File(path: string): Promise<{ digest: string; size: number }> {
-  const data = await Deno.readFile(path);
+/** The OCI descriptor fields of `bytes`: its sha256 digest and size. */
+async function describe(bytes: Uint8Array): Promise<{ digest: string; size: number }> {
   const hash = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>),
+    await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>),
   );
-  return {
-    digest: `sha256:${Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("")}`,
-    size: data.length,
-  };
+  const hex = Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+  return { digest: `sha256:${hex}`, size: bytes.length };
 }
 
 async function writeBlob(
   layout: string,
   bytes: Uint8Array,
 ): Promise<{ digest: string; size: number }> {
-  const hash = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>),
-  );
-  const hex = Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
-  await Deno.writeFile(`${layout}/blobs/sha256/${hex}`, bytes);
-  return { digest: `sha256:${hex}`, size: bytes.length };
+  const d = await describe(bytes);
+  await Deno.writeFile(`${layout}/blobs/sha256/${d.digest.slice(7)}`, bytes);
+  return d;
 }
 
 /** Makes the root filesystem in `root`. */
@@ -112,7 +107,7 @@ export async function packOci(root: string, name: string, out: string, tmp: stri
     layerTar,
     ".",
   ]);
-  const layer = await sha256File(layerTar);
+  const layer = await describe(await Deno.readFile(layerTar));
   await Deno.rename(layerTar, `${layout}/blobs/sha256/${layer.digest.slice(7)}`);
   const json = (x: unknown) => new TextEncoder().encode(JSON.stringify(x));
   const config = await writeBlob(
