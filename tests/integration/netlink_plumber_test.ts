@@ -1,10 +1,12 @@
 // The in-process netlink plumber on its own, in real namespaces (root). Its links are made per
 // test and removed also when a test fails.
-import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { assert, assertEquals, assertRejects, assertThrows } from "deno-std/assert/mod.js";
 import { hostLinkExists, IS_ROOT, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
 import { SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
-import { Libc } from "../../daemon/net/netlink/libc.ts";
+import { Libc, SyscallError } from "../../daemon/net/netlink/libc.ts";
+import { getLink, linkUp, newAddr } from "../../daemon/net/netlink/messages.ts";
+import { RouteSocket, type Step } from "../../daemon/net/netlink/route_socket.ts";
 import { NetlinkPlumber } from "../../daemon/net/netlink/netlink_plumber.ts";
 
 const opts = { ignore: !IS_ROOT };
@@ -45,3 +47,53 @@ Deno.test({
       }
     }),
 });
+
+for (const mode of ["from the JS thread", "from a worker thread"] as const) {
+  Deno.test({
+    name: `a batch sent ${mode} names the first request the kernel refused, ` +
+      "and its unread answers do not answer later requests",
+    ...opts,
+    fn: () =>
+      withNetns(1, async ([ns]) => {
+        const libc = Libc.open();
+        const home = libc.openRead("/proc/thread-self/ns/net");
+        const podFd = libc.openRead(ns.path);
+        const sock = libc.inNetns(podFd, home, () => new RouteSocket(libc, libc.netlinkSocket()));
+        const send = (steps: Step[]) =>
+          mode === "from a worker thread"
+            ? sock.ackAllOffThread(steps)
+            : Promise.resolve().then(() => sock.ackAll(steps));
+        try {
+          await send([
+            { what: "set lo up", build: (seq) => linkUp(seq, 1) },
+            { what: "add 10.99.8.2", build: (seq) => newAddr(seq, 1, "10.99.8.2/24") },
+          ]);
+          const refused = await assertRejects(
+            () =>
+              send([
+                { what: "add 10.99.8.3", build: (seq) => newAddr(seq, 1, "10.99.8.3/24") },
+                { what: "add 10.99.8.2 again", build: (seq) => newAddr(seq, 1, "10.99.8.2/24") },
+                { what: "add 10.99.8.4", build: (seq) => newAddr(seq, 1, "10.99.8.4/24") },
+              ]),
+            SyscallError,
+          );
+          assertEquals([refused.errno, refused.message.startsWith("add 10.99.8.2 again:")], [
+            17,
+            true,
+          ]);
+          assertEquals(sock.linkIndex("find lo", (seq) => getLink(seq, "lo")), 1);
+          assertEquals(sock.indexOf("find lo", "lo"), 1);
+          const absent = assertThrows(() => sock.indexOf("find nope", "nope0"), SyscallError);
+          assertEquals([absent.errno, absent.message.startsWith("find nope:")], [19, true]);
+          const shown = await run("ip", "-n", ns.name, "-4", "-o", "addr", "show", "dev", "lo");
+          for (const ip of ["10.99.8.2/24", "10.99.8.3/24", "10.99.8.4/24"]) {
+            assert(shown.includes(ip), `${ip} missing in ${shown}`);
+          }
+        } finally {
+          sock.close();
+          libc.close(podFd);
+          libc.close(home);
+        }
+      }),
+  });
+}

@@ -175,20 +175,37 @@ class FailingInPodRunner implements IpRunner {
   }
 }
 
+/** The types of the netlink messages in one send (a batch holds several). */
+function messageTypes(msg: Uint8Array): number[] {
+  const view = new DataView(msg.buffer, msg.byteOffset, msg.byteLength);
+  const types: number[] = [];
+  for (let at = 0; at + 16 <= msg.length; at += (view.getUint32(at, true) + 3) & ~3) {
+    types.push(view.getUint16(at + 4, true));
+  }
+  return types;
+}
+
 /** Real in-process netlink, except that adding an address fails: a plug that breaks halfway. */
 function failingAddrNetlink(): NetlinkPlumber {
   const libc = Libc.open();
   const sys: NetlinkSys = {
     netlinkSocket: () => libc.netlinkSocket(),
     send(fd, msg) {
-      if (new DataView(msg.buffer).getUint16(4, true) === NL.RTM_NEWADDR) {
+      if (messageTypes(msg).includes(NL.RTM_NEWADDR)) {
         throw new SyscallError("injected failure", 5);
       }
       libc.send(fd, msg);
     },
     recv: (fd, buf) => libc.recv(fd, buf),
-    sendOffThread: (fd, msg) => libc.sendOffThread(fd, msg),
+    sendOffThread(fd, msg) {
+      if (messageTypes(msg).includes(NL.RTM_NEWADDR)) {
+        return Promise.reject(new SyscallError("injected failure", 5));
+      }
+      return libc.sendOffThread(fd, msg);
+    },
     recvOffThread: (fd, buf) => libc.recvOffThread(fd, buf),
+    tryRecv: (fd, buf) => libc.tryRecv(fd, buf),
+    ifIndex: (fd, name) => libc.ifIndex(fd, name),
     close: (fd) => libc.close(fd),
     openRead: (path) => libc.openRead(path),
     identity: (fd) => libc.identity(fd),

@@ -29,6 +29,7 @@ const SYMBOLS = {
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
 } as const;
 
@@ -46,6 +47,10 @@ const STAT_SIZE = 256;
 const CLONE_NEWNET = 0x40000000;
 const SOL_SOCKET = 1;
 const SO_RCVTIMEO = 20;
+const MSG_DONTWAIT = 0x40;
+const SIOCGIFINDEX = 0x8933n;
+const IFNAMSIZ = 16;
+const EAGAIN = 11;
 
 const ERRNO_NAMES: Record<number, string> = {
   1: "EPERM: operation not permitted",
@@ -93,6 +98,16 @@ export interface NetlinkSys {
   sendOffThread(fd: number, msg: Uint8Array): Promise<void>;
   /** Receives on a worker thread. */
   recvOffThread(fd: number, buf: Uint8Array): Promise<number>;
+  /**
+   * Receives what is already queued, never waiting: the number of bytes, or undefined when
+   * nothing is (rtnetlink answers before `send` returns, so after a send there always is).
+   */
+  tryRecv(fd: number, buf: Uint8Array): number | undefined;
+  /**
+   * The index of the link called `name` in the namespace of socket `fd`, looked up without the
+   * kernel's routing lock (`SIOCGIFINDEX`); throws {@link SyscallError} (ENODEV when absent).
+   */
+  ifIndex(fd: number, name: string): number;
   /** Closes a descriptor. */
   close(fd: number): void;
   /** Opens a file read-only, never waiting (a FIFO does not block the caller). */
@@ -164,6 +179,15 @@ export class Libc implements NetlinkSys {
     return this.#check("netlink recv", this.#c.recv(fd, buf, BigInt(buf.length), 0));
   }
 
+  /** Receives what is queued without waiting; undefined when nothing is (EAGAIN). */
+  tryRecv(fd: number, buf: Uint8Array): number | undefined {
+    const n = Number(this.#c.recv(fd, buf, BigInt(buf.length), MSG_DONTWAIT));
+    if (n >= 0) return n;
+    const errno = this.#errno();
+    if (errno === EAGAIN) return undefined;
+    throw new SyscallError("netlink recv", errno);
+  }
+
   /** Sends on a worker thread; the JS thread keeps serving meanwhile. */
   async sendOffThread(fd: number, msg: Uint8Array): Promise<void> {
     const n = Number(await this.#c.sendOffThread(fd, msg, BigInt(msg.length), 0));
@@ -176,6 +200,19 @@ export class Libc implements NetlinkSys {
     const n = Number(await this.#c.recvOffThread(fd, buf, BigInt(buf.length), 0));
     if (n < 0) throw new SyscallError("netlink recv", 0);
     return n;
+  }
+
+  /**
+   * `ioctl(SIOCGIFINDEX)`: a lookup under RCU, where RTM_GETLINK waits for the routing lock
+   * (held for milliseconds at a time by whoever creates or deletes links meanwhile).
+   */
+  ifIndex(fd: number, name: string): number {
+    const ifreq = new Uint8Array(40);
+    const bytes = new TextEncoder().encode(name);
+    if (bytes.length >= IFNAMSIZ) throw new SyscallError(`find ${name}`, 22);
+    ifreq.set(bytes);
+    this.#check(`find ${name}`, this.#c.ioctl(fd, SIOCGIFINDEX, ifreq));
+    return new DataView(ifreq.buffer).getInt32(IFNAMSIZ, true);
   }
 
   /** Closes a descriptor. */

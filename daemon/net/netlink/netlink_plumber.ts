@@ -11,15 +11,7 @@ import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { defaultRoutes, planVeth } from "../link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
 import { type NetlinkSys, SyscallError } from "./libc.ts";
-import {
-  delLink,
-  getLink,
-  hairpinOn,
-  linkUp,
-  newAddr,
-  newDefaultRoute,
-  newVeth,
-} from "./messages.ts";
+import { delLink, hairpinOn, linkUp, newAddr, newDefaultRoute, newVeth } from "./messages.ts";
 import { RouteSocket } from "./route_socket.ts";
 
 const ENODEV = 19;
@@ -63,14 +55,14 @@ export class NetlinkPlumber implements Plumber {
 
   /**
    * Creating the pair is the kernel's slow part (a few milliseconds, done inside `send`), so it
-   * is sent off the JS thread on a socket of its own; the rest are quick messages, and the pod's
-   * side must be configured from the JS thread anyway (only it enters the pod's namespace).
+   * is sent from a worker thread on a socket of its own; its answer is read back on the JS
+   * thread (it is queued by the time `send` returns). The rest is quick: links are looked up by
+   * `ioctl` (RTM_GETLINK would wait for the kernel's routing lock, which whoever creates or
+   * deletes links holds for milliseconds at a time: under a burst of ADDs, the daemon's own
+   * workers), and the pod end's links, addresses and routes go as one batch.
    */
   async #plug(spec: VethSpec): Promise<void> {
-    const master = this.#host.linkIndex(
-      `bridge "${spec.bridge}"`,
-      (seq) => getLink(seq, spec.bridge),
-    );
+    const master = this.#host.indexOf(`bridge "${spec.bridge}"`, spec.bridge);
     const podFd = this.#sys.openRead(spec.netns);
     try {
       this.#assertForeign(podFd, spec.netns);
@@ -90,10 +82,7 @@ export class NetlinkPlumber implements Plumber {
       } finally {
         create.close();
       }
-      const hostIndex = this.#host.linkIndex(
-        `find ${spec.hostIfname}`,
-        (seq) => getLink(seq, spec.hostIfname),
-      );
+      const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
       this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
       const { sysctls } = planVeth(spec).container;
       const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
@@ -101,15 +90,19 @@ export class NetlinkPlumber implements Plumber {
         return new RouteSocket(this.#sys, this.#sys.netlinkSocket());
       });
       try {
-        pod.ack("set lo up", (seq) => linkUp(seq, LOOPBACK_INDEX));
-        const index = pod.linkIndex(`find ${spec.ifname}`, (seq) => getLink(seq, spec.ifname));
-        pod.ack(`set ${spec.ifname} up`, (seq) => linkUp(seq, index));
-        for (const a of spec.addresses) {
-          pod.ack(`add address ${a.cidr}`, (seq) => newAddr(seq, index, a.cidr));
-        }
-        for (const r of defaultRoutes(spec.addresses)) {
-          pod.ack(`add route ${r.dst} via ${r.gw}`, (seq) => newDefaultRoute(seq, index, r.gw!));
-        }
+        const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
+        pod.ackAll([
+          { what: "set lo up", build: (seq) => linkUp(seq, LOOPBACK_INDEX) },
+          { what: `set ${spec.ifname} up`, build: (seq) => linkUp(seq, index) },
+          ...spec.addresses.map((a) => ({
+            what: `add address ${a.cidr}`,
+            build: (seq: number) => newAddr(seq, index, a.cidr),
+          })),
+          ...defaultRoutes(spec.addresses).map((r) => ({
+            what: `add route ${r.dst} via ${r.gw}`,
+            build: (seq: number) => newDefaultRoute(seq, index, r.gw!),
+          })),
+        ]);
       } finally {
         pod.close();
       }

@@ -7,9 +7,18 @@
  */
 import { type NetlinkSys, SyscallError } from "./libc.ts";
 import { NL, parseReplies, type Reply } from "./messages.ts";
+import { concatBytes } from "../../../lib/bytes.ts";
 
 /** A request builder: the message for a sequence number. */
 export type Build = (seq: number) => Uint8Array;
+
+/** One request of a batch: what it does (named in an error) and its builder. */
+export interface Step {
+  /** What the request does, e.g. `add address 10.0.0.2/24`. */
+  what: string;
+  /** Its message. */
+  build: Build;
+}
 
 /**
  * One socket.
@@ -45,25 +54,74 @@ export class RouteSocket {
   }
 
   /**
-   * Like {@link RouteSocket.ack}, but sending and waiting on a worker thread, so the JS thread
-   * keeps serving while the kernel works (deleting a veth pair waits for an RCU grace period).
-   * Use a socket of its own: requests on one socket must not overlap.
+   * Like {@link RouteSocket.ack}, but the kernel's work happens on a worker thread, so the JS
+   * thread keeps serving meanwhile (creating or deleting a veth pair takes milliseconds). Use a
+   * socket of its own: requests on one socket must not overlap.
    */
   async ackOffThread(what: string, build: Build): Promise<void> {
-    const seq = ++this.#seq;
-    await this.#libc.sendOffThread(this.#fd, build(seq));
-    for (;;) {
-      const n = await this.#libc.recvOffThread(this.#fd, this.#buf);
-      const reply = parseReplies(this.#buf.subarray(0, n)).find((r) => r.seq === seq);
-      if (!reply) continue;
-      if (reply.type === NL.ERROR && reply.error) throw new SyscallError(what, -reply.error);
-      return;
+    await this.ackAllOffThread([{ what, build }]);
+  }
+
+  /**
+   * Sends `steps` as one batch (the kernel handles the messages of one `send` in order, each
+   * whatever became of the ones before) from a worker thread, then collects the answers; throws
+   * {@link SyscallError} naming the first step that failed. The kernel does the work inside
+   * `send`, so its answers are queued by the time it returns and are read on the JS thread
+   * without another trip to a worker (one is taken only if an answer were somehow late). Use a
+   * socket of its own: requests on one socket must not overlap.
+   */
+  async ackAllOffThread(steps: Step[]): Promise<void> {
+    const seqs = steps.map(() => ++this.#seq);
+    await this.#libc.sendOffThread(this.#fd, concatBytes(steps.map((s, i) => s.build(seqs[i]))));
+    const pending = new Set(seqs);
+    while (pending.size > 0) {
+      const n = this.#libc.tryRecv(this.#fd, this.#buf) ??
+        await this.#libc.recvOffThread(this.#fd, this.#buf);
+      this.#take(steps, seqs, pending, n);
+    }
+  }
+
+  /**
+   * Sends `steps` as one batch from the JS thread and collects the answers; throws
+   * {@link SyscallError} naming the first step that failed.
+   */
+  ackAll(steps: Step[]): void {
+    const seqs = steps.map(() => ++this.#seq);
+    this.#libc.send(this.#fd, concatBytes(steps.map((s, i) => s.build(seqs[i]))));
+    const pending = new Set(seqs);
+    while (pending.size > 0) this.#take(steps, seqs, pending, this.#libc.recv(this.#fd, this.#buf));
+  }
+
+  /**
+   * Takes the answers in the first `n` bytes of the buffer off `pending`, throwing for a refused
+   * step (answers come in the order of the requests, so the first refusal read is the first
+   * refused; answers left unread are skipped by later requests, whose sequence numbers differ).
+   */
+  #take(steps: Step[], seqs: number[], pending: Set<number>, n: number): void {
+    for (const reply of parseReplies(this.#buf.subarray(0, n))) {
+      if (!pending.delete(reply.seq)) continue; // a late answer to an earlier request
+      if (reply.type === NL.ERROR && reply.error) {
+        throw new SyscallError(steps[seqs.indexOf(reply.seq)].what, -reply.error);
+      }
     }
   }
 
   /** Sends a request that asks for an ack; throws {@link SyscallError} on a kernel error. */
   ack(what: string, build: Build): void {
     this.#exchange(what, build);
+  }
+
+  /**
+   * The index of the link called `name` in this socket's namespace, without a netlink request
+   * (see {@link NetlinkSys.ifIndex}); throws {@link SyscallError} naming `what`.
+   */
+  indexOf(what: string, name: string): number {
+    try {
+      return this.#libc.ifIndex(this.#fd, name);
+    } catch (e) {
+      if (e instanceof SyscallError) throw new SyscallError(what, e.errno);
+      throw e;
+    }
   }
 
   /** Sends a RTM_GETLINK request; resolves to the link's index. */
