@@ -11,7 +11,6 @@ import { CNI_ERROR, CniError, toCniError } from "../lib/cni/errors.ts";
 import type { CniResult } from "../lib/cni/schemas.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../lib/socket_api.ts";
-import { concatBytes } from "../lib/bytes.ts";
 import { decodeRequest } from "./request.ts";
 import { whenUndelivered } from "./http1.ts";
 import type { Undelivered } from "./cni_service.ts";
@@ -92,20 +91,19 @@ export function protocolErrorResponse(status: number, message: string): Response
   return errorReply(new CniError(code, message), status);
 }
 
-/** Reads at most `limit` bytes of the body; throws code 6 beyond it. */
+/**
+ * The body as text; throws code 6 when it is over `limit` bytes. The socket's HTTP reader
+ * ({@link import("./http1.ts")}) has already bounded it and hands it over whole, so it is taken
+ * in one piece (reading it as a stream cost a chain of promises per request).
+ */
 async function readBody(req: Request, limit: number): Promise<string> {
   const declared = Number(req.headers.get("content-length") ?? "0");
   const tooLarge = () =>
     new CniError(CNI_ERROR.DECODE_FAILURE, `request body exceeds ${limit} bytes`);
   if (declared > limit) throw tooLarge();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of req.body ?? []) {
-    total += chunk.length;
-    if (total > limit) throw tooLarge();
-    chunks.push(chunk);
-  }
-  return new TextDecoder().decode(concatBytes(chunks));
+  const body = await req.bytes();
+  if (body.length > limit) throw tooLarge();
+  return new TextDecoder().decode(body);
 }
 
 /**

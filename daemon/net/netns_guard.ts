@@ -21,6 +21,25 @@ const denoStat: StatIdentity = async (path) => {
 };
 
 /**
+ * Where runtimes put namespace files: `/run/netns` (or `/var/run/netns`, its usual symlink) on
+ * tmpfs, and `/proc/<pid>/ns/net` (also `self`, `thread-self` and per task) on procfs. Neither
+ * file system can keep a `stat` waiting, so these are looked up on the JS thread; anything else
+ * goes to a worker thread, where a hung mount cannot stall the daemon.
+ */
+const NETNS_FILE_SYSTEMS =
+  /^\/(?:(?:var\/)?run\/netns\/[^/]+|proc\/(?:\d+|self|thread-self)(?:\/task\/\d+)?\/ns\/net)$/;
+
+/** Whether `path` is in one of {@link NETNS_FILE_SYSTEMS}' places (no `..` can lead out). */
+export function onNetnsFileSystem(path: string): boolean {
+  return NETNS_FILE_SYSTEMS.test(path) && !path.split("/").includes("..");
+}
+
+const denoStatSync = (path: string) => {
+  const s = Deno.statSync(path);
+  return { dev: s.dev, ino: s.ino ?? 0, isFile: s.isFile };
+};
+
+/**
  * The guard. {@link NetnsGuard.forThisProcess} learns the daemon's own namespace (and the one of
  * PID 1, the node's, when it can be read); every namespace file lives on the one `nsfs` device,
  * so a file on any other device is not a namespace.
@@ -36,13 +55,24 @@ export class NetnsGuard {
   readonly #own: FileIdentity[];
   readonly #nsfsDev: number;
   readonly #stat: StatIdentity;
+  readonly #statSync: (path: string) => FileIdentity & { isFile: boolean };
 
-  /** Creates a guard that treats `own` as the daemon's namespaces (the first one's device is nsfs). */
-  constructor(own: FileIdentity[], stat: StatIdentity = denoStat) {
+  /**
+   * Creates a guard that treats `own` as the daemon's namespaces (the first one's device is
+   * nsfs). A path {@link onNetnsFileSystem} is looked up with `statSync` (a trip to a worker
+   * thread costs more than the lookup, and under a burst of ADDs waits for a CPU); any other with
+   * `stat`.
+   */
+  constructor(
+    own: FileIdentity[],
+    stat: StatIdentity = denoStat,
+    statSync: (path: string) => FileIdentity & { isFile: boolean } = denoStatSync,
+  ) {
     if (own.length === 0) throw new Error("the netns guard needs the daemon's own namespace");
     this.#own = own;
     this.#nsfsDev = own[0].dev;
     this.#stat = stat;
+    this.#statSync = statSync;
   }
 
   /** A guard for this process: its own network namespace and, when readable, PID 1's. */
@@ -58,7 +88,7 @@ export class NetnsGuard {
   async classify(path: string): Promise<NetnsKind> {
     let id;
     try {
-      id = await this.#stat(path);
+      id = onNetnsFileSystem(path) ? this.#statSync(path) : await this.#stat(path);
     } catch (e) {
       if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) {
         return "gone";

@@ -12,7 +12,7 @@ import { defaultRoutes, planVeth } from "../link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
 import { type NetlinkSys, SyscallError } from "./libc.ts";
 import { delLink, hairpinOn, linkUp, newAddr, newDefaultRoute, newVeth } from "./messages.ts";
-import { RouteSocket } from "./route_socket.ts";
+import { ACK_BUFFER_BYTES, RouteSocket } from "./route_socket.ts";
 
 const ENODEV = 19;
 const LOOPBACK_INDEX = 1;
@@ -66,7 +66,7 @@ export class NetlinkPlumber implements Plumber {
     const podFd = this.#sys.openRead(spec.netns);
     try {
       this.#assertForeign(podFd, spec.netns);
-      const create = new RouteSocket(this.#sys, this.#sys.netlinkSocket());
+      const create = new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
       try {
         await create.ackOffThread(
           `create veth ${spec.hostIfname} with peer ${spec.ifname}`,
@@ -87,7 +87,7 @@ export class NetlinkPlumber implements Plumber {
       const { sysctls } = planVeth(spec).container;
       const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
         for (const [path, value] of sysctls) this.#sys.writeFile(`/proc/sys/${path}`, value);
-        return new RouteSocket(this.#sys, this.#sys.netlinkSocket());
+        return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
       });
       try {
         const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
@@ -131,7 +131,7 @@ export class NetlinkPlumber implements Plumber {
    * takes tens of milliseconds to tear a pair down); an absent link is success.
    */
   async unplugVeth(hostIfname: string): Promise<void> {
-    const sock = new RouteSocket(this.#sys, this.#sys.netlinkSocket());
+    const sock = new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
     try {
       await sock.ackOffThread(`delete ${hostIfname}`, (seq) => delLink(seq, hostIfname));
     } catch (e) {

@@ -12,6 +12,12 @@ import { concatBytes } from "../../../lib/bytes.ts";
 /** A request builder: the message for a sequence number. */
 export type Build = (seq: number) => Uint8Array;
 
+/**
+ * A receive buffer for sockets that only send requests and read their acks (and single-link
+ * answers): a plug opens two such sockets, and zeroing 64 KiB for each is wasted work.
+ */
+export const ACK_BUFFER_BYTES = 8 * 1024;
+
 /** One request of a batch: what it does (named in an error) and its builder. */
 export interface Step {
   /** What the request does, e.g. `add address 10.0.0.2/24`. */
@@ -32,13 +38,18 @@ export interface Step {
 export class RouteSocket {
   readonly #libc: NetlinkSys;
   readonly #fd: number;
-  readonly #buf = new Uint8Array(64 * 1024);
+  readonly #buf: Uint8Array;
   #seq = Math.floor(Math.random() * 1e6);
 
-  /** Wraps an open socket descriptor. */
-  constructor(libc: NetlinkSys, fd: number) {
+  /**
+   * Wraps an open socket descriptor. `bufferBytes` bounds one answer: dumps need the default
+   * (the kernel fills up to 32 KiB per message); a socket that only takes acks (each at most the
+   * request echoed back with an error text) can do with {@link ACK_BUFFER_BYTES}.
+   */
+  constructor(libc: NetlinkSys, fd: number, bufferBytes = 64 * 1024) {
     this.#libc = libc;
     this.#fd = fd;
+    this.#buf = new Uint8Array(bufferBytes);
   }
 
   #exchange(what: string, build: Build): Reply {

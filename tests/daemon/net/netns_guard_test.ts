@@ -1,5 +1,5 @@
 import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
-import { NetnsGuard } from "../../../daemon/net/netns_guard.ts";
+import { NetnsGuard, onNetnsFileSystem } from "../../../daemon/net/netns_guard.ts";
 import { IS_ROOT, run, uniqueToken, withNetns, withTempDir } from "../../../daemon/dev/netns.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
 
@@ -56,4 +56,38 @@ Deno.test({
       await run("ip", "netns", "del", name);
     }
   },
+});
+
+Deno.test("runtime namespace paths are looked up on the JS thread, any other on a worker", async () => {
+  for (
+    const path of [
+      "/run/netns/cni-1",
+      "/var/run/netns/cni-1",
+      "/proc/42/ns/net",
+      "/proc/self/ns/net",
+      "/proc/thread-self/ns/net",
+      "/proc/42/task/43/ns/net",
+    ]
+  ) assertEquals(onNetnsFileSystem(path), true, path);
+  for (
+    const path of [
+      "/run/netns/../../mnt/nfs/x",
+      "/var/run/netns/sub/dir",
+      "/mnt/nfs/netns",
+      "/proc/42/ns/mnt",
+      "/proc/42/root/run/netns/x",
+      "run/netns/x",
+      "/run/netns/",
+    ]
+  ) assertEquals(onNetnsFileSystem(path), false, path);
+  const nsfs = { dev: 4, ino: 1, isFile: true };
+  const seen: string[] = [];
+  const guard = new NetnsGuard(
+    [nsfs],
+    (path) => (seen.push(`worker ${path}`), Promise.resolve({ ...nsfs, ino: 2 })),
+    (path) => (seen.push(`js ${path}`), { ...nsfs, ino: 3 }),
+  );
+  assertEquals(await guard.classify("/var/run/netns/cni-1"), "pod");
+  assertEquals(await guard.classify("/mnt/elsewhere/ns"), "pod");
+  assertEquals(seen, ["js /var/run/netns/cni-1", "worker /mnt/elsewhere/ns"]);
 });
