@@ -442,7 +442,7 @@ export async function startDaemon(
     closePlumber();
     throw e;
   }
-  const deadline = () => AbortSignal.timeout(config.pluginTimeoutSeconds * 1000);
+  const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -456,10 +456,10 @@ export async function startDaemon(
     network,
     networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
-      macvlan: new SublinkDriver("macvlan", plumber, deadline),
-      ipvlan: new SublinkDriver("ipvlan", plumber, deadline),
-      delegate: new DelegatedDriver(deadline, plumber),
-      "nad-bridge": new NadBridgeDriver(plumber, deadline),
+      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs),
+      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs),
+      delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
+      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs),
     },
     store,
     netns,

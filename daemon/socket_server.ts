@@ -218,16 +218,23 @@ export async function serveOnSocket(
     status.lastRecreated = { at: new Date().toISOString(), found };
   };
 
+  const name = path.slice(path.lastIndexOf("/") + 1);
+  const concernsSocket = (paths: string[]) =>
+    paths.length === 0 || paths.some((p) => p === dir || p.endsWith(`/${name}`));
   const watcher = Deno.watchFs(dir, { recursive: false });
   (async () => {
     try {
-      for await (const _ of watcher) {
-        await verify().catch((e) =>
-          o.logger?.error("re-creating the socket {socket} failed: {error}", {
-            socket: path,
-            error: String(e),
-          })
-        );
+      for await (const event of watcher) {
+        // Only what can concern the socket: its own name, the directory itself, or an event
+        // that names nothing (a rescan). Other files beside it (a log) change often.
+        if (concernsSocket(event.paths)) {
+          await verify().catch((e) =>
+            o.logger?.error("re-creating the socket {socket} failed: {error}", {
+              socket: path,
+              error: String(e),
+            })
+          );
+        }
       }
     } catch { /* closed */ }
   })();

@@ -15,26 +15,25 @@ import {
   type RecordContext,
   refuseTakenName,
 } from "./driver.ts";
-import type { Deadline } from "./sublink.ts";
 
 /**
  * Runs the named plugin for each command.
  *
  * @example
  * ```ts
- * const driver = new DelegatedDriver(() => AbortSignal.timeout(60_000), plumber);
+ * const driver = new DelegatedDriver(60_000, plumber);
  * ```
  */
 export class DelegatedDriver implements Driver {
-  readonly #deadline: Deadline;
+  readonly #pluginTimeoutMs: number;
   readonly #links: Pick<Plumber, "inspect">;
 
   /**
-   * Creates the driver; `deadline` gives each plugin run its abort signal, `links` tells whether
+   * Creates the driver; a plugin run is killed after `pluginTimeoutMs`, `links` tells whether
    * an interface name is taken in the pod before the plugin runs.
    */
-  constructor(deadline: Deadline, links: Pick<Plumber, "inspect">) {
-    this.#deadline = deadline;
+  constructor(pluginTimeoutMs: number, links: Pick<Plumber, "inspect">) {
+    this.#pluginTimeoutMs = pluginTimeoutMs;
     this.#links = links;
   }
 
@@ -52,7 +51,7 @@ export class DelegatedDriver implements Driver {
       args: ctx.args,
       path: ctx.path,
       prevResult,
-      signal: this.#deadline(),
+      timeoutMs: this.#pluginTimeoutMs,
     });
   }
 

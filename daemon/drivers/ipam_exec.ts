@@ -22,8 +22,8 @@ export interface IpamCall {
   args: Record<string, string>;
   /** CNI_PATH. */
   path: string[];
-  /** Kills a hung plugin. */
-  signal?: AbortSignal;
+  /** Kills a plugin that runs longer than this (ms). */
+  timeoutMs?: number;
 }
 
 function run(command: "ADD" | "DEL" | "CHECK", call: IpamCall, prevResult?: CniResult) {
@@ -37,7 +37,7 @@ function run(command: "ADD" | "DEL" | "CHECK", call: IpamCall, prevResult?: CniR
     ifname: call.key.ifname,
     args: call.args,
     path: call.path,
-    signal: call.signal,
+    timeoutMs: call.timeoutMs,
   });
 }
 

@@ -20,7 +20,6 @@ import { vethResult } from "./bridge.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { refuseTakenName } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
-import type { Deadline } from "./sublink.ts";
 
 /** Reference bridge settings this driver does not implement: present and set, they delegate. */
 const DELEGATED_SETTINGS = [
@@ -56,13 +55,13 @@ export function nativeBridgeConf(conf: NetConf): boolean {
  */
 export class NadBridgeDriver implements Driver {
   readonly #plumber: Plumber;
-  readonly #deadline: Deadline;
+  readonly #pluginTimeoutMs: number;
   readonly #validate = validateNadBridgeConf;
 
-  /** Creates the driver. */
-  constructor(plumber: Plumber, deadline: Deadline) {
+  /** Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`. */
+  constructor(plumber: Plumber, pluginTimeoutMs: number) {
     this.#plumber = plumber;
-    this.#deadline = deadline;
+    this.#pluginTimeoutMs = pluginTimeoutMs;
   }
 
   #conf(conf: NetConf): NadBridgeConf {
@@ -75,7 +74,7 @@ export class NadBridgeDriver implements Driver {
   }
 
   #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, signal: this.#deadline() };
+    return { ...ctx, timeoutMs: this.#pluginTimeoutMs };
   }
 
   /** Addresses from the IPAM plugin, the bridge (with gateways), the veth; undone on failure. */

@@ -20,28 +20,25 @@ import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
 
-/** Runs a delegated plugin under a deadline. */
-export type Deadline = () => AbortSignal;
-
 /**
  * A macvlan or ipvlan driver.
  *
  * @example
  * ```ts
- * const macvlan = new SublinkDriver("macvlan", plumber, () => AbortSignal.timeout(60_000));
+ * const macvlan = new SublinkDriver("macvlan", plumber, 60_000);
  * ```
  */
 export class SublinkDriver implements Driver {
   readonly #kind: "macvlan" | "ipvlan";
   readonly #plumber: Plumber;
-  readonly #deadline: Deadline;
+  readonly #pluginTimeoutMs: number;
   readonly #validate;
 
-  /** Creates the driver for `kind`. */
-  constructor(kind: "macvlan" | "ipvlan", plumber: Plumber, deadline: Deadline) {
+  /** Creates the driver for `kind`; its IPAM plugin is killed after `pluginTimeoutMs`. */
+  constructor(kind: "macvlan" | "ipvlan", plumber: Plumber, pluginTimeoutMs: number) {
     this.#kind = kind;
     this.#plumber = plumber;
-    this.#deadline = deadline;
+    this.#pluginTimeoutMs = pluginTimeoutMs;
     this.#validate = kind === "macvlan" ? validateMacvlanConf : validateIpvlanConf;
   }
 
@@ -55,7 +52,7 @@ export class SublinkDriver implements Driver {
   }
 
   #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, signal: this.#deadline() };
+    return { ...ctx, timeoutMs: this.#pluginTimeoutMs };
   }
 
   /** Gets addresses from the IPAM plugin, creates and configures the link; undoes both on failure. */

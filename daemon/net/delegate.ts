@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { Deadline } from "../deadline.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { convertResult, upgradeResult } from "../../lib/cni/versions.ts";
@@ -34,6 +35,11 @@ export interface DelegateCall {
   prevResult?: CniResult;
   /** Aborts the plugin (it is killed). */
   signal?: AbortSignal;
+  /**
+   * Kills the plugin when it runs longer than this (ms); the timer is cleared as soon as the
+   * plugin exits, so nothing of the call outlives it.
+   */
+  timeoutMs?: number;
 }
 
 /** A plugin type names a file in a CNI_PATH directory: no path separators, no leading dot. */
@@ -101,16 +107,19 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
       child.kill("SIGKILL");
     } catch { /* exited */ }
   };
-  call.signal?.addEventListener("abort", kill, { once: true });
+  using deadline = call.timeoutMs === undefined ? undefined : new Deadline(call.timeoutMs);
+  const signals = [call.signal, deadline?.signal].filter((s) => s !== undefined);
+  const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+  signal?.addEventListener("abort", kill, { once: true });
   try {
     const w = child.stdin.getWriter();
     await w.write(new TextEncoder().encode(stdin));
     await w.close();
     const out = await child.output();
-    if (call.signal?.aborted) {
+    if (signal?.aborted) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
-        `plugin ${type} was stopped: ${call.signal.reason}`,
+        `plugin ${type} was stopped: ${signal.reason}`,
       );
     }
     const text = new TextDecoder().decode(out.stdout).trim();
@@ -137,7 +146,7 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
       ),
     );
   } finally {
-    call.signal?.removeEventListener("abort", kill);
+    signal?.removeEventListener("abort", kill);
   }
 }
 

@@ -120,27 +120,66 @@ Deno.test({
     }),
 });
 
+for (const by of ["its signal aborts", "its timeout passes"] as const) {
+  Deno.test({
+    name: `a plugin that hangs is killed when ${by}`,
+    ...opts,
+    fn: () =>
+      withTempDir(async (dir) => {
+        await Deno.writeTextFile(`${dir}/hang`, "#!/bin/sh\nexec sleep 30\n", { mode: 0o755 });
+        const started = Date.now();
+        const err = await assertRejects(
+          () =>
+            delegate({
+              command: "ADD",
+              config: { cniVersion: "1.0.0", name: "n", type: "hang" } as NetConf,
+              containerId: "c1",
+              netns: "/var/run/netns/none",
+              ifname: "net1",
+              path: [dir],
+              ...(by === "its signal aborts"
+                ? { signal: AbortSignal.timeout(300) }
+                : { timeoutMs: 300 }),
+            }),
+          CniError,
+        );
+        assertEquals(err.code, 5);
+        assertEquals(Date.now() - started < 10_000, true);
+      }),
+  });
+}
+
 Deno.test({
-  name: "a plugin that hangs is killed when the signal aborts",
+  name: "a plugin that finishes in time leaves no timer behind",
   ...opts,
   fn: () =>
     withTempDir(async (dir) => {
-      await Deno.writeTextFile(`${dir}/hang`, "#!/bin/sh\nexec sleep 30\n", { mode: 0o755 });
-      const started = Date.now();
-      const err = await assertRejects(
-        () =>
-          delegate({
-            command: "ADD",
-            config: { cniVersion: "1.0.0", name: "n", type: "hang" } as NetConf,
-            containerId: "c1",
-            netns: "/var/run/netns/none",
-            ifname: "net1",
-            path: [dir],
-            signal: AbortSignal.timeout(300),
-          }),
-        CniError,
-      );
-      assertEquals(err.code, 5);
-      assertEquals(Date.now() - started < 10_000, true);
+      await Deno.writeTextFile(`${dir}/quick`, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+      // Every timer started during the call, and whether it was cleared.
+      const pending = new Set<ReturnType<typeof setTimeout>>();
+      const { setTimeout: set, clearTimeout: clear } = globalThis;
+      globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+        const id = set(() => (pending.delete(id), fn()), ms);
+        pending.add(id);
+        return id;
+      }) as typeof setTimeout;
+      globalThis.clearTimeout = ((
+        id?: ReturnType<typeof setTimeout>,
+      ) => (pending.delete(id!), clear(id))) as typeof clearTimeout;
+      try {
+        const out = await delegate({
+          command: "DEL",
+          config: { cniVersion: "1.0.0", name: "n", type: "quick" } as NetConf,
+          containerId: "c1",
+          ifname: "net1",
+          path: [dir],
+          timeoutMs: 60_000,
+        });
+        assertEquals(out, undefined);
+      } finally {
+        globalThis.setTimeout = set;
+        globalThis.clearTimeout = clear;
+      }
+      assertEquals(pending.size, 0, "a timer outlived the plugin");
     }),
 });
