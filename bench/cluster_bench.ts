@@ -3,8 +3,8 @@
  * [--kubeconfig FILE] [--no-floors]`
  * (as root): pods spread over simulated nodes (each a namespace with its own daemon process; see
  * `daemon/dev/cluster_sim.ts`), plugged through each node's shim at once, on the embedded stand-in
- * or, with `--kubeconfig` (default `/opt/realk8s/kubeconfig` when it exists), a real
- * kube-apiserver. Measures the time until every pod is plugged, ADD latency as a runtime sees
+ * or, with `--kubeconfig` (default `/opt/realk8s/kubeconfig` when it exists; that server is
+ * started for the run when it is down, and stopped again), a real kube-apiserver. Measures the time until every pod is plugged, ADD latency as a runtime sees
  * it, and API requests per ADD (from the daemons' own counters). Written to
  * `bench/results/cluster.json` and `cluster.md`.
  *
@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { withRealApiserver } from "../daemon/dev/realkubelet.ts";
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import { type SimFloor, type SimPod, withSimCluster } from "../daemon/dev/cluster_sim.ts";
 import { IS_ROOT } from "../daemon/dev/netns.ts";
@@ -218,14 +219,17 @@ if (import.meta.main) {
   });
   const kubeconfig = flags.kubeconfig ??
     (await Deno.stat(real).then(() => real, () => undefined));
-  const result = await clusterBench({
-    nodes: Number(flags.nodes),
-    pods: Number(flags.pods),
-    concurrency: Number(flags.concurrency),
-    kubeconfig,
-    ipam: flags.ipam === "kubernetes" ? "kubernetes" : "pool",
-    floors: !flags["no-floors"],
-  });
+  const bench = () =>
+    clusterBench({
+      nodes: Number(flags.nodes),
+      pods: Number(flags.pods),
+      concurrency: Number(flags.concurrency),
+      kubeconfig,
+      ipam: flags.ipam === "kubernetes" ? "kubernetes" : "pool",
+      floors: !flags["no-floors"],
+    });
+  // The built realk8s server is started for the run when it is down (and stopped after).
+  const result = kubeconfig === real ? await withRealApiserver(bench) : await bench();
   const dir = new URL("./results/", import.meta.url);
   await Deno.writeTextFile(new URL("cluster.json", dir), JSON.stringify(result, null, 2) + "\n");
   await Deno.writeTextFile(new URL("cluster.md", dir), markdown(result));

@@ -47,6 +47,20 @@ export async function sh(cmd: string, ...args: string[]): Promise<string> {
 }
 
 /**
+ * Runs `fn` with the realk8s apiserver up: started (`/opt/realk8s/start.sh`) when it does not
+ * answer, and stopped again afterwards only then, so a server someone else started stays.
+ */
+export async function withRealApiserver<T>(fn: () => Promise<T>): Promise<T> {
+  const wasUp = await sh("kubectl", "get", "--raw", "/readyz").then(() => true, () => false);
+  if (!wasUp) await sh("/opt/realk8s/start.sh");
+  try {
+    return await fn();
+  } finally {
+    if (!wasUp) await sh("/opt/realk8s/stop.sh").catch(() => {});
+  }
+}
+
+/**
  * portmap leaves its top-level chains behind on a node (as on any cluster); on this machine they
  * go after a test or benchmark, with the nat tables iptables-nft made for them if there were none
  * before (`tablesBefore`: `nft list tables` from before).
