@@ -165,12 +165,21 @@ Deno.test({
       assert(await pingOnce(pods[5].ip, pods[3].ns));
       for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
       // Once empty, every node gives its blocks back but its first, and records no allocation.
+      // A block leaves the API first, then the node takes its gateway off the bridge and removes
+      // its directory: wait for both.
+      const stateOf = (node: (typeof c.nodes)[number]) =>
+        node.socket.replace("/run/ferry.sock", "/state");
       await eventually(
         async () => {
           const now = await c.blocks();
-          return c.nodes.every((n) => now.get(n.name)?.length === 1);
+          if (!c.nodes.every((n) => now.get(n.name)?.length === 1)) return false;
+          for (const node of c.nodes) {
+            const dirs = await Array.fromAsync(Deno.readDir(`${stateOf(node)}/ipam/blocks`));
+            if (dirs.filter((d) => d.isDirectory).length !== 1) return false;
+          }
+          return true;
         },
-        "every node is down to one block",
+        "every node is down to one block, in the API and on its disk",
         30_000,
       );
       const { items } = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
@@ -178,7 +187,7 @@ Deno.test({
         assertEquals(b.spec!.allocations ?? [], [], `${b.spec!.cidr} records nothing`);
       }
       for (const node of c.nodes) {
-        const state = node.socket.replace("/run/ferry.sock", "/state");
+        const state = stateOf(node);
         const held = [];
         for await (const block of Deno.readDir(`${state}/ipam/blocks`)) {
           for await (const f of Deno.readDir(`${state}/ipam/blocks/${block.name}`)) {
