@@ -151,6 +151,18 @@ export function conflist(o: Pick<InstallOptions, "networkName" | "cniVersion">):
 }
 
 /**
+ * The files an install writes: in the CNI config directory the conflist; in the CNI bin directory
+ * the wrapper (named for the plugin type), the copy of Deno (with `--copy-deno`) and the shim's
+ * bundle. `cni/uninstall.ts` removes the same names.
+ */
+export const INSTALLED_FILES = {
+  conflist: "10-ferry.conflist",
+  wrapper: "ferry",
+  deno: "ferry-deno",
+  bundle: "ferry-shim.js",
+} as const;
+
+/**
  * Options for an install where everything lives under `dir` (`bin/`, `conf/`, `deno/`), with
  * this Deno and this repository's lock file: what dev mode, the demo and the tests use.
  */
@@ -163,7 +175,7 @@ export function installUnder(dir: string, socket: string): InstallOptions {
     networkName: "ferry",
     cniVersion: "1.0.0",
     denoPath: Deno.execPath(),
-    shimBundle: `${dir}/bin/ferry-shim.js`,
+    shimBundle: `${dir}/bin/${INSTALLED_FILES.bundle}`,
   };
 }
 
@@ -177,14 +189,14 @@ export async function install(o: InstallOptions): Promise<{ shim: string; confli
   if (o.copyDenoFrom) await copyAtomically(o.copyDenoFrom, o.denoPath, 0o755);
   if (o.prebuiltBundle) await copyAtomically(o.prebuiltBundle, o.shimBundle, 0o644);
   else await bundleShim(o.denoPath, o.shimBundle);
-  const shim = `${o.binDir}/ferry`;
+  const shim = `${o.binDir}/${INSTALLED_FILES.wrapper}`;
   const tmp = `${shim}.tmp-${Deno.pid}`;
   await Deno.writeTextFile(tmp, wrapperScript(o), { mode: 0o755 });
   await Deno.chmod(tmp, 0o755);
   await Deno.rename(tmp, shim);
   // Written whole, then renamed: the runtime's watch of the directory never reads half a file.
-  const conf = `${o.confDir}/10-ferry.conflist`;
-  const confTmp = `${o.confDir}/.10-ferry.conflist.tmp-${Deno.pid}`;
+  const conf = `${o.confDir}/${INSTALLED_FILES.conflist}`;
+  const confTmp = `${o.confDir}/.${INSTALLED_FILES.conflist}.tmp-${Deno.pid}`;
   await Deno.writeTextFile(confTmp, JSON.stringify(conflist(o), null, 2) + "\n");
   await Deno.rename(confTmp, conf);
   const out = await new Deno.Command(shim, {
@@ -231,9 +243,9 @@ if (import.meta.main) {
     denoDir: flags["deno-dir"],
     networkName: flags["network-name"],
     cniVersion: flags["cni-version"],
-    denoPath: flags["copy-deno"] ? `${flags["bin-dir"]}/ferry-deno` : Deno.execPath(),
+    denoPath: flags["copy-deno"] ? `${flags["bin-dir"]}/${INSTALLED_FILES.deno}` : Deno.execPath(),
     copyDenoFrom: flags["copy-deno"] ? Deno.execPath() : undefined,
-    shimBundle: `${flags["bin-dir"]}/ferry-shim.js`,
+    shimBundle: `${flags["bin-dir"]}/${INSTALLED_FILES.bundle}`,
     prebuiltBundle: flags.bundle,
   });
   console.log(`installed ${done.shim} and ${done.conflist}`);

@@ -14,6 +14,7 @@ import { parseArgs } from "deno-std/cli/parse_args.js";
 import { loadConfig } from "../daemon/config.ts";
 import { FERRY_ROUTE_PROTOCOL } from "../daemon/cluster/route_table.ts";
 import { HOST_LINK_PREFIX } from "../daemon/net/naming.ts";
+import { INSTALLED_FILES } from "./install.ts";
 
 /** Where the pieces are. */
 export interface NodeInstall {
@@ -56,8 +57,9 @@ async function removePath(path: string, recursive = false): Promise<boolean> {
 export async function uninstallNode(n: NodeInstall): Promise<string[]> {
   const done: string[] = [];
   const note = (removed: boolean, what: string) => removed && done.push(what);
-  note(await removePath(`${n.confDir}/10-ferry.conflist`), `${n.confDir}/10-ferry.conflist`);
-  for (const f of ["ferry", "ferry-deno", "ferry-shim.js"]) {
+  const conflist = `${n.confDir}/${INSTALLED_FILES.conflist}`;
+  note(await removePath(conflist), conflist);
+  for (const f of [INSTALLED_FILES.wrapper, INSTALLED_FILES.deno, INSTALLED_FILES.bundle]) {
     note(await removePath(`${n.binDir}/${f}`), `${n.binDir}/${f}`);
   }
   const ports = await quiet("ip", ["-j", "link", "show", "master", n.bridge]);

@@ -46,12 +46,15 @@ export async function sh(cmd: string, ...args: string[]): Promise<string> {
   return text;
 }
 
+/** `kubectl` on the realk8s apiserver (see {@link sh}). */
+export const kubectl = (...args: string[]): Promise<string> => sh("kubectl", ...args);
+
 /**
  * Runs `fn` with the realk8s apiserver up: started (`/opt/realk8s/start.sh`) when it does not
  * answer, and stopped again afterwards only then, so a server someone else started stays.
  */
 export async function withRealApiserver<T>(fn: () => Promise<T>): Promise<T> {
-  const wasUp = await sh("kubectl", "get", "--raw", "/readyz").then(() => true, () => false);
+  const wasUp = await kubectl("get", "--raw", "/readyz").then(() => true, () => false);
   if (!wasUp) await sh("/opt/realk8s/start.sh");
   try {
     return await fn();
@@ -107,7 +110,7 @@ export async function applyPod(name: string): Promise<void> {
   const file = await Deno.makeTempFile({ suffix: ".yaml" });
   try {
     await Deno.writeTextFile(file, yaml);
-    await sh("kubectl", "apply", "-f", file);
+    await kubectl("apply", "-f", file);
   } finally {
     await Deno.remove(file);
   }

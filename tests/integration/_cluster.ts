@@ -25,15 +25,19 @@ export async function ferryRoutes(c: SimCluster, i: number): Promise<string[]> {
     .sort();
 }
 
-/** Waits (polling, up to `ms`) until `probe` holds; throws naming `what` otherwise. */
+/**
+ * Waits (polling every `intervalMs`, up to `ms`) until `probe` holds; throws naming `what`
+ * otherwise.
+ */
 export async function eventually(
   probe: () => Promise<boolean>,
   what: string,
   ms = 20_000,
+  intervalMs = 50,
 ): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await probe())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

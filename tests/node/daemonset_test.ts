@@ -14,9 +14,11 @@
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { run, uniqueToken } from "../../daemon/dev/netns.ts";
+import { eventually } from "../integration/_cluster.ts";
 import {
   applyPod,
   KUBECONFIG,
+  kubectl,
   NODE_READY,
   removePortmapChains,
   REPO,
@@ -34,15 +36,9 @@ const HOST_BIN = "/opt/realkubelet/cni/bin";
 const HOST_CONF = "/opt/realkubelet/cni/net.d";
 const CTR = ["-a", "/run/realkubelet/containerd.sock", "-n", "k8s.io"];
 
-const kubectl = (...args: string[]) => sh("kubectl", ...args);
-
-async function until(what: string, ms: number, cond: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms / 1000} s: ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
+/** Waits (every 0.5 s: each probe runs kubectl) until `cond` holds, a failing probe counting as not yet. */
+const until = (what: string, ms: number, cond: () => Promise<boolean>) =>
+  eventually(() => cond().catch(() => false), what, ms, 500);
 
 async function buildAndImport(): Promise<void> {
   const tmp = await Deno.makeTempDir({ prefix: "ferry-image-test-" });

@@ -8,14 +8,13 @@ import { run, uniqueToken } from "../../daemon/dev/netns.ts";
 import {
   applyPod,
   KUBECONFIG,
+  kubectl,
   NODE_READY,
   removePortmapChains,
   REPO,
   sh,
   TOOLS,
 } from "../../daemon/dev/realkubelet.ts";
-
-const kubectl = (...args: string[]) => sh("kubectl", ...args);
 
 Deno.test({
   name:

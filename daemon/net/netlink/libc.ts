@@ -50,6 +50,7 @@ const SO_RCVTIMEO = 20;
 const MSG_DONTWAIT = 0x40;
 const SIOCGIFINDEX = 0x8933n;
 const IFNAMSIZ = 16;
+const ENCODER = new TextEncoder();
 const EAGAIN = 11;
 
 const ERRNO_NAMES: Record<number, string> = {
@@ -208,7 +209,7 @@ export class Libc implements NetlinkSys {
    */
   ifIndex(fd: number, name: string): number {
     const ifreq = new Uint8Array(40);
-    const bytes = new TextEncoder().encode(name);
+    const bytes = ENCODER.encode(name);
     if (bytes.length >= IFNAMSIZ) throw new SyscallError(`find ${name}`, 22);
     ifreq.set(bytes);
     this.#check(`find ${name}`, this.#c.ioctl(fd, SIOCGIFINDEX, ifreq));
@@ -242,7 +243,7 @@ export class Libc implements NetlinkSys {
   writeFile(path: string, value: string): void {
     const fd = this.#check(`open ${path}`, this.#c.open(cString(path), O_WRONLY | O_CLOEXEC));
     try {
-      const bytes = new TextEncoder().encode(value);
+      const bytes = ENCODER.encode(value);
       this.#check(`write ${path}`, this.#c.write(fd, bytes, BigInt(bytes.length)));
     } finally {
       this.#c.close(fd);
@@ -273,5 +274,5 @@ export class Libc implements NetlinkSys {
 }
 
 function cString(text: string): Uint8Array {
-  return new TextEncoder().encode(text + "\0");
+  return ENCODER.encode(text + "\0");
 }
