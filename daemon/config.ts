@@ -60,6 +60,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     httpPort: 9667,
   },
   shutdownTimeoutSeconds: 10,
+  nice: -10,
   logLevel: "info",
 };
 

@@ -179,6 +179,11 @@ export const DaemonConfigSchema = Type.Object({
     }),
   }, { additionalProperties: false }),
   shutdownTimeoutSeconds: Type.Number({ minimum: 0 }),
+  nice: Type.Integer({
+    minimum: -20,
+    maximum: 19,
+    description: "the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)",
+  }),
   logLevel: Type.Union([
     Type.Literal("trace"),
     Type.Literal("debug"),

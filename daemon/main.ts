@@ -50,6 +50,7 @@ import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
 import { SpawningIpRunner } from "./net/ip_runner.ts";
 import { Libc } from "./net/netlink/libc.ts";
+import { applyNice, LibcPriority } from "./cpu_priority.ts";
 import { NetlinkPlumber } from "./net/netlink/netlink_plumber.ts";
 import type { Plumber } from "./net/plumber.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
@@ -705,6 +706,33 @@ function openLibc(config: DaemonConfig, logger: Logger): Libc | undefined {
   }
 }
 
+/**
+ * Gives the daemon's threads the configured nice value (see `cpu_priority.ts`); a refusal or a
+ * missing FFI leaves the daemon at its start priority, with a warning. Before anything else
+ * starts: threads started later inherit it.
+ */
+function takeCpuPriority(nice: number, logger: Logger): void {
+  if (nice === 0) return;
+  let sys: LibcPriority | undefined;
+  try {
+    sys = LibcPriority.open();
+    const { threads, refused } = applyNice(nice, sys);
+    if (refused) {
+      logger.warn("CPU priority nice {nice} not taken ({reason}); running at the start priority", {
+        nice,
+        reason: refused,
+      });
+    } else logger.info("CPU priority: nice {nice} on {threads} threads", { nice, threads });
+  } catch (e) {
+    logger.warn("CPU priority nice {nice} not taken ({reason}); running at the start priority", {
+      nice,
+      reason: e instanceof Error ? e.message : String(e),
+    });
+  } finally {
+    sys?.close();
+  }
+}
+
 /** The default network's ranges in `local` IPAM mode: `subnet`, and `subnet6` for dual stack. */
 function localRanges(config: DaemonConfig): NetworkRange[] {
   const { network } = config;
@@ -764,6 +792,7 @@ if (import.meta.main) {
     const { configFile, overrides } = parseDaemonArgs(Deno.args);
     const config = await loadConfig(configFile, overrides);
     await setupLogging(config.logLevel);
+    takeCpuPriority(config.nice, getLogger(["ferry", "daemon"]));
     daemon = await startDaemon(config);
   } catch (e) {
     console.error(`ferry daemon: ${e instanceof Error ? e.message : e}`);

@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","watch","stateDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","logLevel"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","watch","stateDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern2 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -198,8 +198,8 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(data.logLevel === undefined){
-const err18 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logLevel"},message:"must have required property '"+"logLevel"+"'"};
+if(data.nice === undefined){
+const err18 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nice"},message:"must have required property '"+"nice"+"'"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -208,9 +208,8 @@ vErrors.push(err18);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(func2.call(schema11.properties, key0))){
-const err19 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(data.logLevel === undefined){
+const err19 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logLevel"},message:"must have required property '"+"logLevel"+"'"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -219,12 +218,9 @@ vErrors.push(err19);
 }
 errors++;
 }
-}
-if(data.socket !== undefined){
-let data0 = data.socket;
-if(typeof data0 === "string"){
-if(!pattern0.test(data0)){
-const err20 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+for(const key0 in data){
+if(!(func2.call(schema11.properties, key0))){
+const err20 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -234,8 +230,11 @@ vErrors.push(err20);
 errors++;
 }
 }
-else {
-const err21 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.socket !== undefined){
+let data0 = data.socket;
+if(typeof data0 === "string"){
+if(!pattern0.test(data0)){
+const err21 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -245,11 +244,8 @@ vErrors.push(err21);
 errors++;
 }
 }
-if(data.nodeName !== undefined){
-let data1 = data.nodeName;
-if(typeof data1 === "string"){
-if(data1.length < 1){
-const err22 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err22 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -259,8 +255,11 @@ vErrors.push(err22);
 errors++;
 }
 }
-else {
-const err23 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.nodeName !== undefined){
+let data1 = data.nodeName;
+if(typeof data1 === "string"){
+if(data1.length < 1){
+const err23 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -270,9 +269,8 @@ vErrors.push(err23);
 errors++;
 }
 }
-if(data.kubeconfig !== undefined){
-if(typeof data.kubeconfig !== "string"){
-const err24 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err24 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -282,9 +280,9 @@ vErrors.push(err24);
 errors++;
 }
 }
-if(data.allowInsecureTls !== undefined){
-if(typeof data.allowInsecureTls !== "boolean"){
-const err25 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.kubeconfig !== undefined){
+if(typeof data.kubeconfig !== "string"){
+const err25 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -294,9 +292,9 @@ vErrors.push(err25);
 errors++;
 }
 }
-if(data.standalone !== undefined){
-if(typeof data.standalone !== "boolean"){
-const err26 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.allowInsecureTls !== undefined){
+if(typeof data.allowInsecureTls !== "boolean"){
+const err26 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -306,11 +304,9 @@ vErrors.push(err26);
 errors++;
 }
 }
-if(data.podWaitSeconds !== undefined){
-let data5 = data.podWaitSeconds;
-if((typeof data5 == "number") && (isFinite(data5))){
-if(data5 <= 0 || isNaN(data5)){
-const err27 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data.standalone !== undefined){
+if(typeof data.standalone !== "boolean"){
+const err27 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -320,8 +316,11 @@ vErrors.push(err27);
 errors++;
 }
 }
-else {
-const err28 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.podWaitSeconds !== undefined){
+let data5 = data.podWaitSeconds;
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 <= 0 || isNaN(data5)){
+const err28 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -331,11 +330,8 @@ vErrors.push(err28);
 errors++;
 }
 }
-if(data.watch !== undefined){
-let data6 = data.watch;
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.timeoutSeconds === undefined){
-const err29 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
+else {
+const err29 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -344,8 +340,12 @@ vErrors.push(err29);
 }
 errors++;
 }
-if(data6.unhealthyAfterSeconds === undefined){
-const err30 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
+}
+if(data.watch !== undefined){
+let data6 = data.watch;
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.timeoutSeconds === undefined){
+const err30 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -354,8 +354,8 @@ vErrors.push(err30);
 }
 errors++;
 }
-if(data6.resyncSeconds === undefined){
-const err31 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
+if(data6.unhealthyAfterSeconds === undefined){
+const err31 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -364,8 +364,8 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data6.requestTimeoutSeconds === undefined){
-const err32 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
+if(data6.resyncSeconds === undefined){
+const err32 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -374,9 +374,8 @@ vErrors.push(err32);
 }
 errors++;
 }
-for(const key1 in data6){
-if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
-const err33 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data6.requestTimeoutSeconds === undefined){
+const err33 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -385,11 +384,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-}
-if(data6.timeoutSeconds !== undefined){
-let data7 = data6.timeoutSeconds;
-if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err34 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key1 in data6){
+if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
+const err34 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -398,9 +395,11 @@ vErrors.push(err34);
 }
 errors++;
 }
-if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 < 1 || isNaN(data7)){
-const err35 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data6.timeoutSeconds !== undefined){
+let data7 = data6.timeoutSeconds;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+const err35 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -409,13 +408,9 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-}
-if(data6.unhealthyAfterSeconds !== undefined){
-let data8 = data6.unhealthyAfterSeconds;
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 <= 0 || isNaN(data8)){
-const err36 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 < 1 || isNaN(data7)){
+const err36 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -425,8 +420,12 @@ vErrors.push(err36);
 errors++;
 }
 }
-else {
-const err37 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data6.unhealthyAfterSeconds !== undefined){
+let data8 = data6.unhealthyAfterSeconds;
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 <= 0 || isNaN(data8)){
+const err37 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -436,11 +435,8 @@ vErrors.push(err37);
 errors++;
 }
 }
-if(data6.resyncSeconds !== undefined){
-let data9 = data6.resyncSeconds;
-if((typeof data9 == "number") && (isFinite(data9))){
-if(data9 < 0 || isNaN(data9)){
-const err38 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+else {
+const err38 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -450,8 +446,11 @@ vErrors.push(err38);
 errors++;
 }
 }
-else {
-const err39 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data6.resyncSeconds !== undefined){
+let data9 = data6.resyncSeconds;
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 < 0 || isNaN(data9)){
+const err39 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -461,11 +460,8 @@ vErrors.push(err39);
 errors++;
 }
 }
-if(data6.requestTimeoutSeconds !== undefined){
-let data10 = data6.requestTimeoutSeconds;
-if((typeof data10 == "number") && (isFinite(data10))){
-if(data10 <= 0 || isNaN(data10)){
-const err40 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err40 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -475,8 +471,11 @@ vErrors.push(err40);
 errors++;
 }
 }
-else {
-const err41 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data6.requestTimeoutSeconds !== undefined){
+let data10 = data6.requestTimeoutSeconds;
+if((typeof data10 == "number") && (isFinite(data10))){
+if(data10 <= 0 || isNaN(data10)){
+const err41 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -486,9 +485,8 @@ vErrors.push(err41);
 errors++;
 }
 }
-}
 else {
-const err42 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err42 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -498,11 +496,9 @@ vErrors.push(err42);
 errors++;
 }
 }
-if(data.stateDir !== undefined){
-let data11 = data.stateDir;
-if(typeof data11 === "string"){
-if(!pattern0.test(data11)){
-const err43 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+}
+else {
+const err43 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -512,8 +508,11 @@ vErrors.push(err43);
 errors++;
 }
 }
-else {
-const err44 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.stateDir !== undefined){
+let data11 = data.stateDir;
+if(typeof data11 === "string"){
+if(!pattern0.test(data11)){
+const err44 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -523,11 +522,8 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data.network !== undefined){
-let data12 = data.network;
-if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
-if(data12.subnet === undefined){
-const err45 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
+else {
+const err45 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -536,8 +532,12 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data12.bridge === undefined){
-const err46 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
+}
+if(data.network !== undefined){
+let data12 = data.network;
+if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
+if(data12.subnet === undefined){
+const err46 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -546,8 +546,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-if(data12.forwarding === undefined){
-const err47 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
+if(data12.bridge === undefined){
+const err47 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -556,8 +556,8 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(data12.plumbing === undefined){
-const err48 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
+if(data12.forwarding === undefined){
+const err48 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -566,8 +566,8 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(data12.mtu === undefined){
-const err49 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
+if(data12.plumbing === undefined){
+const err49 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -576,9 +576,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-for(const key2 in data12){
-if(!(func2.call(schema11.properties.network.properties, key2))){
-const err50 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(data12.mtu === undefined){
+const err50 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -587,10 +586,9 @@ vErrors.push(err50);
 }
 errors++;
 }
-}
-if(data12.subnet !== undefined){
-if(typeof data12.subnet !== "string"){
-const err51 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key2 in data12){
+if(!(func2.call(schema11.properties.network.properties, key2))){
+const err51 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -600,9 +598,9 @@ vErrors.push(err51);
 errors++;
 }
 }
-if(data12.rangeStart !== undefined){
-if(typeof data12.rangeStart !== "string"){
-const err52 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.subnet !== undefined){
+if(typeof data12.subnet !== "string"){
+const err52 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -612,9 +610,9 @@ vErrors.push(err52);
 errors++;
 }
 }
-if(data12.rangeEnd !== undefined){
-if(typeof data12.rangeEnd !== "string"){
-const err53 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.rangeStart !== undefined){
+if(typeof data12.rangeStart !== "string"){
+const err53 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -624,9 +622,9 @@ vErrors.push(err53);
 errors++;
 }
 }
-if(data12.gateway !== undefined){
-if(typeof data12.gateway !== "string"){
-const err54 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.rangeEnd !== undefined){
+if(typeof data12.rangeEnd !== "string"){
+const err54 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -636,9 +634,9 @@ vErrors.push(err54);
 errors++;
 }
 }
-if(data12.subnet6 !== undefined){
-if(typeof data12.subnet6 !== "string"){
-const err55 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.gateway !== undefined){
+if(typeof data12.gateway !== "string"){
+const err55 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -648,11 +646,9 @@ vErrors.push(err55);
 errors++;
 }
 }
-if(data12.bridge !== undefined){
-let data18 = data12.bridge;
-if(typeof data18 === "string"){
-if(!pattern2.test(data18)){
-const err56 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data12.subnet6 !== undefined){
+if(typeof data12.subnet6 !== "string"){
+const err56 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -662,8 +658,11 @@ vErrors.push(err56);
 errors++;
 }
 }
-else {
-const err57 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.bridge !== undefined){
+let data18 = data12.bridge;
+if(typeof data18 === "string"){
+if(!pattern2.test(data18)){
+const err57 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -673,14 +672,25 @@ vErrors.push(err57);
 errors++;
 }
 }
-if(data12.forwarding !== undefined){
-if(typeof data12.forwarding !== "boolean"){
-const err58 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err58 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err58];
 }
 else {
 vErrors.push(err58);
+}
+errors++;
+}
+}
+if(data12.forwarding !== undefined){
+if(typeof data12.forwarding !== "boolean"){
+const err59 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
 }
 errors++;
 }
@@ -691,17 +701,7 @@ const _errs45 = errors;
 let valid3 = false;
 const _errs46 = errors;
 if(typeof data20 !== "string"){
-const err59 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err59];
-}
-else {
-vErrors.push(err59);
-}
-errors++;
-}
-if("netlink" !== data20){
-const err60 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
+const err60 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -710,12 +710,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-var _valid0 = _errs46 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const _errs48 = errors;
-if(typeof data20 !== "string"){
-const err61 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("netlink" !== data20){
+const err61 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -724,8 +720,12 @@ vErrors.push(err61);
 }
 errors++;
 }
-if("iproute2" !== data20){
-const err62 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
+var _valid0 = _errs46 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const _errs48 = errors;
+if(typeof data20 !== "string"){
+const err62 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -734,16 +734,26 @@ vErrors.push(err62);
 }
 errors++;
 }
-var _valid0 = _errs48 === errors;
-valid3 = valid3 || _valid0;
-}
-if(!valid3){
-const err63 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("iproute2" !== data20){
+const err63 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err63];
 }
 else {
 vErrors.push(err63);
+}
+errors++;
+}
+var _valid0 = _errs48 === errors;
+valid3 = valid3 || _valid0;
+}
+if(!valid3){
+const err64 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
 }
 errors++;
 }
@@ -762,18 +772,7 @@ vErrors = null;
 if(data12.mtu !== undefined){
 let data21 = data12.mtu;
 if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
-const err64 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err64];
-}
-else {
-vErrors.push(err64);
-}
-errors++;
-}
-if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 65535 || isNaN(data21)){
-const err65 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+const err65 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -782,8 +781,9 @@ vErrors.push(err65);
 }
 errors++;
 }
-if(data21 < 576 || isNaN(data21)){
-const err66 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
+if((typeof data21 == "number") && (isFinite(data21))){
+if(data21 > 65535 || isNaN(data21)){
+const err66 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -792,11 +792,8 @@ vErrors.push(err66);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err67 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data21 < 576 || isNaN(data21)){
+const err67 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -806,11 +803,10 @@ vErrors.push(err67);
 errors++;
 }
 }
-if(data.ipam !== undefined){
-let data22 = data.ipam;
-if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
-if(data22.mode === undefined){
-const err68 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+}
+else {
+const err68 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -819,8 +815,12 @@ vErrors.push(err68);
 }
 errors++;
 }
-if(data22.pools === undefined){
-const err69 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
+}
+if(data.ipam !== undefined){
+let data22 = data.ipam;
+if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
+if(data22.mode === undefined){
+const err69 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -829,8 +829,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-if(data22.reuseDelaySeconds === undefined){
-const err70 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
+if(data22.pools === undefined){
+const err70 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -839,8 +839,8 @@ vErrors.push(err70);
 }
 errors++;
 }
-if(data22.blockReleaseSeconds === undefined){
-const err71 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
+if(data22.reuseDelaySeconds === undefined){
+const err71 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -849,14 +849,24 @@ vErrors.push(err71);
 }
 errors++;
 }
-for(const key3 in data22){
-if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
-const err72 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(data22.blockReleaseSeconds === undefined){
+const err72 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err72];
 }
 else {
 vErrors.push(err72);
+}
+errors++;
+}
+for(const key3 in data22){
+if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
+const err73 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
 }
 errors++;
 }
@@ -867,17 +877,7 @@ const _errs56 = errors;
 let valid5 = false;
 const _errs57 = errors;
 if(typeof data23 !== "string"){
-const err73 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-if("local" !== data23){
-const err74 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
+const err74 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -886,12 +886,8 @@ vErrors.push(err74);
 }
 errors++;
 }
-var _valid1 = _errs57 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs59 = errors;
-if(typeof data23 !== "string"){
-const err75 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("local" !== data23){
+const err75 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -900,8 +896,12 @@ vErrors.push(err75);
 }
 errors++;
 }
-if("kubernetes" !== data23){
-const err76 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
+var _valid1 = _errs57 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs59 = errors;
+if(typeof data23 !== "string"){
+const err76 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -910,12 +910,8 @@ vErrors.push(err76);
 }
 errors++;
 }
-var _valid1 = _errs59 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs61 = errors;
-if(typeof data23 !== "string"){
-const err77 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("kubernetes" !== data23){
+const err77 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -924,8 +920,12 @@ vErrors.push(err77);
 }
 errors++;
 }
-if("pool" !== data23){
-const err78 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
+var _valid1 = _errs59 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs61 = errors;
+if(typeof data23 !== "string"){
+const err78 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -934,12 +934,8 @@ vErrors.push(err78);
 }
 errors++;
 }
-var _valid1 = _errs61 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs63 = errors;
-if(typeof data23 !== "string"){
-const err79 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("pool" !== data23){
+const err79 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -948,13 +944,27 @@ vErrors.push(err79);
 }
 errors++;
 }
-if("auto" !== data23){
-const err80 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+var _valid1 = _errs61 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs63 = errors;
+if(typeof data23 !== "string"){
+const err80 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err80];
 }
 else {
 vErrors.push(err80);
+}
+errors++;
+}
+if("auto" !== data23){
+const err81 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err81];
+}
+else {
+vErrors.push(err81);
 }
 errors++;
 }
@@ -964,12 +974,12 @@ valid5 = valid5 || _valid1;
 }
 }
 if(!valid5){
-const err81 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err82 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err81];
+vErrors = [err82];
 }
 else {
-vErrors.push(err81);
+vErrors.push(err82);
 }
 errors++;
 }
@@ -989,21 +999,7 @@ if(data22.pools !== undefined){
 let data24 = data22.pools;
 if(Array.isArray(data24)){
 if(data24.length < 1){
-const err82 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err82];
-}
-else {
-vErrors.push(err82);
-}
-errors++;
-}
-const len0 = data24.length;
-for(let i0=0; i0<len0; i0++){
-let data25 = data24[i0];
-if(typeof data25 === "string"){
-if(!pattern3.test(data25)){
-const err83 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+const err83 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1012,9 +1008,12 @@ vErrors.push(err83);
 }
 errors++;
 }
-}
-else {
-const err84 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len0 = data24.length;
+for(let i0=0; i0<len0; i0++){
+let data25 = data24[i0];
+if(typeof data25 === "string"){
+if(!pattern3.test(data25)){
+const err84 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1024,9 +1023,8 @@ vErrors.push(err84);
 errors++;
 }
 }
-}
 else {
-const err85 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err85 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1036,10 +1034,9 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data22.reuseDelaySeconds !== undefined){
-let data26 = data22.reuseDelaySeconds;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-const err86 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err86 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1048,9 +1045,11 @@ vErrors.push(err86);
 }
 errors++;
 }
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 3600 || isNaN(data26)){
-const err87 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+if(data22.reuseDelaySeconds !== undefined){
+let data26 = data22.reuseDelaySeconds;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+const err87 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1059,8 +1058,9 @@ vErrors.push(err87);
 }
 errors++;
 }
-if(data26 < 0 || isNaN(data26)){
-const err88 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 3600 || isNaN(data26)){
+const err88 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1069,12 +1069,8 @@ vErrors.push(err88);
 }
 errors++;
 }
-}
-}
-if(data22.blockReleaseSeconds !== undefined){
-let data27 = data22.blockReleaseSeconds;
-if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err89 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data26 < 0 || isNaN(data26)){
+const err89 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1083,9 +1079,12 @@ vErrors.push(err89);
 }
 errors++;
 }
-if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 86400 || isNaN(data27)){
-const err90 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data22.blockReleaseSeconds !== undefined){
+let data27 = data22.blockReleaseSeconds;
+if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
+const err90 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1094,8 +1093,9 @@ vErrors.push(err90);
 }
 errors++;
 }
-if(data27 < 0 || isNaN(data27)){
-const err91 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data27 == "number") && (isFinite(data27))){
+if(data27 > 86400 || isNaN(data27)){
+const err91 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1104,16 +1104,26 @@ vErrors.push(err91);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err92 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data27 < 0 || isNaN(data27)){
+const err92 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err92];
 }
 else {
 vErrors.push(err92);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err93 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
 }
 errors++;
 }
@@ -1125,22 +1135,22 @@ const len1 = data28.length;
 for(let i1=0; i1<len1; i1++){
 let data29 = data28[i1];
 if(typeof data29 !== "string"){
-const err93 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err93];
-}
-else {
-vErrors.push(err93);
-}
-errors++;
-}
-if(!((data29 === "npwg") || (data29 === "noop"))){
-const err94 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+const err94 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err94];
 }
 else {
 vErrors.push(err94);
+}
+errors++;
+}
+if(!((data29 === "npwg") || (data29 === "noop"))){
+const err95 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
 }
 errors++;
 }
@@ -1156,12 +1166,12 @@ continue;
 }
 if(typeof indices0[item0] == "number"){
 j0 = indices0[item0];
-const err95 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
+const err96 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
 if(vErrors === null){
-vErrors = [err95];
+vErrors = [err96];
 }
 else {
-vErrors.push(err95);
+vErrors.push(err96);
 }
 errors++;
 break;
@@ -1171,21 +1181,7 @@ indices0[item0] = i2;
 }
 }
 else {
-const err96 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err96];
-}
-else {
-vErrors.push(err96);
-}
-errors++;
-}
-}
-if(data.multiNetwork !== undefined){
-let data30 = data.multiNetwork;
-if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
-if(data30.allowCrossNamespace === undefined){
-const err97 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
+const err97 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1194,8 +1190,12 @@ vErrors.push(err97);
 }
 errors++;
 }
-if(data30.interfacePrefix === undefined){
-const err98 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
+}
+if(data.multiNetwork !== undefined){
+let data30 = data.multiNetwork;
+if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
+if(data30.allowCrossNamespace === undefined){
+const err98 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1204,8 +1204,8 @@ vErrors.push(err98);
 }
 errors++;
 }
-if(data30.configDir === undefined){
-const err99 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
+if(data30.interfacePrefix === undefined){
+const err99 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1214,9 +1214,8 @@ vErrors.push(err99);
 }
 errors++;
 }
-for(const key4 in data30){
-if(!(((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir"))){
-const err100 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data30.configDir === undefined){
+const err100 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1225,10 +1224,9 @@ vErrors.push(err100);
 }
 errors++;
 }
-}
-if(data30.allowCrossNamespace !== undefined){
-if(typeof data30.allowCrossNamespace !== "boolean"){
-const err101 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key4 in data30){
+if(!(((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir"))){
+const err101 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1238,11 +1236,9 @@ vErrors.push(err101);
 errors++;
 }
 }
-if(data30.interfacePrefix !== undefined){
-let data32 = data30.interfacePrefix;
-if(typeof data32 === "string"){
-if(!pattern4.test(data32)){
-const err102 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
+if(data30.allowCrossNamespace !== undefined){
+if(typeof data30.allowCrossNamespace !== "boolean"){
+const err102 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1252,8 +1248,11 @@ vErrors.push(err102);
 errors++;
 }
 }
-else {
-const err103 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data30.interfacePrefix !== undefined){
+let data32 = data30.interfacePrefix;
+if(typeof data32 === "string"){
+if(!pattern4.test(data32)){
+const err103 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1263,9 +1262,8 @@ vErrors.push(err103);
 errors++;
 }
 }
-if(data30.configDir !== undefined){
-if(typeof data30.configDir !== "string"){
-const err104 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err104 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1275,9 +1273,9 @@ vErrors.push(err104);
 errors++;
 }
 }
-}
-else {
-const err105 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data30.configDir !== undefined){
+if(typeof data30.configDir !== "string"){
+const err105 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1287,11 +1285,9 @@ vErrors.push(err105);
 errors++;
 }
 }
-if(data.gc !== undefined){
-let data34 = data.gc;
-if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-if(data34.graceSeconds === undefined){
-const err106 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
+}
+else {
+const err106 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1300,8 +1296,12 @@ vErrors.push(err106);
 }
 errors++;
 }
-if(data34.intervalSeconds === undefined){
-const err107 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
+}
+if(data.gc !== undefined){
+let data34 = data.gc;
+if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
+if(data34.graceSeconds === undefined){
+const err107 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1310,8 +1310,8 @@ vErrors.push(err107);
 }
 errors++;
 }
-if(data34.maxRetries === undefined){
-const err108 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
+if(data34.intervalSeconds === undefined){
+const err108 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1320,8 +1320,8 @@ vErrors.push(err108);
 }
 errors++;
 }
-if(data34.reclaimIntervalSeconds === undefined){
-const err109 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
+if(data34.maxRetries === undefined){
+const err109 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1330,8 +1330,8 @@ vErrors.push(err109);
 }
 errors++;
 }
-if(data34.leaseNamespace === undefined){
-const err110 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
+if(data34.reclaimIntervalSeconds === undefined){
+const err110 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1340,9 +1340,8 @@ vErrors.push(err110);
 }
 errors++;
 }
-for(const key5 in data34){
-if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
-const err111 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data34.leaseNamespace === undefined){
+const err111 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1351,11 +1350,9 @@ vErrors.push(err111);
 }
 errors++;
 }
-}
-if(data34.graceSeconds !== undefined){
-let data35 = data34.graceSeconds;
-if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
-const err112 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key5 in data34){
+if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
+const err112 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1364,9 +1361,11 @@ vErrors.push(err112);
 }
 errors++;
 }
-if((typeof data35 == "number") && (isFinite(data35))){
-if(data35 > 86400 || isNaN(data35)){
-const err113 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+if(data34.graceSeconds !== undefined){
+let data35 = data34.graceSeconds;
+if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
+const err113 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1375,8 +1374,9 @@ vErrors.push(err113);
 }
 errors++;
 }
-if(data35 < 0 || isNaN(data35)){
-const err114 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data35 == "number") && (isFinite(data35))){
+if(data35 > 86400 || isNaN(data35)){
+const err114 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1385,12 +1385,8 @@ vErrors.push(err114);
 }
 errors++;
 }
-}
-}
-if(data34.intervalSeconds !== undefined){
-let data36 = data34.intervalSeconds;
-if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
-const err115 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data35 < 0 || isNaN(data35)){
+const err115 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1399,9 +1395,12 @@ vErrors.push(err115);
 }
 errors++;
 }
-if((typeof data36 == "number") && (isFinite(data36))){
-if(data36 > 86400 || isNaN(data36)){
-const err116 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data34.intervalSeconds !== undefined){
+let data36 = data34.intervalSeconds;
+if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
+const err116 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1410,8 +1409,9 @@ vErrors.push(err116);
 }
 errors++;
 }
-if(data36 < 0 || isNaN(data36)){
-const err117 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data36 == "number") && (isFinite(data36))){
+if(data36 > 86400 || isNaN(data36)){
+const err117 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1420,12 +1420,8 @@ vErrors.push(err117);
 }
 errors++;
 }
-}
-}
-if(data34.maxRetries !== undefined){
-let data37 = data34.maxRetries;
-if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
-const err118 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data36 < 0 || isNaN(data36)){
+const err118 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1434,9 +1430,12 @@ vErrors.push(err118);
 }
 errors++;
 }
-if((typeof data37 == "number") && (isFinite(data37))){
-if(data37 > 100 || isNaN(data37)){
-const err119 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+}
+}
+if(data34.maxRetries !== undefined){
+let data37 = data34.maxRetries;
+if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
+const err119 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1445,8 +1444,9 @@ vErrors.push(err119);
 }
 errors++;
 }
-if(data37 < 0 || isNaN(data37)){
-const err120 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data37 == "number") && (isFinite(data37))){
+if(data37 > 100 || isNaN(data37)){
+const err120 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1455,12 +1455,8 @@ vErrors.push(err120);
 }
 errors++;
 }
-}
-}
-if(data34.reclaimIntervalSeconds !== undefined){
-let data38 = data34.reclaimIntervalSeconds;
-if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
-const err121 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data37 < 0 || isNaN(data37)){
+const err121 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1469,9 +1465,12 @@ vErrors.push(err121);
 }
 errors++;
 }
-if((typeof data38 == "number") && (isFinite(data38))){
-if(data38 > 3600 || isNaN(data38)){
-const err122 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+}
+if(data34.reclaimIntervalSeconds !== undefined){
+let data38 = data34.reclaimIntervalSeconds;
+if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
+const err122 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1480,8 +1479,9 @@ vErrors.push(err122);
 }
 errors++;
 }
-if(data38 < 1 || isNaN(data38)){
-const err123 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data38 == "number") && (isFinite(data38))){
+if(data38 > 3600 || isNaN(data38)){
+const err123 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1490,13 +1490,8 @@ vErrors.push(err123);
 }
 errors++;
 }
-}
-}
-if(data34.leaseNamespace !== undefined){
-let data39 = data34.leaseNamespace;
-if(typeof data39 === "string"){
-if(!pattern5.test(data39)){
-const err124 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
+if(data38 < 1 || isNaN(data38)){
+const err124 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1506,8 +1501,12 @@ vErrors.push(err124);
 errors++;
 }
 }
-else {
-const err125 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data34.leaseNamespace !== undefined){
+let data39 = data34.leaseNamespace;
+if(typeof data39 === "string"){
+if(!pattern5.test(data39)){
+const err125 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1517,9 +1516,8 @@ vErrors.push(err125);
 errors++;
 }
 }
-}
 else {
-const err126 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err126 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1529,11 +1527,9 @@ vErrors.push(err126);
 errors++;
 }
 }
-if(data.routing !== undefined){
-let data40 = data.routing;
-if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
-if(data40.mode === undefined){
-const err127 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+else {
+const err127 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1542,8 +1538,12 @@ vErrors.push(err127);
 }
 errors++;
 }
-if(data40.vxlan === undefined){
-const err128 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
+}
+if(data.routing !== undefined){
+let data40 = data.routing;
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+if(data40.mode === undefined){
+const err128 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1552,14 +1552,24 @@ vErrors.push(err128);
 }
 errors++;
 }
-for(const key6 in data40){
-if(!((key6 === "mode") || (key6 === "vxlan"))){
-const err129 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(data40.vxlan === undefined){
+const err129 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
 if(vErrors === null){
 vErrors = [err129];
 }
 else {
 vErrors.push(err129);
+}
+errors++;
+}
+for(const key6 in data40){
+if(!((key6 === "mode") || (key6 === "vxlan"))){
+const err130 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err130];
+}
+else {
+vErrors.push(err130);
 }
 errors++;
 }
@@ -1570,17 +1580,7 @@ const _errs103 = errors;
 let valid14 = false;
 const _errs104 = errors;
 if(typeof data41 !== "string"){
-const err130 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err130];
-}
-else {
-vErrors.push(err130);
-}
-errors++;
-}
-if("none" !== data41){
-const err131 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
+const err131 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1589,12 +1589,8 @@ vErrors.push(err131);
 }
 errors++;
 }
-var _valid2 = _errs104 === errors;
-valid14 = valid14 || _valid2;
-if(!valid14){
-const _errs106 = errors;
-if(typeof data41 !== "string"){
-const err132 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("none" !== data41){
+const err132 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1603,8 +1599,12 @@ vErrors.push(err132);
 }
 errors++;
 }
-if("host-gw" !== data41){
-const err133 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
+var _valid2 = _errs104 === errors;
+valid14 = valid14 || _valid2;
+if(!valid14){
+const _errs106 = errors;
+if(typeof data41 !== "string"){
+const err133 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1613,12 +1613,8 @@ vErrors.push(err133);
 }
 errors++;
 }
-var _valid2 = _errs106 === errors;
-valid14 = valid14 || _valid2;
-if(!valid14){
-const _errs108 = errors;
-if(typeof data41 !== "string"){
-const err134 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("host-gw" !== data41){
+const err134 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1627,8 +1623,12 @@ vErrors.push(err134);
 }
 errors++;
 }
-if("vxlan" !== data41){
-const err135 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
+var _valid2 = _errs106 === errors;
+valid14 = valid14 || _valid2;
+if(!valid14){
+const _errs108 = errors;
+if(typeof data41 !== "string"){
+const err135 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1637,17 +1637,27 @@ vErrors.push(err135);
 }
 errors++;
 }
-var _valid2 = _errs108 === errors;
-valid14 = valid14 || _valid2;
-}
-}
-if(!valid14){
-const err136 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("vxlan" !== data41){
+const err136 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err136];
 }
 else {
 vErrors.push(err136);
+}
+errors++;
+}
+var _valid2 = _errs108 === errors;
+valid14 = valid14 || _valid2;
+}
+}
+if(!valid14){
+const err137 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err137];
+}
+else {
+vErrors.push(err137);
 }
 errors++;
 }
@@ -1667,17 +1677,7 @@ if(data40.vxlan !== undefined){
 let data42 = data40.vxlan;
 if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
 if(data42.vni === undefined){
-const err137 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
-if(vErrors === null){
-vErrors = [err137];
-}
-else {
-vErrors.push(err137);
-}
-errors++;
-}
-if(data42.port === undefined){
-const err138 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+const err138 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1686,8 +1686,8 @@ vErrors.push(err138);
 }
 errors++;
 }
-if(data42.device === undefined){
-const err139 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
+if(data42.port === undefined){
+const err139 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1696,9 +1696,8 @@ vErrors.push(err139);
 }
 errors++;
 }
-for(const key7 in data42){
-if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
-const err140 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(data42.device === undefined){
+const err140 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1707,11 +1706,9 @@ vErrors.push(err140);
 }
 errors++;
 }
-}
-if(data42.vni !== undefined){
-let data43 = data42.vni;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err141 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key7 in data42){
+if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
+const err141 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1720,9 +1717,11 @@ vErrors.push(err141);
 }
 errors++;
 }
-if((typeof data43 == "number") && (isFinite(data43))){
-if(data43 > 16777215 || isNaN(data43)){
-const err142 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
+}
+if(data42.vni !== undefined){
+let data43 = data42.vni;
+if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
+const err142 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1731,8 +1730,9 @@ vErrors.push(err142);
 }
 errors++;
 }
-if(data43 < 1 || isNaN(data43)){
-const err143 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data43 == "number") && (isFinite(data43))){
+if(data43 > 16777215 || isNaN(data43)){
+const err143 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1741,12 +1741,8 @@ vErrors.push(err143);
 }
 errors++;
 }
-}
-}
-if(data42.port !== undefined){
-let data44 = data42.port;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err144 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data43 < 1 || isNaN(data43)){
+const err144 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1755,9 +1751,12 @@ vErrors.push(err144);
 }
 errors++;
 }
-if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 > 65535 || isNaN(data44)){
-const err145 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+}
+if(data42.port !== undefined){
+let data44 = data42.port;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err145 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1766,8 +1765,9 @@ vErrors.push(err145);
 }
 errors++;
 }
-if(data44 < 1 || isNaN(data44)){
-const err146 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data44 == "number") && (isFinite(data44))){
+if(data44 > 65535 || isNaN(data44)){
+const err146 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1776,13 +1776,8 @@ vErrors.push(err146);
 }
 errors++;
 }
-}
-}
-if(data42.device !== undefined){
-let data45 = data42.device;
-if(typeof data45 === "string"){
-if(!pattern2.test(data45)){
-const err147 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data44 < 1 || isNaN(data44)){
+const err147 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1792,8 +1787,12 @@ vErrors.push(err147);
 errors++;
 }
 }
-else {
-const err148 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data42.device !== undefined){
+let data45 = data42.device;
+if(typeof data45 === "string"){
+if(!pattern2.test(data45)){
+const err148 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1803,9 +1802,8 @@ vErrors.push(err148);
 errors++;
 }
 }
-}
 else {
-const err149 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err149 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1817,7 +1815,7 @@ errors++;
 }
 }
 else {
-const err150 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err150 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1827,11 +1825,9 @@ vErrors.push(err150);
 errors++;
 }
 }
-if(data.masquerade !== undefined){
-let data46 = data.masquerade;
-if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
-if(data46.enabled === undefined){
-const err151 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+}
+else {
+const err151 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1840,8 +1836,12 @@ vErrors.push(err151);
 }
 errors++;
 }
-if(data46.nonMasqueradeCIDRs === undefined){
-const err152 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
+}
+if(data.masquerade !== undefined){
+let data46 = data.masquerade;
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+if(data46.enabled === undefined){
+const err152 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1850,8 +1850,8 @@ vErrors.push(err152);
 }
 errors++;
 }
-if(data46.table === undefined){
-const err153 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(data46.nonMasqueradeCIDRs === undefined){
+const err153 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -1860,9 +1860,8 @@ vErrors.push(err153);
 }
 errors++;
 }
-for(const key8 in data46){
-if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
-const err154 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+if(data46.table === undefined){
+const err154 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -1871,15 +1870,26 @@ vErrors.push(err154);
 }
 errors++;
 }
-}
-if(data46.enabled !== undefined){
-if(typeof data46.enabled !== "boolean"){
-const err155 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key8 in data46){
+if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
+const err155 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err155];
 }
 else {
 vErrors.push(err155);
+}
+errors++;
+}
+}
+if(data46.enabled !== undefined){
+if(typeof data46.enabled !== "boolean"){
+const err156 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err156];
+}
+else {
+vErrors.push(err156);
 }
 errors++;
 }
@@ -1890,19 +1900,7 @@ if(Array.isArray(data48)){
 const len2 = data48.length;
 for(let i3=0; i3<len2; i3++){
 if(typeof data48[i3] !== "string"){
-const err156 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i3,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err156];
-}
-else {
-vErrors.push(err156);
-}
-errors++;
-}
-}
-}
-else {
-const err157 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err157 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i3,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -1912,11 +1910,9 @@ vErrors.push(err157);
 errors++;
 }
 }
-if(data46.table !== undefined){
-let data50 = data46.table;
-if(typeof data50 === "string"){
-if(!pattern7.test(data50)){
-const err158 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
+}
+else {
+const err158 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -1926,8 +1922,11 @@ vErrors.push(err158);
 errors++;
 }
 }
-else {
-const err159 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data46.table !== undefined){
+let data50 = data46.table;
+if(typeof data50 === "string"){
+if(!pattern7.test(data50)){
+const err159 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -1937,9 +1936,8 @@ vErrors.push(err159);
 errors++;
 }
 }
-}
 else {
-const err160 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err160 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -1949,11 +1947,9 @@ vErrors.push(err160);
 errors++;
 }
 }
-if(data.pluginTimeoutSeconds !== undefined){
-let data51 = data.pluginTimeoutSeconds;
-if((typeof data51 == "number") && (isFinite(data51))){
-if(data51 <= 0 || isNaN(data51)){
-const err161 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+}
+else {
+const err161 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -1963,8 +1959,11 @@ vErrors.push(err161);
 errors++;
 }
 }
-else {
-const err162 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.pluginTimeoutSeconds !== undefined){
+let data51 = data.pluginTimeoutSeconds;
+if((typeof data51 == "number") && (isFinite(data51))){
+if(data51 <= 0 || isNaN(data51)){
+const err162 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -1974,10 +1973,8 @@ vErrors.push(err162);
 errors++;
 }
 }
-if(data.maxRequestBytes !== undefined){
-let data52 = data.maxRequestBytes;
-if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
-const err163 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err163 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -1986,14 +1983,27 @@ vErrors.push(err163);
 }
 errors++;
 }
-if((typeof data52 == "number") && (isFinite(data52))){
-if(data52 < 1024 || isNaN(data52)){
-const err164 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+}
+if(data.maxRequestBytes !== undefined){
+let data52 = data.maxRequestBytes;
+if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
+const err164 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err164];
 }
 else {
 vErrors.push(err164);
+}
+errors++;
+}
+if((typeof data52 == "number") && (isFinite(data52))){
+if(data52 < 1024 || isNaN(data52)){
+const err165 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+if(vErrors === null){
+vErrors = [err165];
+}
+else {
+vErrors.push(err165);
 }
 errors++;
 }
@@ -2003,17 +2013,7 @@ if(data.server !== undefined){
 let data53 = data.server;
 if(data53 && typeof data53 == "object" && !Array.isArray(data53)){
 if(data53.readTimeoutSeconds === undefined){
-const err165 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
-if(vErrors === null){
-vErrors = [err165];
-}
-else {
-vErrors.push(err165);
-}
-errors++;
-}
-if(data53.writeTimeoutSeconds === undefined){
-const err166 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
+const err166 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2022,8 +2022,8 @@ vErrors.push(err166);
 }
 errors++;
 }
-if(data53.maxConnections === undefined){
-const err167 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
+if(data53.writeTimeoutSeconds === undefined){
+const err167 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2032,8 +2032,8 @@ vErrors.push(err167);
 }
 errors++;
 }
-if(data53.httpHost === undefined){
-const err168 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
+if(data53.maxConnections === undefined){
+const err168 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2042,8 +2042,8 @@ vErrors.push(err168);
 }
 errors++;
 }
-if(data53.httpPort === undefined){
-const err169 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
+if(data53.httpHost === undefined){
+const err169 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2052,9 +2052,8 @@ vErrors.push(err169);
 }
 errors++;
 }
-for(const key9 in data53){
-if(!(((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort"))){
-const err170 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data53.httpPort === undefined){
+const err170 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2063,12 +2062,9 @@ vErrors.push(err170);
 }
 errors++;
 }
-}
-if(data53.readTimeoutSeconds !== undefined){
-let data54 = data53.readTimeoutSeconds;
-if((typeof data54 == "number") && (isFinite(data54))){
-if(data54 <= 0 || isNaN(data54)){
-const err171 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+for(const key9 in data53){
+if(!(((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort"))){
+const err171 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2078,8 +2074,11 @@ vErrors.push(err171);
 errors++;
 }
 }
-else {
-const err172 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data53.readTimeoutSeconds !== undefined){
+let data54 = data53.readTimeoutSeconds;
+if((typeof data54 == "number") && (isFinite(data54))){
+if(data54 <= 0 || isNaN(data54)){
+const err172 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2089,11 +2088,8 @@ vErrors.push(err172);
 errors++;
 }
 }
-if(data53.writeTimeoutSeconds !== undefined){
-let data55 = data53.writeTimeoutSeconds;
-if((typeof data55 == "number") && (isFinite(data55))){
-if(data55 <= 0 || isNaN(data55)){
-const err173 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err173 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2103,8 +2099,11 @@ vErrors.push(err173);
 errors++;
 }
 }
-else {
-const err174 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data53.writeTimeoutSeconds !== undefined){
+let data55 = data53.writeTimeoutSeconds;
+if((typeof data55 == "number") && (isFinite(data55))){
+if(data55 <= 0 || isNaN(data55)){
+const err174 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2114,10 +2113,8 @@ vErrors.push(err174);
 errors++;
 }
 }
-if(data53.maxConnections !== undefined){
-let data56 = data53.maxConnections;
-if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
-const err175 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err175 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2126,9 +2123,11 @@ vErrors.push(err175);
 }
 errors++;
 }
-if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 < 1 || isNaN(data56)){
-const err176 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data53.maxConnections !== undefined){
+let data56 = data53.maxConnections;
+if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
+const err176 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2137,11 +2136,9 @@ vErrors.push(err176);
 }
 errors++;
 }
-}
-}
-if(data53.httpHost !== undefined){
-if(typeof data53.httpHost !== "string"){
-const err177 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data56 == "number") && (isFinite(data56))){
+if(data56 < 1 || isNaN(data56)){
+const err177 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2151,10 +2148,10 @@ vErrors.push(err177);
 errors++;
 }
 }
-if(data53.httpPort !== undefined){
-let data58 = data53.httpPort;
-if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
-const err178 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data53.httpHost !== undefined){
+if(typeof data53.httpHost !== "string"){
+const err178 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2163,9 +2160,11 @@ vErrors.push(err178);
 }
 errors++;
 }
-if((typeof data58 == "number") && (isFinite(data58))){
-if(data58 > 65535 || isNaN(data58)){
-const err179 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data53.httpPort !== undefined){
+let data58 = data53.httpPort;
+if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
+const err179 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2174,8 +2173,9 @@ vErrors.push(err179);
 }
 errors++;
 }
-if(data58 < -1 || isNaN(data58)){
-const err180 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data58 == "number") && (isFinite(data58))){
+if(data58 > 65535 || isNaN(data58)){
+const err180 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2184,11 +2184,8 @@ vErrors.push(err180);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err181 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data58 < -1 || isNaN(data58)){
+const err181 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2198,11 +2195,10 @@ vErrors.push(err181);
 errors++;
 }
 }
-if(data.shutdownTimeoutSeconds !== undefined){
-let data59 = data.shutdownTimeoutSeconds;
-if((typeof data59 == "number") && (isFinite(data59))){
-if(data59 < 0 || isNaN(data59)){
-const err182 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err182 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2212,8 +2208,11 @@ vErrors.push(err182);
 errors++;
 }
 }
-else {
-const err183 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.shutdownTimeoutSeconds !== undefined){
+let data59 = data.shutdownTimeoutSeconds;
+if((typeof data59 == "number") && (isFinite(data59))){
+if(data59 < 0 || isNaN(data59)){
+const err183 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2223,13 +2222,8 @@ vErrors.push(err183);
 errors++;
 }
 }
-if(data.logLevel !== undefined){
-let data60 = data.logLevel;
-const _errs150 = errors;
-let valid20 = false;
-const _errs151 = errors;
-if(typeof data60 !== "string"){
-const err184 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err184 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2238,8 +2232,11 @@ vErrors.push(err184);
 }
 errors++;
 }
-if("trace" !== data60){
-const err185 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+}
+if(data.nice !== undefined){
+let data60 = data.nice;
+if(!(((typeof data60 == "number") && (!(data60 % 1) && !isNaN(data60))) && (isFinite(data60)))){
+const err185 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2248,12 +2245,9 @@ vErrors.push(err185);
 }
 errors++;
 }
-var _valid3 = _errs151 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs153 = errors;
-if(typeof data60 !== "string"){
-const err186 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data60 == "number") && (isFinite(data60))){
+if(data60 > 19 || isNaN(data60)){
+const err186 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2262,8 +2256,8 @@ vErrors.push(err186);
 }
 errors++;
 }
-if("debug" !== data60){
-const err187 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+if(data60 < -20 || isNaN(data60)){
+const err187 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2272,12 +2266,15 @@ vErrors.push(err187);
 }
 errors++;
 }
-var _valid3 = _errs153 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs155 = errors;
-if(typeof data60 !== "string"){
-const err188 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if(data.logLevel !== undefined){
+let data61 = data.logLevel;
+const _errs152 = errors;
+let valid20 = false;
+const _errs153 = errors;
+if(typeof data61 !== "string"){
+const err188 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2286,8 +2283,8 @@ vErrors.push(err188);
 }
 errors++;
 }
-if("info" !== data60){
-const err189 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+if("trace" !== data61){
+const err189 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2296,12 +2293,12 @@ vErrors.push(err189);
 }
 errors++;
 }
-var _valid3 = _errs155 === errors;
+var _valid3 = _errs153 === errors;
 valid20 = valid20 || _valid3;
 if(!valid20){
-const _errs157 = errors;
-if(typeof data60 !== "string"){
-const err190 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs155 = errors;
+if(typeof data61 !== "string"){
+const err190 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2310,8 +2307,8 @@ vErrors.push(err190);
 }
 errors++;
 }
-if("warning" !== data60){
-const err191 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+if("debug" !== data61){
+const err191 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2320,12 +2317,12 @@ vErrors.push(err191);
 }
 errors++;
 }
-var _valid3 = _errs157 === errors;
+var _valid3 = _errs155 === errors;
 valid20 = valid20 || _valid3;
 if(!valid20){
-const _errs159 = errors;
-if(typeof data60 !== "string"){
-const err192 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs157 = errors;
+if(typeof data61 !== "string"){
+const err192 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2334,8 +2331,8 @@ vErrors.push(err192);
 }
 errors++;
 }
-if("error" !== data60){
-const err193 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+if("info" !== data61){
+const err193 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2344,12 +2341,12 @@ vErrors.push(err193);
 }
 errors++;
 }
-var _valid3 = _errs159 === errors;
+var _valid3 = _errs157 === errors;
 valid20 = valid20 || _valid3;
 if(!valid20){
-const _errs161 = errors;
-if(typeof data60 !== "string"){
-const err194 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs159 = errors;
+if(typeof data61 !== "string"){
+const err194 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2358,8 +2355,8 @@ vErrors.push(err194);
 }
 errors++;
 }
-if("fatal" !== data60){
-const err195 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if("warning" !== data61){
+const err195 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2368,15 +2365,12 @@ vErrors.push(err195);
 }
 errors++;
 }
-var _valid3 = _errs161 === errors;
+var _valid3 = _errs159 === errors;
 valid20 = valid20 || _valid3;
-}
-}
-}
-}
-}
 if(!valid20){
-const err196 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs161 = errors;
+if(typeof data61 !== "string"){
+const err196 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2385,11 +2379,62 @@ vErrors.push(err196);
 }
 errors++;
 }
+if("error" !== data61){
+const err197 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err197];
+}
 else {
-errors = _errs150;
+vErrors.push(err197);
+}
+errors++;
+}
+var _valid3 = _errs161 === errors;
+valid20 = valid20 || _valid3;
+if(!valid20){
+const _errs163 = errors;
+if(typeof data61 !== "string"){
+const err198 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err198];
+}
+else {
+vErrors.push(err198);
+}
+errors++;
+}
+if("fatal" !== data61){
+const err199 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err199];
+}
+else {
+vErrors.push(err199);
+}
+errors++;
+}
+var _valid3 = _errs163 === errors;
+valid20 = valid20 || _valid3;
+}
+}
+}
+}
+}
+if(!valid20){
+const err200 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err200];
+}
+else {
+vErrors.push(err200);
+}
+errors++;
+}
+else {
+errors = _errs152;
 if(vErrors !== null){
-if(_errs150){
-vErrors.length = _errs150;
+if(_errs152){
+vErrors.length = _errs152;
 }
 else {
 vErrors = null;
@@ -2399,12 +2444,12 @@ vErrors = null;
 }
 }
 else {
-const err197 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err201 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err197];
+vErrors = [err201];
 }
 else {
-vErrors.push(err197);
+vErrors.push(err201);
 }
 errors++;
 }

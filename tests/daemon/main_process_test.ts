@@ -8,9 +8,10 @@ import { IS_ROOT, uniqueToken } from "../../daemon/dev/netns.ts";
 
 const MAIN = new URL("../../daemon/main.ts", import.meta.url).pathname;
 
-function spawnDaemon(args: string[]) {
-  return new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "--frozen", MAIN, ...args],
+function spawnDaemon(args: string[], prefix: string[] = []) {
+  const [command, ...before] = [...prefix, Deno.execPath()];
+  return new Deno.Command(command, {
+    args: [...before, "run", "--allow-all", "--frozen", MAIN, ...args],
     stdout: "piped",
     stderr: "piped",
   }).spawn();
@@ -90,4 +91,82 @@ Deno.test("an invalid config file stops the daemon with a message naming the fie
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** The nice value of every thread of `pid` (field 19 of /proc/<pid>/task/<tid>/stat). */
+async function threadNices(pid: number): Promise<number[]> {
+  const nices: number[] = [];
+  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
+    const stat = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/stat`).catch(() => "");
+    if (stat) nices.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
+  }
+  return nices;
+}
+
+/** A standalone daemon of its own (bridge, range, state) with `extra` config, run by `body`. */
+async function withStandaloneDaemon(
+  extra: Record<string, unknown>,
+  prefix: string[],
+  body: (daemon: Deno.ChildProcess, socket: string) => Promise<void>,
+): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  const socket = `${dir}/run/ferry.sock`;
+  const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+  await Deno.writeTextFile(
+    `${dir}/ferry.json`,
+    JSON.stringify({
+      standalone: true,
+      stateDir: `${dir}/state`,
+      network,
+      masquerade: { enabled: false },
+      server: { httpPort: -1 },
+      ...extra,
+    }),
+  );
+  const daemon = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket], prefix);
+  try {
+    await waitHealthy(socket);
+    await body(daemon, socket);
+    daemon.kill("SIGTERM");
+    const out = await daemon.output();
+    const log = new TextDecoder().decode(out.stderr);
+    assertEquals(out.code, 0, log);
+    return log;
+  } finally {
+    try {
+      daemon.kill("SIGKILL");
+    } catch { /* exited */ }
+    await removeBridge(network.bridge);
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test({
+  name: "every thread of the daemon runs at the configured nice",
+  ignore: !IS_ROOT,
+  fn: async () => {
+    const log = await withStandaloneDaemon({ nice: -7 }, [], async (daemon) => {
+      // V8's threads exist before the priority is taken, Deno's blocking pool starts threads
+      // after (the daemon's file work at start): both kinds must have it.
+      const nices = await threadNices(daemon.pid);
+      assert(nices.length > 1, `threads: ${nices}`);
+      assertEquals(nices.filter((n) => n !== -7), [], `nice of each thread: ${nices}`);
+    });
+    assertMatch(log, /CPU priority: nice -7 on \d+ threads/);
+  },
+});
+
+Deno.test({
+  name: "without CAP_SYS_NICE the daemon says so and serves at the priority it was started with",
+  ignore: !IS_ROOT || !(await Deno.stat("/usr/bin/setpriv").then(() => true, () => false)),
+  fn: async () => {
+    const log = await withStandaloneDaemon(
+      { nice: -7 },
+      ["/usr/bin/setpriv", "--bounding-set=-sys_nice"],
+      async (daemon) => {
+        assertEquals((await threadNices(daemon.pid)).filter((n) => n !== 0), []);
+      },
+    );
+    assertMatch(log, /CPU priority nice -7 not taken \(.*permission denied/);
+  },
 });
