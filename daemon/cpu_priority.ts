@@ -3,7 +3,7 @@
  * burst of shims: a Deno start each, tens of milliseconds of CPU, against a few milliseconds of
  * the daemon's per ADD. Under the kernel's fair scheduler a daemon at the same priority gets one
  * share among fifty starting shims, and each waits for it far longer than it works (measured
- * here: the daemon's ADD p50 under a 50-pod burst 340–380 ms at nice 0, 46–75 ms at -10). So
+ * here, 50 shims' ADDs at once: the daemon's own ADD p50 180–200 ms at nice 0, 14–25 ms at -10). So
  * the daemon takes a higher priority (`nice`, -10 by default) for all of its threads at start;
  * threads started later inherit it from the thread that starts them.
  *
