@@ -40,7 +40,9 @@ export async function runShim(
   stdin: string,
   send: SendToDaemon,
 ): Promise<ShimOutcome> {
-  let version = requestedVersion(stdin);
+  // The version an error is labelled with: the config's once it parsed, else a best guess
+  // (worked out only on that path: stdin is parsed once when all is well).
+  let version: string | undefined;
   try {
     const inv = parseInvocation(env, stdin);
     version = inv.cniVersion;
@@ -83,7 +85,10 @@ export async function runShim(
     }
     return { stdout: printed, exitCode: 0 };
   } catch (err) {
-    return { stdout: JSON.stringify(cniErrorToWire(err, version)), exitCode: 1 };
+    return {
+      stdout: JSON.stringify(cniErrorToWire(err, version ?? requestedVersion(stdin))),
+      exitCode: 1,
+    };
   }
 }
 
