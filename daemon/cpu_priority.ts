@@ -14,24 +14,14 @@
  * @module
  */
 
-/** The system calls the priority needs; {@link LibcPriority} is the real one. */
+import { SyscallError } from "./net/netlink/libc.ts";
+
+/** The system calls the priority needs (`Libc` and {@link processThreads} in the daemon). */
 export interface PrioritySys {
   /** The process's thread IDs now. */
   threads(): number[];
-  /** Sets one thread's nice value; throws {@link PriorityError} with the errno on failure. */
+  /** Sets one thread's nice value; throws a {@link SyscallError} on failure. */
   setNice(tid: number, nice: number): void;
-}
-
-/** `setpriority` failed, with its errno. */
-export class PriorityError extends Error {
-  /** The errno (positive). */
-  readonly errno: number;
-  /** Creates the error. */
-  constructor(message: string, errno: number) {
-    super(message);
-    this.name = "PriorityError";
-    this.errno = errno;
-  }
 }
 
 const EPERM = 1;
@@ -53,7 +43,8 @@ export interface PriorityOutcome {
  *
  * @example
  * ```ts
- * applyNice(-10, LibcPriority.open()); // { threads: 9 }
+ * const libc = Libc.open();
+ * applyNice(-10, { threads: processThreads, setNice: (tid, n) => libc.setNice(tid, n) });
  * ```
  */
 export function applyNice(nice: number, sys: PrioritySys): PriorityOutcome {
@@ -63,7 +54,7 @@ export function applyNice(nice: number, sys: PrioritySys): PriorityOutcome {
       sys.setNice(tid, nice);
       threads++;
     } catch (e) {
-      if (!(e instanceof PriorityError)) throw e;
+      if (!(e instanceof SyscallError)) throw e;
       if (e.errno === ESRCH) continue;
       if (e.errno === EPERM || e.errno === EACCES) return { threads, refused: e.message };
       throw e;
@@ -72,43 +63,7 @@ export function applyNice(nice: number, sys: PrioritySys): PriorityOutcome {
   return { threads };
 }
 
-const PRIO_PROCESS = 0;
-const SYMBOLS = {
-  setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
-} as const;
-
-/** {@link PrioritySys} through Deno FFI (`setpriority(2)`) and `/proc/self/task`. */
-export class LibcPriority implements PrioritySys {
-  readonly #lib: Deno.DynamicLibrary<typeof SYMBOLS>;
-
-  private constructor(lib: Deno.DynamicLibrary<typeof SYMBOLS>) {
-    this.#lib = lib;
-  }
-
-  /** Opens libc; throws where FFI is not available. */
-  static open(): LibcPriority {
-    return new LibcPriority(Deno.dlopen("libc.so.6", SYMBOLS));
-  }
-
-  /** The entries of `/proc/self/task`. */
-  threads(): number[] {
-    return [...Deno.readDirSync("/proc/self/task")].map((e) => Number(e.name));
-  }
-
-  /** `setpriority(PRIO_PROCESS, tid, nice)`: on Linux, for that one thread. */
-  setNice(tid: number, nice: number): void {
-    if (this.#lib.symbols.setpriority(PRIO_PROCESS, tid, nice) === 0) return;
-    const at = this.#lib.symbols.__errno_location();
-    const errno = at ? new Deno.UnsafePointerView(at).getInt32() : 0;
-    const name = errno === EPERM || errno === EACCES
-      ? "permission denied (a negative value needs CAP_SYS_NICE)"
-      : `errno ${errno}`;
-    throw new PriorityError(`setpriority(${tid}, ${nice}): ${name}`, errno);
-  }
-
-  /** Closes libc. */
-  close(): void {
-    this.#lib.close();
-  }
+/** This process's thread IDs (the entries of `/proc/self/task`). */
+export function processThreads(): number[] {
+  return [...Deno.readDirSync("/proc/self/task")].map((e) => Number(e.name));
 }

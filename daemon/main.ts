@@ -50,7 +50,7 @@ import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
 import { SpawningIpRunner } from "./net/ip_runner.ts";
 import { Libc } from "./net/netlink/libc.ts";
-import { applyNice, LibcPriority } from "./cpu_priority.ts";
+import { applyNice, processThreads } from "./cpu_priority.ts";
 import { NetlinkPlumber } from "./net/netlink/netlink_plumber.ts";
 import type { Plumber } from "./net/plumber.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
@@ -713,10 +713,12 @@ function openLibc(config: DaemonConfig, logger: Logger): Libc | undefined {
  */
 function takeCpuPriority(nice: number, logger: Logger): void {
   if (nice === 0) return;
-  let sys: LibcPriority | undefined;
   try {
-    sys = LibcPriority.open();
-    const { threads, refused } = applyNice(nice, sys);
+    const libc = Libc.open();
+    const { threads, refused } = applyNice(nice, {
+      threads: processThreads,
+      setNice: (tid, n) => libc.setNice(tid, n),
+    });
     if (refused) {
       logger.warn("CPU priority nice {nice} not taken ({reason}); running at the start priority", {
         nice,
@@ -728,8 +730,6 @@ function takeCpuPriority(nice: number, logger: Logger): void {
       nice,
       reason: e instanceof Error ? e.message : String(e),
     });
-  } finally {
-    sys?.close();
   }
 }
 

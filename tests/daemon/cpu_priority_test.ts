@@ -2,7 +2,8 @@
 // skipped, a refusal (no CAP_SYS_NICE) is reported instead of thrown. The daemon process itself is
 // tested in main_process_test.ts.
 import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
-import { applyNice, PriorityError, type PrioritySys } from "../../daemon/cpu_priority.ts";
+import { applyNice, type PrioritySys } from "../../daemon/cpu_priority.ts";
+import { SyscallError } from "../../daemon/net/netlink/libc.ts";
 
 /** Threads with a nice value each; `fail` maps a thread to the errno its setpriority fails with. */
 function fakeSys(tids: number[], fail: Record<number, number> = {}) {
@@ -10,7 +11,7 @@ function fakeSys(tids: number[], fail: Record<number, number> = {}) {
   const sys: PrioritySys = {
     threads: () => tids,
     setNice(tid, value) {
-      if (fail[tid]) throw new PriorityError(`setpriority(${tid}) failed`, fail[tid]);
+      if (fail[tid]) throw new SyscallError(`setpriority(${tid})`, fail[tid]);
       nice.set(tid, value);
     },
   };
@@ -34,11 +35,11 @@ Deno.test("a refusal (no CAP_SYS_NICE) is reported, not thrown", () => {
     const { sys } = fakeSys([10, 11], { 10: errno });
     const out = applyNice(-10, sys);
     assertEquals(out.threads, 0);
-    assertEquals(out.refused, "setpriority(10) failed");
+    assertEquals(out.refused, new SyscallError("setpriority(10)", errno).message);
   }
 });
 
 Deno.test("any other failure of setpriority is thrown", () => {
   const { sys } = fakeSys([10], { 10: 22 /* EINVAL */ });
-  assertThrows(() => applyNice(-10, sys), PriorityError);
+  assertThrows(() => applyNice(-10, sys), SyscallError);
 });

@@ -30,6 +30,7 @@ const SYMBOLS = {
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
+  setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
 } as const;
 
@@ -56,6 +57,7 @@ const EAGAIN = 11;
 const ERRNO_NAMES: Record<number, string> = {
   1: "EPERM: operation not permitted",
   2: "ENOENT: no such file or directory",
+  3: "ESRCH: no such process",
   13: "EACCES: permission denied",
   16: "EBUSY: device or resource busy",
   17: "EEXIST: file exists",
@@ -146,6 +148,14 @@ export class Libc implements NetlinkSys {
   /** Loads libc; throws when FFI is unavailable. */
   static open(): Libc {
     return new Libc(Deno.dlopen("libc.so.6", SYMBOLS).symbols);
+  }
+
+  /**
+   * `setpriority(PRIO_PROCESS, tid, nice)`: on Linux, the nice value of that one thread (the
+   * daemon's CPU priority, `cpu_priority.ts`).
+   */
+  setNice(tid: number, nice: number): void {
+    this.#check(`setpriority(${tid}, ${nice})`, this.#c.setpriority(0, tid, nice));
   }
 
   #errno(): number {
