@@ -31,6 +31,15 @@ export interface NodeRun {
   runPodSandboxP90Ms?: number;
   /** Ferry's daemon: its ADD p99 over this burst (request in to answer out), ms. */
   daemonAddP99Ms?: number;
+  /** The same, phase by phase (`addPhases` of `/v1/stats`: turn, podWait, ipam, plug, record), ms. */
+  daemonAddPhaseP99Ms?: Record<string, number>;
+}
+
+/** Each phase's p99 from `/v1/stats` `addPhases`, the total left out. */
+function phaseP99s(addPhases: Record<string, { p99: number }> | undefined): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(addPhases ?? {}).filter(([k]) => k !== "total").map(([k, v]) => [k, v.p99]),
+  );
 }
 
 /** What the node run found. */
@@ -86,7 +95,9 @@ export async function runNodeBench(
       out.push({
         what: `real node, ${pods} pods: the daemon's ADD p99 ≤ 50 ms`,
         met: ferry.daemonAddP99Ms <= 50,
-        measured: `${ferry.daemonAddP99Ms} ms`,
+        measured: `${ferry.daemonAddP99Ms} ms (p99 by phase: ${
+          Object.entries(ferry.daemonAddPhaseP99Ms ?? {}).map(([k, v]) => `${k} ${v}`).join(", ")
+        })`,
       });
     }
     return out;
@@ -137,7 +148,11 @@ async function burstsOnTheNode(workDir: string, log: (line: string) => void): Pr
         }
         const out = await sh(`${TOOLS}/bench-pods.sh`, String(pods));
         const r: NodeRun = { cni, pods, ...parseBenchPods(out) };
-        if (cni === "ferry") r.daemonAddP99Ms = (await stats()).addPhases?.total?.p99;
+        if (cni === "ferry") {
+          const { addPhases } = await stats();
+          r.daemonAddP99Ms = addPhases?.total?.p99;
+          r.daemonAddPhaseP99Ms = phaseP99s(addPhases);
+        }
         runs.push(r);
         log(`  ${pods} pods: ${JSON.stringify(r)}`);
       }

@@ -5,6 +5,8 @@ import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
 import { applyNice, type PrioritySys } from "../../daemon/cpu_priority.ts";
 import { SyscallError } from "../../daemon/net/netlink/libc.ts";
 
+const EPERM = 1, ESRCH = 3, EACCES = 13, EINVAL = 22;
+
 /** Threads with a nice value each; `fail` maps a thread to the errno its setpriority fails with. */
 function fakeSys(tids: number[], fail: Record<number, number> = {}) {
   const nice = new Map<number, number>(tids.map((t) => [t, 0]));
@@ -25,13 +27,13 @@ Deno.test("every thread of the process gets the nice value", () => {
 });
 
 Deno.test("a thread that ended while the list was walked is skipped", () => {
-  const { sys, nice } = fakeSys([10, 11, 12], { 11: 3 /* ESRCH */ });
+  const { sys, nice } = fakeSys([10, 11, 12], { 11: ESRCH });
   assertEquals(applyNice(-5, sys), { threads: 2 });
   assertEquals(nice.get(12), -5);
 });
 
 Deno.test("a refusal (no CAP_SYS_NICE) is reported, not thrown", () => {
-  for (const errno of [1, /* EPERM */ 13 /* EACCES */]) {
+  for (const errno of [EPERM, EACCES]) {
     const { sys } = fakeSys([10, 11], { 10: errno });
     const out = applyNice(-10, sys);
     assertEquals(out.threads, 0);
@@ -40,6 +42,6 @@ Deno.test("a refusal (no CAP_SYS_NICE) is reported, not thrown", () => {
 });
 
 Deno.test("any other failure of setpriority is thrown", () => {
-  const { sys } = fakeSys([10], { 10: 22 /* EINVAL */ });
+  const { sys } = fakeSys([10], { 10: EINVAL });
   assertThrows(() => applyNice(-10, sys), SyscallError);
 });
