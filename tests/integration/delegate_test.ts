@@ -183,3 +183,32 @@ Deno.test({
       assertEquals(pending.size, 0, "a timer outlived the plugin");
     }),
 });
+
+Deno.test({
+  name: "a plugin that exits without reading its config is judged by its exit status and output",
+  ...opts,
+  fn: () =>
+    withTempDir(async (dir) => {
+      // The config is larger than a pipe holds, so its write is still under way when the plugin
+      // closes its stdin and exits: the write always finds the pipe broken.
+      const big = "x".repeat(1024 * 1024);
+      const call = (type: string) =>
+        delegate({
+          command: "DEL",
+          config: { cniVersion: "1.0.0", name: "n", type, padding: big } as NetConf,
+          containerId: "c1",
+          ifname: "net1",
+          path: [dir],
+          timeoutMs: 60_000,
+        });
+      await Deno.writeTextFile(`${dir}/done`, "#!/bin/sh\nexec 0<&-\nexit 0\n", { mode: 0o755 });
+      assertEquals(await call("done"), undefined);
+      await Deno.writeTextFile(
+        `${dir}/refuses`,
+        '#!/bin/sh\nexec 0<&-\necho \'{"code": 7, "msg": "no"}\'\nexit 1\n',
+        { mode: 0o755 },
+      );
+      const err = await assertRejects(() => call("refuses"), CniError);
+      assertEquals([err.code, err.message], [7, "plugin refuses: no"]);
+    }),
+});
