@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { feedStdin } from "../child_input.ts";
 
 /**
  * The ruleset text for `nft -f`: creates the table if missing, deletes it and creates it again
@@ -70,9 +71,7 @@ export class NftRunner implements Nft {
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(ruleset));
-    await w.close();
+    await feedStdin(child, ruleset);
     const out = await child.output();
     if (!out.success) {
       throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);

@@ -12,6 +12,7 @@ import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { convertResult, upgradeResult } from "../../lib/cni/versions.ts";
 import { checkShape } from "../../lib/validate.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
+import { feedStdin } from "../child_input.ts";
 
 /** One plugin invocation. */
 export interface DelegateCall {
@@ -112,7 +113,7 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
   const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
   signal?.addEventListener("abort", kill, { once: true });
   try {
-    await sendConfig(child, stdin);
+    await feedStdin(child, stdin);
     const out = await child.output();
     if (signal?.aborted) {
       throw new CniError(
@@ -145,21 +146,6 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
     );
   } finally {
     signal?.removeEventListener("abort", kill);
-  }
-}
-
-/**
- * Writes the plugin's config to its stdin and closes it. A plugin may exit without reading all of
- * it (one with nothing to do, or one failing early): the pipe is then broken, and its exit status
- * and output decide the outcome, not the write.
- */
-async function sendConfig(child: Deno.ChildProcess, config: string): Promise<void> {
-  const w = child.stdin.getWriter();
-  try {
-    await w.write(new TextEncoder().encode(config));
-    await w.close();
-  } catch (e) {
-    if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
   }
 }
 

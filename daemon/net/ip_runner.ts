@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { feedStdin } from "../child_input.ts";
 
 /** An `ip` run that failed. */
 export class IpCommandError extends Error {
@@ -77,9 +78,7 @@ export class SpawningIpRunner implements IpRunner {
       : ["ip", ipArgs];
     const child = new Deno.Command(cmd, { args, stdin: "piped", stdout: "piped", stderr: "piped" })
       .spawn();
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(lines.join("\n") + "\n"));
-    await writer.close();
+    await feedStdin(child, lines.join("\n") + "\n");
     const out = await child.output();
     const stderr = new TextDecoder().decode(out.stderr);
     if (!out.success) {
