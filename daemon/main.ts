@@ -713,24 +713,25 @@ function openLibc(config: DaemonConfig, logger: Logger): Libc | undefined {
  */
 function takeCpuPriority(nice: number, logger: Logger): void {
   if (nice === 0) return;
+  let reason: string;
   try {
     const libc = Libc.open();
     const { threads, refused } = applyNice(nice, {
       threads: processThreads,
       setNice: (tid, n) => libc.setNice(tid, n),
     });
-    if (refused) {
-      logger.warn("CPU priority nice {nice} not taken ({reason}); running at the start priority", {
-        nice,
-        reason: refused,
-      });
-    } else logger.info("CPU priority: nice {nice} on {threads} threads", { nice, threads });
+    if (!refused) {
+      logger.info("CPU priority: nice {nice} on {threads} threads", { nice, threads });
+      return;
+    }
+    reason = refused;
   } catch (e) {
-    logger.warn("CPU priority nice {nice} not taken ({reason}); running at the start priority", {
-      nice,
-      reason: e instanceof Error ? e.message : String(e),
-    });
+    reason = e instanceof Error ? e.message : String(e);
   }
+  logger.warn("CPU priority nice {nice} not taken ({reason}); running at the start priority", {
+    nice,
+    reason,
+  });
 }
 
 /** The default network's ranges in `local` IPAM mode: `subnet`, and `subnet6` for dual stack. */

@@ -31,50 +31,66 @@ async function waitHealthy(socket: string): Promise<void> {
   throw new Error("daemon did not become healthy");
 }
 
+/**
+ * A standalone daemon of its own (bridge, range, state; the host's forwarding sysctls left alone)
+ * with `extra` config, run by `body`; then SIGTERM, which must stop it cleanly and remove its
+ * socket. Returns what it logged.
+ */
+async function withStandaloneDaemon(
+  extra: Record<string, unknown>,
+  prefix: string[],
+  body: (daemon: Deno.ChildProcess, files: { socket: string; config: string }) => Promise<void>,
+): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
+  const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+  await Deno.writeTextFile(
+    config,
+    JSON.stringify({
+      standalone: true,
+      stateDir: `${dir}/state`,
+      network,
+      // It runs in the host's namespace: the node's nftables are not its to own.
+      masquerade: { enabled: false },
+      server: { httpPort: -1 },
+      ...extra,
+    }),
+  );
+  const daemon = spawnDaemon(["--config", config, "--socket", socket], prefix);
+  try {
+    await waitHealthy(socket);
+    await body(daemon, { socket, config });
+    daemon.kill("SIGTERM");
+    const out = await daemon.output();
+    const log = new TextDecoder().decode(out.stderr);
+    assertEquals(out.code, 0, log);
+    assert(!(await Deno.stat(socket).then(() => true, () => false)), "the socket is removed");
+    return log;
+  } finally {
+    try {
+      daemon.kill("SIGKILL");
+    } catch { /* exited */ }
+    await removeBridge(network.bridge);
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 Deno.test({
   name:
     "the daemon runs from a config file, refuses a second instance, and stops cleanly on SIGTERM",
   // The daemon sets up its bridge at start: root only, like every daemon that plugs pods.
   ignore: !IS_ROOT,
   fn: async () => {
-    const dir = await Deno.makeTempDir();
-    const socket = `${dir}/run/ferry.sock`;
-    // Its own bridge and range; the host's forwarding sysctls left alone.
-    const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
-    await Deno.writeTextFile(
-      `${dir}/ferry.json`,
-      JSON.stringify({
-        standalone: true,
-        stateDir: `${dir}/state`,
-        logLevel: "warning",
-        network,
-        // It runs in the host's namespace: the node's nftables are not its to own, and its
-        // probes and metrics take any free port.
-        masquerade: { enabled: false },
-        server: { httpPort: 0 },
-      }),
-    );
-    const first = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket]);
-    try {
-      await waitHealthy(socket);
-      const second = await spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket])
-        .output();
+    // Its probes and metrics take any free port.
+    const extra = { logLevel: "warning", server: { httpPort: 0 } };
+    await withStandaloneDaemon(extra, [], async (_, { socket, config }) => {
+      const second = await spawnDaemon(["--config", config, "--socket", socket]).output();
       assertEquals(second.code, 1);
       assertMatch(
         new TextDecoder().decode(second.stderr),
         /another Ferry daemon is already serving/,
       );
-      first.kill("SIGTERM");
-      const out = await first.output();
-      assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
-      assert(!(await Deno.stat(socket).then(() => true, () => false)), "the socket is removed");
-    } finally {
-      try {
-        first.kill("SIGKILL");
-      } catch { /* exited */ }
-      await removeBridge(network.bridge);
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   },
 });
 
@@ -101,44 +117,6 @@ async function threadNices(pid: number): Promise<number[]> {
     if (stat) nices.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
   }
   return nices;
-}
-
-/** A standalone daemon of its own (bridge, range, state) with `extra` config, run by `body`. */
-async function withStandaloneDaemon(
-  extra: Record<string, unknown>,
-  prefix: string[],
-  body: (daemon: Deno.ChildProcess, socket: string) => Promise<void>,
-): Promise<string> {
-  const dir = await Deno.makeTempDir();
-  const socket = `${dir}/run/ferry.sock`;
-  const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
-  await Deno.writeTextFile(
-    `${dir}/ferry.json`,
-    JSON.stringify({
-      standalone: true,
-      stateDir: `${dir}/state`,
-      network,
-      masquerade: { enabled: false },
-      server: { httpPort: -1 },
-      ...extra,
-    }),
-  );
-  const daemon = spawnDaemon(["--config", `${dir}/ferry.json`, "--socket", socket], prefix);
-  try {
-    await waitHealthy(socket);
-    await body(daemon, socket);
-    daemon.kill("SIGTERM");
-    const out = await daemon.output();
-    const log = new TextDecoder().decode(out.stderr);
-    assertEquals(out.code, 0, log);
-    return log;
-  } finally {
-    try {
-      daemon.kill("SIGKILL");
-    } catch { /* exited */ }
-    await removeBridge(network.bridge);
-    await Deno.remove(dir, { recursive: true });
-  }
 }
 
 Deno.test({
