@@ -10,8 +10,8 @@
  * - bursts of 1, 20 and 100 ADDs (then DELs) at once, and the same number of empty Deno starts;
  * - the daemon (a process of its own, a node of the embedded API stand-in, pods bound to it):
  *   API requests per ADD (counted at the stand-in), CPU per ADD and DEL (user + system, all
- *   threads: an upper bound of its JS thread's work), time spent synchronously inside pod
- *   namespaces, ADD phases, RSS and open file descriptors at start, with `--pods` pods plugged,
+ *   threads and its JS thread alone; one at a time, and per ADD in the bursts of 100), time
+ *   spent synchronously inside pod namespaces, ADD phases, RSS and open file descriptors at start, with `--pods` pods plugged,
  *   across `--churn` ADD/DEL pairs on its socket, and after everything is deleted;
  * - with `--node`, where the realkubelet node is built (`../shared/tools/realkubelet`), 20 and 50
  *   pods created with kubectl until all Running, reference plugins and Ferry in turn.
@@ -38,6 +38,7 @@ import { PODS } from "../daemon/k8s/resources.ts";
 import { CNI_REQUEST_PATH, STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
 import { cdfChart, type ChartPanel } from "./cdf_chart.ts";
+import { DEFAULT_MAX_IDLE as NETLINK_IDLE } from "../daemon/net/netlink/socket_pool.ts";
 import { type NodeBench, runNodeBench } from "./node_bench.ts";
 import { type PhaseSummary as Series, summarize } from "../daemon/phase_stats.ts";
 
@@ -330,6 +331,7 @@ async function main(o: BenchOptions): Promise<void> {
     });
 
     // 3. Bursts.
+    const burstJs: number[] = [];
     for (const [size, repeats] of [[1, 10], [20, 3], [100, 2]] as const) {
       console.log(`bursts of ${size}`);
       const add: Record<string, number[]> = { ferry: [], reference: [], floor: [] };
@@ -340,9 +342,14 @@ async function main(o: BenchOptions): Promise<void> {
           for (const [tool, conf] of [["ferry", ferryConf], ["reference", refConf]] as const) {
             const pods = makePods(size).map((p) => ({ ...p, id: `${tool[0]}${p.id}` }));
             await new Promise((r) => setTimeout(r, 200));
+            const js = await cpuMs(pid, true);
             const a = await batch(size, ops("ADD", conf, pods, namespaces));
             add[tool].push(...a.ops.map((x) => x.ms));
             wall[tool].push(a.wallMs);
+            if (tool === "ferry" && size === 100) {
+              await new Promise((r) => setTimeout(r, 1000)); // the annotation writes that follow
+              burstJs.push(((await cpuMs(pid, true)) - js) / size);
+            }
             const d = await batch(size, ops("DEL", conf, pods, namespaces));
             del[tool].push(...d.ops.map((x) => x.ms));
           }
@@ -369,6 +376,9 @@ async function main(o: BenchOptions): Promise<void> {
         );
       }
     }
+    figures["daemon CPU per ADD, JS thread, 100 at once (ms)"] = round1(
+      burstJs.reduce((a, b) => a + b, 0) / burstJs.length,
+    );
     phases = (await stats()).addPhases;
 
     // 4. Memory and descriptors.
@@ -477,9 +487,13 @@ async function main(o: BenchOptions): Promise<void> {
       what: "per-ADD work on the daemon's JS thread ≤ 2 ms (its CPU time, user + system, " +
         "including the pod's annotation write and the watch event it brings back)",
       met: figures["daemon CPU per ADD, JS thread (ms)"] <= 2,
-      measured: `${figures["daemon CPU per ADD, JS thread (ms)"]} ms (all threads ${
-        figures["daemon CPU per ADD, all threads (ms)"]
-      } ms)`,
+      measured:
+        `${figures["daemon CPU per ADD, JS thread (ms)"]} ms one at a time (all threads ${
+          figures["daemon CPU per ADD, all threads (ms)"]
+        } ms); ${
+          figures["daemon CPU per ADD, JS thread, 100 at once (ms)"]
+        } ms each in the bursts ` +
+        "of 100",
     },
     {
       what: `daemon RSS ≤ 60 MB with ${o.pods} pods and attachments`,
@@ -495,8 +509,9 @@ async function main(o: BenchOptions): Promise<void> {
     },
     {
       what: "no file-descriptor growth: across the churn, and all deleted against the start " +
-        "(up to 4 idle API connections are kept for reuse)",
-      met: afterChurn.fds <= plugged.fds + 4 && end.fds <= start.fds + 4,
+        `(up to 4 idle API connections and ${NETLINK_IDLE} idle netlink sockets are kept for ` +
+        "reuse)",
+      met: afterChurn.fds <= plugged.fds + 4 && end.fds <= start.fds + 4 + NETLINK_IDLE,
       measured: `${start.fds} → ${plugged.fds} → ${afterChurn.fds} → ${end.fds}`,
     },
     ...(nodeBench?.targets ?? []),

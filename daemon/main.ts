@@ -55,7 +55,7 @@ import { NetlinkPlumber } from "./net/netlink/netlink_plumber.ts";
 import type { Plumber } from "./net/plumber.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
 import { type AddPhase, PhaseStats, type PhaseSummary } from "./phase_stats.ts";
-import { createRouter, protocolErrorResponse } from "./router.ts";
+import { createRouter, protocolErrorReply } from "./router.ts";
 import {
   claimSocketPath,
   serveOnSocket,
@@ -594,7 +594,7 @@ export async function startDaemon(
       maxConnections: config.server.maxConnections,
       maxBodyBytes: config.maxRequestBytes,
       maxHeaderBytes: 16 * 1024,
-      reject: protocolErrorResponse,
+      reject: protocolErrorReply,
       logger: getLogger(["ferry", "http"]),
     });
   } catch (e) {

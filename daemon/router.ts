@@ -1,7 +1,8 @@
 /**
  * The daemon's HTTP routes on its unix socket, readable at a glance: `POST /v1/cni`,
- * `GET /healthz`, `GET /readyz`, `GET /v1/stats`. Handlers are plain functions from a request to a `Response`;
- * the body limit and envelope validation are small steps before the service is called.
+ * `GET /healthz`, `GET /readyz`, `GET /v1/stats`. Handlers are plain functions from a
+ * {@link SocketRequest} to a {@link SocketReply}; the body limit and envelope validation are
+ * small steps before the service is called.
  *
  * @module
  */
@@ -12,7 +13,7 @@ import type { CniResult } from "../lib/cni/schemas.ts";
 import type { CniReply, CniRequest } from "../lib/envelope.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../lib/socket_api.ts";
 import { decodeRequest } from "./request.ts";
-import { whenUndelivered } from "./http1.ts";
+import type { SocketHandler, SocketReply, SocketRequest } from "./http1.ts";
 import type { Undelivered } from "./cni_service.ts";
 
 /** What the routes need. */
@@ -62,14 +63,11 @@ export function httpStatusOf(code: number): number {
   }
 }
 
-function json(body: unknown, status: number = STATUS_CODE.OK): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json" },
-  });
+function json(body: unknown, status: number = STATUS_CODE.OK): SocketReply {
+  return { status, contentType: "application/json", body: JSON.stringify(body) };
 }
 
-function errorReply(err: CniError, status = httpStatusOf(err.code)): Response {
+function errorReply(err: CniError, status = httpStatusOf(err.code)): SocketReply {
   const reply: CniReply = {
     error: { code: err.code, msg: err.message, ...(err.details ? { details: err.details } : {}) },
   };
@@ -82,7 +80,7 @@ function errorReply(err: CniError, status = httpStatusOf(err.code)): Response {
  * (503) is code 11, try again later; a failure of the server itself (500) is 999; anything else
  * is code 6, the request could not be decoded.
  */
-export function protocolErrorResponse(status: number, message: string): Response {
+export function protocolErrorReply(status: number, message: string): SocketReply {
   const code = status === STATUS_CODE.ServiceUnavailable
     ? CNI_ERROR.TRY_AGAIN_LATER
     : status >= 500 && status !== STATUS_CODE.NotImplemented
@@ -91,19 +89,17 @@ export function protocolErrorResponse(status: number, message: string): Response
   return errorReply(new CniError(code, message), status);
 }
 
+const DECODER = new TextDecoder();
+
 /**
  * The body as text; throws code 6 when it is over `limit` bytes. The socket's HTTP reader
- * ({@link import("./http1.ts")}) has already bounded it and hands it over whole, so it is taken
- * in one piece (reading it as a stream cost a chain of promises per request).
+ * ({@link import("./http1.ts")}) has already bounded it and hands it over whole.
  */
-async function readBody(req: Request, limit: number): Promise<string> {
-  const declared = Number(req.headers.get("content-length") ?? "0");
-  const tooLarge = () =>
-    new CniError(CNI_ERROR.DECODE_FAILURE, `request body exceeds ${limit} bytes`);
-  if (declared > limit) throw tooLarge();
-  const body = await req.bytes();
-  if (body.length > limit) throw tooLarge();
-  return new TextDecoder().decode(body);
+function bodyText(req: SocketRequest, limit: number): string {
+  if (req.body.length > limit) {
+    throw new CniError(CNI_ERROR.DECODE_FAILURE, `request body exceeds ${limit} bytes`);
+  }
+  return DECODER.decode(req.body);
 }
 
 /**
@@ -111,18 +107,18 @@ async function readBody(req: Request, limit: number): Promise<string> {
  *
  * @example
  * ```ts
- * Deno.serve({ path, transport: "unix" }, createRouter(deps));
+ * await serveOnSocket(path, createRouter(deps));
  * ```
  */
-export function createRouter(deps: RouterDeps): (req: Request) => Promise<Response> {
-  const routes: Record<string, (req: Request) => Promise<Response> | Response> = {
+export function createRouter(deps: RouterDeps): SocketHandler {
+  const routes: Record<string, (req: SocketRequest) => Promise<SocketReply> | SocketReply> = {
     [`POST ${CNI_REQUEST_PATH}`]: (req) => cni(deps, req),
     [`GET ${HEALTHZ_PATH}`]: () => probe(deps.isHealthy(), deps.healthNote?.()),
     [`GET ${READYZ_PATH}`]: () => probe(deps.isReady()),
     [`GET ${STATS_PATH}`]: () => json(deps.stats()),
   };
   return async (req) => {
-    const path = new URL(req.url).pathname;
+    const path = req.path;
     const route = routes[`${req.method} ${path}`];
     if (route) return await route(req);
     const known = Object.keys(routes).some((r) => r.endsWith(` ${path}`));
@@ -133,21 +129,22 @@ export function createRouter(deps: RouterDeps): (req: Request) => Promise<Respon
   };
 }
 
-function probe(ok: boolean, note?: string): Response {
-  return new Response((ok ? "ok\n" : "not ok\n") + (note ? `${note}\n` : ""), {
+function probe(ok: boolean, note?: string): SocketReply {
+  return {
     status: ok ? STATUS_CODE.OK : STATUS_CODE.ServiceUnavailable,
-  });
+    body: (ok ? "ok\n" : "not ok\n") + (note ? `${note}\n` : ""),
+  };
 }
 
-async function cni(deps: RouterDeps, req: Request): Promise<Response> {
+async function cni(deps: RouterDeps, req: SocketRequest): Promise<SocketReply> {
   const started = performance.now();
   let request: CniRequest | undefined;
   try {
-    request = decodeRequest(await readBody(req, deps.maxRequestBytes));
+    request = decodeRequest(bodyText(req, deps.maxRequestBytes));
     deps.logger.debug("{command} of pod {pod}, container {containerId}, {ifname}: received", {
       ...logFields(request),
     });
-    const result = await deps.handle(request, req.signal, (fn) => whenUndelivered(req, fn));
+    const result = await deps.handle(request, req.signal, (fn) => req.whenUndelivered(fn));
     deps.logger.info("{command} of pod {pod}, container {containerId}, {ifname}: ok in {ms} ms", {
       ...logFields(request),
       ms: elapsed(started),

@@ -9,7 +9,13 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { HEALTHZ_PATH } from "../lib/socket_api.ts";
-import { answer, type ExchangeLimits, type Reject, serveExchange } from "./http1.ts";
+import {
+  answer,
+  type ExchangeLimits,
+  type Reject,
+  serveExchange,
+  type SocketHandler,
+} from "./http1.ts";
 import { SocketUnavailableError, unixRequest } from "../lib/unix_http.ts";
 
 /** Another process holds the socket. */
@@ -71,7 +77,7 @@ export const DEFAULT_SERVER_OPTIONS: SocketServerOptions = {
   maxHeaderBytes: 16 * 1024,
   maxBodyBytes: 1024 * 1024,
   maxConnections: 512,
-  reject: (status, message) => new Response(message + "\n", { status }),
+  reject: (status, message) => ({ status, body: message + "\n" }),
 };
 
 /** What the server knows of its socket and clients, for `/healthz` and `/v1/stats`. */
@@ -117,7 +123,7 @@ export interface SocketServer {
  */
 export async function serveOnSocket(
   path: string,
-  handler: (req: Request) => Promise<Response>,
+  handler: SocketHandler,
   options: Partial<SocketServerOptions> = {},
 ): Promise<SocketServer> {
   const o = { ...DEFAULT_SERVER_OPTIONS, ...options };

@@ -1,10 +1,11 @@
 import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { claimSocketPath, serveOnSocket, SocketInUseError } from "../../daemon/socket_server.ts";
-import { whenUndelivered } from "../../daemon/http1.ts";
+import type { SocketReply, SocketRequest } from "../../daemon/http1.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { withTempDir } from "../../daemon/dev/netns.ts";
 
-const ok = () => Promise.resolve(new Response("ok"));
+const text = (body: string, status = 200): SocketReply => ({ status, body });
+const ok = () => Promise.resolve(text("ok"));
 
 Deno.test("the socket is created 0600 in a new 0700 directory and removed at shutdown", async () => {
   await withTempDir(async (dir) => {
@@ -64,7 +65,7 @@ Deno.test("shutdown lets an in-flight request finish", async () => {
     const server = await serveOnSocket(path, async () => {
       entered.resolve();
       await new Promise((r) => setTimeout(r, 200));
-      return new Response("finished");
+      return text("finished");
     });
     const inflight = unixRequest(path, "POST", "/v1/cni", "{}", AbortSignal.timeout(5000));
     await entered.promise;
@@ -95,10 +96,11 @@ async function readToEnd(conn: Deno.Conn): Promise<string> {
   return chunks.join("");
 }
 
-const reject = (status: number, message: string) =>
-  new Response(JSON.stringify({ error: { code: status === 503 ? 11 : 6, msg: message } }), {
-    status,
-  });
+const reject = (status: number, message: string): SocketReply => ({
+  status,
+  contentType: "application/json",
+  body: JSON.stringify({ error: { code: status === 503 ? 11 : 6, msg: message } }),
+});
 
 Deno.test("a request that arrives too slowly is cut at the read deadline: partial requests hold no fds", async () => {
   await withTempDir(async (dir) => {
@@ -168,6 +170,10 @@ Deno.test("oversized heads and bodies, bad framing and smuggling attempts are re
         ["GARBAGE\r\n\r\n", 400],
         ["POST v1/cni HTTP/1.1\r\n\r\n", 400],
         ["POST /v1/cni HTTP/1.1\r\nbad header\r\n\r\n", 400],
+        ["POST /v1/cni HTTP/1.1\r\nX-Nul: a\0b\r\n\r\n", 400],
+        ["TRACE /v1/cni HTTP/1.1\r\n\r\n", 400],
+        ["connect /v1/cni HTTP/1.1\r\n\r\n", 400],
+        ["POST /v1/cni HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400],
         ["POST /v1/cni HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400],
         ["POST /v1/cni HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413],
       ];
@@ -189,6 +195,48 @@ Deno.test("oversized heads and bodies, bad framing and smuggling attempts are re
   });
 });
 
+Deno.test("the handler gets the method, the path without its query, headers by lower-case name and the body whole; its reply goes out with its type, length and reason", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const seen: SocketRequest[] = [];
+    const server = await serveOnSocket(path, (req) => {
+      seen.push(req);
+      return Promise.resolve({ status: 404, contentType: "application/json", body: '{"é":1}' });
+    });
+    try {
+      const body = '{"command":"ADD","x":"ü"}';
+      const bytes = new TextEncoder().encode(body).length;
+      const answer = await readToEnd(
+        await rawConn(
+          path,
+          `POST /v1/cni?debug=1 HTTP/1.1\r\nHost: ferry\r\nX-Trace: a\r\nx-trace: b\r\n` +
+            `Content-Length: ${bytes}\r\n\r\n${body}`,
+        ),
+      );
+      const [req] = seen;
+      assertEquals([req.method, req.path], ["POST", "/v1/cni"]);
+      // The standard methods in any case are the standard methods, as fetch reads them.
+      await readToEnd(await rawConn(path, "get /healthz HTTP/1.1\r\n\r\n"));
+      await readToEnd(await rawConn(path, "Frob /healthz HTTP/1.1\r\n\r\n"));
+      assertEquals(seen.slice(1).map((r) => r.method), ["GET", "Frob"]);
+      assertEquals(req.headers.get("x-trace"), "a, b");
+      assertEquals(req.headers.get("host"), "ferry");
+      assertEquals(new TextDecoder().decode(req.body), body);
+      const [head, sent] = answer.split("\r\n\r\n");
+      const lines = head.split("\r\n");
+      assertEquals(lines[0], "HTTP/1.1 404 Not Found");
+      assertEquals(lines.slice(1).sort(), [
+        "connection: close",
+        "content-length: 8",
+        "content-type: application/json",
+      ]);
+      assertEquals(sent, '{"é":1}');
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
+
 Deno.test("a request's signal aborts when its client hangs up while it is handled", async () => {
   await withTempDir(async (dir) => {
     const path = `${dir}/f.sock`;
@@ -199,7 +247,7 @@ Deno.test("a request's signal aborts when its client hangs up while it is handle
         clearTimeout(timer);
         aborted.resolve(true);
       });
-      return aborted.promise.then(() => new Response("late"));
+      return aborted.promise.then(() => text("late"));
     });
     try {
       await unixRequest(path, "POST", "/v1/cni", "{}", AbortSignal.timeout(100)).catch(() => {});
@@ -258,9 +306,9 @@ Deno.test("work registered for an undelivered answer runs when the client hung u
     const undone = Promise.withResolvers<string>();
     const release = Promise.withResolvers<void>();
     const server = await serveOnSocket(path, async (req) => {
-      whenUndelivered(req, () => Promise.resolve(undone.resolve("undone")));
+      req.whenUndelivered(() => Promise.resolve(undone.resolve("undone")));
       await release.promise;
-      return new Response("too late");
+      return text("too late");
     });
     try {
       await unixRequest(path, "POST", "/v1/cni", "{}", AbortSignal.timeout(100)).catch(() => {});
@@ -269,8 +317,8 @@ Deno.test("work registered for an undelivered answer runs when the client hung u
       // A delivered answer runs nothing.
       let ran = false;
       const again = await serveOnSocket(`${dir}/g.sock`, (req) => {
-        whenUndelivered(req, () => Promise.resolve(void (ran = true)));
-        return Promise.resolve(new Response("ok"));
+        req.whenUndelivered(() => Promise.resolve(void (ran = true)));
+        return ok();
       });
       await unixRequest(`${dir}/g.sock`, "GET", "/x", undefined, AbortSignal.timeout(1000));
       await again.shutdown(1000);

@@ -4,7 +4,7 @@ import { assert, assertEquals, assertRejects, assertThrows } from "deno-std/asse
 import { hostLinkExists, IS_ROOT, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
 import { SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
-import { Libc, SyscallError } from "../../daemon/net/netlink/libc.ts";
+import { Libc, type NetlinkSys, SyscallError } from "../../daemon/net/netlink/libc.ts";
 import { getLink, linkUp, newAddr } from "../../daemon/net/netlink/messages.ts";
 import { RouteSocket, type Step } from "../../daemon/net/netlink/route_socket.ts";
 import { NetlinkPlumber } from "../../daemon/net/netlink/netlink_plumber.ts";
@@ -45,6 +45,77 @@ Deno.test({
         await run("ip", "link", "del", host).catch(() => {});
         await run("ip", "link", "del", bridge).catch(() => {});
       }
+    }),
+});
+
+/** The descriptors this process has open. */
+async function openFds(): Promise<number> {
+  let n = 0;
+  for await (const _ of Deno.readDir("/proc/self/fd")) n++;
+  return n;
+}
+
+Deno.test({
+  name:
+    "plugs and unplugs reuse the workers' sockets: a refused request leaves its socket usable, " +
+    "and nothing stays open after close",
+  ...opts,
+  fn: () =>
+    withNetns(3, async (namespaces) => {
+      const token = uniqueToken();
+      const bridge = `fb${token}`;
+      const hosts = namespaces.map((_, i) => `fy${token}${i}`);
+      const before = await openFds();
+      const opened: number[] = [];
+      const libc = Libc.open();
+      // The real libc, counting the netlink sockets it opens.
+      const counting = new Proxy(libc, {
+        get(target, key) {
+          if (key === "netlinkSocket") {
+            return () => {
+              const fd = target.netlinkSocket();
+              opened.push(fd);
+              return fd;
+            };
+          }
+          const value = Reflect.get(target, key);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }) as NetlinkSys;
+      const plumber = new NetlinkPlumber(counting, new IpPlumber(new SpawningIpRunner()));
+      const spec = (i: number) => ({
+        netns: namespaces[i].path,
+        ifname: "eth0",
+        hostIfname: hosts[i],
+        bridge,
+        containerMac: `02:00:00:00:09:1${i}`,
+        hostMac: `02:00:00:00:09:0${i}`,
+        mtu: 1500,
+        addresses: [{ cidr: `10.99.9.${10 + i}/24`, gateway: "10.99.9.1" }],
+      });
+      try {
+        await plumber.ensureBridge({ name: bridge, mtu: 1500, gateways: ["10.99.9.1/24"] });
+        const atStart = opened.length;
+        for (let round = 0; round < 2; round++) {
+          for (let i = 0; i < namespaces.length; i++) {
+            await plumber.plugVeth(spec(i));
+            await plumber.unplugVeth(hosts[i]);
+            await plumber.unplugVeth(hosts[i]); // absent: the kernel refuses, the DEL succeeds
+          }
+        }
+        // Per plug, only the socket inside the pod's namespace is new; the create and every
+        // delete, refused or not, went through one pooled socket of the daemon's namespace.
+        assertEquals(opened.length - atStart, 2 * namespaces.length + 1);
+        await plumber.plugVeth(spec(0));
+        assertEquals(await plumber.bridgePorts(bridge), [hosts[0]]);
+        const shown = await run("ip", "-n", namespaces[0].name, "-4", "-o", "addr", "show", "eth0");
+        assert(shown.includes("10.99.9.10/24"), shown);
+      } finally {
+        plumber.close();
+        for (const host of hosts) await run("ip", "link", "del", host).catch(() => {});
+        await run("ip", "link", "del", bridge).catch(() => {});
+      }
+      assertEquals(await openFds(), before, "a descriptor stayed open");
     }),
 });
 

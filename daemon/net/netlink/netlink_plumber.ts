@@ -13,6 +13,7 @@ import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "
 import { type NetlinkSys, SyscallError } from "./libc.ts";
 import { delLink, hairpinOn, linkUp, newAddr, newDefaultRoute, newVeth } from "./messages.ts";
 import { ACK_BUFFER_BYTES, RouteSocket } from "./route_socket.ts";
+import { RouteSocketPool } from "./socket_pool.ts";
 
 const ENODEV = 19;
 const LOOPBACK_INDEX = 1;
@@ -30,13 +31,18 @@ export class NetlinkPlumber implements Plumber {
   readonly #rest: Plumber;
   readonly #homeFd: number;
   readonly #host: RouteSocket;
+  readonly #offThread: RouteSocketPool;
 
-  /** Opens the daemon's own namespace and a netlink socket in it. */
-  constructor(sys: NetlinkSys, rest: Plumber) {
+  /**
+   * Opens the daemon's own namespace and a netlink socket in it; the requests sent from workers
+   * take sockets of `offThread` (by default a pool of this namespace's).
+   */
+  constructor(sys: NetlinkSys, rest: Plumber, offThread = new RouteSocketPool(sys)) {
     this.#sys = sys;
     this.#rest = rest;
     this.#homeFd = sys.openRead("/proc/thread-self/ns/net");
     this.#host = new RouteSocket(sys, sys.netlinkSocket());
+    this.#offThread = offThread;
   }
 
   /** Through iproute2 (once per daemon start, or when the bridge vanished). */
@@ -55,7 +61,7 @@ export class NetlinkPlumber implements Plumber {
 
   /**
    * Creating the pair is the kernel's slow part (a few milliseconds, done inside `send`), so it
-   * is sent from a worker thread on a socket of its own; its answer is read back on the JS
+   * is sent from a worker thread on a socket of its own (kept open between plugs); its answer is read back on the JS
    * thread (it is queued by the time `send` returns). The rest is quick: links are looked up by
    * `ioctl` (RTM_GETLINK would wait for the kernel's routing lock, which whoever creates or
    * deletes links holds for milliseconds at a time: under a burst of ADDs, the daemon's own
@@ -66,9 +72,8 @@ export class NetlinkPlumber implements Plumber {
     const podFd = this.#sys.openRead(spec.netns);
     try {
       this.#assertForeign(podFd, spec.netns);
-      const create = new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
-      try {
-        await create.ackOffThread(
+      await this.#offThread.use((create) =>
+        create.ackOffThread(
           `create veth ${spec.hostIfname} with peer ${spec.ifname}`,
           (seq) =>
             newVeth(
@@ -78,10 +83,8 @@ export class NetlinkPlumber implements Plumber {
               master,
               podFd,
             ),
-        );
-      } finally {
-        create.close();
-      }
+        )
+      );
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
       this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
       const { sysctls } = planVeth(spec).container;
@@ -127,18 +130,18 @@ export class NetlinkPlumber implements Plumber {
   }
 
   /**
-   * Deletes the host end with one message on a socket of its own, off the JS thread (the kernel
-   * takes tens of milliseconds to tear a pair down); an absent link is success.
+   * Deletes the host end with one message on a socket of its own (from the pool), off the JS
+   * thread (the kernel takes tens of milliseconds to tear a pair down); an absent link is
+   * success.
    */
   async unplugVeth(hostIfname: string): Promise<void> {
-    const sock = new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
     try {
-      await sock.ackOffThread(`delete ${hostIfname}`, (seq) => delLink(seq, hostIfname));
+      await this.#offThread.use((sock) =>
+        sock.ackOffThread(`delete ${hostIfname}`, (seq) => delLink(seq, hostIfname))
+      );
     } catch (e) {
       if (e instanceof SyscallError && e.errno === ENODEV) return;
       throw ioError(`failed to remove ${hostIfname}`, e);
-    } finally {
-      sock.close();
     }
   }
 
@@ -157,8 +160,9 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.defaultRouteInterface();
   }
 
-  /** Closes the daemon-side socket and namespace descriptor. */
+  /** Closes the daemon-side sockets and namespace descriptor. */
   close(): void {
+    this.#offThread.close();
     this.#host.close();
     this.#sys.close(this.#homeFd);
   }

@@ -9,6 +9,18 @@ import { type NetlinkSys, SyscallError } from "./libc.ts";
 import { NL, parseReplies, type Reply } from "./messages.ts";
 import { concatBytes } from "../../../lib/bytes.ts";
 
+/**
+ * The kernel's refusal of a request, read from its answer (an `NLMSG_ERROR` with an errno): the
+ * socket itself is fine, unlike after a {@link SyscallError} from a send or receive.
+ */
+export class NetlinkRefusal extends SyscallError {
+  /** Creates the error for `what` refused with `errno`. */
+  constructor(what: string, errno: number) {
+    super(what, errno);
+    this.name = "NetlinkRefusal";
+  }
+}
+
 /** A request builder: the message for a sequence number. */
 export type Build = (seq: number) => Uint8Array;
 
@@ -59,7 +71,7 @@ export class RouteSocket {
       const n = this.#libc.recv(this.#fd, this.#buf);
       const reply = parseReplies(this.#buf.subarray(0, n)).find((r) => r.seq === seq);
       if (!reply) continue; // a late answer to an earlier request
-      if (reply.type === NL.ERROR && reply.error) throw new SyscallError(what, -reply.error);
+      if (reply.type === NL.ERROR && reply.error) throw new NetlinkRefusal(what, -reply.error);
       return reply;
     }
   }
@@ -76,7 +88,7 @@ export class RouteSocket {
   /**
    * Sends `steps` as one batch (the kernel handles the messages of one `send` in order, each
    * whatever became of the ones before) from a worker thread, then collects the answers; throws
-   * {@link SyscallError} naming the first step that failed. The kernel does the work inside
+   * {@link NetlinkRefusal} naming the first step that failed. The kernel does the work inside
    * `send`, so its answers are queued by the time it returns and are read on the JS thread
    * without another trip to a worker (one is taken only if an answer were somehow late). Use a
    * socket of its own: requests on one socket must not overlap.
@@ -94,7 +106,7 @@ export class RouteSocket {
 
   /**
    * Sends `steps` as one batch from the JS thread and collects the answers; throws
-   * {@link SyscallError} naming the first step that failed.
+   * {@link NetlinkRefusal} naming the first step that failed.
    */
   ackAll(steps: Step[]): void {
     const seqs = steps.map(() => ++this.#seq);
@@ -112,12 +124,12 @@ export class RouteSocket {
     for (const reply of parseReplies(this.#buf.subarray(0, n))) {
       if (!pending.delete(reply.seq)) continue; // a late answer to an earlier request
       if (reply.type === NL.ERROR && reply.error) {
-        throw new SyscallError(steps[seqs.indexOf(reply.seq)].what, -reply.error);
+        throw new NetlinkRefusal(steps[seqs.indexOf(reply.seq)].what, -reply.error);
       }
     }
   }
 
-  /** Sends a request that asks for an ack; throws {@link SyscallError} on a kernel error. */
+  /** Sends a request that asks for an ack; throws {@link NetlinkRefusal} on a kernel error. */
   ack(what: string, build: Build): void {
     this.#exchange(what, build);
   }
@@ -151,7 +163,7 @@ export class RouteSocket {
       const n = this.#libc.recv(this.#fd, this.#buf);
       for (const reply of parseReplies(this.#buf.subarray(0, n))) {
         if (reply.seq !== seq) continue;
-        if (reply.type === NL.ERROR && reply.error) throw new SyscallError(what, -reply.error);
+        if (reply.type === NL.ERROR && reply.error) throw new NetlinkRefusal(what, -reply.error);
         if (reply.type === NL.DONE) return out;
         out.push(reply);
       }
