@@ -10,7 +10,8 @@
  * this is the piece that adds both, kept small because the shim sends one request per connection.
  * The request and the reply are plain values, not the web's `Request` and `Response`: the body
  * is read whole here anyway, and building those (headers, body streams, URL parsing) for every
- * CNI call cost the JS thread about a fifth of its time per exchange (`perf`, `--cpu-prof`).
+ * CNI call cost the JS thread about 0.2 ms per request, a fifth of a health check's CPU time
+ * (measured one request at a time, two daemons alternating).
  *
  * @module
  */
@@ -81,6 +82,8 @@ const CRLF2 = [13, 10, 13, 10];
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** A header value (RFC 9110 field-value: visible characters, spaces, tabs, obs-text). */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+/** Spaces and tabs around a header value (only these: a Latin-1 no-break space is obs-text). */
+const OUTER_WHITESPACE = /^[\t ]+|[\t ]+$/g;
 const REQUEST_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\/\S*) HTTP\/1\.[01]$/;
 
 /** A connection read with a deadline, and a buffer of what arrived beyond the part consumed. */
@@ -177,7 +180,7 @@ function parseHead(bytes: Uint8Array): Head {
     const colon = line.indexOf(":");
     const name = line.slice(0, colon);
     if (colon <= 0 || !TOKEN.test(name)) throw new BadRequest(400, "malformed header line");
-    const value = line.slice(colon + 1).trim();
+    const value = line.slice(colon + 1).replace(OUTER_WHITESPACE, "");
     if (!FIELD_VALUE.test(value)) throw new BadRequest(400, `malformed value of header ${name}`);
     const key = name.toLowerCase();
     const before = headers.get(key);

@@ -209,7 +209,7 @@ Deno.test("the handler gets the method, the path without its query, headers by l
       const answer = await readToEnd(
         await rawConn(
           path,
-          `POST /v1/cni?debug=1 HTTP/1.1\r\nHost: ferry\r\nX-Trace: a\r\nx-trace: b\r\n` +
+          `POST /v1/cni?debug=1 HTTP/1.1\r\nHost: ferry\r\nX-Trace: \ta \r\nx-trace:b\r\n` +
             `Content-Length: ${bytes}\r\n\r\n${body}`,
         ),
       );
