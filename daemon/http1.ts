@@ -21,7 +21,10 @@ import { concatBytes, indexOfBytes } from "../lib/bytes.ts";
 
 /** A request read whole from the socket, as a handler gets it. */
 export interface SocketRequest {
-  /** The method, as sent (`GET`, `POST`). */
+  /**
+   * The method: the standard ones upper-cased whatever their case (as fetch reads them), others
+   * as sent.
+   */
   readonly method: string;
   /** The request target's path, without its query. */
   readonly path: string;
