@@ -254,11 +254,20 @@ Deno.test({
               names.length,
             );
             await until(() => ferry.daemon().stats().annotationWrites?.pending === 0);
+            // One watch stream served them all: one list, no per-pod watch. A real server may end
+            // a watch it finds too slow; the informer then resumes it from its resourceVersion
+            // (counted once the new watch is open, so an ended one may be awaiting its resumption).
+            await until(
+              () => {
+                const w = ferry.daemon().stats().podWatch!;
+                return w.watches === 1 + w.interrupted;
+              },
+              15_000,
+              "every ended watch is resumed",
+            );
             const stats = ferry.daemon().stats();
             assertEquals(stats.apiCallsOnCniPath, 0);
             assertEquals(stats.annotationWrites?.sent, names.length, "one write per pod");
-            // One watch stream served them all: one list, no per-pod watch. A real server may end
-            // a watch it finds too slow; the informer then resumes it from its resourceVersion.
             const w = stats.podWatch!;
             assertEquals(w.lists, 1, JSON.stringify(stats));
             assertEquals(w.watches, 1 + w.interrupted, JSON.stringify(stats));
