@@ -11,8 +11,9 @@
  * - the daemon (a process of its own, a node of the embedded API stand-in, pods bound to it):
  *   API requests per ADD (counted at the stand-in), CPU per ADD and DEL (user + system, all
  *   threads and its JS thread alone; one at a time, and per ADD in the bursts of 100), time
- *   spent synchronously inside pod namespaces, ADD phases, RSS and open file descriptors at start, with `--pods` pods plugged,
- *   across `--churn` ADD/DEL pairs on its socket, and after everything is deleted;
+ *   spent synchronously inside pod namespaces, ADD phases, RSS and open file descriptors at
+ *   start, with `--pods` pods plugged, across `--churn` ADD/DEL pairs on its socket, and after
+ *   everything is deleted;
  * - with `--node`, where the realkubelet node is built (`../shared/tools/realkubelet`), 20 and 50
  *   pods created with kubectl until all Running, reference plugins and Ferry in turn.
  *
@@ -487,13 +488,11 @@ async function main(o: BenchOptions): Promise<void> {
       what: "per-ADD work on the daemon's JS thread ≤ 2 ms (its CPU time, user + system, " +
         "including the pod's annotation write and the watch event it brings back)",
       met: figures["daemon CPU per ADD, JS thread (ms)"] <= 2,
-      measured:
-        `${figures["daemon CPU per ADD, JS thread (ms)"]} ms one at a time (all threads ${
-          figures["daemon CPU per ADD, all threads (ms)"]
-        } ms); ${
+      measured: `${figures["daemon CPU per ADD, JS thread (ms)"]} ms one at a time (all ` +
+        `threads ${figures["daemon CPU per ADD, all threads (ms)"]} ms); ` +
+        `${
           figures["daemon CPU per ADD, JS thread, 100 at once (ms)"]
-        } ms each in the bursts ` +
-        "of 100",
+        } ms each in the bursts of 100`,
     },
     {
       what: `daemon RSS ≤ 60 MB with ${o.pods} pods and attachments`,

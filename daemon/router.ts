@@ -118,7 +118,7 @@ export function createRouter(deps: RouterDeps): SocketHandler {
     [`GET ${STATS_PATH}`]: () => json(deps.stats()),
   };
   return async (req) => {
-    const path = req.path;
+    const { path } = req;
     const route = routes[`${req.method} ${path}`];
     if (route) return await route(req);
     const known = Object.keys(routes).some((r) => r.endsWith(` ${path}`));
