@@ -29,8 +29,21 @@ export function shimPermissionFlags(socketPath: string): string[] {
   ];
 }
 
-/** Flags that keep the shim from fetching or discovering anything at run time. */
-export const SHIM_RUNTIME_FLAGS = ["--quiet", "--no-config", "--no-remote", "--cached-only"];
+/**
+ * Flags that keep the shim from fetching, discovering or caching anything at run time.
+ *
+ * `--no-code-cache`: V8's code cache is a SQLite database in `DENO_DIR` that every start would
+ * open and query, and a start that misses writes to; compiling the 19 KB bundle anew costs less.
+ * Measured with the installed wrapper, runs alternating 150 times each (twice): an empty module
+ * 1.7–2.3 ms faster, the shim's ADD against an answering socket 1.2–1.3 ms faster.
+ */
+export const SHIM_RUNTIME_FLAGS = [
+  "--quiet",
+  "--no-config",
+  "--no-remote",
+  "--cached-only",
+  "--no-code-cache",
+];
 
 /** The shim's entrypoint module. */
 export const SHIM_ENTRYPOINT = new URL("./main.ts", import.meta.url);

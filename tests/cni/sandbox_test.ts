@@ -66,7 +66,7 @@ Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixe
     assertEquals(exec.startsWith("exec /usr/bin/env -i "), true, exec);
     assertEquals(exec.endsWith(` "$@" ${expected}`), true, exec);
     assertEquals(exec.includes(`'DENO_DIR=${dir}/deno'`), true);
-    for (const flag of ["--no-config", "--cached-only", "--no-remote"]) {
+    for (const flag of ["--no-config", "--cached-only", "--no-remote", "--no-code-cache"]) {
       assertEquals(script.includes(`'${flag}'`), true, flag);
     }
     // The shim it runs is one bundled file with no imports (one module to load per start).
@@ -78,6 +78,36 @@ Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixe
       { type: "ferry" },
       { type: "portmap", capabilities: { portMappings: true } },
     ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the installed shim neither reads nor writes V8's code cache in its Deno directory", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const o = installUnder(dir, `${dir}/f.sock`);
+    const { shim } = await install(o);
+    // The install's own Deno runs may have made the database: start from none.
+    for await (const e of Deno.readDir(o.denoDir)) {
+      if (e.name.startsWith("v8_code_cache")) await Deno.remove(`${o.denoDir}/${e.name}`);
+    }
+    for (const command of ["VERSION", "ADD"]) {
+      const out = await new Deno.Command(shim, {
+        clearEnv: true,
+        env: { CNI_COMMAND: command, CNI_PATH: "/x" },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      // VERSION answers; ADD without its variables is refused (code 4): both start and run code.
+      assertEquals(out.code, command === "VERSION" ? 0 : 1, new TextDecoder().decode(out.stderr));
+    }
+    const left: string[] = [];
+    for await (const e of Deno.readDir(o.denoDir)) {
+      if (e.name.startsWith("v8_code_cache")) left.push(e.name);
+    }
+    assertEquals(left, []);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
