@@ -83,16 +83,24 @@ Deno.test("the installed wrapper runs exactly the sandboxed command, with a fixe
   }
 });
 
+/** The files of V8's code cache database in a Deno directory. */
+async function codeCacheFiles(denoDir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(denoDir)) {
+    if (e.name.startsWith("v8_code_cache")) names.push(e.name);
+  }
+  return names;
+}
+
 Deno.test("the installed shim neither reads nor writes V8's code cache in its Deno directory", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const o = installUnder(dir, `${dir}/f.sock`);
     const { shim } = await install(o);
     // The install's own Deno runs may have made the database: start from none.
-    for await (const e of Deno.readDir(o.denoDir)) {
-      if (e.name.startsWith("v8_code_cache")) await Deno.remove(`${o.denoDir}/${e.name}`);
-    }
-    for (const command of ["VERSION", "ADD"]) {
+    for (const name of await codeCacheFiles(o.denoDir)) await Deno.remove(`${o.denoDir}/${name}`);
+    // VERSION answers; ADD without its variables is refused (code 4): both start and run code.
+    for (const [command, exitCode] of [["VERSION", 0], ["ADD", 1]] as const) {
       const out = await new Deno.Command(shim, {
         clearEnv: true,
         env: { CNI_COMMAND: command, CNI_PATH: "/x" },
@@ -100,14 +108,9 @@ Deno.test("the installed shim neither reads nor writes V8's code cache in its De
         stdout: "piped",
         stderr: "piped",
       }).output();
-      // VERSION answers; ADD without its variables is refused (code 4): both start and run code.
-      assertEquals(out.code, command === "VERSION" ? 0 : 1, new TextDecoder().decode(out.stderr));
+      assertEquals(out.code, exitCode, new TextDecoder().decode(out.stderr));
     }
-    const left: string[] = [];
-    for await (const e of Deno.readDir(o.denoDir)) {
-      if (e.name.startsWith("v8_code_cache")) left.push(e.name);
-    }
-    assertEquals(left, []);
+    assertEquals(await codeCacheFiles(o.denoDir), []);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
