@@ -652,6 +652,8 @@ export async function startDaemon(
       // Block allocations not yet written reach the API unless it is unreachable for long (the
       // next start would write them anyway: the node's files are the truth).
       await ipam?.flush(AbortSignal.timeout(5000));
+      // Not awaited: a write still under way ends when the client below is closed (or the API
+      // answers); nothing is sent after it.
       ipam?.close();
       await kube?.close();
       closePlumber();

@@ -15,6 +15,10 @@
  * - **Giving back**: a block empty for `releaseAfterMs` is deleted (with uid and resourceVersion
  *   preconditions, so a block that changed meanwhile stays), its gateway taken off the bridge and
  *   its directory removed. The node keeps its first block of each family, claimed at start.
+ * - **Pools the node no longer uses** (its config named another before): their blocks are
+ *   adopted like any other, so the pods in them keep their addresses and routes, but nothing new
+ *   is allocated in them, and each is given back once empty; new pods get addresses from the
+ *   configured pools, whose first block is claimed at start.
  * - **At start** the node's blocks in the API and its block directories are reconciled: a block
  *   with a directory keeps the directory's allocations (they are written first, so they are the
  *   newer truth) and the object is brought in line; a block without one (state lost) adopts the
@@ -171,6 +175,8 @@ export class BlockIpam {
   readonly #meta = new Map<string, PodMeta>();
   readonly #claiming = new Map<4 | 6, Promise<OwnedBlock>>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  /** Ends the back-off sleeps of writers (at close). */
+  readonly #wakers = new Set<() => void>();
   readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0, conflicts: 0 };
   #closed = false;
 
@@ -240,6 +246,12 @@ export class BlockIpam {
         logger.warn(
           "block {cidr} had no directory here (state lost?): adopted the {n} allocations its object records",
           { cidr: block.text, n: recorded.length },
+        );
+      }
+      if (!this.#d.poolNames.includes(block.pool)) {
+        logger.warn(
+          "block {cidr} is of IPPool {pool}, which this node no longer uses: it keeps its {n} addresses, hands out no more, and is given back once empty",
+          { cidr: block.text, pool: block.pool, n: block.local.held },
         );
       }
       this.#markDirty(block);
@@ -358,8 +370,15 @@ export class BlockIpam {
       .sort((a, b) => a.claimedAt - b.claimedAt);
   }
 
+  /**
+   * The blocks new addresses come from: not being given back, not lost, and of a pool the node's
+   * config names (a block of a pool it no longer uses keeps its addresses until they are
+   * released, then is given back).
+   */
   #usable(family: 4 | 6): OwnedBlock[] {
-    return this.#of(family).filter((b) => !b.retiring && !b.lost);
+    return this.#of(family).filter((b) =>
+      !b.retiring && !b.lost && this.#d.poolNames.includes(b.pool)
+    );
   }
 
   async #allocate(family: 4 | 6, owner: Owner, pod?: PodRef): Promise<Lease> {
@@ -499,6 +518,7 @@ export class BlockIpam {
   /** Re-creates the object of a block that holds addresses here but has none. */
   async #recreate(block: OwnedBlock): Promise<void> {
     const { api, nodeName, logger } = this.#d;
+    if (this.#closed) return;
     try {
       block.obj = await api.create({
         metadata: {
@@ -571,8 +591,10 @@ export class BlockIpam {
   async #write(block: OwnedBlock): Promise<void> {
     const { api, nodeName } = this.#d;
     for (let attempt = 0; attempt < 16; attempt++) {
+      if (this.#closed) return;
       const desired = this.#allocationsOf(block);
       const base = block.obj ?? await api.get(block.name);
+      if (this.#closed) return;
       if (!base?.spec) {
         block.obj = undefined;
         if (block.local.held === 0) return await this.#forget(block, "its object was deleted");
@@ -631,6 +653,10 @@ export class BlockIpam {
     block.retiring = true;
     try {
       await block.writer.idle();
+      if (this.#closed) {
+        block.retiring = false;
+        return;
+      }
       const { api } = this.#d;
       for (let attempt = 0; attempt < 4; attempt++) {
         const obj = block.obj ?? await api.get(block.name);
@@ -666,14 +692,18 @@ export class BlockIpam {
     this.#d.logger.info("gave back block {cidr} ({why})", { cidr: block.text, why });
   }
 
+  /** Waits `ms`, or less when the IPAM is closed meanwhile. */
   #sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      const wake = () => {
         this.#timers.delete(timer);
+        this.#wakers.delete(wake);
         resolve();
-      }, ms);
+      };
+      const timer = setTimeout(wake, ms);
       Deno.unrefTimer(timer);
       this.#timers.add(timer);
+      this.#wakers.add(wake);
     });
   }
 
@@ -697,11 +727,18 @@ export class BlockIpam {
     };
   }
 
-  /** Stops writing and giving back (what is written stays; the next start picks up the rest). */
-  close(): void {
+  /**
+   * Stops writing and giving back (what is written stays; the next start picks up the rest). A
+   * write already sent to the API finishes, and nothing is sent after it: no update, no block
+   * re-created or deleted. Settles once no write is under way (which may take as long as the API
+   * takes to answer the last request).
+   */
+  async close(): Promise<void> {
     this.#closed = true;
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
+    for (const wake of [...this.#wakers]) wake();
+    await Promise.all([...this.#blocks.values()].map((b) => b.writer.idle()));
   }
 }
 

@@ -30,13 +30,21 @@ export interface PoolEnv {
   map: PoolMap;
   /** The block API. */
   api: BlockApi;
-  /** Gateway changes, by node, as `+cidr` / `-cidr`. */
+  /** Gateway changes, by node (its short name), as `+cidr` / `-cidr`. */
   gateways: Map<string, string[]>;
-  /** Opens a node's IPAM on `stateDir` (the pool's view unless another is given). */
+  /**
+   * The node name a short name (`n1`) stands for in this test: unique to it, so that nothing
+   * another test run left in a shared real server (a block of `n1`) is taken for this test's.
+   */
+  node(short: string): string;
+  /**
+   * Opens the IPAM of node `node` (a short name, see {@link PoolEnv.node}) on `stateDir` (the
+   * pool's view unless another is given), using the test's pool unless `pools` names others.
+   */
   open(
     node: string,
     stateDir: string,
-    opts?: { releaseAfterMs?: number; view?: BlockIpamView; api?: BlockApi },
+    opts?: { releaseAfterMs?: number; view?: BlockIpamView; api?: BlockApi; pools?: string[] },
   ): Promise<BlockIpam>;
   /** The pool's blocks in the API now. */
   blocks(): Promise<IpBlockObject[]>;
@@ -70,6 +78,7 @@ export function withPool<T>(
     const opened: BlockIpam[] = [];
     const api = kubeBlockApi(k.client);
     const gateways = new Map<string, string[]>();
+    const node = (short: string) => `${short}-${k.id}`;
     const blocks = async () =>
       (await k.client.listAll<IpBlockObject>(IPBLOCKS, {})).items.filter((b) =>
         b.spec?.pool === pool
@@ -83,12 +92,13 @@ export function withPool<T>(
         map,
         api,
         gateways,
-        async open(node, stateDir, opts = {}) {
-          const log = gateways.get(node) ?? [];
-          gateways.set(node, log);
+        node,
+        async open(short, stateDir, opts = {}) {
+          const log = gateways.get(short) ?? [];
+          gateways.set(short, log);
           const ipam = await BlockIpam.open({
-            nodeName: node,
-            poolNames: [pool],
+            nodeName: node(short),
+            poolNames: opts.pools ?? [pool],
             api: opts.api ?? api,
             view: opts.view ?? map,
             stateDir,
@@ -108,7 +118,12 @@ export function withPool<T>(
         },
       });
     } finally {
-      for (const ipam of opened) ipam.close();
+      // Bounded: a close that never settles fails its test (above) instead of hanging the run.
+      for (const ipam of opened) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([ipam.close(), new Promise((r) => timer = setTimeout(r, 10_000))]);
+        clearTimeout(timer);
+      }
       await Promise.all(informers.map((i) => i.stop()));
       for (const b of await blocks()) {
         await k.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});

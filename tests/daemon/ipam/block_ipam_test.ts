@@ -2,8 +2,8 @@
 // kube-apiserver in `deno task test:real`.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { addToIp, cidrContains, formatIp, parseCidr } from "../../../daemon/ipam/cidr.ts";
-import { IPBLOCKS } from "../../../daemon/k8s/resources.ts";
-import type { IpBlockObject } from "../../../daemon/ipam/ip_pools.ts";
+import { IPBLOCKS, IPPOOLS } from "../../../daemon/k8s/resources.ts";
+import type { IpBlockObject, IpPoolObject } from "../../../daemon/ipam/ip_pools.ts";
 import type { BlockSummary } from "../../../daemon/ipam/block_ipam.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
@@ -35,7 +35,7 @@ Deno.test("a node claims a block at start, allocates inside it and records each 
         assertEquals((await v4.allocate(owner(2), pod(2))).ip, leases[1].ip);
         await ipam.flush(AbortSignal.timeout(10_000));
         const [obj] = await env.blocks();
-        assertEquals(obj.spec!.node, "n1");
+        assertEquals(obj.spec!.node, env.node("n1"));
         assertEquals(obj.spec!.cidr, block);
         assertEquals(
           obj.spec!.allocations!.map((a) => [a.ip, a.containerID, a.ifname, a.podUID, a.name])
@@ -114,7 +114,7 @@ Deno.test("two nodes racing for the same blocks never share one, nor an address"
         assert(a.stats().claimRaces + b.stats().claimRaces > 0, "the nodes did race");
         await Promise.all([a.flush(), b.flush()]);
         for (const obj of await env.blocks()) {
-          const mine = obj.spec!.node === "n1" ? blocksA : blocksB;
+          const mine = obj.spec!.node === env.node("n1") ? blocksA : blocksB;
           assert(mine.includes(obj.spec!.cidr), `${obj.spec!.cidr} belongs to ${obj.spec!.node}`);
         }
       }),
@@ -182,6 +182,132 @@ Deno.test("an empty block is given back after the grace period; the node's first
       }),
   ));
 
+Deno.test("a block of a pool the node no longer uses keeps its addresses, hands out none, and is given back once empty", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        // The node used another pool before its config named this one.
+        const old = `old-${env.pool}`;
+        const oldCidr = freshCidr24();
+        await env.k.client.create(IPPOOLS, {
+          metadata: { name: old },
+          spec: { cidrs: [oldCidr], blockSize: { ipv4: 28 } },
+        } as IpPoolObject);
+        try {
+          await until(() => !!env.map.pool(old));
+          const before = await env.open("n1", dir, { pools: [old] });
+          const kept = await before.allocators()[0].allocate(owner(1), pod(1));
+          assert(inAny(kept.ip, [oldCidr]), `${kept.ip} in ${oldCidr}`);
+          await before.flush(AbortSignal.timeout(10_000));
+          await before.close();
+          const [oldBlock] = before.stats().blocks;
+
+          const ipam = await env.open("n1", dir, { releaseAfterMs: 200 });
+          const [v4] = ipam.allocators();
+          // A block of the configured pool is claimed at start, beside the old one.
+          const [current] = ipam.stats().blocks.filter((b) => b !== oldBlock);
+          assert(current, `no block of ${env.pool} claimed: ${ipam.stats().blocks}`);
+          assertEquals(ipam.stats().blocks.sort(), [oldBlock, current].sort());
+          assertEquals(v4.addressOf(owner(1)), kept.ip, "the running pod keeps its address");
+          const fresh = await Promise.all([2, 3, 4].map((i) => v4.allocate(owner(i), pod(i))));
+          for (const f of fresh) assert(inAny(f.ip, [current]), `${f.ip} not in ${current}`);
+          // Every free address the node can hand out is in the configured pool's block.
+          assertEquals(v4.free, 16 - 3 - 3);
+          // Its last address released, the old block is given back; the current one stays.
+          assertEquals(await v4.release(owner(1)), kept.ip);
+          await until(() => ipam.stats().released === 1);
+          assertEquals(ipam.stats().blocks, [current]);
+          assert(
+            env.gateways.get("n1")!.includes(
+              `-${formatIp(addToIp(parseCidr(oldBlock).network, 1n))}/28`,
+            ),
+            `the old gateway stays on the bridge: ${env.gateways.get("n1")}`,
+          );
+          await until(async () =>
+            !(await env.k.client.listAll<IpBlockObject>(IPBLOCKS, {})).items.some((b) =>
+              b.spec?.pool === old
+            )
+          );
+        } finally {
+          for (const b of (await env.k.client.listAll<IpBlockObject>(IPBLOCKS, {})).items) {
+            if (b.spec?.pool !== old) continue;
+            await env.k.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+          }
+          await env.k.client.delete(IPPOOLS, undefined, old).catch(() => {});
+        }
+      }),
+  ));
+
+Deno.test("close: a write under way finishes and nothing follows it: a block deleted meanwhile is not re-created", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        // The block's next update waits at this gate, as a write the API is slow to answer.
+        let gate: Promise<void> | undefined;
+        let open = () => {};
+        let updating = () => {};
+        const inUpdate = new Promise<void>((r) => updating = r);
+        const creates: string[] = [];
+        const api = {
+          ...env.api,
+          create: (b: IpBlockObject) => {
+            creates.push(b.metadata!.name!);
+            return env.api.create(b);
+          },
+          update: async (b: IpBlockObject) => {
+            updating();
+            await gate;
+            return env.api.update(b);
+          },
+        };
+        const ipam = await env.open("n1", dir, { api });
+        assertEquals(creates.length, 1, "the block claimed at start");
+        gate = new Promise<void>((r) => open = r);
+        await ipam.allocators()[0].allocate(owner(1), pod(1));
+        await inUpdate;
+        const closed = ipam.close();
+        // Meanwhile the block's object goes (as the test's or an operator's clean-up).
+        const [obj] = await env.blocks();
+        await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
+        open();
+        await closed;
+        assertEquals(creates.length, 1, "the block was re-created after close");
+        assertEquals(await env.blocks(), []);
+      }),
+  ));
+
+Deno.test("close: a writer backing off after a failed write does not keep close waiting", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        let failed = () => {};
+        const failing = new Promise<void>((r) => failed = r);
+        const api = {
+          ...env.api,
+          update: () => {
+            failed();
+            return Promise.reject(new Error("the API is unreachable"));
+          },
+        };
+        const ipam = await env.open("n1", dir, { api });
+        await ipam.allocators()[0].allocate(owner(1), pod(1));
+        await failing;
+        // The writer now sleeps before trying again (half a second, doubling up to 30 s).
+        await new Promise((r) => setTimeout(r, 50));
+        assertEquals(ipam.stats().pending, 1);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const settled = await Promise.race([
+          ipam.close().then(() => true),
+          new Promise<false>((r) => timer = setTimeout(() => r(false), 20_000)),
+        ]);
+        clearTimeout(timer);
+        assert(settled, "close waited for the back-off (or hung)");
+      }),
+  ));
+
 Deno.test("restart: the node's files win over its block objects, and a lost directory adopts the object's allocations", () =>
   withPool(
     { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
@@ -191,7 +317,7 @@ Deno.test("restart: the node's files win over its block objects, and a lost dire
         const [v4] = first.allocators();
         const held = await Promise.all([1, 2, 3].map((i) => v4.allocate(owner(i), pod(i))));
         await first.flush();
-        first.close();
+        await first.close();
         // While the daemon is down the object gains an allocation the node never made.
         const [obj] = await env.blocks();
         const bogus = held[0].ip.replace(/\d+$/, (d) => String(Number(d) + 10));
@@ -215,7 +341,7 @@ Deno.test("restart: the node's files win over its block objects, and a lost dire
           held.map((l) => l.ip).sort(),
         );
         assertEquals(second.stats().blocks, first.stats().blocks);
-        second.close();
+        await second.close();
         // The state directory is lost: the object's allocations are adopted, never handed out again.
         await Deno.remove(`${dir}/ipam`, { recursive: true });
         const third = await env.open("n1", dir);
@@ -237,7 +363,7 @@ Deno.test("restart: a block whose object vanished while it held addresses is cla
         const [v4] = first.allocators();
         const l = await v4.allocate(owner(1), pod(1));
         await first.flush();
-        first.close();
+        await first.close();
         const [obj] = await env.blocks();
         await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
         await env.untilBlocks(0);
@@ -245,7 +371,7 @@ Deno.test("restart: a block whose object vanished while it held addresses is cla
         await second.flush(AbortSignal.timeout(10_000));
         const objs = await env.blocks();
         assertEquals(objs.length, 1);
-        assertEquals(objs[0].spec!.node, "n1");
+        assertEquals(objs[0].spec!.node, env.node("n1"));
         assertEquals(objs[0].spec!.allocations!.map((a) => a.ip), [l.ip]);
       }),
   ));
@@ -259,12 +385,12 @@ Deno.test("restart: a block another node took meanwhile is reported lost and nev
         const [v4] = first.allocators();
         const l = await v4.allocate(owner(1), pod(1));
         await first.flush();
-        first.close();
+        await first.close();
         const [obj] = await env.blocks();
         await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
         await env.k.client.create(IPBLOCKS, {
           metadata: { name: obj.metadata!.name },
-          spec: { ...obj.spec!, node: "n9", allocations: [] },
+          spec: { ...obj.spec!, node: env.node("n9"), allocations: [] },
         } as IpBlockObject);
         const second = await env.open("n1", `${dir}/n1`);
         assertEquals(second.stats().lost, [obj.spec!.cidr]);
