@@ -9,6 +9,7 @@ import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../confi
 import { type Daemon, type DaemonOverrides, startDaemon } from "../main.ts";
 import { install, installUnder } from "../../cni/install.ts";
 import { uniqueToken } from "./netns.ts";
+import { DaemonProcess } from "./daemon_process.ts";
 
 /** What a shim invocation printed and how it exited. */
 export interface ShimRun {
@@ -103,6 +104,56 @@ export async function runWithInput(
 export function testSubnet(): string {
   const n = Math.floor(Math.random() * 1024);
   return `10.${100 + (n >> 8)}.${n & 255}.0/24`;
+}
+
+/** A daemon process of {@link standaloneDaemonProcess}, with where it keeps its files. */
+export interface StandaloneDaemonProcess {
+  /** The process (not started). */
+  daemon: DaemonProcess;
+  /** Its socket, `DIR/run/ferry.sock`. */
+  socket: string;
+  /** Its log, `DIR/daemon.log`. */
+  log: string;
+  /** (Re)writes its config, `DIR/config.json`, with `extra` over the standalone settings. */
+  writeConfig(extra?: Record<string, unknown>): Promise<void>;
+}
+
+/**
+ * A daemon as a process of its own that needs no API server (`standalone`), inside namespace
+ * `netns`: its config, socket, state and log under `dir`, its bridge `bridge` on a throwaway
+ * subnet, no masquerade.
+ *
+ * @example
+ * ```ts
+ * const { daemon, writeConfig } = standaloneDaemonProcess(dir, ns.name, "fyx0");
+ * await writeConfig({ logLevel: "debug" });
+ * await daemon.start();
+ * ```
+ */
+export function standaloneDaemonProcess(
+  dir: string,
+  netns: string,
+  bridge: string,
+): StandaloneDaemonProcess {
+  const socket = `${dir}/run/ferry.sock`, log = `${dir}/daemon.log`, config = `${dir}/config.json`;
+  const subnet = testSubnet();
+  return {
+    daemon: new DaemonProcess(config, socket, log, netns),
+    socket,
+    log,
+    writeConfig: (extra = {}) =>
+      Deno.writeTextFile(
+        config,
+        JSON.stringify({
+          socket,
+          stateDir: `${dir}/state`,
+          standalone: true,
+          masquerade: { enabled: false },
+          network: { subnet, bridge, forwarding: false },
+          ...extra,
+        }),
+      ),
+  };
 }
 
 /** A random IPv6 /64 out of fd00:f3::/32, for dual-stack throwaway Ferries. */

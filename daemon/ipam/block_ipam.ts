@@ -175,7 +175,7 @@ export class BlockIpam {
   readonly #meta = new Map<string, PodMeta>();
   readonly #claiming = new Map<4 | 6, Promise<OwnedBlock>>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
-  /** Ends the back-off sleeps of writers (at close). */
+  /** Ends the back-off sleeps of writers early (at close). */
   readonly #wakers = new Set<() => void>();
   readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0, conflicts: 0 };
   #closed = false;
@@ -696,13 +696,12 @@ export class BlockIpam {
   #sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const wake = () => {
-        this.#timers.delete(timer);
+        clearTimeout(timer);
         this.#wakers.delete(wake);
         resolve();
       };
       const timer = setTimeout(wake, ms);
       Deno.unrefTimer(timer);
-      this.#timers.add(timer);
       this.#wakers.add(wake);
     });
   }

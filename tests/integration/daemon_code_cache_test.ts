@@ -3,9 +3,8 @@
 // resident memory for compiling its modules a little sooner once at start. Needs root (the daemon
 // runs in a namespace of the test's own).
 import { assert, assertEquals } from "deno-std/assert/mod.js";
-import { DaemonProcess } from "../../daemon/dev/daemon_process.ts";
 import { IS_ROOT, withNetns } from "../../daemon/dev/netns.ts";
-import { testSubnet } from "../../daemon/dev/harness.ts";
+import { standaloneDaemonProcess } from "../../daemon/dev/harness.ts";
 
 Deno.test({
   name: "the daemon's process neither maps nor opens V8's code cache",
@@ -13,22 +12,8 @@ Deno.test({
   fn: () =>
     withNetns(1, async ([ns]) => {
       const dir = await Deno.makeTempDir({ prefix: "ferry-codecache-" });
-      await Deno.writeTextFile(
-        `${dir}/config.json`,
-        JSON.stringify({
-          socket: `${dir}/run/ferry.sock`,
-          stateDir: `${dir}/state`,
-          standalone: true,
-          masquerade: { enabled: false },
-          network: { subnet: testSubnet(), bridge: "fycc0", forwarding: false },
-        }),
-      );
-      const daemon = new DaemonProcess(
-        `${dir}/config.json`,
-        `${dir}/run/ferry.sock`,
-        `${dir}/daemon.log`,
-        ns.name,
-      );
+      const { daemon, writeConfig } = standaloneDaemonProcess(dir, ns.name, "fycc0");
+      await writeConfig();
       try {
         await daemon.start();
         const pid = daemon.pid!;

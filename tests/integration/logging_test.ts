@@ -2,9 +2,8 @@
 // naming pod and container, logLevel honoured, and SIGHUP applying a new level without a restart.
 // Needs root (the daemon runs in a namespace of the test's own, whose loopback stays down).
 import { assert, assertEquals } from "deno-std/assert/mod.js";
-import { DaemonProcess } from "../../daemon/dev/daemon_process.ts";
 import { IS_ROOT, withNetns } from "../../daemon/dev/netns.ts";
-import { testSubnet } from "../../daemon/dev/harness.ts";
+import { standaloneDaemonProcess } from "../../daemon/dev/harness.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { CNI_REQUEST_PATH } from "../../lib/socket_api.ts";
 
@@ -15,28 +14,12 @@ Deno.test({
   fn: () =>
     withNetns(1, async ([ns]) => {
       const dir = await Deno.makeTempDir({ prefix: "ferry-log-" });
-      const config = (logLevel: string) =>
-        Deno.writeTextFile(
-          `${dir}/config.json`,
-          JSON.stringify({
-            socket: `${dir}/run/ferry.sock`,
-            stateDir: `${dir}/state`,
-            standalone: true,
-            masquerade: { enabled: false },
-            network: { subnet: testSubnet(), bridge: "fylog0", forwarding: false },
-            logLevel,
-          }),
-        );
+      const { daemon, socket, log, writeConfig } = standaloneDaemonProcess(dir, ns.name, "fylog0");
+      const config = (logLevel: string) => writeConfig({ logLevel });
       await config("info");
-      const daemon = new DaemonProcess(
-        `${dir}/config.json`,
-        `${dir}/run/ferry.sock`,
-        `${dir}/daemon.log`,
-        ns.name,
-      );
       const status = () =>
         unixRequest(
-          `${dir}/run/ferry.sock`,
+          socket,
           "POST",
           CNI_REQUEST_PATH,
           JSON.stringify({
@@ -48,7 +31,7 @@ Deno.test({
           AbortSignal.timeout(5000),
         );
       const lines = async () =>
-        (await Deno.readTextFile(`${dir}/daemon.log`)).trim().split("\n").map((l) =>
+        (await Deno.readTextFile(log)).trim().split("\n").map((l) =>
           JSON.parse(l) as { level: string; message: string }
         );
       try {
@@ -75,7 +58,7 @@ Deno.test({
         while (!(await lines()).some((l) => l.message.includes("log level now debug"))) {
           if (Date.now() > deadline) {
             throw new Error(
-              `SIGHUP was not applied: ${await Deno.readTextFile(`${dir}/daemon.log`)}`,
+              `SIGHUP was not applied: ${await Deno.readTextFile(log)}`,
             );
           }
           await new Promise((r) => setTimeout(r, 50));

@@ -46,8 +46,8 @@ export interface PoolEnv {
     stateDir: string,
     opts?: { releaseAfterMs?: number; view?: BlockIpamView; api?: BlockApi; pools?: string[] },
   ): Promise<BlockIpam>;
-  /** The pool's blocks in the API now. */
-  blocks(): Promise<IpBlockObject[]>;
+  /** The blocks of the test's pool (or of pool `of`) in the API now. */
+  blocks(of?: string): Promise<IpBlockObject[]>;
   /** Waits until the watch shows `n` blocks of the pool. */
   untilBlocks(n: number): Promise<void>;
 }
@@ -79,9 +79,9 @@ export function withPool<T>(
     const api = kubeBlockApi(k.client);
     const gateways = new Map<string, string[]>();
     const node = (short: string) => `${short}-${k.id}`;
-    const blocks = async () =>
+    const blocks = async (of = pool) =>
       (await k.client.listAll<IpBlockObject>(IPBLOCKS, {})).items.filter((b) =>
-        b.spec?.pool === pool
+        b.spec?.pool === of
       );
     try {
       await Promise.all(informers.map((i) => i.synced));

@@ -224,14 +224,9 @@ Deno.test("a block of a pool the node no longer uses keeps its addresses, hands 
             ),
             `the old gateway stays on the bridge: ${env.gateways.get("n1")}`,
           );
-          await until(async () =>
-            !(await env.k.client.listAll<IpBlockObject>(IPBLOCKS, {})).items.some((b) =>
-              b.spec?.pool === old
-            )
-          );
+          await until(async () => (await env.blocks(old)).length === 0);
         } finally {
-          for (const b of (await env.k.client.listAll<IpBlockObject>(IPBLOCKS, {})).items) {
-            if (b.spec?.pool !== old) continue;
+          for (const b of await env.blocks(old)) {
             await env.k.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
           }
           await env.k.client.delete(IPPOOLS, undefined, old).catch(() => {});
@@ -245,10 +240,9 @@ Deno.test("close: a write under way finishes and nothing follows it: a block del
     (env) =>
       withTempDir(async (dir) => {
         // The block's next update waits at this gate, as a write the API is slow to answer.
-        let gate: Promise<void> | undefined;
-        let open = () => {};
-        let updating = () => {};
-        const inUpdate = new Promise<void>((r) => updating = r);
+        const gate = Promise.withResolvers<void>();
+        let gating = false;
+        const inUpdate = Promise.withResolvers<void>();
         const creates: string[] = [];
         const api = {
           ...env.api,
@@ -258,23 +252,23 @@ Deno.test("close: a write under way finishes and nothing follows it: a block del
           },
           update: async (b: IpBlockObject) => {
             // Only the writes after the gate is set (not one the claim at start may bring).
-            if (gate) {
-              updating();
-              await gate;
+            if (gating) {
+              inUpdate.resolve();
+              await gate.promise;
             }
             return env.api.update(b);
           },
         };
         const ipam = await env.open("n1", dir, { api });
         assertEquals(creates.length, 1, "the block claimed at start");
-        gate = new Promise<void>((r) => open = r);
+        gating = true;
         await ipam.allocators()[0].allocate(owner(1), pod(1));
-        await inUpdate;
+        await inUpdate.promise;
         const closed = ipam.close();
         // Meanwhile the block's object goes (as the test's or an operator's clean-up).
         const [obj] = await env.blocks();
         await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
-        open();
+        gate.resolve();
         await closed;
         assertEquals(creates.length, 1, "the block was re-created after close");
         assertEquals(await env.blocks(), []);
