@@ -20,6 +20,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   allowInsecureTls: false,
   standalone: false,
   podWaitSeconds: 60,
+  apiRequestTimeoutSeconds: 30,
   watch: {
     timeoutSeconds: 300,
     unhealthyAfterSeconds: 60,

@@ -24,6 +24,10 @@ export const DaemonConfigSchema = Type.Object({
     exclusiveMinimum: 0,
     description: "how long ADD waits for its pod",
   }),
+  apiRequestTimeoutSeconds: Type.Number({
+    exclusiveMinimum: 0,
+    description: "an API request still unanswered after this long fails (and is retried)",
+  }),
   watch: Type.Object({
     timeoutSeconds: Type.Integer({ minimum: 1 }),
     unhealthyAfterSeconds: Type.Number({ exclusiveMinimum: 0 }),

@@ -172,7 +172,9 @@ async function connectKube(
   const conn = config.kubeconfig
     ? await loadKubeconfig(config.kubeconfig, { allowInsecureTls: config.allowInsecureTls })
     : await inClusterConfig();
-  const http = new HttpTransport(conn);
+  const http = new HttpTransport(conn, {
+    requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
+  });
   const transport = new CountingTransport(http, observeApi);
   const kube = new KubeClient(transport);
   const registry = new PodRegistry();
@@ -653,7 +655,7 @@ export async function startDaemon(
       // next start would write them anyway: the node's files are the truth).
       await ipam?.flush(AbortSignal.timeout(5000));
       // Not awaited: a write still under way ends when the client below is closed (or the API
-      // answers); nothing is sent after it.
+      // answers, or its request time limit passes); nothing is sent after it.
       ipam?.close();
       await kube?.close();
       closePlumber();

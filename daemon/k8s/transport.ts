@@ -1,8 +1,9 @@
 /**
  * The one way API traffic leaves the daemon: {@link KubeTransport}, a `request` that returns JSON
  * or a byte stream. {@link HttpTransport} implements it on `fetch`, with TLS settings in a
- * `Deno.HttpClient` and a bearer token that is asked for on every request (so a rotated token is
- * picked up).
+ * `Deno.HttpClient`, a bearer token that is asked for on every request (so a rotated token is
+ * picked up), and a time limit on every request (a server that accepts and never answers, or a
+ * connection into a network partition, must not hold its caller for the kernel's TCP timeouts).
  *
  * @module
  */
@@ -53,6 +54,17 @@ function queryString(query: KubeRequest["query"]): string {
   return s ? `?${s}` : "";
 }
 
+/** Options of {@link HttpTransport}. */
+export interface HttpTransportOptions {
+  /**
+   * How long a request may take, from sending it to the end of its answer (for a stream, to its
+   * headers: a watch then lives as long as its own `timeoutSeconds`); default 30 000. A request
+   * that takes longer is aborted and fails with {@link KubeUnreachableError}, which callers retry
+   * as they retry any unreachable server.
+   */
+  requestTimeoutMs?: number;
+}
+
 /**
  * The fetch-based transport.
  *
@@ -65,10 +77,12 @@ function queryString(query: KubeRequest["query"]): string {
 export class HttpTransport implements KubeTransport {
   readonly #config: ConnectionConfig;
   readonly #client: Deno.HttpClient;
+  readonly #timeoutMs: number;
 
   /** Creates the transport and its HTTP client. */
-  constructor(config: ConnectionConfig) {
+  constructor(config: ConnectionConfig, limits: HttpTransportOptions = {}) {
     this.#config = config;
+    this.#timeoutMs = limits.requestTimeoutMs ?? 30_000;
     // Over HTTP/2 (a kube-apiserver with TLS) every request shares one connection; over HTTP/1.1
     // a burst opens one per request in flight, and only a few are kept idle afterwards, so the
     // daemon's descriptors do not stay at the size of its largest burst.
@@ -79,50 +93,70 @@ export class HttpTransport implements KubeTransport {
       : Deno.createHttpClient(options);
   }
 
-  async #send(req: KubeRequest, accept: string): Promise<Response> {
-    const headers: Record<string, string> = { accept };
+  /**
+   * Sends `req` and hands its answer to `read` (an error answer throws), all within the request
+   * time limit. The timer is cleared once `read` settles, so what `read` returns (a stream) is
+   * then bounded only by the caller's signal.
+   */
+  async #exchange<T>(req: KubeRequest, read: (res: Response) => Promise<T>): Promise<T> {
+    const headers: Record<string, string> = { accept: "application/json" };
     const token = await this.#config.token?.();
     if (token) headers.authorization = `Bearer ${token}`;
     if (req.body !== undefined) headers["content-type"] = req.contentType ?? "application/json";
     const url = `${this.#config.server.replace(/\/$/, "")}${req.path}${queryString(req.query)}`;
-    let res: Response;
+    const limit = new AbortController();
+    const timer = setTimeout(() => limit.abort(), this.#timeoutMs);
+    const signal = req.signal ? AbortSignal.any([req.signal, limit.signal]) : limit.signal;
+    // What went wrong, as the caller should see it: its own abort as its reason, the time limit
+    // and a failed connection as an unreachable server; anything else (an error answer, a body
+    // that is not JSON) as it is.
+    let sent = false;
+    const failure = (e: unknown) => {
+      if (req.signal?.aborted) return req.signal.reason ?? e;
+      if (!limit.signal.aborted && (sent || e instanceof KubeUnreachableError)) return e;
+      const why = limit.signal.aborted
+        ? `no answer within ${this.#timeoutMs / 1000} s`
+        : e instanceof Error
+        ? e.message
+        : String(e);
+      return new KubeUnreachableError(`cannot reach ${this.#config.server}: ${why}`, { cause: e });
+    };
     try {
-      res = await fetch(url, {
+      const res = await fetch(url, {
         method: req.method,
         headers,
         body: req.body === undefined ? undefined : JSON.stringify(req.body),
-        signal: req.signal,
+        signal,
         client: this.#client,
       });
+      sent = true;
+      if (!res.ok) {
+        const text = await res.text();
+        let body: unknown = text;
+        try {
+          body = JSON.parse(text);
+        } catch { /* not JSON */ }
+        throw kubeErrorFrom(res.status, body);
+      }
+      return await read(res);
     } catch (e) {
-      if (req.signal?.aborted) throw req.signal.reason ?? e;
-      throw new KubeUnreachableError(
-        `cannot reach ${this.#config.server}: ${e instanceof Error ? e.message : e}`,
-        { cause: e },
-      );
+      throw failure(e);
+    } finally {
+      clearTimeout(timer);
     }
-    if (!res.ok) {
-      const text = await res.text();
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch { /* not JSON */ }
-      throw kubeErrorFrom(res.status, body);
-    }
-    return res;
   }
 
   /** Sends a request and decodes its JSON answer. */
-  async json<T>(req: KubeRequest): Promise<T> {
-    const res = await this.#send(req, "application/json");
-    return await res.json() as T;
+  json<T>(req: KubeRequest): Promise<T> {
+    return this.#exchange(req, (res) => res.json() as Promise<T>);
   }
 
-  /** Sends a request and returns its body stream. */
-  async stream(req: KubeRequest): Promise<ReadableStream<Uint8Array>> {
-    const res = await this.#send(req, "application/json");
-    if (!res.body) throw new KubeUnreachableError("watch answered without a body");
-    return res.body;
+  /** Sends a request and returns its body stream (the time limit ends with the headers). */
+  stream(req: KubeRequest): Promise<ReadableStream<Uint8Array>> {
+    return this.#exchange(req, (res) => {
+      if (!res.body) throw new KubeUnreachableError("watch answered without a body");
+      return Promise.resolve(res.body);
+    });
   }
 
   /** Closes the HTTP client. */

@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","watch","stateDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request still unanswered after this long fails (and is retried)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern2 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -68,8 +68,8 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(data.watch === undefined){
-const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "watch"},message:"must have required property '"+"watch"+"'"};
+if(data.apiRequestTimeoutSeconds === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "apiRequestTimeoutSeconds"},message:"must have required property '"+"apiRequestTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -78,8 +78,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(data.stateDir === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "stateDir"},message:"must have required property '"+"stateDir"+"'"};
+if(data.watch === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "watch"},message:"must have required property '"+"watch"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -88,8 +88,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data.network === undefined){
-const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "network"},message:"must have required property '"+"network"+"'"};
+if(data.stateDir === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "stateDir"},message:"must have required property '"+"stateDir"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -98,8 +98,8 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(data.ipam === undefined){
-const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "ipam"},message:"must have required property '"+"ipam"+"'"};
+if(data.network === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "network"},message:"must have required property '"+"network"+"'"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -108,8 +108,8 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(data.multiVifDrivers === undefined){
-const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "multiVifDrivers"},message:"must have required property '"+"multiVifDrivers"+"'"};
+if(data.ipam === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "ipam"},message:"must have required property '"+"ipam"+"'"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -118,8 +118,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(data.multiNetwork === undefined){
-const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "multiNetwork"},message:"must have required property '"+"multiNetwork"+"'"};
+if(data.multiVifDrivers === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "multiVifDrivers"},message:"must have required property '"+"multiVifDrivers"+"'"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -128,8 +128,8 @@ vErrors.push(err10);
 }
 errors++;
 }
-if(data.gc === undefined){
-const err11 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "gc"},message:"must have required property '"+"gc"+"'"};
+if(data.multiNetwork === undefined){
+const err11 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "multiNetwork"},message:"must have required property '"+"multiNetwork"+"'"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -138,8 +138,8 @@ vErrors.push(err11);
 }
 errors++;
 }
-if(data.routing === undefined){
-const err12 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "routing"},message:"must have required property '"+"routing"+"'"};
+if(data.gc === undefined){
+const err12 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "gc"},message:"must have required property '"+"gc"+"'"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -148,8 +148,8 @@ vErrors.push(err12);
 }
 errors++;
 }
-if(data.masquerade === undefined){
-const err13 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "masquerade"},message:"must have required property '"+"masquerade"+"'"};
+if(data.routing === undefined){
+const err13 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "routing"},message:"must have required property '"+"routing"+"'"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -158,8 +158,8 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(data.pluginTimeoutSeconds === undefined){
-const err14 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "pluginTimeoutSeconds"},message:"must have required property '"+"pluginTimeoutSeconds"+"'"};
+if(data.masquerade === undefined){
+const err14 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "masquerade"},message:"must have required property '"+"masquerade"+"'"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -168,8 +168,8 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(data.maxRequestBytes === undefined){
-const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "maxRequestBytes"},message:"must have required property '"+"maxRequestBytes"+"'"};
+if(data.pluginTimeoutSeconds === undefined){
+const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "pluginTimeoutSeconds"},message:"must have required property '"+"pluginTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -178,8 +178,8 @@ vErrors.push(err15);
 }
 errors++;
 }
-if(data.server === undefined){
-const err16 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "server"},message:"must have required property '"+"server"+"'"};
+if(data.maxRequestBytes === undefined){
+const err16 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "maxRequestBytes"},message:"must have required property '"+"maxRequestBytes"+"'"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -188,8 +188,8 @@ vErrors.push(err16);
 }
 errors++;
 }
-if(data.shutdownTimeoutSeconds === undefined){
-const err17 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "shutdownTimeoutSeconds"},message:"must have required property '"+"shutdownTimeoutSeconds"+"'"};
+if(data.server === undefined){
+const err17 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "server"},message:"must have required property '"+"server"+"'"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -198,8 +198,8 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(data.nice === undefined){
-const err18 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nice"},message:"must have required property '"+"nice"+"'"};
+if(data.shutdownTimeoutSeconds === undefined){
+const err18 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "shutdownTimeoutSeconds"},message:"must have required property '"+"shutdownTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -208,8 +208,8 @@ vErrors.push(err18);
 }
 errors++;
 }
-if(data.logLevel === undefined){
-const err19 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logLevel"},message:"must have required property '"+"logLevel"+"'"};
+if(data.nice === undefined){
+const err19 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nice"},message:"must have required property '"+"nice"+"'"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -218,9 +218,8 @@ vErrors.push(err19);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(func2.call(schema11.properties, key0))){
-const err20 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(data.logLevel === undefined){
+const err20 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logLevel"},message:"must have required property '"+"logLevel"+"'"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -229,12 +228,9 @@ vErrors.push(err20);
 }
 errors++;
 }
-}
-if(data.socket !== undefined){
-let data0 = data.socket;
-if(typeof data0 === "string"){
-if(!pattern0.test(data0)){
-const err21 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+for(const key0 in data){
+if(!(func2.call(schema11.properties, key0))){
+const err21 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -244,8 +240,11 @@ vErrors.push(err21);
 errors++;
 }
 }
-else {
-const err22 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.socket !== undefined){
+let data0 = data.socket;
+if(typeof data0 === "string"){
+if(!pattern0.test(data0)){
+const err22 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -255,11 +254,8 @@ vErrors.push(err22);
 errors++;
 }
 }
-if(data.nodeName !== undefined){
-let data1 = data.nodeName;
-if(typeof data1 === "string"){
-if(data1.length < 1){
-const err23 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err23 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -269,8 +265,11 @@ vErrors.push(err23);
 errors++;
 }
 }
-else {
-const err24 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.nodeName !== undefined){
+let data1 = data.nodeName;
+if(typeof data1 === "string"){
+if(data1.length < 1){
+const err24 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -280,9 +279,8 @@ vErrors.push(err24);
 errors++;
 }
 }
-if(data.kubeconfig !== undefined){
-if(typeof data.kubeconfig !== "string"){
-const err25 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err25 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -292,9 +290,9 @@ vErrors.push(err25);
 errors++;
 }
 }
-if(data.allowInsecureTls !== undefined){
-if(typeof data.allowInsecureTls !== "boolean"){
-const err26 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.kubeconfig !== undefined){
+if(typeof data.kubeconfig !== "string"){
+const err26 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -304,9 +302,9 @@ vErrors.push(err26);
 errors++;
 }
 }
-if(data.standalone !== undefined){
-if(typeof data.standalone !== "boolean"){
-const err27 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.allowInsecureTls !== undefined){
+if(typeof data.allowInsecureTls !== "boolean"){
+const err27 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -316,11 +314,9 @@ vErrors.push(err27);
 errors++;
 }
 }
-if(data.podWaitSeconds !== undefined){
-let data5 = data.podWaitSeconds;
-if((typeof data5 == "number") && (isFinite(data5))){
-if(data5 <= 0 || isNaN(data5)){
-const err28 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data.standalone !== undefined){
+if(typeof data.standalone !== "boolean"){
+const err28 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -330,8 +326,11 @@ vErrors.push(err28);
 errors++;
 }
 }
-else {
-const err29 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.podWaitSeconds !== undefined){
+let data5 = data.podWaitSeconds;
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 <= 0 || isNaN(data5)){
+const err29 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -341,11 +340,8 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data.watch !== undefined){
-let data6 = data.watch;
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.timeoutSeconds === undefined){
-const err30 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
+else {
+const err30 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -354,8 +350,12 @@ vErrors.push(err30);
 }
 errors++;
 }
-if(data6.unhealthyAfterSeconds === undefined){
-const err31 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
+}
+if(data.apiRequestTimeoutSeconds !== undefined){
+let data6 = data.apiRequestTimeoutSeconds;
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 <= 0 || isNaN(data6)){
+const err31 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -364,8 +364,9 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data6.resyncSeconds === undefined){
-const err32 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
+}
+else {
+const err32 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -374,8 +375,12 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(data6.requestTimeoutSeconds === undefined){
-const err33 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
+}
+if(data.watch !== undefined){
+let data7 = data.watch;
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+if(data7.timeoutSeconds === undefined){
+const err33 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -384,9 +389,8 @@ vErrors.push(err33);
 }
 errors++;
 }
-for(const key1 in data6){
-if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
-const err34 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data7.unhealthyAfterSeconds === undefined){
+const err34 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -395,11 +399,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-}
-if(data6.timeoutSeconds !== undefined){
-let data7 = data6.timeoutSeconds;
-if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err35 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data7.resyncSeconds === undefined){
+const err35 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -408,9 +409,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 < 1 || isNaN(data7)){
-const err36 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data7.requestTimeoutSeconds === undefined){
+const err36 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -419,13 +419,9 @@ vErrors.push(err36);
 }
 errors++;
 }
-}
-}
-if(data6.unhealthyAfterSeconds !== undefined){
-let data8 = data6.unhealthyAfterSeconds;
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 <= 0 || isNaN(data8)){
-const err37 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+for(const key1 in data7){
+if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
+const err37 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -435,8 +431,10 @@ vErrors.push(err37);
 errors++;
 }
 }
-else {
-const err38 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data7.timeoutSeconds !== undefined){
+let data8 = data7.timeoutSeconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err38 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -445,12 +443,9 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-if(data6.resyncSeconds !== undefined){
-let data9 = data6.resyncSeconds;
-if((typeof data9 == "number") && (isFinite(data9))){
-if(data9 < 0 || isNaN(data9)){
-const err39 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 < 1 || isNaN(data8)){
+const err39 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -460,8 +455,12 @@ vErrors.push(err39);
 errors++;
 }
 }
-else {
-const err40 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data7.unhealthyAfterSeconds !== undefined){
+let data9 = data7.unhealthyAfterSeconds;
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 <= 0 || isNaN(data9)){
+const err40 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -471,11 +470,8 @@ vErrors.push(err40);
 errors++;
 }
 }
-if(data6.requestTimeoutSeconds !== undefined){
-let data10 = data6.requestTimeoutSeconds;
-if((typeof data10 == "number") && (isFinite(data10))){
-if(data10 <= 0 || isNaN(data10)){
-const err41 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err41 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -485,8 +481,11 @@ vErrors.push(err41);
 errors++;
 }
 }
-else {
-const err42 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data7.resyncSeconds !== undefined){
+let data10 = data7.resyncSeconds;
+if((typeof data10 == "number") && (isFinite(data10))){
+if(data10 < 0 || isNaN(data10)){
+const err42 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -496,9 +495,8 @@ vErrors.push(err42);
 errors++;
 }
 }
-}
 else {
-const err43 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err43 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -508,11 +506,11 @@ vErrors.push(err43);
 errors++;
 }
 }
-if(data.stateDir !== undefined){
-let data11 = data.stateDir;
-if(typeof data11 === "string"){
-if(!pattern0.test(data11)){
-const err44 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+if(data7.requestTimeoutSeconds !== undefined){
+let data11 = data7.requestTimeoutSeconds;
+if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 <= 0 || isNaN(data11)){
+const err44 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -523,7 +521,7 @@ errors++;
 }
 }
 else {
-const err45 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err45 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -533,11 +531,9 @@ vErrors.push(err45);
 errors++;
 }
 }
-if(data.network !== undefined){
-let data12 = data.network;
-if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
-if(data12.subnet === undefined){
-const err46 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
+}
+else {
+const err46 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -546,8 +542,12 @@ vErrors.push(err46);
 }
 errors++;
 }
-if(data12.bridge === undefined){
-const err47 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
+}
+if(data.stateDir !== undefined){
+let data12 = data.stateDir;
+if(typeof data12 === "string"){
+if(!pattern0.test(data12)){
+const err47 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -556,8 +556,9 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(data12.forwarding === undefined){
-const err48 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
+}
+else {
+const err48 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -566,8 +567,12 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(data12.plumbing === undefined){
-const err49 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
+}
+if(data.network !== undefined){
+let data13 = data.network;
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.subnet === undefined){
+const err49 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -576,8 +581,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-if(data12.mtu === undefined){
-const err50 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
+if(data13.bridge === undefined){
+const err50 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -586,9 +591,8 @@ vErrors.push(err50);
 }
 errors++;
 }
-for(const key2 in data12){
-if(!(func2.call(schema11.properties.network.properties, key2))){
-const err51 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(data13.forwarding === undefined){
+const err51 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -597,10 +601,8 @@ vErrors.push(err51);
 }
 errors++;
 }
-}
-if(data12.subnet !== undefined){
-if(typeof data12.subnet !== "string"){
-const err52 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.plumbing === undefined){
+const err52 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -609,10 +611,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-if(data12.rangeStart !== undefined){
-if(typeof data12.rangeStart !== "string"){
-const err53 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.mtu === undefined){
+const err53 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -621,10 +621,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-}
-if(data12.rangeEnd !== undefined){
-if(typeof data12.rangeEnd !== "string"){
-const err54 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key2 in data13){
+if(!(func2.call(schema11.properties.network.properties, key2))){
+const err54 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -634,9 +633,9 @@ vErrors.push(err54);
 errors++;
 }
 }
-if(data12.gateway !== undefined){
-if(typeof data12.gateway !== "string"){
-const err55 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.subnet !== undefined){
+if(typeof data13.subnet !== "string"){
+const err55 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -646,9 +645,9 @@ vErrors.push(err55);
 errors++;
 }
 }
-if(data12.subnet6 !== undefined){
-if(typeof data12.subnet6 !== "string"){
-const err56 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.rangeStart !== undefined){
+if(typeof data13.rangeStart !== "string"){
+const err56 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -658,11 +657,9 @@ vErrors.push(err56);
 errors++;
 }
 }
-if(data12.bridge !== undefined){
-let data18 = data12.bridge;
-if(typeof data18 === "string"){
-if(!pattern2.test(data18)){
-const err57 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data13.rangeEnd !== undefined){
+if(typeof data13.rangeEnd !== "string"){
+const err57 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -672,8 +669,9 @@ vErrors.push(err57);
 errors++;
 }
 }
-else {
-const err58 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.gateway !== undefined){
+if(typeof data13.gateway !== "string"){
+const err58 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -683,9 +681,9 @@ vErrors.push(err58);
 errors++;
 }
 }
-if(data12.forwarding !== undefined){
-if(typeof data12.forwarding !== "boolean"){
-const err59 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data13.subnet6 !== undefined){
+if(typeof data13.subnet6 !== "string"){
+const err59 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -695,13 +693,11 @@ vErrors.push(err59);
 errors++;
 }
 }
-if(data12.plumbing !== undefined){
-let data20 = data12.plumbing;
-const _errs45 = errors;
-let valid3 = false;
-const _errs46 = errors;
-if(typeof data20 !== "string"){
-const err60 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.bridge !== undefined){
+let data19 = data13.bridge;
+if(typeof data19 === "string"){
+if(!pattern2.test(data19)){
+const err60 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -710,8 +706,9 @@ vErrors.push(err60);
 }
 errors++;
 }
-if("netlink" !== data20){
-const err61 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
+}
+else {
+const err61 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -720,12 +717,10 @@ vErrors.push(err61);
 }
 errors++;
 }
-var _valid0 = _errs46 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const _errs48 = errors;
-if(typeof data20 !== "string"){
-const err62 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data13.forwarding !== undefined){
+if(typeof data13.forwarding !== "boolean"){
+const err62 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -734,8 +729,14 @@ vErrors.push(err62);
 }
 errors++;
 }
-if("iproute2" !== data20){
-const err63 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
+}
+if(data13.plumbing !== undefined){
+let data21 = data13.plumbing;
+const _errs47 = errors;
+let valid3 = false;
+const _errs48 = errors;
+if(typeof data21 !== "string"){
+const err63 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -744,11 +745,8 @@ vErrors.push(err63);
 }
 errors++;
 }
-var _valid0 = _errs48 === errors;
-valid3 = valid3 || _valid0;
-}
-if(!valid3){
-const err64 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("netlink" !== data21){
+const err64 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -757,22 +755,12 @@ vErrors.push(err64);
 }
 errors++;
 }
-else {
-errors = _errs45;
-if(vErrors !== null){
-if(_errs45){
-vErrors.length = _errs45;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-if(data12.mtu !== undefined){
-let data21 = data12.mtu;
-if(!(((typeof data21 == "number") && (!(data21 % 1) && !isNaN(data21))) && (isFinite(data21)))){
-const err65 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+var _valid0 = _errs48 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const _errs50 = errors;
+if(typeof data21 !== "string"){
+const err65 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -781,9 +769,8 @@ vErrors.push(err65);
 }
 errors++;
 }
-if((typeof data21 == "number") && (isFinite(data21))){
-if(data21 > 65535 || isNaN(data21)){
-const err66 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if("iproute2" !== data21){
+const err66 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -792,8 +779,11 @@ vErrors.push(err66);
 }
 errors++;
 }
-if(data21 < 576 || isNaN(data21)){
-const err67 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
+var _valid0 = _errs50 === errors;
+valid3 = valid3 || _valid0;
+}
+if(!valid3){
+const err67 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -802,11 +792,22 @@ vErrors.push(err67);
 }
 errors++;
 }
-}
-}
+else {
+errors = _errs47;
+if(vErrors !== null){
+if(_errs47){
+vErrors.length = _errs47;
 }
 else {
-const err68 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
+vErrors = null;
+}
+}
+}
+}
+if(data13.mtu !== undefined){
+let data22 = data13.mtu;
+if(!(((typeof data22 == "number") && (!(data22 % 1) && !isNaN(data22))) && (isFinite(data22)))){
+const err68 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -815,12 +816,9 @@ vErrors.push(err68);
 }
 errors++;
 }
-}
-if(data.ipam !== undefined){
-let data22 = data.ipam;
-if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
-if(data22.mode === undefined){
-const err69 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+if((typeof data22 == "number") && (isFinite(data22))){
+if(data22 > 65535 || isNaN(data22)){
+const err69 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -829,8 +827,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-if(data22.pools === undefined){
-const err70 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
+if(data22 < 576 || isNaN(data22)){
+const err70 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -839,8 +837,11 @@ vErrors.push(err70);
 }
 errors++;
 }
-if(data22.reuseDelaySeconds === undefined){
-const err71 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
+}
+}
+}
+else {
+const err71 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -849,8 +850,12 @@ vErrors.push(err71);
 }
 errors++;
 }
-if(data22.blockReleaseSeconds === undefined){
-const err72 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
+}
+if(data.ipam !== undefined){
+let data23 = data.ipam;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+if(data23.mode === undefined){
+const err72 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -859,9 +864,8 @@ vErrors.push(err72);
 }
 errors++;
 }
-for(const key3 in data22){
-if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
-const err73 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(data23.pools === undefined){
+const err73 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -870,14 +874,8 @@ vErrors.push(err73);
 }
 errors++;
 }
-}
-if(data22.mode !== undefined){
-let data23 = data22.mode;
-const _errs56 = errors;
-let valid5 = false;
-const _errs57 = errors;
-if(typeof data23 !== "string"){
-const err74 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data23.reuseDelaySeconds === undefined){
+const err74 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -886,8 +884,8 @@ vErrors.push(err74);
 }
 errors++;
 }
-if("local" !== data23){
-const err75 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
+if(data23.blockReleaseSeconds === undefined){
+const err75 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -896,12 +894,9 @@ vErrors.push(err75);
 }
 errors++;
 }
-var _valid1 = _errs57 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs59 = errors;
-if(typeof data23 !== "string"){
-const err76 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key3 in data23){
+if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
+const err76 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -910,8 +905,14 @@ vErrors.push(err76);
 }
 errors++;
 }
-if("kubernetes" !== data23){
-const err77 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
+}
+if(data23.mode !== undefined){
+let data24 = data23.mode;
+const _errs58 = errors;
+let valid5 = false;
+const _errs59 = errors;
+if(typeof data24 !== "string"){
+const err77 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -920,12 +921,8 @@ vErrors.push(err77);
 }
 errors++;
 }
-var _valid1 = _errs59 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs61 = errors;
-if(typeof data23 !== "string"){
-const err78 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("local" !== data24){
+const err78 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -934,8 +931,12 @@ vErrors.push(err78);
 }
 errors++;
 }
-if("pool" !== data23){
-const err79 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
+var _valid1 = _errs59 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs61 = errors;
+if(typeof data24 !== "string"){
+const err79 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -944,12 +945,8 @@ vErrors.push(err79);
 }
 errors++;
 }
-var _valid1 = _errs61 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs63 = errors;
-if(typeof data23 !== "string"){
-const err80 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("kubernetes" !== data24){
+const err80 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -958,8 +955,12 @@ vErrors.push(err80);
 }
 errors++;
 }
-if("auto" !== data23){
-const err81 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+var _valid1 = _errs61 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs63 = errors;
+if(typeof data24 !== "string"){
+const err81 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -968,13 +969,8 @@ vErrors.push(err81);
 }
 errors++;
 }
-var _valid1 = _errs63 === errors;
-valid5 = valid5 || _valid1;
-}
-}
-}
-if(!valid5){
-const err82 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("pool" !== data24){
+const err82 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -983,23 +979,12 @@ vErrors.push(err82);
 }
 errors++;
 }
-else {
-errors = _errs56;
-if(vErrors !== null){
-if(_errs56){
-vErrors.length = _errs56;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-if(data22.pools !== undefined){
-let data24 = data22.pools;
-if(Array.isArray(data24)){
-if(data24.length < 1){
-const err83 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+var _valid1 = _errs63 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs65 = errors;
+if(typeof data24 !== "string"){
+const err83 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1008,12 +993,8 @@ vErrors.push(err83);
 }
 errors++;
 }
-const len0 = data24.length;
-for(let i0=0; i0<len0; i0++){
-let data25 = data24[i0];
-if(typeof data25 === "string"){
-if(!pattern3.test(data25)){
-const err84 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+if("auto" !== data24){
+const err84 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1022,9 +1003,13 @@ vErrors.push(err84);
 }
 errors++;
 }
+var _valid1 = _errs65 === errors;
+valid5 = valid5 || _valid1;
 }
-else {
-const err85 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if(!valid5){
+const err85 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1033,10 +1018,23 @@ vErrors.push(err85);
 }
 errors++;
 }
-}
+else {
+errors = _errs58;
+if(vErrors !== null){
+if(_errs58){
+vErrors.length = _errs58;
 }
 else {
-const err86 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
+vErrors = null;
+}
+}
+}
+}
+if(data23.pools !== undefined){
+let data25 = data23.pools;
+if(Array.isArray(data25)){
+if(data25.length < 1){
+const err86 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1045,11 +1043,12 @@ vErrors.push(err86);
 }
 errors++;
 }
-}
-if(data22.reuseDelaySeconds !== undefined){
-let data26 = data22.reuseDelaySeconds;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-const err87 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const len0 = data25.length;
+for(let i0=0; i0<len0; i0++){
+let data26 = data25[i0];
+if(typeof data26 === "string"){
+if(!pattern3.test(data26)){
+const err87 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1058,9 +1057,9 @@ vErrors.push(err87);
 }
 errors++;
 }
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 3600 || isNaN(data26)){
-const err88 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+else {
+const err88 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1069,8 +1068,10 @@ vErrors.push(err88);
 }
 errors++;
 }
-if(data26 < 0 || isNaN(data26)){
-const err89 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err89 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1080,11 +1081,10 @@ vErrors.push(err89);
 errors++;
 }
 }
-}
-if(data22.blockReleaseSeconds !== undefined){
-let data27 = data22.blockReleaseSeconds;
+if(data23.reuseDelaySeconds !== undefined){
+let data27 = data23.reuseDelaySeconds;
 if(!(((typeof data27 == "number") && (!(data27 % 1) && !isNaN(data27))) && (isFinite(data27)))){
-const err90 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err90 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1094,8 +1094,8 @@ vErrors.push(err90);
 errors++;
 }
 if((typeof data27 == "number") && (isFinite(data27))){
-if(data27 > 86400 || isNaN(data27)){
-const err91 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data27 > 3600 || isNaN(data27)){
+const err91 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1105,7 +1105,7 @@ vErrors.push(err91);
 errors++;
 }
 if(data27 < 0 || isNaN(data27)){
-const err92 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err92 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1116,9 +1116,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err93 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data23.blockReleaseSeconds !== undefined){
+let data28 = data23.blockReleaseSeconds;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err93 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1127,15 +1128,9 @@ vErrors.push(err93);
 }
 errors++;
 }
-}
-if(data.multiVifDrivers !== undefined){
-let data28 = data.multiVifDrivers;
-if(Array.isArray(data28)){
-const len1 = data28.length;
-for(let i1=0; i1<len1; i1++){
-let data29 = data28[i1];
-if(typeof data29 !== "string"){
-const err94 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 86400 || isNaN(data28)){
+const err94 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1144,8 +1139,8 @@ vErrors.push(err94);
 }
 errors++;
 }
-if(!((data29 === "npwg") || (data29 === "noop"))){
-const err95 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+if(data28 < 0 || isNaN(data28)){
+const err95 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1155,23 +1150,63 @@ vErrors.push(err95);
 errors++;
 }
 }
-let i2 = data28.length;
-let j0;
-if(i2 > 1){
-const indices0 = {};
-for(;i2--;){
-let item0 = data28[i2];
-if(typeof item0 !== "string"){
-continue;
 }
-if(typeof indices0[item0] == "number"){
-j0 = indices0[item0];
-const err96 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
+}
+else {
+const err96 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err96];
 }
 else {
 vErrors.push(err96);
+}
+errors++;
+}
+}
+if(data.multiVifDrivers !== undefined){
+let data29 = data.multiVifDrivers;
+if(Array.isArray(data29)){
+const len1 = data29.length;
+for(let i1=0; i1<len1; i1++){
+let data30 = data29[i1];
+if(typeof data30 !== "string"){
+const err97 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err97];
+}
+else {
+vErrors.push(err97);
+}
+errors++;
+}
+if(!((data30 === "npwg") || (data30 === "noop"))){
+const err98 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err98];
+}
+else {
+vErrors.push(err98);
+}
+errors++;
+}
+}
+let i2 = data29.length;
+let j0;
+if(i2 > 1){
+const indices0 = {};
+for(;i2--;){
+let item0 = data29[i2];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err99 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
+if(vErrors === null){
+vErrors = [err99];
+}
+else {
+vErrors.push(err99);
 }
 errors++;
 break;
@@ -1181,41 +1216,7 @@ indices0[item0] = i2;
 }
 }
 else {
-const err97 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err97];
-}
-else {
-vErrors.push(err97);
-}
-errors++;
-}
-}
-if(data.multiNetwork !== undefined){
-let data30 = data.multiNetwork;
-if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
-if(data30.allowCrossNamespace === undefined){
-const err98 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
-if(vErrors === null){
-vErrors = [err98];
-}
-else {
-vErrors.push(err98);
-}
-errors++;
-}
-if(data30.interfacePrefix === undefined){
-const err99 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
-if(vErrors === null){
-vErrors = [err99];
-}
-else {
-vErrors.push(err99);
-}
-errors++;
-}
-if(data30.configDir === undefined){
-const err100 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
+const err100 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1224,9 +1225,12 @@ vErrors.push(err100);
 }
 errors++;
 }
-for(const key4 in data30){
-if(!(((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir"))){
-const err101 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+}
+if(data.multiNetwork !== undefined){
+let data31 = data.multiNetwork;
+if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
+if(data31.allowCrossNamespace === undefined){
+const err101 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1235,10 +1239,8 @@ vErrors.push(err101);
 }
 errors++;
 }
-}
-if(data30.allowCrossNamespace !== undefined){
-if(typeof data30.allowCrossNamespace !== "boolean"){
-const err102 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data31.interfacePrefix === undefined){
+const err102 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1247,12 +1249,8 @@ vErrors.push(err102);
 }
 errors++;
 }
-}
-if(data30.interfacePrefix !== undefined){
-let data32 = data30.interfacePrefix;
-if(typeof data32 === "string"){
-if(!pattern4.test(data32)){
-const err103 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
+if(data31.configDir === undefined){
+const err103 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1261,9 +1259,9 @@ vErrors.push(err103);
 }
 errors++;
 }
-}
-else {
-const err104 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key4 in data31){
+if(!(((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir"))){
+const err104 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1273,9 +1271,9 @@ vErrors.push(err104);
 errors++;
 }
 }
-if(data30.configDir !== undefined){
-if(typeof data30.configDir !== "string"){
-const err105 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.allowCrossNamespace !== undefined){
+if(typeof data31.allowCrossNamespace !== "boolean"){
+const err105 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1285,9 +1283,11 @@ vErrors.push(err105);
 errors++;
 }
 }
-}
-else {
-const err106 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31.interfacePrefix !== undefined){
+let data33 = data31.interfacePrefix;
+if(typeof data33 === "string"){
+if(!pattern4.test(data33)){
+const err106 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1297,11 +1297,8 @@ vErrors.push(err106);
 errors++;
 }
 }
-if(data.gc !== undefined){
-let data34 = data.gc;
-if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-if(data34.graceSeconds === undefined){
-const err107 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
+else {
+const err107 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1310,8 +1307,10 @@ vErrors.push(err107);
 }
 errors++;
 }
-if(data34.intervalSeconds === undefined){
-const err108 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
+}
+if(data31.configDir !== undefined){
+if(typeof data31.configDir !== "string"){
+const err108 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1320,8 +1319,10 @@ vErrors.push(err108);
 }
 errors++;
 }
-if(data34.maxRetries === undefined){
-const err109 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
+}
+}
+else {
+const err109 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1330,8 +1331,12 @@ vErrors.push(err109);
 }
 errors++;
 }
-if(data34.reclaimIntervalSeconds === undefined){
-const err110 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
+}
+if(data.gc !== undefined){
+let data35 = data.gc;
+if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
+if(data35.graceSeconds === undefined){
+const err110 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1340,8 +1345,8 @@ vErrors.push(err110);
 }
 errors++;
 }
-if(data34.leaseNamespace === undefined){
-const err111 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
+if(data35.intervalSeconds === undefined){
+const err111 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1350,9 +1355,8 @@ vErrors.push(err111);
 }
 errors++;
 }
-for(const key5 in data34){
-if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
-const err112 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data35.maxRetries === undefined){
+const err112 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1361,11 +1365,8 @@ vErrors.push(err112);
 }
 errors++;
 }
-}
-if(data34.graceSeconds !== undefined){
-let data35 = data34.graceSeconds;
-if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
-const err113 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data35.reclaimIntervalSeconds === undefined){
+const err113 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1374,9 +1375,8 @@ vErrors.push(err113);
 }
 errors++;
 }
-if((typeof data35 == "number") && (isFinite(data35))){
-if(data35 > 86400 || isNaN(data35)){
-const err114 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data35.leaseNamespace === undefined){
+const err114 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1385,8 +1385,9 @@ vErrors.push(err114);
 }
 errors++;
 }
-if(data35 < 0 || isNaN(data35)){
-const err115 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+for(const key5 in data35){
+if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
+const err115 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1396,11 +1397,10 @@ vErrors.push(err115);
 errors++;
 }
 }
-}
-if(data34.intervalSeconds !== undefined){
-let data36 = data34.intervalSeconds;
+if(data35.graceSeconds !== undefined){
+let data36 = data35.graceSeconds;
 if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
-const err116 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err116 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1411,7 +1411,7 @@ errors++;
 }
 if((typeof data36 == "number") && (isFinite(data36))){
 if(data36 > 86400 || isNaN(data36)){
-const err117 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+const err117 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1421,7 +1421,7 @@ vErrors.push(err117);
 errors++;
 }
 if(data36 < 0 || isNaN(data36)){
-const err118 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err118 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1432,10 +1432,10 @@ errors++;
 }
 }
 }
-if(data34.maxRetries !== undefined){
-let data37 = data34.maxRetries;
+if(data35.intervalSeconds !== undefined){
+let data37 = data35.intervalSeconds;
 if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
-const err119 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err119 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1445,8 +1445,8 @@ vErrors.push(err119);
 errors++;
 }
 if((typeof data37 == "number") && (isFinite(data37))){
-if(data37 > 100 || isNaN(data37)){
-const err120 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(data37 > 86400 || isNaN(data37)){
+const err120 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1456,7 +1456,7 @@ vErrors.push(err120);
 errors++;
 }
 if(data37 < 0 || isNaN(data37)){
-const err121 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err121 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1467,10 +1467,10 @@ errors++;
 }
 }
 }
-if(data34.reclaimIntervalSeconds !== undefined){
-let data38 = data34.reclaimIntervalSeconds;
+if(data35.maxRetries !== undefined){
+let data38 = data35.maxRetries;
 if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
-const err122 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err122 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1480,8 +1480,8 @@ vErrors.push(err122);
 errors++;
 }
 if((typeof data38 == "number") && (isFinite(data38))){
-if(data38 > 3600 || isNaN(data38)){
-const err123 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+if(data38 > 100 || isNaN(data38)){
+const err123 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1490,8 +1490,8 @@ vErrors.push(err123);
 }
 errors++;
 }
-if(data38 < 1 || isNaN(data38)){
-const err124 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data38 < 0 || isNaN(data38)){
+const err124 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1502,11 +1502,10 @@ errors++;
 }
 }
 }
-if(data34.leaseNamespace !== undefined){
-let data39 = data34.leaseNamespace;
-if(typeof data39 === "string"){
-if(!pattern5.test(data39)){
-const err125 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
+if(data35.reclaimIntervalSeconds !== undefined){
+let data39 = data35.reclaimIntervalSeconds;
+if(!(((typeof data39 == "number") && (!(data39 % 1) && !isNaN(data39))) && (isFinite(data39)))){
+const err125 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1515,9 +1514,9 @@ vErrors.push(err125);
 }
 errors++;
 }
-}
-else {
-const err126 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data39 == "number") && (isFinite(data39))){
+if(data39 > 3600 || isNaN(data39)){
+const err126 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1526,10 +1525,8 @@ vErrors.push(err126);
 }
 errors++;
 }
-}
-}
-else {
-const err127 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data39 < 1 || isNaN(data39)){
+const err127 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1539,11 +1536,12 @@ vErrors.push(err127);
 errors++;
 }
 }
-if(data.routing !== undefined){
-let data40 = data.routing;
-if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
-if(data40.mode === undefined){
-const err128 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+if(data35.leaseNamespace !== undefined){
+let data40 = data35.leaseNamespace;
+if(typeof data40 === "string"){
+if(!pattern5.test(data40)){
+const err128 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1552,8 +1550,9 @@ vErrors.push(err128);
 }
 errors++;
 }
-if(data40.vxlan === undefined){
-const err129 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
+}
+else {
+const err129 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1562,9 +1561,10 @@ vErrors.push(err129);
 }
 errors++;
 }
-for(const key6 in data40){
-if(!((key6 === "mode") || (key6 === "vxlan"))){
-const err130 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+}
+}
+else {
+const err130 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1574,13 +1574,11 @@ vErrors.push(err130);
 errors++;
 }
 }
-if(data40.mode !== undefined){
-let data41 = data40.mode;
-const _errs103 = errors;
-let valid14 = false;
-const _errs104 = errors;
-if(typeof data41 !== "string"){
-const err131 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.routing !== undefined){
+let data41 = data.routing;
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(data41.mode === undefined){
+const err131 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1589,8 +1587,8 @@ vErrors.push(err131);
 }
 errors++;
 }
-if("none" !== data41){
-const err132 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
+if(data41.vxlan === undefined){
+const err132 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1599,12 +1597,9 @@ vErrors.push(err132);
 }
 errors++;
 }
-var _valid2 = _errs104 === errors;
-valid14 = valid14 || _valid2;
-if(!valid14){
-const _errs106 = errors;
-if(typeof data41 !== "string"){
-const err133 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key6 in data41){
+if(!((key6 === "mode") || (key6 === "vxlan"))){
+const err133 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1613,8 +1608,14 @@ vErrors.push(err133);
 }
 errors++;
 }
-if("host-gw" !== data41){
-const err134 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
+}
+if(data41.mode !== undefined){
+let data42 = data41.mode;
+const _errs105 = errors;
+let valid14 = false;
+const _errs106 = errors;
+if(typeof data42 !== "string"){
+const err134 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1623,12 +1624,8 @@ vErrors.push(err134);
 }
 errors++;
 }
-var _valid2 = _errs106 === errors;
-valid14 = valid14 || _valid2;
-if(!valid14){
-const _errs108 = errors;
-if(typeof data41 !== "string"){
-const err135 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("none" !== data42){
+const err135 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1637,8 +1634,12 @@ vErrors.push(err135);
 }
 errors++;
 }
-if("vxlan" !== data41){
-const err136 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
+var _valid2 = _errs106 === errors;
+valid14 = valid14 || _valid2;
+if(!valid14){
+const _errs108 = errors;
+if(typeof data42 !== "string"){
+const err136 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1647,12 +1648,8 @@ vErrors.push(err136);
 }
 errors++;
 }
-var _valid2 = _errs108 === errors;
-valid14 = valid14 || _valid2;
-}
-}
-if(!valid14){
-const err137 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("host-gw" !== data42){
+const err137 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1661,23 +1658,12 @@ vErrors.push(err137);
 }
 errors++;
 }
-else {
-errors = _errs103;
-if(vErrors !== null){
-if(_errs103){
-vErrors.length = _errs103;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-if(data40.vxlan !== undefined){
-let data42 = data40.vxlan;
-if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
-if(data42.vni === undefined){
-const err138 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
+var _valid2 = _errs108 === errors;
+valid14 = valid14 || _valid2;
+if(!valid14){
+const _errs110 = errors;
+if(typeof data42 !== "string"){
+const err138 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1686,8 +1672,8 @@ vErrors.push(err138);
 }
 errors++;
 }
-if(data42.port === undefined){
-const err139 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+if("vxlan" !== data42){
+const err139 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1696,8 +1682,12 @@ vErrors.push(err139);
 }
 errors++;
 }
-if(data42.device === undefined){
-const err140 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
+var _valid2 = _errs110 === errors;
+valid14 = valid14 || _valid2;
+}
+}
+if(!valid14){
+const err140 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1706,9 +1696,23 @@ vErrors.push(err140);
 }
 errors++;
 }
-for(const key7 in data42){
-if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
-const err141 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+else {
+errors = _errs105;
+if(vErrors !== null){
+if(_errs105){
+vErrors.length = _errs105;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data41.vxlan !== undefined){
+let data43 = data41.vxlan;
+if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
+if(data43.vni === undefined){
+const err141 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1717,11 +1721,8 @@ vErrors.push(err141);
 }
 errors++;
 }
-}
-if(data42.vni !== undefined){
-let data43 = data42.vni;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err142 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data43.port === undefined){
+const err142 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1730,9 +1731,8 @@ vErrors.push(err142);
 }
 errors++;
 }
-if((typeof data43 == "number") && (isFinite(data43))){
-if(data43 > 16777215 || isNaN(data43)){
-const err143 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
+if(data43.device === undefined){
+const err143 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1741,8 +1741,9 @@ vErrors.push(err143);
 }
 errors++;
 }
-if(data43 < 1 || isNaN(data43)){
-const err144 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+for(const key7 in data43){
+if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
+const err144 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1752,11 +1753,10 @@ vErrors.push(err144);
 errors++;
 }
 }
-}
-if(data42.port !== undefined){
-let data44 = data42.port;
+if(data43.vni !== undefined){
+let data44 = data43.vni;
 if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err145 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err145 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1766,8 +1766,8 @@ vErrors.push(err145);
 errors++;
 }
 if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 > 65535 || isNaN(data44)){
-const err146 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(data44 > 16777215 || isNaN(data44)){
+const err146 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1777,7 +1777,7 @@ vErrors.push(err146);
 errors++;
 }
 if(data44 < 1 || isNaN(data44)){
-const err147 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err147 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1788,11 +1788,10 @@ errors++;
 }
 }
 }
-if(data42.device !== undefined){
-let data45 = data42.device;
-if(typeof data45 === "string"){
-if(!pattern2.test(data45)){
-const err148 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data43.port !== undefined){
+let data45 = data43.port;
+if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
+const err148 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1801,9 +1800,9 @@ vErrors.push(err148);
 }
 errors++;
 }
-}
-else {
-const err149 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data45 == "number") && (isFinite(data45))){
+if(data45 > 65535 || isNaN(data45)){
+const err149 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1812,10 +1811,8 @@ vErrors.push(err149);
 }
 errors++;
 }
-}
-}
-else {
-const err150 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data45 < 1 || isNaN(data45)){
+const err150 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1826,8 +1823,11 @@ errors++;
 }
 }
 }
-else {
-const err151 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data43.device !== undefined){
+let data46 = data43.device;
+if(typeof data46 === "string"){
+if(!pattern2.test(data46)){
+const err151 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1837,11 +1837,8 @@ vErrors.push(err151);
 errors++;
 }
 }
-if(data.masquerade !== undefined){
-let data46 = data.masquerade;
-if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
-if(data46.enabled === undefined){
-const err152 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+else {
+const err152 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1850,8 +1847,10 @@ vErrors.push(err152);
 }
 errors++;
 }
-if(data46.nonMasqueradeCIDRs === undefined){
-const err153 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
+}
+}
+else {
+const err153 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -1860,8 +1859,10 @@ vErrors.push(err153);
 }
 errors++;
 }
-if(data46.table === undefined){
-const err154 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+}
+}
+else {
+const err154 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -1870,9 +1871,12 @@ vErrors.push(err154);
 }
 errors++;
 }
-for(const key8 in data46){
-if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
-const err155 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+if(data.masquerade !== undefined){
+let data47 = data.masquerade;
+if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
+if(data47.enabled === undefined){
+const err155 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -1881,10 +1885,8 @@ vErrors.push(err155);
 }
 errors++;
 }
-}
-if(data46.enabled !== undefined){
-if(typeof data46.enabled !== "boolean"){
-const err156 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data47.nonMasqueradeCIDRs === undefined){
+const err156 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -1893,14 +1895,8 @@ vErrors.push(err156);
 }
 errors++;
 }
-}
-if(data46.nonMasqueradeCIDRs !== undefined){
-let data48 = data46.nonMasqueradeCIDRs;
-if(Array.isArray(data48)){
-const len2 = data48.length;
-for(let i3=0; i3<len2; i3++){
-if(typeof data48[i3] !== "string"){
-const err157 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i3,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data47.table === undefined){
+const err157 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -1909,10 +1905,9 @@ vErrors.push(err157);
 }
 errors++;
 }
-}
-}
-else {
-const err158 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
+for(const key8 in data47){
+if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
+const err158 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -1922,11 +1917,9 @@ vErrors.push(err158);
 errors++;
 }
 }
-if(data46.table !== undefined){
-let data50 = data46.table;
-if(typeof data50 === "string"){
-if(!pattern7.test(data50)){
-const err159 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
+if(data47.enabled !== undefined){
+if(typeof data47.enabled !== "boolean"){
+const err159 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -1936,8 +1929,13 @@ vErrors.push(err159);
 errors++;
 }
 }
-else {
-const err160 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data47.nonMasqueradeCIDRs !== undefined){
+let data49 = data47.nonMasqueradeCIDRs;
+if(Array.isArray(data49)){
+const len2 = data49.length;
+for(let i3=0; i3<len2; i3++){
+if(typeof data49[i3] !== "string"){
+const err160 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i3,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -1949,7 +1947,7 @@ errors++;
 }
 }
 else {
-const err161 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err161 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -1959,11 +1957,11 @@ vErrors.push(err161);
 errors++;
 }
 }
-if(data.pluginTimeoutSeconds !== undefined){
-let data51 = data.pluginTimeoutSeconds;
-if((typeof data51 == "number") && (isFinite(data51))){
-if(data51 <= 0 || isNaN(data51)){
-const err162 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data47.table !== undefined){
+let data51 = data47.table;
+if(typeof data51 === "string"){
+if(!pattern7.test(data51)){
+const err162 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -1974,7 +1972,7 @@ errors++;
 }
 }
 else {
-const err163 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err163 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -1984,10 +1982,9 @@ vErrors.push(err163);
 errors++;
 }
 }
-if(data.maxRequestBytes !== undefined){
-let data52 = data.maxRequestBytes;
-if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
-const err164 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err164 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -1996,9 +1993,12 @@ vErrors.push(err164);
 }
 errors++;
 }
+}
+if(data.pluginTimeoutSeconds !== undefined){
+let data52 = data.pluginTimeoutSeconds;
 if((typeof data52 == "number") && (isFinite(data52))){
-if(data52 < 1024 || isNaN(data52)){
-const err165 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+if(data52 <= 0 || isNaN(data52)){
+const err165 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2008,12 +2008,8 @@ vErrors.push(err165);
 errors++;
 }
 }
-}
-if(data.server !== undefined){
-let data53 = data.server;
-if(data53 && typeof data53 == "object" && !Array.isArray(data53)){
-if(data53.readTimeoutSeconds === undefined){
-const err166 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
+else {
+const err166 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2022,8 +2018,11 @@ vErrors.push(err166);
 }
 errors++;
 }
-if(data53.writeTimeoutSeconds === undefined){
-const err167 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
+}
+if(data.maxRequestBytes !== undefined){
+let data53 = data.maxRequestBytes;
+if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
+const err167 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2032,8 +2031,9 @@ vErrors.push(err167);
 }
 errors++;
 }
-if(data53.maxConnections === undefined){
-const err168 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
+if((typeof data53 == "number") && (isFinite(data53))){
+if(data53 < 1024 || isNaN(data53)){
+const err168 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2042,8 +2042,13 @@ vErrors.push(err168);
 }
 errors++;
 }
-if(data53.httpHost === undefined){
-const err169 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
+}
+}
+if(data.server !== undefined){
+let data54 = data.server;
+if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
+if(data54.readTimeoutSeconds === undefined){
+const err169 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2052,8 +2057,8 @@ vErrors.push(err169);
 }
 errors++;
 }
-if(data53.httpPort === undefined){
-const err170 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
+if(data54.writeTimeoutSeconds === undefined){
+const err170 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2062,9 +2067,8 @@ vErrors.push(err170);
 }
 errors++;
 }
-for(const key9 in data53){
-if(!(((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort"))){
-const err171 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data54.maxConnections === undefined){
+const err171 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2073,12 +2077,8 @@ vErrors.push(err171);
 }
 errors++;
 }
-}
-if(data53.readTimeoutSeconds !== undefined){
-let data54 = data53.readTimeoutSeconds;
-if((typeof data54 == "number") && (isFinite(data54))){
-if(data54 <= 0 || isNaN(data54)){
-const err172 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data54.httpHost === undefined){
+const err172 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2087,9 +2087,8 @@ vErrors.push(err172);
 }
 errors++;
 }
-}
-else {
-const err173 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data54.httpPort === undefined){
+const err173 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2098,12 +2097,9 @@ vErrors.push(err173);
 }
 errors++;
 }
-}
-if(data53.writeTimeoutSeconds !== undefined){
-let data55 = data53.writeTimeoutSeconds;
-if((typeof data55 == "number") && (isFinite(data55))){
-if(data55 <= 0 || isNaN(data55)){
-const err174 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+for(const key9 in data54){
+if(!(((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort"))){
+const err174 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2113,8 +2109,11 @@ vErrors.push(err174);
 errors++;
 }
 }
-else {
-const err175 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data54.readTimeoutSeconds !== undefined){
+let data55 = data54.readTimeoutSeconds;
+if((typeof data55 == "number") && (isFinite(data55))){
+if(data55 <= 0 || isNaN(data55)){
+const err175 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2124,10 +2123,8 @@ vErrors.push(err175);
 errors++;
 }
 }
-if(data53.maxConnections !== undefined){
-let data56 = data53.maxConnections;
-if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
-const err176 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err176 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2136,9 +2133,12 @@ vErrors.push(err176);
 }
 errors++;
 }
+}
+if(data54.writeTimeoutSeconds !== undefined){
+let data56 = data54.writeTimeoutSeconds;
 if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 < 1 || isNaN(data56)){
-const err177 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data56 <= 0 || isNaN(data56)){
+const err177 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2148,10 +2148,8 @@ vErrors.push(err177);
 errors++;
 }
 }
-}
-if(data53.httpHost !== undefined){
-if(typeof data53.httpHost !== "string"){
-const err178 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err178 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2161,10 +2159,10 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data53.httpPort !== undefined){
-let data58 = data53.httpPort;
-if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
-const err179 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data54.maxConnections !== undefined){
+let data57 = data54.maxConnections;
+if(!(((typeof data57 == "number") && (!(data57 % 1) && !isNaN(data57))) && (isFinite(data57)))){
+const err179 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2173,9 +2171,9 @@ vErrors.push(err179);
 }
 errors++;
 }
-if((typeof data58 == "number") && (isFinite(data58))){
-if(data58 > 65535 || isNaN(data58)){
-const err180 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if((typeof data57 == "number") && (isFinite(data57))){
+if(data57 < 1 || isNaN(data57)){
+const err180 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2184,8 +2182,11 @@ vErrors.push(err180);
 }
 errors++;
 }
-if(data58 < -1 || isNaN(data58)){
-const err181 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+}
+}
+if(data54.httpHost !== undefined){
+if(typeof data54.httpHost !== "string"){
+const err181 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2195,10 +2196,10 @@ vErrors.push(err181);
 errors++;
 }
 }
-}
-}
-else {
-const err182 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data54.httpPort !== undefined){
+let data59 = data54.httpPort;
+if(!(((typeof data59 == "number") && (!(data59 % 1) && !isNaN(data59))) && (isFinite(data59)))){
+const err182 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2207,12 +2208,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-if(data.shutdownTimeoutSeconds !== undefined){
-let data59 = data.shutdownTimeoutSeconds;
 if((typeof data59 == "number") && (isFinite(data59))){
-if(data59 < 0 || isNaN(data59)){
-const err183 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data59 > 65535 || isNaN(data59)){
+const err183 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2221,9 +2219,8 @@ vErrors.push(err183);
 }
 errors++;
 }
-}
-else {
-const err184 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59 < -1 || isNaN(data59)){
+const err184 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2233,10 +2230,10 @@ vErrors.push(err184);
 errors++;
 }
 }
-if(data.nice !== undefined){
-let data60 = data.nice;
-if(!(((typeof data60 == "number") && (!(data60 % 1) && !isNaN(data60))) && (isFinite(data60)))){
-const err185 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err185 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2245,9 +2242,12 @@ vErrors.push(err185);
 }
 errors++;
 }
+}
+if(data.shutdownTimeoutSeconds !== undefined){
+let data60 = data.shutdownTimeoutSeconds;
 if((typeof data60 == "number") && (isFinite(data60))){
-if(data60 > 19 || isNaN(data60)){
-const err186 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
+if(data60 < 0 || isNaN(data60)){
+const err186 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2256,8 +2256,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-if(data60 < -20 || isNaN(data60)){
-const err187 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+}
+else {
+const err187 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2267,14 +2268,10 @@ vErrors.push(err187);
 errors++;
 }
 }
-}
-if(data.logLevel !== undefined){
-let data61 = data.logLevel;
-const _errs152 = errors;
-let valid20 = false;
-const _errs153 = errors;
-if(typeof data61 !== "string"){
-const err188 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.nice !== undefined){
+let data61 = data.nice;
+if(!(((typeof data61 == "number") && (!(data61 % 1) && !isNaN(data61))) && (isFinite(data61)))){
+const err188 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2283,8 +2280,9 @@ vErrors.push(err188);
 }
 errors++;
 }
-if("trace" !== data61){
-const err189 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 > 19 || isNaN(data61)){
+const err189 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2293,12 +2291,8 @@ vErrors.push(err189);
 }
 errors++;
 }
-var _valid3 = _errs153 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs155 = errors;
-if(typeof data61 !== "string"){
-const err190 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data61 < -20 || isNaN(data61)){
+const err190 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2307,8 +2301,15 @@ vErrors.push(err190);
 }
 errors++;
 }
-if("debug" !== data61){
-const err191 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+}
+}
+if(data.logLevel !== undefined){
+let data62 = data.logLevel;
+const _errs154 = errors;
+let valid20 = false;
+const _errs155 = errors;
+if(typeof data62 !== "string"){
+const err191 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2317,12 +2318,8 @@ vErrors.push(err191);
 }
 errors++;
 }
-var _valid3 = _errs155 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs157 = errors;
-if(typeof data61 !== "string"){
-const err192 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("trace" !== data62){
+const err192 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2331,8 +2328,12 @@ vErrors.push(err192);
 }
 errors++;
 }
-if("info" !== data61){
-const err193 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+var _valid3 = _errs155 === errors;
+valid20 = valid20 || _valid3;
+if(!valid20){
+const _errs157 = errors;
+if(typeof data62 !== "string"){
+const err193 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2341,12 +2342,8 @@ vErrors.push(err193);
 }
 errors++;
 }
-var _valid3 = _errs157 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs159 = errors;
-if(typeof data61 !== "string"){
-const err194 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("debug" !== data62){
+const err194 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2355,8 +2352,12 @@ vErrors.push(err194);
 }
 errors++;
 }
-if("warning" !== data61){
-const err195 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+var _valid3 = _errs157 === errors;
+valid20 = valid20 || _valid3;
+if(!valid20){
+const _errs159 = errors;
+if(typeof data62 !== "string"){
+const err195 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2365,12 +2366,8 @@ vErrors.push(err195);
 }
 errors++;
 }
-var _valid3 = _errs159 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs161 = errors;
-if(typeof data61 !== "string"){
-const err196 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("info" !== data62){
+const err196 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2379,8 +2376,12 @@ vErrors.push(err196);
 }
 errors++;
 }
-if("error" !== data61){
-const err197 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+var _valid3 = _errs159 === errors;
+valid20 = valid20 || _valid3;
+if(!valid20){
+const _errs161 = errors;
+if(typeof data62 !== "string"){
+const err197 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2389,12 +2390,8 @@ vErrors.push(err197);
 }
 errors++;
 }
-var _valid3 = _errs161 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs163 = errors;
-if(typeof data61 !== "string"){
-const err198 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("warning" !== data62){
+const err198 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2403,8 +2400,12 @@ vErrors.push(err198);
 }
 errors++;
 }
-if("fatal" !== data61){
-const err199 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+var _valid3 = _errs161 === errors;
+valid20 = valid20 || _valid3;
+if(!valid20){
+const _errs163 = errors;
+if(typeof data62 !== "string"){
+const err199 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2413,15 +2414,8 @@ vErrors.push(err199);
 }
 errors++;
 }
-var _valid3 = _errs163 === errors;
-valid20 = valid20 || _valid3;
-}
-}
-}
-}
-}
-if(!valid20){
-const err200 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("error" !== data62){
+const err200 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2430,11 +2424,52 @@ vErrors.push(err200);
 }
 errors++;
 }
+var _valid3 = _errs163 === errors;
+valid20 = valid20 || _valid3;
+if(!valid20){
+const _errs165 = errors;
+if(typeof data62 !== "string"){
+const err201 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err201];
+}
 else {
-errors = _errs152;
+vErrors.push(err201);
+}
+errors++;
+}
+if("fatal" !== data62){
+const err202 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err202];
+}
+else {
+vErrors.push(err202);
+}
+errors++;
+}
+var _valid3 = _errs165 === errors;
+valid20 = valid20 || _valid3;
+}
+}
+}
+}
+}
+if(!valid20){
+const err203 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err203];
+}
+else {
+vErrors.push(err203);
+}
+errors++;
+}
+else {
+errors = _errs154;
 if(vErrors !== null){
-if(_errs152){
-vErrors.length = _errs152;
+if(_errs154){
+vErrors.length = _errs154;
 }
 else {
 vErrors = null;
@@ -2444,12 +2479,12 @@ vErrors = null;
 }
 }
 else {
-const err201 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err204 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err201];
+vErrors = [err204];
 }
 else {
-vErrors.push(err201);
+vErrors.push(err204);
 }
 errors++;
 }
