@@ -237,6 +237,9 @@ async function connectKube(
         metadata: { annotations: JSON.parse(value) },
       }).then(() => {}),
     getLogger(["ferry", "annotations"]),
+    // A write is retried until it lands, unless the watch saw its pod deleted meanwhile (a retry
+    // must not land on a new pod of the same name).
+    { wanted: (pod) => registry.get(pod.namespace, pod.name)?.uid === pod.uid },
   );
   const nadCache = new NadCache();
   let nadInformer: Informer<NadObject> | undefined;
@@ -292,6 +295,8 @@ async function connectKube(
     async close() {
       // What ADDs scheduled still reaches the API, unless it is unreachable for long.
       await annotations.flush(AbortSignal.timeout(5000));
+      // No more retries; a write still in flight ends with the client below.
+      void annotations.close();
       await watcher.stop();
       await nadInformer?.stop();
       http.close();

@@ -2,26 +2,48 @@
  * Writes pod annotations off the CNI answer path: ADD schedules the write and answers at once.
  * Writes are per pod and coalesced: while one is in flight, later requests for the same pod only
  * mark it dirty, and one more write follows with the newest value (computed when it is sent, so
- * it is never stale). A failed write is retried with backoff a bounded number of times, then
- * logged; the node-local record stays the source of truth either way. Shutdown flushes what is
- * pending, up to a deadline.
+ * it is never stale). A failed write is retried with exponential backoff (capped) until it lands,
+ * the pod is gone (the API answers 404, or the caller no longer wants it: the watch saw the pod
+ * deleted), or the writer is closed; after a few failures in a row it is logged once. An outage of
+ * the API server therefore delays annotations, and never loses them. The node-local record stays
+ * the source of truth either way. Shutdown flushes what is pending, up to a deadline, then closes.
  *
  * @module
  */
 import type { Logger } from "@logtape/logtape";
+import { KubeApiError } from "./errors.ts";
 
-/** A pod by namespace and name. */
+/** A pod by namespace and name (and UID, when known). */
 export interface PodKey {
   /** Its namespace. */
   namespace: string;
   /** Its name. */
   name: string;
+  /** Its UID. */
+  uid?: string;
+}
+
+/** Options of {@link AnnotationWriter}. */
+export interface AnnotationWriterOptions {
+  /** Failures in a row after which a pod's write is logged as failing (default 3); it goes on. */
+  retries?: number;
+  /** The first pause after a failure (default 500 ms); it doubles with each failure. */
+  backoffMs?: number;
+  /** The longest pause between tries (default 60 000 ms). */
+  maxBackoffMs?: number;
+  /**
+   * Whether a write for `pod` is still wanted, asked before each retry (default: always). The
+   * daemon answers false once the watch saw the pod deleted, so no retry lands on a new pod of
+   * the same name.
+   */
+  wanted?: (pod: PodKey) => boolean;
 }
 
 /** Sends one annotation value for a pod. */
 export type WriteAnnotation = (pod: PodKey, value: string) => Promise<void>;
 
 interface Slot {
+  pod: PodKey;
   value: () => string;
   dirty: boolean;
   done: Promise<void>;
@@ -42,20 +64,23 @@ export class AnnotationWriter {
   readonly #logger: Logger;
   readonly #retries: number;
   readonly #backoffMs: number;
+  readonly #maxBackoffMs: number;
+  readonly #wanted: (pod: PodKey) => boolean;
   readonly #slots = new Map<string, Slot>();
+  /** Wakes the retries' pauses (at close). */
+  readonly #wakers = new Set<() => void>();
+  #closed = false;
   #writes = 0;
   #failures = 0;
 
-  /** Creates the writer; a write is tried `1 + retries` times, `backoffMs` doubling between tries. */
-  constructor(
-    write: WriteAnnotation,
-    logger: Logger,
-    options: { retries?: number; backoffMs?: number } = {},
-  ) {
+  /** Creates the writer (see {@link AnnotationWriterOptions} for the retries). */
+  constructor(write: WriteAnnotation, logger: Logger, options: AnnotationWriterOptions = {}) {
     this.#write = write;
     this.#logger = logger;
     this.#retries = options.retries ?? 3;
     this.#backoffMs = options.backoffMs ?? 500;
+    this.#maxBackoffMs = options.maxBackoffMs ?? 60_000;
+    this.#wanted = options.wanted ?? (() => true);
   }
 
   /** Writes sent (successful or not). */
@@ -63,7 +88,7 @@ export class AnnotationWriter {
     return this.#writes;
   }
 
-  /** Pods whose last write failed after every retry. */
+  /** Pods whose write failed `retries` times in a row (each is retried on until it lands or the pod is gone). */
   get failures(): number {
     return this.#failures;
   }
@@ -73,49 +98,93 @@ export class AnnotationWriter {
     return this.#slots.size;
   }
 
-  /** Schedules a write of `value()` on `pod`; returns at once. */
+  /** Schedules a write of `value()` on `pod`; returns at once (nothing once closed). */
   schedule(pod: PodKey, value: () => string): void {
+    if (this.#closed) return;
     const key = `${pod.namespace}/${pod.name}`;
     const slot = this.#slots.get(key);
     if (slot) {
+      slot.pod = pod;
       slot.value = value;
       slot.dirty = true;
       return;
     }
-    const fresh: Slot = { value, dirty: true, done: Promise.resolve() };
+    const fresh: Slot = { pod, value, dirty: true, done: Promise.resolve() };
     this.#slots.set(key, fresh);
-    fresh.done = this.#drain(key, pod, fresh);
+    fresh.done = this.#drain(key, fresh);
   }
 
-  async #drain(key: string, pod: PodKey, slot: Slot): Promise<void> {
+  async #drain(key: string, slot: Slot): Promise<void> {
     try {
-      while (slot.dirty) {
-        slot.dirty = false;
-        await this.#send(pod, slot.value);
-      }
+      while (slot.dirty && !this.#closed) await this.#send(slot);
     } finally {
       this.#slots.delete(key);
     }
   }
 
-  async #send(pod: PodKey, value: () => string): Promise<void> {
-    for (let attempt = 0;; attempt++) {
+  /** Writes the slot's newest value (each retry too) until it lands or is no longer wanted. */
+  async #send(slot: Slot): Promise<void> {
+    for (let failed = 0;;) {
+      const pod = slot.pod;
       try {
+        slot.dirty = false;
         this.#writes++;
-        await this.#write(pod, value());
+        await this.#write(pod, slot.value());
+        if (failed >= this.#retries) {
+          this.#logger.info(
+            "recorded the attachments on pod {namespace}/{name} after {tries} tries",
+            {
+              namespace: pod.namespace,
+              name: pod.name,
+              tries: failed + 1,
+            },
+          );
+        }
         return;
       } catch (e) {
-        if (attempt >= this.#retries) {
+        if (e instanceof KubeApiError && e.isNotFound) return; // the pod is gone
+        failed++;
+        if (failed === this.#retries) {
           this.#failures++;
           this.#logger.warn(
-            "could not record the attachments on pod {namespace}/{name} after {tries} tries: {error}",
-            { ...pod, tries: attempt + 1, error: e instanceof Error ? e.message : String(e) },
+            "could not record the attachments on pod {namespace}/{name} after {tries} tries " +
+              "(retrying at most every {pauseSeconds} s): {error}",
+            {
+              namespace: pod.namespace,
+              name: pod.name,
+              tries: failed,
+              pauseSeconds: this.#maxBackoffMs / 1000,
+              error: e instanceof Error ? e.message : String(e),
+            },
           );
-          return;
         }
-        await new Promise((r) => setTimeout(r, this.#backoffMs * 2 ** attempt));
+        await this.#pause(Math.min(this.#backoffMs * 2 ** (failed - 1), this.#maxBackoffMs));
+        if (this.#closed || !this.#wanted(slot.pod)) return;
       }
     }
+  }
+
+  /** Waits `ms`, or less when the writer is closed meanwhile. */
+  #pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.#wakers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.#wakers.add(wake);
+    });
+  }
+
+  /**
+   * Stops retrying: writes in flight finish, pending retries are dropped and nothing new is
+   * scheduled. Settles once no write is in flight.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const wake of [...this.#wakers]) wake();
+    await Promise.all([...this.#slots.values()].map((s) => s.done));
   }
 
   /** Waits until nothing is pending, or `signal` aborts. */

@@ -344,20 +344,31 @@ Deno.test({
 
 Deno.test({
   name:
-    "the API server stopping and starting again leaves plugged pods alone; readiness is honest and the watch resumes",
+    "the API server stopping and starting again leaves plugged pods alone, readiness is honest, the watch resumes, and an annotation the outage held back is written after it",
   ...opts,
   fn: () =>
     withKube((k) => {
       const node = `node-${k.id}`;
-      const [before, after] = [`before-${k.id}`, `after-${k.id}`];
+      const [before, during, after] = [`before-${k.id}`, `during-${k.id}`, `after-${k.id}`];
       return withNodeFerry(k, node, (ferry) =>
-        withNetns(2, async ([ns1, ns2]) => {
-          const [c1, c2] = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+        withNetns(3, async ([ns1, ns3, ns2]) => {
+          const [c1, c2, c3] = [`c${uniqueToken()}`, `c${uniqueToken()}`, `c${uniqueToken()}`];
+          const annotation = async (pod: string) =>
+            (await k.client.get<Pod>(PODS, "default", pod)).metadata?.annotations
+              ?.[ATTACHMENTS_ANNOTATION];
           try {
             await k.client.create<Pod>(PODS, testPod(before, node));
+            await k.client.create<Pod>(PODS, testPod(during, node));
             assertEquals((await ferry.shim(runtimeEnv("ADD", ns1, c1, before), netconf())).code, 0);
+            await until(() => ferry.daemon().stats().registry!.pods === 2);
+            await until(async () => !!(await annotation(before)), 15_000, "before's annotation");
             await k.stopApi();
             try {
+              // The watch delivered the pod before the outage: its ADD is served, and the
+              // annotation write fails for as long as the API is away (longer than a few tries).
+              const add = await ferry.shim(runtimeEnv("ADD", ns3, c3, during), netconf());
+              assertEquals(add.code, 0, add.stdout);
+              await until(() => ferry.daemon().stats().annotationWrites!.failed >= 1, 30_000);
               await until(() => !ferry.daemon().ready(), 30_000);
               assertEquals(ferry.daemon().healthy(), false);
               assertEquals(
@@ -371,17 +382,26 @@ Deno.test({
               await k.startApi();
             }
             await until(() => ferry.daemon().ready(), 60_000);
+            await until(
+              async () => JSON.parse((await annotation(during)) ?? "{}").containerId === c3,
+              90_000,
+              "the annotation held back by the outage is written",
+            );
+            assertEquals(ferry.daemon().stats().annotationWrites!.pending, 0);
             await k.client.create<Pod>(PODS, testPod(after, node));
             const add = await ferry.shim(runtimeEnv("ADD", ns2, c2, after), netconf());
             assertEquals(add.code, 0, add.stdout);
             assertEquals(await hostLinkExists(hostLinkName(c1, "eth0")), true);
-            for (const [ns, c, p] of [[ns1, c1, before], [ns2, c2, after]] as const) {
+            for (
+              const [ns, c, p] of [[ns1, c1, before], [ns3, c3, during], [ns2, c2, after]] as const
+            ) {
               assertEquals((await ferry.shim(runtimeEnv("DEL", ns, c, p), netconf())).code, 0);
             }
           } finally {
-            await removePods(k.client, [before, after]);
+            await removePods(k.client, [before, during, after]);
           }
         }), {
+        apiRequestTimeoutSeconds: 3,
         watch: {
           timeoutSeconds: 300,
           unhealthyAfterSeconds: 1,

@@ -1,6 +1,7 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import { AnnotationWriter } from "../../../daemon/k8s/annotation_writer.ts";
+import { KubeApiError } from "../../../daemon/k8s/errors.ts";
 
 const pod = { namespace: "default", name: "web-0" };
 const logger = getLogger(["ferry", "test"]);
@@ -25,7 +26,7 @@ Deno.test("writes for one pod are coalesced: one in flight, then one more with t
   assertEquals([writer.writes, writer.pending], [2, 0]);
 });
 
-Deno.test("a failed write is retried with backoff, a bounded number of times", async () => {
+Deno.test("a failed write is retried with backoff until it lands, and logged as failing once after `retries` failures", async () => {
   let calls = 0;
   const flaky = new AnnotationWriter(
     () => {
@@ -38,13 +39,91 @@ Deno.test("a failed write is retried with backoff, a bounded number of times", a
   flaky.schedule(pod, () => "v");
   await flaky.flush(AbortSignal.timeout(1000));
   assertEquals([calls, flaky.failures], [3, 0]);
-  const broken = new AnnotationWriter(() => Promise.reject(new Error("down")), logger, {
-    retries: 2,
-    backoffMs: 1,
-  });
-  broken.schedule(pod, () => "v");
-  await broken.flush(AbortSignal.timeout(1000));
-  assertEquals([broken.writes, broken.failures, broken.pending], [3, 1, 0]);
+  // An API server down for longer than the first few tries: the write still lands.
+  let down = 8;
+  const outage = new AnnotationWriter(
+    () => --down >= 0 ? Promise.reject(new Error("down")) : Promise.resolve(),
+    logger,
+    { retries: 2, backoffMs: 1, maxBackoffMs: 4 },
+  );
+  outage.schedule(pod, () => "v");
+  await outage.flush(AbortSignal.timeout(2000));
+  assertEquals([outage.writes, outage.failures, outage.pending], [9, 1, 0]);
+});
+
+Deno.test("each retry sends the newest value, for the newest incarnation of the pod", async () => {
+  const sent: string[] = [];
+  let fail = true;
+  const writer = new AnnotationWriter(
+    (p, value) => {
+      sent.push(`${p.uid}:${value}`);
+      return fail ? Promise.reject(new Error("down")) : Promise.resolve();
+    },
+    logger,
+    { backoffMs: 20 },
+  );
+  writer.schedule({ ...pod, uid: "u1" }, () => "old");
+  await new Promise((r) => setTimeout(r, 5));
+  writer.schedule({ ...pod, uid: "u2" }, () => "new");
+  fail = false;
+  await writer.flush(AbortSignal.timeout(1000));
+  assertEquals(sent, ["u1:old", "u2:new"]);
+});
+
+Deno.test("retries stop once the pod is gone: a 404 answer, or the caller no longer wants the write", async () => {
+  let calls = 0;
+  const gone = new AnnotationWriter(
+    () => {
+      calls++;
+      return Promise.reject(new KubeApiError(404, "NotFound", 'pods "web-0" not found'));
+    },
+    logger,
+    { backoffMs: 1 },
+  );
+  gone.schedule(pod, () => "v");
+  await gone.flush(AbortSignal.timeout(1000));
+  assertEquals([calls, gone.pending, gone.failures], [1, 0, 0]);
+
+  let wanted = true;
+  let tries = 0;
+  const deleted = new AnnotationWriter(
+    () => {
+      tries++;
+      if (tries === 2) wanted = false; // the watch saw the pod deleted
+      return Promise.reject(new Error("down"));
+    },
+    logger,
+    { backoffMs: 1, wanted: () => wanted },
+  );
+  deleted.schedule(pod, () => "v");
+  await deleted.flush(AbortSignal.timeout(1000));
+  assertEquals([tries, deleted.pending], [2, 0]);
+});
+
+Deno.test("close ends the retries' pauses at once and schedules nothing more", async () => {
+  let calls = 0;
+  const writer = new AnnotationWriter(
+    () => {
+      calls++;
+      return Promise.reject(new Error("down"));
+    },
+    logger,
+    { backoffMs: 60_000 },
+  );
+  writer.schedule(pod, () => "v");
+  await new Promise((r) => setTimeout(r, 10));
+  assertEquals([calls, writer.pending], [1, 1]);
+  // close must not wait out the 60 s pause
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const closed = await Promise.race([
+    writer.close().then(() => "closed"),
+    new Promise((r) => timer = setTimeout(r, 2000, "still waiting")),
+  ]);
+  clearTimeout(timer);
+  assertEquals(closed, "closed");
+  assertEquals(writer.pending, 0);
+  writer.schedule(pod, () => "v");
+  assertEquals([calls, writer.pending], [1, 0]);
 });
 
 Deno.test("different pods are written independently, and flush gives up at its deadline", async () => {

@@ -178,7 +178,7 @@ Deno.test("an error answer within the time limit keeps its status and reason", a
   }
 });
 
-Deno.test("annotation writes to a server that never answers are given up, not left pending forever", async () => {
+Deno.test("annotation writes to a server that never answers fail at the time limit and are retried, not left hanging", async () => {
   await using server = rawServer(hold);
   const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 200 });
   try {
@@ -191,16 +191,19 @@ Deno.test("annotation writes to a server that never answers are given up, not le
           contentType: "application/merge-patch+json",
         }).then(() => {}),
       getLogger(["ferry", "test"]),
-      { retries: 1, backoffMs: 10 },
+      { retries: 2, backoffMs: 10 },
     );
     writer.schedule({ namespace: "default", name: "p" }, () => "v");
-    const flushed = new AbortController();
-    const guard = setTimeout(() => flushed.abort(), 5000);
-    await writer.flush(flushed.signal);
-    clearTimeout(guard);
-    assertEquals(writer.pending, 0, "the write is still pending");
-    assertEquals(writer.failures, 1);
-    assertEquals(writer.writes, 2);
+    // Two tries time out (0.2 s each), the second counts as a failing pod; the write goes on.
+    await within(
+      5000,
+      (async () => {
+        while (writer.failures < 1) await sleep(20);
+      })(),
+    );
+    assert(writer.writes >= 2);
+    assertEquals(writer.pending, 1);
+    await writer.close();
   } finally {
     t.close();
   }
