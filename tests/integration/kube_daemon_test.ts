@@ -387,7 +387,8 @@ Deno.test({
               90_000,
               "the annotation held back by the outage is written",
             );
-            assertEquals(ferry.daemon().stats().annotationWrites!.pending, 0);
+            // (the GET may see the write before the daemon has read the PATCH's answer)
+            await until(() => ferry.daemon().stats().annotationWrites!.pending === 0);
             await k.client.create<Pod>(PODS, testPod(after, node));
             const add = await ferry.shim(runtimeEnv("ADD", ns2, c2, after), netconf());
             assertEquals(add.code, 0, add.stdout);
