@@ -10,7 +10,7 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
 import type { Attachment, AttachmentKey } from "../attachment_store.ts";
 import { podRefFromArgs } from "../../lib/cni/args.ts";
-import type { FamilyAllocator } from "../ipam/allocator.ts";
+import type { FamilyAllocator, Lease } from "../ipam/allocator.ts";
 import { defaultRoutes } from "../net/link_plan.ts";
 import { HOST_LINK_PREFIX, hostLinkName, stableMac } from "../net/naming.ts";
 import type { BridgeSpec, InterfaceAddress, Plumber, VethSpec } from "../net/plumber.ts";
@@ -73,7 +73,12 @@ export class BridgeDriver implements Driver {
     return Math.min(...this.#d.allocators.map((a) => a.free));
   }
 
-  /** Allocates one address per family and plugs the veth; rolls everything back on failure. */
+  /**
+   * Allocates one address per family and plugs the veth; rolls everything back on failure. The
+   * allocation (files on the node's disk, or a block from the API) runs while the kernel creates
+   * the pair: neither needs the other, and the addresses are needed only to configure the pod
+   * end, which waits for them. An address is thus in a pod only once its allocation is written.
+   */
   async add(ctx: AddContext): Promise<Plugged> {
     const { key, netns } = ctx;
     const spec: VethSpec = {
@@ -86,17 +91,18 @@ export class BridgeDriver implements Driver {
       mtu: this.#d.mtu,
       addresses: [],
     };
+    const allocation = this.#allocate(ctx, spec);
+    // Handled here at once: it may fail while the pair is still being created, before anything
+    // awaits it (an unhandled rejection would end the daemon).
+    allocation.catch(() => {});
     try {
-      const pod = podRefFromArgs(ctx.args);
-      const allocating = performance.now();
-      for (const allocator of this.#d.allocators) {
-        const lease = await allocator.allocate(key, pod);
-        spec.addresses.push({ cidr: `${lease.ip}/${lease.prefix}`, gateway: lease.gateway });
-      }
-      ctx.ipamTime?.(performance.now() - allocating);
       try {
-        await this.#d.plumber.plugVeth(spec);
+        await this.#d.plumber.plugVeth(spec, allocation);
       } catch (e) {
+        // A failed allocation is the cause (the plug waited for it); it settles before anything
+        // is rolled back, so nothing it wrote is left behind.
+        const failed = await allocation.then(() => undefined, (a: unknown) => ({ a }));
+        if (failed) throw failed.a;
         if (!(e instanceof CniError) || !e.details.includes(`"${this.#d.bridge}"`)) throw e;
         // The bridge went away under us (an operator, a restarted network service): set it up
         // again once and retry.
@@ -104,11 +110,29 @@ export class BridgeDriver implements Driver {
         await this.prepare();
         await this.#d.plumber.plugVeth(spec);
       }
+      await allocation;
     } catch (e) {
       await this.#undo(key, spec.hostIfname);
       throw e;
     }
     return { result: vethResult(spec, ctx.prevResult), hostIfname: spec.hostIfname };
+  }
+
+  /** One address per family into `spec.addresses`, in the allocators' order (all settle first). */
+  async #allocate(ctx: AddContext, spec: VethSpec): Promise<void> {
+    const pod = podRefFromArgs(ctx.args);
+    const allocating = performance.now();
+    const leases = await Promise.allSettled(
+      this.#d.allocators.map((allocator) => allocator.allocate(ctx.key, pod)),
+    );
+    for (const lease of leases) if (lease.status === "rejected") throw lease.reason;
+    for (const lease of leases as PromiseFulfilledResult<Lease>[]) {
+      spec.addresses.push({
+        cidr: `${lease.value.ip}/${lease.value.prefix}`,
+        gateway: lease.value.gateway,
+      });
+    }
+    ctx.ipamTime?.(performance.now() - allocating);
   }
 
   async #undo(key: AttachmentKey, hostIfname: string): Promise<void> {

@@ -7,7 +7,7 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { IpCommandError, type IpRunner } from "./ip_runner.ts";
-import { planBridge, planSublink, planVeth, type PlugPlan } from "./link_plan.ts";
+import { planBridge, planSublink, planVeth } from "./link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "./plumber.ts";
 
 const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
@@ -66,9 +66,21 @@ export class IpPlumber implements Plumber {
     }
   }
 
-  /** Creates and configures the pair; on failure throws CNI code 5 (the caller rolls back). */
-  async plugVeth(spec: VethSpec): Promise<void> {
-    await this.#run(planVeth(spec), spec.netns, `failed to plug ${spec.ifname} in ${spec.netns}`);
+  /**
+   * Creates the pair, then (once `addressed` resolves) configures its pod end; on failure throws
+   * CNI code 5 (the caller rolls back).
+   */
+  async plugVeth(spec: VethSpec, addressed?: Promise<void>): Promise<void> {
+    const what = `failed to plug ${spec.ifname} in ${spec.netns}`;
+    try {
+      const { host } = planVeth(spec);
+      await this.#ip.batch(host.lines, { sysctls: host.sysctls });
+      await addressed;
+      const { container } = planVeth(spec);
+      await this.#ip.batch(container.lines, { netns: spec.netns, sysctls: container.sysctls });
+    } catch (e) {
+      throw ioError(what, e);
+    }
   }
 
   /**
@@ -91,15 +103,6 @@ export class IpPlumber implements Plumber {
       });
     } catch (e) {
       await this.unplugIn(spec.netns, spec.ifname).catch(() => {});
-      throw ioError(what, e);
-    }
-  }
-
-  async #run(plan: PlugPlan, netns: string, what: string): Promise<void> {
-    try {
-      await this.#ip.batch(plan.host.lines, { sysctls: plan.host.sysctls });
-      await this.#ip.batch(plan.container.lines, { netns, sysctls: plan.container.sysctls });
-    } catch (e) {
       throw ioError(what, e);
     }
   }

@@ -98,8 +98,13 @@ export interface LiveInterface {
 export interface Plumber {
   /** Creates the bridge if missing, brings it up, sets its MTU and gateway addresses and the forwarding sysctls. Idempotent. */
   ensureBridge(spec: BridgeSpec): Promise<void>;
-  /** Creates the pair, attaches the host end to the bridge, moves the pod end into the namespace and configures it. */
-  plugVeth(spec: VethSpec): Promise<void>;
+  /**
+   * Creates the pair, attaches the host end to the bridge, moves the pod end into the namespace
+   * and configures it. With `addressed`, `spec.addresses` may still be filled in while the pair
+   * is created: the pod end is configured once `addressed` resolves (a rejection fails the plug
+   * with its reason, and the caller rolls back).
+   */
+  plugVeth(spec: VethSpec, addressed?: Promise<void>): Promise<void>;
   /** Removes the host end (and with it the pod end); an absent link is success. */
   unplugVeth(hostIfname: string): Promise<void>;
   /**

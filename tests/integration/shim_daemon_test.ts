@@ -446,3 +446,41 @@ Deno.test({
     );
   },
 });
+
+// The addresses are allocated while the kernel creates the pair: an exhausted range must still
+// answer 101 and leave no link behind, with either plumbing.
+for (const plumbing of ["netlink", "iproute2"]) {
+  Deno.test({
+    name:
+      `an ADD in a full range answers 101 and leaves no link, no record and no address; the address freed by a DEL is used again (${plumbing})`,
+    ...opts,
+    fn: () => {
+      const n = Math.floor(Math.random() * 1024);
+      const subnet = `10.${100 + (n >> 8)}.${n & 255}.0/29`;
+      const base = subnet.split(".").slice(0, 3).join(".");
+      return withFerry({
+        // One allocatable address (.2), and no quarantine after a release.
+        config: {
+          network: { subnet, rangeStart: `${base}.2`, rangeEnd: `${base}.2`, plumbing },
+          ipam: { reuseDelaySeconds: 0 },
+        },
+      }, (ferry) =>
+        withNetns(2, async ([ns1, ns2]) => {
+          const [a, b] = [`a${uniqueToken()}`, `b${uniqueToken()}`];
+          const first = await ferry.shim(env("ADD", ns1, a), netconf());
+          assertEquals(first.code, 0, first.stdout + first.stderr);
+          const full = await ferry.shim(env("ADD", ns2, b), netconf());
+          assertEquals([full.code, full.json?.code], [1, 101], full.stdout);
+          assertEquals(await hostLinkExists(hostLinkName(b, "eth0")), false);
+          assertEquals(await linkInNetns(ns2, "eth0"), false);
+          assertEquals((await ferry.records()).length, 1);
+          assertEquals((await ferry.allocations()).length, 1);
+          assertEquals((await ferry.shim(env("DEL", ns1, a), netconf())).code, 0);
+          const second = await ferry.shim(env("ADD", ns2, b), netconf());
+          assertEquals(second.code, 0, second.stdout + second.stderr);
+          assertEquals(podAddress(second.json!), `${base}.2`);
+          assertEquals((await ferry.shim(env("DEL", ns2, b), netconf())).code, 0);
+        }));
+    },
+  });
+}

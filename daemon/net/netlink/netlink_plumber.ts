@@ -50,10 +50,13 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.ensureBridge(spec);
   }
 
-  /** Plugs with rtnetlink messages; code 5 on failure (the caller rolls back). */
-  async plugVeth(spec: VethSpec): Promise<void> {
+  /**
+   * Plugs with rtnetlink messages; code 5 on failure (the caller rolls back). The pod end is
+   * configured once `addressed` resolves (the pair is created meanwhile).
+   */
+  async plugVeth(spec: VethSpec, addressed?: Promise<void>): Promise<void> {
     try {
-      await this.#plug(spec);
+      await this.#plug(spec, addressed);
     } catch (e) {
       throw ioError(`failed to plug ${spec.ifname} in ${spec.netns}`, e);
     }
@@ -65,9 +68,10 @@ export class NetlinkPlumber implements Plumber {
    * thread (it is queued by the time `send` returns). The rest is quick: links are looked up by
    * `ioctl` (RTM_GETLINK would wait for the kernel's routing lock, which whoever creates or
    * deletes links holds for milliseconds at a time: under a burst of ADDs, the daemon's own
-   * workers), and the pod end's links, addresses and routes go as one batch.
+   * workers), and the pod end's links, addresses and routes go as one batch, once the addresses
+   * are known (`addressed`: their allocation runs while the pair is created).
    */
-  async #plug(spec: VethSpec): Promise<void> {
+  async #plug(spec: VethSpec, addressed?: Promise<void>): Promise<void> {
     const master = this.#host.indexOf(`bridge "${spec.bridge}"`, spec.bridge);
     const podFd = this.#sys.openRead(spec.netns);
     try {
@@ -87,6 +91,7 @@ export class NetlinkPlumber implements Plumber {
       );
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
       this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
+      await addressed;
       const { sysctls } = planVeth(spec).container;
       const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
         for (const [path, value] of sysctls) this.#sys.writeFile(`/proc/sys/${path}`, value);
