@@ -413,6 +413,55 @@ Deno.test({
     }),
 });
 
+Deno.test({
+  name:
+    "an API server that accepts requests and never answers fails no CNI request; the annotation write times out, is retried, and lands once the server answers",
+  ...opts,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const name = `frozen-${k.id}`;
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const cid = `c${uniqueToken()}`;
+          try {
+            const pod = await k.client.create<Pod>(PODS, testPod(name, node));
+            await until(() => ferry.daemon().stats().registry!.pods === 1);
+            await k.freezeApi();
+            try {
+              const add = await ferry.shim(runtimeEnv("ADD", ns, cid, name), netconf());
+              assertEquals(add.code, 0, add.stdout);
+              const check = await ferry.shim(runtimeEnv("CHECK", ns, cid, name), netconf());
+              assertEquals(check.code, 0, check.stdout);
+              // Three tries, each cut at the 2 s time limit: the write counts as failing and
+              // goes on (without a time limit the first try would hang until the thaw).
+              await until(() => ferry.daemon().stats().annotationWrites!.failed === 1, 30_000);
+              assertEquals(ferry.daemon().stats().annotationWrites!.pending, 1);
+            } finally {
+              await k.thawApi();
+            }
+            await until(
+              async () =>
+                JSON.parse(
+                  (await k.client.get<Pod>(PODS, "default", name)).metadata?.annotations
+                    ?.[ATTACHMENTS_ANNOTATION] ?? "{}",
+                ).containerId === cid,
+              60_000,
+              "the annotation is written once the server answers",
+            );
+            await until(() => ferry.daemon().stats().annotationWrites!.pending === 0);
+            const del = await ferry.shim(
+              runtimeEnv("DEL", ns, cid, name, pod.metadata!.uid),
+              netconf(),
+            );
+            assertEquals(del.code, 0, del.stdout);
+          } finally {
+            await removePods(k.client, [name]);
+          }
+        }), { apiRequestTimeoutSeconds: 2 });
+    }),
+});
+
 async function kubectl(kubeconfig: string, stdin: string, ...args: string[]): Promise<string> {
   const out = await runWithInput("kubectl", args, { KUBECONFIG: kubeconfig }, stdin);
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);

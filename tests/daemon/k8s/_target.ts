@@ -38,6 +38,13 @@ export interface KubeTarget {
   stopApi(): Promise<void>;
   /** Starts it again (real: /opt/realk8s/start.sh; stand-in: resume on the same port). */
   startApi(): Promise<void>;
+  /**
+   * Freezes the API server: connections are accepted and requests never answered until
+   * {@link KubeTarget.thawApi} (real: SIGSTOP to the apiserver; stand-in: every request held).
+   */
+  freezeApi(): Promise<void>;
+  /** Lets a frozen API server answer again (real: SIGCONT; stand-in: held requests go on). */
+  thawApi(): Promise<void>;
 }
 
 /** A valid pod (the real server validates containers) bound to `nodeName`. */
@@ -124,6 +131,14 @@ export async function withKube<T>(fn: (t: KubeTarget) => Promise<T>): Promise<T>
       async startApi() {
         if (api) return await api.resume();
         await sh("/opt/realk8s/start.sh", "--etcd-compaction-interval=20s");
+      },
+      async freezeApi() {
+        if (api) return api.delayResponses(3_600_000);
+        await sh("/bin/sh", "-c", "kill -STOP $(cat /opt/realk8s/run/apiserver.pid)");
+      },
+      async thawApi() {
+        if (api) return api.delayResponses(0);
+        await sh("/bin/sh", "-c", "kill -CONT $(cat /opt/realk8s/run/apiserver.pid)");
       },
       async expireList(oldRv: string) {
         if (api) return api.compact();
