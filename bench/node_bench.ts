@@ -33,6 +33,11 @@ export interface NodeRun {
   daemonAddP99Ms?: number;
   /** The same, phase by phase (`addPhases` of `/v1/stats`: turn, podWait, ipam, plug, record), ms. */
   daemonAddPhaseP99Ms?: Record<string, number>;
+  /**
+   * Synchronous work on the daemon's JS thread over the burst (`netnsSync`, `netlinkSync` of
+   * `/v1/stats`), ms: inside pod namespaces, and in netlink send/recv (total and longest call).
+   */
+  daemonSyncMs?: { netns: number; netlink: number; netlinkMax: number };
 }
 
 /** Each phase's p99 from `/v1/stats` `addPhases`, the total left out. */
@@ -149,9 +154,16 @@ async function burstsOnTheNode(workDir: string, log: (line: string) => void): Pr
         const out = await sh(`${TOOLS}/bench-pods.sh`, String(pods));
         const r: NodeRun = { cni, pods, ...parseBenchPods(out) };
         if (cni === "ferry") {
-          const { addPhases } = await stats();
+          const { addPhases, netnsSync, netlinkSync } = await stats();
           r.daemonAddP99Ms = addPhases?.total?.p99;
           r.daemonAddPhaseP99Ms = phaseP99s(addPhases);
+          if (netnsSync && netlinkSync) {
+            r.daemonSyncMs = {
+              netns: netnsSync.ms,
+              netlink: netlinkSync.ms,
+              netlinkMax: netlinkSync.maxMs,
+            };
+          }
         }
         runs.push(r);
         log(`  ${pods} pods: ${JSON.stringify(r)}`);

@@ -117,6 +117,8 @@ export interface DaemonStats {
    * during which the JS thread serves nothing else.
    */
   netnsSync?: { calls: number; ms: number };
+  /** Time the JS thread spent in netlink send and recv (the kernel's work for those requests). */
+  netlinkSync?: { calls: number; ms: number; maxMs: number };
   /** The socket: connections now, refused at the limit, times it was created again. */
   socket?: SocketStatus;
   /** The default network: its ranges, or why it is not open yet. */
@@ -562,6 +564,13 @@ export async function startDaemon(
     addPhases: phases.summary(),
     netnsSync: libc
       ? { calls: libc.netnsTime.calls, ms: Math.round(libc.netnsTime.ms * 10) / 10 }
+      : undefined,
+    netlinkSync: libc
+      ? {
+        calls: libc.netlinkTime.calls,
+        ms: Math.round(libc.netlinkTime.ms * 100) / 100,
+        maxMs: Math.round(libc.netlinkTime.maxMs * 100) / 100,
+      }
       : undefined,
     network: { waitingFor: network.waitingFor, ranges: network.subnets() },
     cluster: cluster?.stats(),

@@ -484,3 +484,26 @@ for (const plumbing of ["netlink", "iproute2"]) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "the daemon reports the time its JS thread spent inside pod namespaces and in netlink requests",
+  ...opts,
+  fn: () =>
+    withFerry({}, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const before = ferry.daemon().stats();
+        const id = `c${uniqueToken()}`;
+        assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
+        const after = ferry.daemon().stats();
+        // The pod end's sysctls and socket (inside the namespace), the hairpin and the pod's batch.
+        assert(after.netnsSync!.calls > before.netnsSync!.calls, JSON.stringify(after.netnsSync));
+        assert(
+          after.netlinkSync!.calls >= before.netlinkSync!.calls + 2,
+          JSON.stringify(after.netlinkSync),
+        );
+        assert(after.netlinkSync!.ms > before.netlinkSync!.ms, JSON.stringify(after.netlinkSync));
+        assert(after.netlinkSync!.maxMs > 0 && after.netlinkSync!.maxMs <= after.netlinkSync!.ms);
+        assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
+      })),
+});

@@ -140,6 +140,12 @@ export class Libc implements NetlinkSys {
    * synchronous work no other request can overlap with.
    */
   readonly netnsTime = { calls: 0, ms: 0 };
+  /**
+   * Time the JS thread spent in netlink `send` and `recv` (calls, total and longest ms): the
+   * kernel handles a request inside `send`, waiting for the routing lock when others hold it,
+   * and no other request can run on the JS thread meanwhile.
+   */
+  readonly netlinkTime = { calls: 0, ms: 0, maxMs: 0 };
 
   private constructor(c: Lib) {
     this.#c = c;
@@ -180,14 +186,28 @@ export class Libc implements NetlinkSys {
     return fd;
   }
 
+  #timed(started: number): void {
+    const ms = performance.now() - started;
+    const t = this.netlinkTime;
+    t.calls++;
+    t.ms += ms;
+    if (ms > t.maxMs) t.maxMs = ms;
+  }
+
   /** Sends one message. */
   send(fd: number, msg: Uint8Array): void {
-    this.#check("netlink send", this.#c.send(fd, msg, BigInt(msg.length), 0));
+    const started = performance.now();
+    const n = this.#c.send(fd, msg, BigInt(msg.length), 0);
+    this.#timed(started);
+    this.#check("netlink send", n);
   }
 
   /** Receives into `buf`; resolves to the number of bytes. */
   recv(fd: number, buf: Uint8Array): number {
-    return this.#check("netlink recv", this.#c.recv(fd, buf, BigInt(buf.length), 0));
+    const started = performance.now();
+    const n = this.#c.recv(fd, buf, BigInt(buf.length), 0);
+    this.#timed(started);
+    return this.#check("netlink recv", n);
   }
 
   /** Receives what is queued without waiting; undefined when nothing is (EAGAIN). */
