@@ -236,7 +236,9 @@ async function connectKube(
   const annotations = new AnnotationWriter(
     (pod, value) =>
       kube.patchMerge(PODS, pod.namespace, pod.name, {
-        metadata: { annotations: JSON.parse(value) },
+        // The UID makes the write a precondition on the pod's identity: the server refuses it
+        // (422) when a new pod of the same name has replaced the one it was meant for.
+        metadata: { ...(pod.uid ? { uid: pod.uid } : {}), annotations: JSON.parse(value) },
       }).then(() => {}),
     getLogger(["ferry", "annotations"]),
     // A write is retried until it lands, unless the watch saw its pod deleted meanwhile (a retry

@@ -3,8 +3,10 @@
  * Writes are per pod and coalesced: while one is in flight, later requests for the same pod only
  * mark it dirty, and one more write follows with the newest value (computed when it is sent, so
  * it is never stale). A failed write is retried with exponential backoff (capped) until it lands,
- * the pod is gone (the API answers 404, or the caller no longer wants it: the watch saw the pod
- * deleted), or the writer is closed; after a few failures in a row it is logged once. An outage of
+ * the pod is gone (the API answers 404, or 422 on `metadata.uid` when the write names the UID and
+ * a new pod took the name, or the caller no longer wants it: the watch saw the pod deleted), the
+ * server refuses it as invalid (400, 422: logged, not retried), or the writer is closed; after a
+ * few failures in a row it is logged once. An outage of
  * the API server therefore delays annotations, and never loses them. The node-local record stays
  * the source of truth either way. Shutdown flushes what is pending, up to a deadline, then closes.
  *
@@ -142,7 +144,17 @@ export class AnnotationWriter {
         }
         return;
       } catch (e) {
-        if (e instanceof KubeApiError && e.isNotFound) return; // the pod is gone
+        // The pod is gone, or replaced by a new one of the same name (the write names the UID).
+        if (e instanceof KubeApiError && (e.isNotFound || e.isUidMismatch)) return;
+        if (e instanceof KubeApiError && (e.status === 400 || e.status === 422)) {
+          // The server refuses this write as it is: trying it again would not change that.
+          this.#failures++;
+          this.#logger.error(
+            "the API server refused the attachments annotation of pod {namespace}/{name}: {error}",
+            { namespace: pod.namespace, name: pod.name, error: e.message },
+          );
+          return;
+        }
         failed++;
         if (failed === this.#retries) {
           this.#failures++;

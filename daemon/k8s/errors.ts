@@ -32,6 +32,13 @@ export class KubeApiError extends Error {
   get isNotFound(): boolean {
     return this.status === 404;
   }
+  /**
+   * 422 naming `metadata.uid`: a write that carried the UID of the object it meant (a
+   * precondition on its identity) reached another object of the same name.
+   */
+  get isUidMismatch(): boolean {
+    return this.status === 422 && this.message.includes("metadata.uid");
+  }
   /** 410 Gone / Expired: the resourceVersion is too old; re-list. */
   get isGone(): boolean {
     return this.status === 410;

@@ -220,8 +220,9 @@ export class ObjectStore {
   }
 
   /**
-   * Replaces an object. A resourceVersion that is not the current one is 409 Conflict; identity
-   * fields (uid, creationTimestamp, deletionTimestamp) are kept.
+   * Replaces an object. A resourceVersion that is not the current one is 409 Conflict, a UID
+   * that is not the object's 422 Invalid (immutable); identity fields (uid, creationTimestamp,
+   * deletionTimestamp) are kept.
    */
   update(
     rt: ResourceType,
@@ -255,8 +256,20 @@ export class ObjectStore {
         }: the object has been modified; please apply your changes to the latest version and try again`,
       );
     }
-    const obj = structuredClone(input);
     const cm = meta(current);
+    const givenUid = input.metadata?.uid;
+    if (givenUid && givenUid !== cm.uid) {
+      // As the real server validates it: the UID cannot change, so an update or patch that names
+      // another incarnation's UID is refused (a client's precondition on the object's identity).
+      throw new ApiFailure(
+        422,
+        "Invalid",
+        `${rt.kind} ${JSON.stringify(name)} is invalid: metadata.uid: Invalid value: ${
+          JSON.stringify(givenUid)
+        }: field is immutable`,
+      );
+    }
+    const obj = structuredClone(input);
     const m = meta(obj);
     Object.assign(m, {
       name,

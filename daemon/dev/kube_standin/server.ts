@@ -11,7 +11,8 @@
  * newer events, the in-stream ERROR 410 for a version older than the watch cache, which keeps at
  * least 100 events per type and all of the last 75 s, `timeoutSeconds`); get, create
  * (409 `AlreadyExists`), update (409 `Conflict` on a stale resourceVersion, 422 when a pod update
- * has none), JSON merge patch, delete (409 `Conflict` when its uid or resourceVersion
+ * has none; 422 for a `metadata.uid` that is not the object's, update or patch), JSON merge
+ * patch, delete (409 `Conflict` when its uid or resourceVersion
  * preconditions fail; a pod with `spec.nodeName` is only marked with
  * `deletionTimestamp` until deleted again with `gracePeriodSeconds=0`, as without a kubelet, and
  * every other pod deletion is a MODIFIED with grace 0 followed by DELETED, as the real server does);

@@ -100,6 +100,46 @@ Deno.test("retries stop once the pod is gone: a 404 answer, or the caller no lon
   assertEquals([tries, deleted.pending], [2, 0]);
 });
 
+Deno.test("a write the server refuses as invalid is not retried: silently when it named a replaced pod's UID, logged otherwise", async () => {
+  let calls = 0;
+  const replaced = new AnnotationWriter(
+    () => {
+      calls++;
+      return Promise.reject(
+        new KubeApiError(
+          422,
+          "Invalid",
+          'Pod "web-0" is invalid: metadata.uid: Invalid value: "u1": field is immutable',
+        ),
+      );
+    },
+    logger,
+    { backoffMs: 1 },
+  );
+  replaced.schedule({ ...pod, uid: "u1" }, () => "v");
+  await replaced.flush(AbortSignal.timeout(1000));
+  assertEquals([calls, replaced.pending, replaced.failures], [1, 0, 0]);
+
+  calls = 0;
+  const invalid = new AnnotationWriter(
+    () => {
+      calls++;
+      return Promise.reject(
+        new KubeApiError(
+          422,
+          "Invalid",
+          "metadata.annotations: Too long: must have at most 262144 bytes",
+        ),
+      );
+    },
+    logger,
+    { backoffMs: 1 },
+  );
+  invalid.schedule(pod, () => "v");
+  await invalid.flush(AbortSignal.timeout(1000));
+  assertEquals([calls, invalid.pending, invalid.failures], [1, 0, 1]);
+});
+
 Deno.test("close ends the retries' pauses at once and schedules nothing more", async () => {
   let calls = 0;
   const writer = new AnnotationWriter(

@@ -69,6 +69,36 @@ Deno.test("a stale update is 409 Conflict and a duplicate create is 409 AlreadyE
     }
   }));
 
+Deno.test("a merge patch naming the pod's UID applies, and one naming a replaced pod's UID is 422 on metadata.uid and changes nothing", () =>
+  withKube(async ({ client, id }) => {
+    const name = `p-${id}`;
+    try {
+      const first = await client.create<Pod>(PODS, testPod(name, `node-${id}`));
+      const own = await client.patchMerge<Pod>(PODS, "default", name, {
+        metadata: { uid: first.metadata!.uid, annotations: { a: "1" } },
+      });
+      assertEquals(own.metadata?.annotations, { a: "1" });
+      // The pod is deleted and a new one takes its name: a write meant for the first is refused.
+      await client.delete(PODS, "default", name, { gracePeriodSeconds: 0 });
+      const second = await client.create<Pod>(PODS, testPod(name, `node-${id}`));
+      const stale = await assertRejects(
+        () =>
+          client.patchMerge(PODS, "default", name, {
+            metadata: { uid: first.metadata!.uid, annotations: { a: "2" } },
+          }),
+        KubeApiError,
+      );
+      assertEquals([stale.status, stale.isUidMismatch], [422, true]);
+      const now = await client.get<Pod>(PODS, "default", name);
+      assertEquals([now.metadata?.uid, now.metadata?.annotations], [
+        second.metadata?.uid,
+        undefined,
+      ]);
+    } finally {
+      await removePods(client, [name]);
+    }
+  }));
+
 Deno.test("list pages with limit and continue, and field and label selectors pick the node's pods", () =>
   withKube(async ({ client, id }) => {
     const names = Array.from({ length: 5 }, (_, i) => `p${i}-${id}`);
