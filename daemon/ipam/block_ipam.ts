@@ -46,6 +46,7 @@ import {
 } from "./ip_pools.ts";
 import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
 import { DirtyLoop } from "../dirty_loop.ts";
+import { sleep } from "../sleep.ts";
 
 /** The API side of blocks (`IPBlock` objects). */
 export interface BlockApi {
@@ -147,7 +148,7 @@ interface OwnedBlock {
 }
 
 const ownerKey = (o: Owner) => `${o.containerId}\n${o.ifname}`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const errorText = (e: unknown) => e instanceof Error ? e.message : String(e);
 const isApi = (e: unknown, test: (k: KubeApiError) => boolean) =>
   e instanceof KubeApiError && test(e);
@@ -175,8 +176,8 @@ export class BlockIpam {
   readonly #meta = new Map<string, PodMeta>();
   readonly #claiming = new Map<4 | 6, Promise<OwnedBlock>>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
-  /** Ends the back-off sleeps of writers early (at close). */
-  readonly #wakers = new Set<() => void>();
+  /** Aborted at close: ends the back-off sleeps of writers early. */
+  readonly #closing = new AbortController();
   readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0, conflicts: 0 };
   #closed = false;
 
@@ -584,7 +585,7 @@ export class BlockIpam {
         error: errorText(e),
         ms: wait,
       });
-      await this.#sleep(wait);
+      await sleep(wait, this.#closing.signal, { unref: true });
     }
   }
 
@@ -692,26 +693,12 @@ export class BlockIpam {
     this.#d.logger.info("gave back block {cidr} ({why})", { cidr: block.text, why });
   }
 
-  /** Waits `ms`, or less when the IPAM is closed meanwhile. */
-  #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = () => {
-        clearTimeout(timer);
-        this.#wakers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      Deno.unrefTimer(timer);
-      this.#wakers.add(wake);
-    });
-  }
-
   /** Settles once every block's allocations are written (or `signal` aborts). */
   async flush(signal?: AbortSignal): Promise<void> {
     while (!signal?.aborted) {
       const busy = [...this.#blocks.values()].filter((b) => b.writer.busy);
       if (!busy.length) return;
-      await Promise.race([...busy.map((b) => b.writer.idle()), sleep(100)]);
+      await Promise.race([...busy.map((b) => b.writer.idle()), pause(100)]);
     }
   }
 
@@ -736,7 +723,7 @@ export class BlockIpam {
     this.#closed = true;
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
-    for (const wake of [...this.#wakers]) wake();
+    this.#closing.abort();
     await Promise.all([...this.#blocks.values()].map((b) => b.writer.idle()));
   }
 }

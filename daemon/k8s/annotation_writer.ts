@@ -14,6 +14,7 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { KubeApiError } from "./errors.ts";
+import { sleep } from "../sleep.ts";
 
 /** A pod by namespace and name (and UID, when known). */
 export interface PodKey {
@@ -69,8 +70,8 @@ export class AnnotationWriter {
   readonly #maxBackoffMs: number;
   readonly #wanted: (pod: PodKey) => boolean;
   readonly #slots = new Map<string, Slot>();
-  /** Wakes the retries' pauses (at close). */
-  readonly #wakers = new Set<() => void>();
+  /** Aborted at close: ends the retries' pauses. */
+  readonly #closing = new AbortController();
   #closed = false;
   #writes = 0;
   #failures = 0;
@@ -170,23 +171,13 @@ export class AnnotationWriter {
             },
           );
         }
-        await this.#pause(Math.min(this.#backoffMs * 2 ** (failed - 1), this.#maxBackoffMs));
+        await sleep(
+          Math.min(this.#backoffMs * 2 ** (failed - 1), this.#maxBackoffMs),
+          this.#closing.signal,
+        );
         if (this.#closed || !this.#wanted(slot.pod)) return;
       }
     }
-  }
-
-  /** Waits `ms`, or less when the writer is closed meanwhile. */
-  #pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = () => {
-        clearTimeout(timer);
-        this.#wakers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.#wakers.add(wake);
-    });
   }
 
   /**
@@ -195,7 +186,7 @@ export class AnnotationWriter {
    */
   async close(): Promise<void> {
     this.#closed = true;
-    for (const wake of [...this.#wakers]) wake();
+    this.#closing.abort();
     await Promise.all([...this.#slots.values()].map((s) => s.done));
   }
 

@@ -13,6 +13,7 @@ import { KubeApiError } from "./errors.ts";
 import type { ResourceType } from "./resources.ts";
 import type { WatchEvent } from "./watch_stream.ts";
 import type { KubeStatus } from "./errors.ts";
+import { sleep } from "../sleep.ts";
 
 /** A watch stream outlived its own timeout by the margin: cut it and watch again. */
 class StreamOverdue extends Error {
@@ -295,16 +296,4 @@ export class Informer<T extends KubeObject> {
     }
     return resourceVersion;
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -67,6 +67,17 @@ function withNodeFerry<T>(
   });
 }
 
+/** The pod's attachments annotation as the API has it, parsed; undefined while it has none. */
+async function attachmentsOf(
+  k: KubeTarget,
+  pod: string,
+  // deno-lint-ignore no-explicit-any
+): Promise<any | undefined> {
+  const raw = (await k.client.get<Pod>(PODS, "default", pod)).metadata?.annotations
+    ?.[ATTACHMENTS_ANNOTATION];
+  return raw === undefined ? undefined : JSON.parse(raw);
+}
+
 async function until(
   cond: () => boolean | Promise<boolean>,
   ms = 15_000,
@@ -99,14 +110,11 @@ Deno.test({
             // The annotation is written after the answer: ADD waited for no API round trip.
             assertEquals(ferry.daemon().stats().apiCallsOnCniPath, 0);
             await until(
-              async () =>
-                !!(await k.client.get<Pod>(PODS, "default", name)).metadata?.annotations
-                  ?.[ATTACHMENTS_ANNOTATION],
+              async () => !!(await attachmentsOf(k, name)),
               15_000,
               "the attachment annotation is written",
             );
-            const stored = await k.client.get<Pod>(PODS, "default", name);
-            const record = JSON.parse(stored.metadata!.annotations![ATTACHMENTS_ANNOTATION]);
+            const record = await attachmentsOf(k, name);
             assertEquals(record.containerId, cid);
             assertEquals(record.interfaces[0].ifname, "eth0");
             assertEquals(
@@ -353,15 +361,16 @@ Deno.test({
       return withNodeFerry(k, node, (ferry) =>
         withNetns(3, async ([ns1, ns3, ns2]) => {
           const [c1, c2, c3] = [`c${uniqueToken()}`, `c${uniqueToken()}`, `c${uniqueToken()}`];
-          const annotation = async (pod: string) =>
-            (await k.client.get<Pod>(PODS, "default", pod)).metadata?.annotations
-              ?.[ATTACHMENTS_ANNOTATION];
           try {
             await k.client.create<Pod>(PODS, testPod(before, node));
             await k.client.create<Pod>(PODS, testPod(during, node));
             assertEquals((await ferry.shim(runtimeEnv("ADD", ns1, c1, before), netconf())).code, 0);
             await until(() => ferry.daemon().stats().registry!.pods === 2);
-            await until(async () => !!(await annotation(before)), 15_000, "before's annotation");
+            await until(
+              async () => !!(await attachmentsOf(k, before)),
+              15_000,
+              "before's annotation",
+            );
             await k.stopApi();
             try {
               // The watch delivered the pod before the outage: its ADD is served, and the
@@ -383,7 +392,7 @@ Deno.test({
             }
             await until(() => ferry.daemon().ready(), 60_000);
             await until(
-              async () => JSON.parse((await annotation(during)) ?? "{}").containerId === c3,
+              async () => (await attachmentsOf(k, during))?.containerId === c3,
               90_000,
               "the annotation held back by the outage is written",
             );
@@ -441,11 +450,7 @@ Deno.test({
               await k.thawApi();
             }
             await until(
-              async () =>
-                JSON.parse(
-                  (await k.client.get<Pod>(PODS, "default", name)).metadata?.annotations
-                    ?.[ATTACHMENTS_ANNOTATION] ?? "{}",
-                ).containerId === cid,
+              async () => (await attachmentsOf(k, name))?.containerId === cid,
               60_000,
               "the annotation is written once the server answers",
             );

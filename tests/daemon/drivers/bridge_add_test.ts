@@ -82,18 +82,17 @@ const ctx = (): AddContext => ({
   path: [],
 });
 
+/** The driver under test on bridge fb0. */
+const bridgeDriver = (allocators: FamilyAllocator[], plumber: Plumber) =>
+  new BridgeDriver({ allocators, plumber, bridge: "fb0", mtu: 1500 });
+
 const settle = () => new Promise((r) => setTimeout(r, 10));
 
 Deno.test("the pair is created while the addresses are allocated, and the pod end is configured only once they are", async () => {
   const events: string[] = [];
   const v4 = gatedAllocator(4, events);
   const v6 = gatedAllocator(6, events);
-  const driver = new BridgeDriver({
-    allocators: [v4.allocator, v6.allocator],
-    plumber: recordingPlumber(events),
-    bridge: "fb0",
-    mtu: 1500,
-  });
+  const driver = bridgeDriver([v4.allocator, v6.allocator], recordingPlumber(events));
   const adding = driver.add(ctx());
   await settle();
   assertEquals(events, ["allocate v4 start", "allocate v6 start", "create pair"]);
@@ -110,12 +109,7 @@ Deno.test("an allocation that fails while the pair is created answers its own er
   const events: string[] = [];
   const v4 = gatedAllocator(4, events);
   const v6 = gatedAllocator(6, events);
-  const driver = new BridgeDriver({
-    allocators: [v4.allocator, v6.allocator],
-    plumber: recordingPlumber(events),
-    bridge: "fb0",
-    mtu: 1500,
-  });
+  const driver = bridgeDriver([v4.allocator, v6.allocator], recordingPlumber(events));
   const adding = driver.add(ctx());
   await settle();
   v4.open();
@@ -130,12 +124,7 @@ Deno.test("an allocation that fails while the pair is created answers its own er
 Deno.test("a pair that cannot be created while the allocation is under way is rolled back only after the allocation settled", async () => {
   const events: string[] = [];
   const v4 = gatedAllocator(4, events);
-  const driver = new BridgeDriver({
-    allocators: [v4.allocator],
-    plumber: recordingPlumber(events, true),
-    bridge: "fb0",
-    mtu: 1500,
-  });
+  const driver = bridgeDriver([v4.allocator], recordingPlumber(events, true));
   const adding = driver.add(ctx());
   await settle();
   assertEquals(events, ["allocate v4 start", "create pair"]);
@@ -153,12 +142,7 @@ Deno.test("an allocation that fails before the plug waits for it is an error ans
   const events: string[] = [];
   const v4 = gatedAllocator(4, events);
   const created = Promise.withResolvers<void>();
-  const driver = new BridgeDriver({
-    allocators: [v4.allocator],
-    plumber: recordingPlumber(events, false, created.promise),
-    bridge: "fb0",
-    mtu: 1500,
-  });
+  const driver = bridgeDriver([v4.allocator], recordingPlumber(events, false, created.promise));
   const adding = driver.add(ctx());
   v4.failWith(new CniError(CNI_ERROR.ADDRESSES_EXHAUSTED, "no free address in 10.1.0.0/24"));
   await settle();

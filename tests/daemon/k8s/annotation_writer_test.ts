@@ -100,44 +100,32 @@ Deno.test("retries stop once the pod is gone: a 404 answer, or the caller no lon
   assertEquals([tries, deleted.pending], [2, 0]);
 });
 
-Deno.test("a write the server refuses as invalid is not retried: silently when it named a replaced pod's UID, logged otherwise", async () => {
-  let calls = 0;
-  const replaced = new AnnotationWriter(
+/** A writer whose every write the server refuses with 422 and `message`; counts the tries. */
+function refusedWith(message: string) {
+  const tries = { n: 0 };
+  const writer = new AnnotationWriter(
     () => {
-      calls++;
-      return Promise.reject(
-        new KubeApiError(
-          422,
-          "Invalid",
-          'Pod "web-0" is invalid: metadata.uid: Invalid value: "u1": field is immutable',
-        ),
-      );
+      tries.n++;
+      return Promise.reject(new KubeApiError(422, "Invalid", message));
     },
     logger,
     { backoffMs: 1 },
   );
-  replaced.schedule({ ...pod, uid: "u1" }, () => "v");
-  await replaced.flush(AbortSignal.timeout(1000));
-  assertEquals([calls, replaced.pending, replaced.failures], [1, 0, 0]);
+  return { writer, tries };
+}
 
-  calls = 0;
-  const invalid = new AnnotationWriter(
-    () => {
-      calls++;
-      return Promise.reject(
-        new KubeApiError(
-          422,
-          "Invalid",
-          "metadata.annotations: Too long: must have at most 262144 bytes",
-        ),
-      );
-    },
-    logger,
-    { backoffMs: 1 },
+Deno.test("a write the server refuses as invalid is not retried: silently when it named a replaced pod's UID, logged otherwise", async () => {
+  const replaced = refusedWith(
+    'Pod "web-0" is invalid: metadata.uid: Invalid value: "u1": field is immutable',
   );
-  invalid.schedule(pod, () => "v");
-  await invalid.flush(AbortSignal.timeout(1000));
-  assertEquals([calls, invalid.pending, invalid.failures], [1, 0, 1]);
+  replaced.writer.schedule({ ...pod, uid: "u1" }, () => "v");
+  await replaced.writer.flush(AbortSignal.timeout(1000));
+  assertEquals([replaced.tries.n, replaced.writer.pending, replaced.writer.failures], [1, 0, 0]);
+
+  const invalid = refusedWith("metadata.annotations: Too long: must have at most 262144 bytes");
+  invalid.writer.schedule(pod, () => "v");
+  await invalid.writer.flush(AbortSignal.timeout(1000));
+  assertEquals([invalid.tries.n, invalid.writer.pending, invalid.writer.failures], [1, 0, 1]);
 });
 
 Deno.test("close ends the retries' pauses at once and schedules nothing more", async () => {

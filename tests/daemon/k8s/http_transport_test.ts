@@ -12,7 +12,8 @@ const enc = new TextEncoder();
 
 /**
  * A loopback HTTP/1.1 server whose every connection is handed to `serve` once its request head is
- * read. Connections stay open until the server is disposed (as a hung server's would).
+ * read. Connections stay open until the server is disposed (as a hung server's would), and the
+ * transports made with `transport` are closed then too.
  */
 function rawServer(serve: (conn: Deno.Conn) => Promise<void>) {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -33,9 +34,18 @@ function rawServer(serve: (conn: Deno.Conn) => Promise<void>) {
       })());
     }
   })().catch(() => {});
+  const url = `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`;
+  const transports: HttpTransport[] = [];
   return {
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    url,
+    /** A transport to this server with that time limit, closed with the server. */
+    transport(requestTimeoutMs: number): HttpTransport {
+      const t = new HttpTransport({ server: url }, { requestTimeoutMs });
+      transports.push(t);
+      return t;
+    },
     async [Symbol.asyncDispose]() {
+      for (const t of transports) t.close();
       listener.close();
       for (const c of conns) {
         try {
@@ -69,25 +79,18 @@ async function within<T>(ms: number, p: Promise<T>): Promise<T> {
 }
 
 Deno.test("a request the server accepts and never answers fails as unreachable after the time limit", async () => {
-  let answered = false;
   await using server = rawServer(hold);
-  const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 300 });
-  try {
-    const started = performance.now();
-    await within(
-      5000,
-      assertRejects(
-        () => t.json({ method: "PATCH", path: "/api/v1/pods", body: {} }),
-        KubeUnreachableError,
-        "no answer within 0.3 s",
-      ),
-    );
-    answered = true;
-    assert(performance.now() - started >= 250, "failed before its time limit");
-  } finally {
-    t.close();
-  }
-  assert(answered);
+  const t = server.transport(300);
+  const started = performance.now();
+  await within(
+    5000,
+    assertRejects(
+      () => t.json({ method: "PATCH", path: "/api/v1/pods", body: {} }),
+      KubeUnreachableError,
+      "no answer within 0.3 s",
+    ),
+  );
+  assert(performance.now() - started >= 250, "failed before its time limit");
 });
 
 Deno.test("an answer whose body stops halfway fails as unreachable after the time limit", async () => {
@@ -97,19 +100,15 @@ Deno.test("an answer whose body stops halfway fails as unreachable after the tim
     ));
     await hold(conn);
   });
-  const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 300 });
-  try {
-    await within(
-      5000,
-      assertRejects(
-        () => t.json({ method: "GET", path: "/api/v1/pods" }),
-        KubeUnreachableError,
-        "no answer within 0.3 s",
-      ),
-    );
-  } finally {
-    t.close();
-  }
+  const t = server.transport(300);
+  await within(
+    5000,
+    assertRejects(
+      () => t.json({ method: "GET", path: "/api/v1/pods" }),
+      KubeUnreachableError,
+      "no answer within 0.3 s",
+    ),
+  );
 });
 
 Deno.test("a watch stream outlives the time limit once its headers came, and ends with the caller's abort", async () => {
@@ -122,43 +121,35 @@ Deno.test("a watch stream outlives the time limit once its headers came, and end
     await conn.write(enc.encode(`${event.length.toString(16)}\r\n${event}\r\n`));
     await hold(conn);
   });
-  const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 300 });
+  const t = server.transport(300);
   const stop = new AbortController();
-  try {
-    const stream = await within(
-      5000,
-      t.stream({
-        method: "GET",
-        path: "/api/v1/pods",
-        query: { watch: true },
-        signal: stop.signal,
-      }),
-    );
-    const reader = stream.getReader();
-    const first = await within(5000, reader.read());
-    assertEquals(new TextDecoder().decode(first.value), '{"type":"ADDED"}\n');
-    stop.abort();
-    await within(5000, assertRejects(() => reader.read()));
-  } finally {
-    t.close();
-  }
+  const stream = await within(
+    5000,
+    t.stream({
+      method: "GET",
+      path: "/api/v1/pods",
+      query: { watch: true },
+      signal: stop.signal,
+    }),
+  );
+  const reader = stream.getReader();
+  const first = await within(5000, reader.read());
+  assertEquals(new TextDecoder().decode(first.value), '{"type":"ADDED"}\n');
+  stop.abort();
+  await within(5000, assertRejects(() => reader.read()));
 });
 
 Deno.test("the caller's own abort surfaces as its reason, not as an unreachable server", async () => {
   await using server = rawServer(hold);
-  const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 10_000 });
-  try {
-    const stop = new AbortController();
-    const reason = new Error("stopping");
-    setTimeout(() => stop.abort(reason), 100);
-    const e = await within(
-      5000,
-      assertRejects(() => t.json({ method: "GET", path: "/api/v1/pods", signal: stop.signal })),
-    );
-    assertEquals(e, reason);
-  } finally {
-    t.close();
-  }
+  const t = server.transport(10_000);
+  const stop = new AbortController();
+  const reason = new Error("stopping");
+  setTimeout(() => stop.abort(reason), 100);
+  const e = await within(
+    5000,
+    assertRejects(() => t.json({ method: "GET", path: "/api/v1/pods", signal: stop.signal })),
+  );
+  assertEquals(e, reason);
 });
 
 Deno.test("an error answer within the time limit keeps its status and reason", async () => {
@@ -169,42 +160,34 @@ Deno.test("an error answer within the time limit keeps its status and reason", a
     ));
     conn.close();
   });
-  const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 60_000 });
-  try {
-    const e = await assertRejects(() => t.json({ method: "PUT", path: "/x", body: {} }));
-    assert(e instanceof KubeApiError && e.isConflict, `got ${e}`);
-  } finally {
-    t.close();
-  }
+  const t = server.transport(60_000);
+  const e = await assertRejects(() => t.json({ method: "PUT", path: "/x", body: {} }));
+  assert(e instanceof KubeApiError && e.isConflict, `got ${e}`);
 });
 
 Deno.test("annotation writes to a server that never answers fail at the time limit and are retried, not left hanging", async () => {
   await using server = rawServer(hold);
-  const t = new HttpTransport({ server: server.url }, { requestTimeoutMs: 200 });
-  try {
-    const writer = new AnnotationWriter(
-      (pod, value) =>
-        t.json({
-          method: "PATCH",
-          path: `/api/v1/namespaces/${pod.namespace}/pods/${pod.name}`,
-          body: { metadata: { annotations: { a: value } } },
-          contentType: "application/merge-patch+json",
-        }).then(() => {}),
-      getLogger(["ferry", "test"]),
-      { retries: 2, backoffMs: 10 },
-    );
-    writer.schedule({ namespace: "default", name: "p" }, () => "v");
-    // Two tries time out (0.2 s each), the second counts as a failing pod; the write goes on.
-    await within(
-      5000,
-      (async () => {
-        while (writer.failures < 1) await sleep(20);
-      })(),
-    );
-    assert(writer.writes >= 2);
-    assertEquals(writer.pending, 1);
-    await writer.close();
-  } finally {
-    t.close();
-  }
+  const t = server.transport(200);
+  const writer = new AnnotationWriter(
+    (pod, value) =>
+      t.json({
+        method: "PATCH",
+        path: `/api/v1/namespaces/${pod.namespace}/pods/${pod.name}`,
+        body: { metadata: { annotations: { a: value } } },
+        contentType: "application/merge-patch+json",
+      }).then(() => {}),
+    getLogger(["ferry", "test"]),
+    { retries: 2, backoffMs: 10 },
+  );
+  writer.schedule({ namespace: "default", name: "p" }, () => "v");
+  // Two tries time out (0.2 s each), the second counts as a failing pod; the write goes on.
+  await within(
+    5000,
+    (async () => {
+      while (writer.failures < 1) await sleep(20);
+    })(),
+  );
+  assert(writer.writes >= 2);
+  assertEquals(writer.pending, 1);
+  await writer.close();
 });
