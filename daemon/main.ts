@@ -31,13 +31,13 @@ import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.
 import { LeaderLease } from "./gc/leader_lease.ts";
 import { kubeLeaseApi } from "./k8s/lease_api.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
-import { ATTACHMENTS_ANNOTATION, PodRegistry } from "./registry.ts";
+import { ATTACHMENTS_ANNOTATION, PodRegistry, slimPod } from "./registry.ts";
 import { ConfigError, type ConfigOverrides, type DaemonConfig, loadConfig } from "./config.ts";
 import { parseCidr } from "./ipam/cidr.ts";
 import { defaultRange } from "./ipam/local_pool.ts";
 import { DefaultNetwork, type NetworkRange } from "./default_network.ts";
 import { ClusterController, type ClusterStats } from "./cluster/controller.ts";
-import { NodeMap, type Vtep, VTEP_ANNOTATION } from "./cluster/nodes.ts";
+import { NodeMap, slimNode, type Vtep, VTEP_ANNOTATION } from "./cluster/nodes.ts";
 import { IpVxlanEntries, VxlanDevice } from "./cluster/vxlan.ts";
 import { NetlinkVxlanEntries } from "./cluster/netlink_vxlan_entries.ts";
 import { IpRouteTable } from "./cluster/route_table.ts";
@@ -186,13 +186,16 @@ async function connectKube(
     resyncMs: config.watch.resyncSeconds * 1000,
     requestTimeoutMs: config.watch.requestTimeoutSeconds * 1000,
   };
+  // The pod watch asks for metadata only (what the registry uses; a pod's spec and status, which
+  // the kubelet rewrites several times as the pod starts, would only be decoded and dropped), and
+  // keeps only what the registry reads of it.
   const informer = new Informer<Pod>(
     kube,
     PODS,
-    { fieldSelector: `spec.nodeName=${config.nodeName}` },
+    { fieldSelector: `spec.nodeName=${config.nodeName}`, metadataOnly: true },
     { upsert: (p) => registry.upsert(p), remove: (p) => registry.remove(p) },
     getLogger(["ferry", "watch"]),
-    watchOptions,
+    { ...watchOptions, transform: slimPod },
   );
   const watcher = new Watcher();
   watcher.add("pods", informer);
@@ -207,7 +210,7 @@ async function connectKube(
         {},
         { upsert: (n) => map.upsert(n), remove: (n) => map.remove(n) },
         getLogger(["ferry", "watch"]),
-        watchOptions,
+        { ...watchOptions, transform: slimNode },
       ),
     );
   }
@@ -239,7 +242,7 @@ async function connectKube(
         // The UID makes the write a precondition on the pod's identity: the server refuses it
         // (422) when a new pod of the same name has replaced the one it was meant for.
         metadata: { ...(pod.uid ? { uid: pod.uid } : {}), annotations: JSON.parse(value) },
-      }).then(() => {}),
+      }, { metadataOnly: true }).then(() => {}),
     getLogger(["ferry", "annotations"]),
     // A write is retried until it lands, unless the watch saw its pod deleted meanwhile (a retry
     // must not land on a new pod of the same name).
@@ -291,7 +294,7 @@ async function connectKube(
     async publishVtep(vtep) {
       await kube.patchMerge(NODES, undefined, config.nodeName, {
         metadata: { annotations: { [VTEP_ANNOTATION]: JSON.stringify(vtep) } },
-      });
+      }, { metadataOnly: true });
     },
     watcher,
     transport,
@@ -536,7 +539,8 @@ export async function startDaemon(
       pools,
       nodeKnown: (name) => !!k.nodes?.get(name),
       nodesSynced: () => k.watcher.synced,
-      nodeExists: async (name) => (await k.client.find(NODES, undefined, name)) !== undefined,
+      nodeExists: async (name) =>
+        (await k.client.find(NODES, undefined, name, { metadataOnly: true })) !== undefined,
       api: kubeBlockApi(k.client),
       intervalMs: config.gc.reclaimIntervalSeconds * 1000,
       logger: getLogger(["ferry", "gc"]),

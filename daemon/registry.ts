@@ -12,7 +12,10 @@ import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 /** The annotation where the daemon records a pod's attachments (one merge patch per ADD). */
 export const ATTACHMENTS_ANNOTATION = "ferry.dev/attachments";
 
-/** The parts of a pod Ferry uses. */
+/**
+ * The parts of a pod Ferry uses: its metadata. The node's pod watch asks the API server for
+ * nothing else (a metadata-only watch; the node is in its field selector).
+ */
 export interface RegisteredPod {
   /** Namespace. */
   namespace: string;
@@ -22,16 +25,38 @@ export interface RegisteredPod {
   uid: string;
   /** resourceVersion seen. */
   resourceVersion: string;
-  /** The node it is bound to. */
-  nodeName?: string;
   /** Annotations (network selections, Ferry's own record). */
   annotations: Record<string, string>;
   /** Labels. */
   labels: Record<string, string>;
   /** True once it has a deletionTimestamp. */
   terminating: boolean;
-  /** Whether it uses the host's network. */
-  hostNetwork: boolean;
+}
+
+/**
+ * What the pod watch keeps of a pod (its informer's transform): the metadata {@link stripPod}
+ * reads, without the managed fields, owners and anything else; a spec or status a server sent
+ * anyway (one that answered whole objects to a metadata-only watch) is dropped too.
+ *
+ * @example
+ * ```ts
+ * slimPod({ metadata: { name: "web-0", namespace: "app", managedFields: [] }, spec: { containers: [] } });
+ * // { metadata: { name: "web-0", namespace: "app" } } (the other fields it keeps undefined)
+ * ```
+ */
+export function slimPod(pod: Pod): Pod {
+  const m = pod.metadata ?? {};
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      labels: m.labels,
+      annotations: m.annotations,
+      deletionTimestamp: m.deletionTimestamp,
+    },
+  };
 }
 
 /** Strips a pod to what Ferry keeps. */
@@ -42,11 +67,9 @@ export function stripPod(pod: Pod): RegisteredPod {
     name: m.name ?? "",
     uid: m.uid ?? "",
     resourceVersion: m.resourceVersion ?? "",
-    nodeName: pod.spec?.nodeName,
     annotations: { ...(m.annotations ?? {}) },
     labels: { ...(m.labels ?? {}) },
     terminating: !!m.deletionTimestamp,
-    hostNetwork: !!pod.spec?.hostNetwork,
   };
 }
 

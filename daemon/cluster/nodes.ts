@@ -66,6 +66,36 @@ export function stripNode(node: Node): ClusterNode {
 }
 
 /**
+ * What the node watch keeps of a Node object (its informer's transform): the fields
+ * {@link stripNode} reads and the metadata the watch itself needs. A Node's status carries its
+ * conditions, its images (often dozens, each with every tag and digest) and its capacity; the
+ * daemon of every node holds every node, so the whole object would cost memory growing with the
+ * cluster for nothing.
+ *
+ * @example
+ * ```ts
+ * slimNode({ metadata: { name: "n1", resourceVersion: "7", labels: { zone: "a" } },
+ *   spec: { podCIDRs: ["10.244.1.0/24"] }, status: { images: [], addresses: [] } });
+ * // { metadata: { name: "n1", resourceVersion: "7" }, spec: { podCIDRs: ["10.244.1.0/24"] },
+ * //   status: { addresses: [] } } (the other fields it keeps undefined)
+ * ```
+ */
+export function slimNode(node: Node): Node {
+  const m = node.metadata ?? {};
+  const vtep = m.annotations?.[VTEP_ANNOTATION];
+  return {
+    metadata: {
+      name: m.name,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      annotations: vtep === undefined ? undefined : { [VTEP_ANNOTATION]: vtep },
+    },
+    spec: { podCIDR: node.spec?.podCIDR, podCIDRs: node.spec?.podCIDRs },
+    status: { addresses: node.status?.addresses },
+  };
+}
+
+/**
  * The nodes known, by name.
  *
  * @example

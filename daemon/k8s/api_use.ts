@@ -23,9 +23,14 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "",
     resource: "pods",
     verbs: ["list", "watch"],
-    why: "the one watch of the node's pods",
+    why: "the one watch of the node's pods (metadata only: PartialObjectMetadata)",
   },
-  { group: "", resource: "pods", verbs: ["patch"], why: "ADD records its attachment on the pod" },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["patch"],
+    why: "ADD records its attachment on the pod (answered with metadata only)",
+  },
   {
     group: "",
     resource: "nodes",

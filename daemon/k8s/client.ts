@@ -29,7 +29,24 @@ export interface SelectOptions {
   fieldSelector?: string;
   /** e.g. `app=web`. */
   labelSelector?: string;
+  /**
+   * Only the objects' metadata: the server answers `PartialObjectMetadata` (kind and apiVersion
+   * `meta.k8s.io/v1`, no spec, no status), as client-go's metadata informers ask. Selectors still
+   * apply to the whole object on the server's side.
+   */
+  metadataOnly?: boolean;
 }
+
+/**
+ * `Accept` of a request for one object's (or a watch's objects') metadata only. Without the
+ * trailing plain JSON a server that cannot transform the object would answer 406; with it, it may
+ * answer the whole object, which readers of metadata handle alike.
+ */
+export const ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
+  "application/json";
+/** `Accept` of a list of metadata only (`PartialObjectMetadataList`); see {@link ACCEPT_METADATA}. */
+export const ACCEPT_METADATA_LIST =
+  "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 
 /** One page of a list. */
 export interface ListPage<T> {
@@ -83,6 +100,7 @@ export class KubeClient {
         resourceVersion: opts.resourceVersion,
         resourceVersionMatch: opts.resourceVersionMatch,
       },
+      accept: opts.metadataOnly ? ACCEPT_METADATA_LIST : undefined,
       signal: opts.signal,
     });
     const page: ListPage<T> = {
@@ -139,19 +157,25 @@ export class KubeClient {
         allowWatchBookmarks: opts.allowWatchBookmarks ? "true" : undefined,
         timeoutSeconds: opts.timeoutSeconds,
       },
+      accept: opts.metadataOnly ? ACCEPT_METADATA : undefined,
       signal: opts.signal,
     });
     return watchEvents<T>(body, opts.signal);
   }
 
-  /** Reads one object. */
+  /** Reads one object (only its metadata with `metadataOnly`). */
   get<T>(
     rt: ResourceType,
     namespace: string | undefined,
     name: string,
-    signal?: AbortSignal,
+    opts: { metadataOnly?: boolean; signal?: AbortSignal } = {},
   ): Promise<T> {
-    return this.#t.json<T>({ method: "GET", path: resourcePath(rt, namespace, name), signal });
+    return this.#t.json<T>({
+      method: "GET",
+      path: resourcePath(rt, namespace, name),
+      accept: opts.metadataOnly ? ACCEPT_METADATA : undefined,
+      signal: opts.signal,
+    });
   }
 
   /** Reads one object; undefined when it does not exist (404). */
@@ -159,9 +183,9 @@ export class KubeClient {
     rt: ResourceType,
     namespace: string | undefined,
     name: string,
-    signal?: AbortSignal,
+    opts: { metadataOnly?: boolean; signal?: AbortSignal } = {},
   ): Promise<T | undefined> {
-    return this.get<T>(rt, namespace, name, signal).catch((e) => {
+    return this.get<T>(rt, namespace, name, opts).catch((e) => {
       if (e instanceof KubeApiError && e.isNotFound) return undefined;
       throw e;
     });
@@ -189,20 +213,25 @@ export class KubeClient {
     });
   }
 
-  /** Applies a JSON merge patch (RFC 7386): named keys change, `null` removes a key. */
+  /**
+   * Applies a JSON merge patch (RFC 7386): named keys change, `null` removes a key. The answer is
+   * the patched object, or only its metadata with `metadataOnly` (a writer of annotations need not
+   * receive and decode the whole object).
+   */
   patchMerge<T>(
     rt: ResourceType,
     namespace: string | undefined,
     name: string,
     patch: unknown,
-    signal?: AbortSignal,
+    opts: { metadataOnly?: boolean; signal?: AbortSignal } = {},
   ) {
     return this.#t.json<T>({
       method: "PATCH",
       path: resourcePath(rt, namespace, name),
       body: patch,
       contentType: "application/merge-patch+json",
-      signal,
+      accept: opts.metadataOnly ? ACCEPT_METADATA : undefined,
+      signal: opts.signal,
     });
   }
 

@@ -57,6 +57,17 @@ export interface InformerOptions {
   random?: () => number;
 }
 
+/** An informer's {@link InformerOptions} and what it keeps of its objects. */
+export interface InformerSettings<T> extends InformerOptions {
+  /**
+   * What the informer keeps of each object, and so what its handlers see: applied once to every
+   * object as it arrives, listed or watched (bookmarks aside). Owners strip what they do not use
+   * (client-go's transform), so a cache of a whole cluster's objects stays small. Default: the
+   * object as it came.
+   */
+  transform?: (obj: T) => T;
+}
+
 /** Counters of an informer. */
 export interface InformerStats {
   /** Full lists done (the first and every re-list). */
@@ -89,7 +100,7 @@ export class Informer<T extends KubeObject> {
   readonly #select: SelectOptions;
   readonly #handlers: InformerHandlers<T>;
   readonly #log: Logger;
-  readonly #o: Required<InformerOptions>;
+  readonly #o: Required<InformerSettings<T>>;
   readonly #cache = new Map<string, T>();
   readonly #abort = new AbortController();
   readonly #synced = Promise.withResolvers<void>();
@@ -107,7 +118,7 @@ export class Informer<T extends KubeObject> {
     select: SelectOptions,
     handlers: InformerHandlers<T>,
     log: Logger,
-    options: InformerOptions = {},
+    options: InformerSettings<T> = {},
   ) {
     this.#kube = kube;
     this.#rt = rt;
@@ -123,6 +134,7 @@ export class Informer<T extends KubeObject> {
       resyncMs: 0,
       requestTimeoutMs: 30_000,
       random: Math.random,
+      transform: (obj) => obj,
       ...options,
     };
     this.#synced.promise.catch(() => {});
@@ -254,9 +266,9 @@ export class Informer<T extends KubeObject> {
           status.message ?? "watch error",
         );
       }
-      const obj = ev.object as T;
-      seen.rv = obj.metadata?.resourceVersion ?? seen.rv;
+      seen.rv = (ev.object as T).metadata?.resourceVersion ?? seen.rv;
       if (ev.type === "BOOKMARK") continue;
+      const obj = this.#o.transform(ev.object as T);
       if (ev.type === "DELETED") {
         this.#cache.delete(keyOf(obj));
         this.#handlers.remove(obj);
@@ -276,7 +288,8 @@ export class Informer<T extends KubeObject> {
     });
     this.stats.lists++;
     const seen = new Set<string>();
-    for (const obj of items) {
+    for (const listed of items) {
+      const obj = this.#o.transform(listed);
       const key = keyOf(obj);
       seen.add(key);
       const before = this.#cache.get(key);

@@ -21,6 +21,8 @@ export interface KubeRequest {
   body?: unknown;
   /** Content type of the body (default `application/json`). */
   contentType?: string;
+  /** What the answer may be (default `application/json`). */
+  accept?: string;
   /** Aborts the request (and a stream). */
   signal?: AbortSignal;
 }
@@ -99,7 +101,7 @@ export class HttpTransport implements KubeTransport {
    * then bounded only by the caller's signal.
    */
   async #exchange<T>(req: KubeRequest, read: (res: Response) => Promise<T>): Promise<T> {
-    const headers: Record<string, string> = { accept: "application/json" };
+    const headers: Record<string, string> = { accept: req.accept ?? "application/json" };
     const token = await this.#config.token?.();
     if (token) headers.authorization = `Bearer ${token}`;
     if (req.body !== undefined) headers["content-type"] = req.contentType ?? "application/json";

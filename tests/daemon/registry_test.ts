@@ -1,6 +1,6 @@
 import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
-import { ATTACHMENTS_ANNOTATION, PodRegistry } from "../../daemon/registry.ts";
+import { ATTACHMENTS_ANNOTATION, PodRegistry, slimPod, stripPod } from "../../daemon/registry.ts";
 import { CniError } from "../../lib/cni/errors.ts";
 
 const pod = (name: string, uid: string, extra: Record<string, unknown> = {}): Pod => ({
@@ -71,4 +71,37 @@ Deno.test("the container ID comes from the pod's annotation after a restart and 
   assertEquals(registry.containerIdOf(ref("web-0")), "c2");
   registry.upsert(pod("web-0", "u2"));
   assertEquals(registry.containerIdOf(ref("web-0")), undefined);
+});
+
+Deno.test("the pod watch keeps what the registry reads of a pod and drops the rest", () => {
+  const full: Pod = {
+    metadata: {
+      name: "web-0",
+      namespace: "app",
+      uid: "u1",
+      resourceVersion: "9",
+      labels: { app: "web" },
+      annotations: { "k8s.v1.cni.cncf.io/networks": "blue", [ATTACHMENTS_ANNOTATION]: "{}" },
+      deletionTimestamp: "2026-11-25T00:00:00Z",
+      ownerReferences: [{ apiVersion: "apps/v1", kind: "StatefulSet", name: "web", uid: "s1" }],
+      managedFields: [{ manager: "kubelet", operation: "Update", fieldsType: "FieldsV1" }],
+      creationTimestamp: "2026-11-24T00:00:00Z",
+    },
+    spec: { nodeName: "n1", containers: [{ name: "c", image: "busybox" }] },
+    status: { phase: "Running", podIP: "10.0.0.5" },
+  };
+  const slim = slimPod(full);
+  assertEquals(stripPod(slim), stripPod(full));
+  assertEquals(stripPod(slim).terminating, true);
+  assertEquals(JSON.parse(JSON.stringify(slim)), {
+    metadata: {
+      name: "web-0",
+      namespace: "app",
+      uid: "u1",
+      resourceVersion: "9",
+      labels: { app: "web" },
+      annotations: { "k8s.v1.cni.cncf.io/networks": "blue", [ATTACHMENTS_ANNOTATION]: "{}" },
+      deletionTimestamp: "2026-11-25T00:00:00Z",
+    },
+  });
 });

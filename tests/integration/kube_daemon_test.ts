@@ -280,7 +280,15 @@ Deno.test({
             assertEquals(w.lists, 1, JSON.stringify(stats));
             assertEquals(w.watches, 1 + w.interrupted, JSON.stringify(stats));
             assert(w.watches <= 3, JSON.stringify(stats));
-            if (k.standin) assertEquals(k.standin.stats.requests["WATCH pods"], 1);
+            if (k.standin) {
+              assertEquals(k.standin.stats.requests["WATCH pods"], 1);
+              // The pod list and watch and every annotation write asked for metadata only.
+              const { metadataOnly, requests } = k.standin.stats;
+              assertEquals(
+                [metadataOnly["GET pods"], metadataOnly["WATCH pods"], metadataOnly["PATCH pods"]],
+                [requests["GET pods"], 1, names.length],
+              );
+            }
             const dels = await Promise.all(
               namespaces.map((ns, i) =>
                 ferry.shim(runtimeEnv("DEL", ns, cids[i], names[i]), netconf())

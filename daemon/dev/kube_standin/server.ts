@@ -17,6 +17,9 @@
  * `deletionTimestamp` until deleted again with `gracePeriodSeconds=0`, as without a kubelet, and
  * every other pod deletion is a MODIFIED with grace 0 followed by DELETED, as the real server does);
  * field selectors (the server's supported fields; others are 400) and label selectors;
+ * metadata-only answers (`Accept: …;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, for
+ * objects, lists, watch events and bookmarks, with the real server's 406 for a view that does not
+ * fit; `daemon/dev/kube_standin/media.ts`);
  * namespaces must exist; CRDs register their resources (served versions, scope); bearer tokens.
  *
  * What it does not model: RBAC and admission beyond namespace existence, strategic merge and JSON
@@ -36,6 +39,7 @@ import {
   PODS,
   type ResourceType,
 } from "../../k8s/resources.ts";
+import { type AnswerView, answerView, checkView, viewed, viewedListType } from "./media.ts";
 import { applyMergePatch } from "./merge_patch.ts";
 import { ApiFailure, type Change, ObjectStore, resourceId } from "./object_store.ts";
 import {
@@ -68,6 +72,8 @@ export interface StandinStats {
   requests: Record<string, number>;
   /** Watches currently open. */
   openWatches: number;
+  /** Of {@link StandinStats.requests}, those that asked for metadata only (`as=PartialObjectMetadata…`). */
+  metadataOnly: Record<string, number>;
 }
 
 /** Options of the stand-in. */
@@ -116,7 +122,7 @@ export class KubeStandin {
   #port = 0;
   #server?: Deno.HttpServer<Deno.NetAddr>;
   /** Counters. */
-  readonly stats: StandinStats = { requests: {}, openWatches: 0 };
+  readonly stats: StandinStats = { requests: {}, openWatches: 0, metadataOnly: {} };
 
   private constructor(options: StandinOptions) {
     this.#options = options;
@@ -249,14 +255,18 @@ export class KubeStandin {
         throw new ApiFailure(401, "Unauthorized", "Unauthorized");
       }
       if (url.pathname === "/version") {
-        return json({ major: "1", minor: "26", gitVersion: "v1.26.0-ferry-standin" });
+        return answer({ major: "1", minor: "26", gitVersion: "v1.26.0-ferry-standin" });
       }
       const route = this.#route(url.pathname);
       const isWatch = ["true", "1"].includes(url.searchParams.get("watch") ?? "");
+      const view = answerView(req.headers.get("accept"));
       this.#injectFault(req.method, url.pathname, isWatch);
-      if (req.method === "GET" && !route.name && isWatch) return this.#watch(route, url);
-      this.#count(`${req.method} ${route.rt.plural}`);
-      return await this.#serve(req, route, url);
+      const watch = req.method === "GET" && !route.name && isWatch;
+      const key = `${watch ? "WATCH" : req.method} ${route.rt.plural}`;
+      this.#count(key);
+      if (view !== "whole") this.stats.metadataOnly[key] = (this.stats.metadataOnly[key] ?? 0) + 1;
+      if (watch) return this.#watch(route, url, view);
+      return await this.#serve(req, route, url, view);
     } catch (e) {
       if (e instanceof ApiFailure) return status(e.code, e.reason, e.message);
       if (e instanceof SelectorError) return status(400, "BadRequest", e.message);
@@ -313,11 +323,15 @@ export class KubeStandin {
     req: Request,
     r: { rt: ResourceType; namespace?: string; name?: string },
     url: URL,
+    view: AnswerView,
   ): Promise<Response> {
     const { rt, namespace, name } = r;
+    if (req.method === "GET" && !name) return this.#list(rt, namespace, url, view);
+    checkView(view, false, rt.kind);
+    const json = (obj: KubeObject, code?: number) => answer(viewed(obj, view), code);
     switch (req.method) {
       case "GET":
-        return name ? json(this.store.get(rt, namespace, name)) : this.#list(rt, namespace, url);
+        return json(this.store.get(rt, namespace, name!));
       case "POST": {
         if (name) throw new ApiFailure(405, "MethodNotAllowed", "POST to an object");
         const body = await req.json() as KubeObject;
@@ -392,7 +406,8 @@ export class KubeStandin {
     ];
   }
 
-  #list(rt: ResourceType, namespace: string | undefined, url: URL): Response {
+  #list(rt: ResourceType, namespace: string | undefined, url: URL, view: AnswerView): Response {
+    checkView(view, true, rt.kind);
     const [fields, labels] = this.#selectors(rt, url);
     const limit = Number(url.searchParams.get("limit") ?? "0");
     const cont = url.searchParams.get("continue");
@@ -440,18 +455,17 @@ export class KubeStandin {
       items = items.slice(0, limit);
       metadata.continue = btoa(JSON.stringify({ rv: atRv, after: keyOf(items[items.length - 1]) }));
     }
-    return json({
+    const type = viewedListType(view, {
       kind: `${rt.kind}List`,
       apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version,
-      metadata,
-      items,
     });
+    return answer({ ...type, metadata, items: items.map((o) => viewed(o, view)) });
   }
 
-  #watch(route: { rt: ResourceType; namespace?: string }, url: URL): Response {
+  #watch(route: { rt: ResourceType; namespace?: string }, url: URL, view: AnswerView): Response {
     const { rt, namespace } = route;
+    checkView(view, false, rt.kind);
     const [fields, labels] = this.#selectors(rt, url);
-    this.#count(`WATCH ${rt.plural}`);
     const rvParam = url.searchParams.get("resourceVersion");
     const bookmarks = url.searchParams.get("allowWatchBookmarks") === "true";
     const timeoutSeconds = Number(url.searchParams.get("timeoutSeconds") ?? "1800");
@@ -460,10 +474,11 @@ export class KubeStandin {
       matchesSelectors(o as Record<string, unknown>, fields, labels);
     const toEvent = (c: Change): { type: string; object: KubeObject } | undefined => {
       const now = inScope(c.object), before = inScope(c.previous);
-      if (c.type === "DELETED") return before ? { type: "DELETED", object: c.object } : undefined;
-      if (now && before) return { type: "MODIFIED", object: c.object };
-      if (now) return { type: "ADDED", object: c.object };
-      if (before) return { type: "DELETED", object: c.object };
+      const object = viewed(c.object, view);
+      if (c.type === "DELETED") return before ? { type: "DELETED", object } : undefined;
+      if (now && before) return { type: "MODIFIED", object };
+      if (now) return { type: "ADDED", object };
+      if (before) return { type: "DELETED", object };
       return undefined;
     };
     const encoder = new TextEncoder();
@@ -484,7 +499,7 @@ export class KubeStandin {
         try {
           if (!rvParam || rvParam === "0") {
             for (const o of store.snapshot(rt, namespace)) {
-              if (inScope(o)) initial.push({ type: "ADDED", object: o });
+              if (inScope(o)) initial.push({ type: "ADDED", object: viewed(o, view) });
             }
             lastSent = store.rv;
           } else {
@@ -526,11 +541,13 @@ export class KubeStandin {
           const newest = store.lastRvOf(rt);
           if (bookmarks && newest > lastSent) {
             lastSent = newest;
+            const type = view === "whole"
+              ? { kind: rt.kind, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version }
+              : { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1" };
             send({
               type: "BOOKMARK",
               object: {
-                kind: rt.kind,
-                apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version,
+                ...type,
                 metadata: { resourceVersion: String(newest), creationTimestamp: null },
               },
             });
@@ -640,7 +657,7 @@ function checkPreconditions(current: KubeObject, pre: DeleteOptions["preconditio
   }
 }
 
-function json(body: unknown, code = 200): Response {
+function answer(body: unknown, code = 200): Response {
   return new Response(JSON.stringify(body), {
     status: code,
     headers: { "content-type": "application/json" },
@@ -648,7 +665,7 @@ function json(body: unknown, code = 200): Response {
 }
 
 function status(code: number, reason: string, message: string): Response {
-  return json({
+  return answer({
     kind: "Status",
     apiVersion: "v1",
     metadata: {},

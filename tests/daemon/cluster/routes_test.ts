@@ -1,6 +1,13 @@
 import { assertEquals } from "deno-std/assert/mod.js";
+import type { Node } from "kubernetes-types/core/v1.d.ts";
 import { hostGwRoutes, routeChanges } from "../../../daemon/cluster/routes.ts";
-import { type ClusterNode, NodeMap, stripNode } from "../../../daemon/cluster/nodes.ts";
+import {
+  type ClusterNode,
+  NodeMap,
+  slimNode,
+  stripNode,
+  VTEP_ANNOTATION,
+} from "../../../daemon/cluster/nodes.ts";
 
 const n = (name: string, internalIPs: string[], podCIDRs: string[]): ClusterNode => ({
   name,
@@ -73,4 +80,48 @@ Deno.test("the node map tells listeners of changes that matter, not of repeats",
   nodes.remove(node);
   nodes.remove(node);
   assertEquals([changes, nodes.size], [2, 0]);
+});
+
+Deno.test("the node watch keeps what routing reads of a Node: images, conditions, labels and other annotations are dropped", () => {
+  const vtep = JSON.stringify({ mac: "02:00:00:00:00:01", ip: "192.0.2.11" });
+  const full: Node = {
+    metadata: {
+      name: "n1",
+      uid: "u1",
+      resourceVersion: "7",
+      labels: { "kubernetes.io/hostname": "n1" },
+      annotations: { [VTEP_ANNOTATION]: vtep, "node.alpha.kubernetes.io/ttl": "0" },
+      managedFields: [{ manager: "kubelet", operation: "Update", fieldsType: "FieldsV1" }],
+    },
+    spec: { podCIDR: "10.244.1.0/24", podCIDRs: ["10.244.1.0/24", "fd00:1::/64"], providerID: "x" },
+    status: {
+      addresses: [{ type: "InternalIP", address: "192.0.2.11" }, {
+        type: "Hostname",
+        address: "n1",
+      }],
+      conditions: [{ type: "Ready", status: "True" }],
+      images: [{
+        names: ["registry.example/app@sha256:0", "registry.example/app:1"],
+        sizeBytes: 1,
+      }],
+      capacity: { cpu: "2" },
+    },
+  };
+  const slim = slimNode(full);
+  assertEquals(stripNode(slim), stripNode(full));
+  assertEquals(JSON.parse(JSON.stringify(slim)), {
+    metadata: {
+      name: "n1",
+      uid: "u1",
+      resourceVersion: "7",
+      annotations: { [VTEP_ANNOTATION]: vtep },
+    },
+    spec: { podCIDR: "10.244.1.0/24", podCIDRs: ["10.244.1.0/24", "fd00:1::/64"] },
+    status: {
+      addresses: [{ type: "InternalIP", address: "192.0.2.11" }, {
+        type: "Hostname",
+        address: "n1",
+      }],
+    },
+  });
 });

@@ -22,6 +22,8 @@ export interface KubeTarget {
   kubeconfig: string;
   /** A client on it. */
   client: KubeClient;
+  /** The client's transport (for requests the client does not make). */
+  transport: HttpTransport;
   /** The stand-in, when that is the target (its hooks). */
   standin?: KubeStandin;
   /** A unique token for object names. */
@@ -111,6 +113,7 @@ export async function withKube<T>(fn: (t: KubeTarget) => Promise<T>): Promise<T>
     return await fn({
       kubeconfig,
       client,
+      transport,
       standin,
       id,
       async stopApi() {

@@ -2,6 +2,7 @@
 // FERRY_TEST_KUBECONFIG): every behaviour Ferry depends on, as KUBE-API-FACTS.md lists it.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import { ACCEPT_METADATA, ACCEPT_METADATA_LIST } from "../../../daemon/k8s/client.ts";
 import { KubeApiError } from "../../../daemon/k8s/errors.ts";
 import { EVENTS, IPBLOCKS, PODS } from "../../../daemon/k8s/resources.ts";
 import type { IpBlockObject } from "../../../daemon/ipam/ip_pools.ts";
@@ -192,6 +193,94 @@ Deno.test("a watch from a list's resourceVersion sees every later change of the 
     } finally {
       abort.abort();
       await removePods(client, names);
+    }
+  }));
+
+Deno.test("metadata-only lists, watches, gets and patches answer PartialObjectMetadata: the pod's metadata, no spec or status, selectors still applied", () =>
+  withKube(async ({ client, id }) => {
+    const node = `node-${id}`;
+    const names = [`m1-${id}`, `m2-${id}`, `elsewhere-${id}`];
+    const abort = new AbortController();
+    type Viewed = Omit<Pod, "kind" | "apiVersion"> & { kind?: string; apiVersion?: string };
+    const isMetadata = (o: Viewed) =>
+      o.kind === "PartialObjectMetadata" && o.apiVersion === "meta.k8s.io/v1" &&
+      o.spec === undefined && o.status === undefined;
+    try {
+      await client.create<Pod>(PODS, testPod(names[0], node, { labels: { l: "1" } }));
+      await client.create<Pod>(PODS, testPod(names[2], `other-${id}`));
+      const listed = await client.listAll<Viewed>(PODS, {
+        fieldSelector: `spec.nodeName=${node}`,
+        metadataOnly: true,
+        pageSize: 1,
+      });
+      assertEquals(listed.items.map((p) => [p.metadata?.name, p.metadata?.labels, isMetadata(p)]), [
+        [names[0], { l: "1" }, true],
+      ]);
+      assert(listed.items[0].metadata?.uid && listed.items[0].metadata?.resourceVersion);
+      const events = await client.watch<Viewed>(PODS, {
+        fieldSelector: `spec.nodeName=${node}`,
+        resourceVersion: listed.resourceVersion,
+        metadataOnly: true,
+        signal: abort.signal,
+      });
+      await client.create<Pod>(PODS, testPod(names[1], node));
+      const patched = await client.patchMerge<Viewed>(PODS, "default", names[0], {
+        metadata: { annotations: { a: "1" } },
+      }, { metadataOnly: true });
+      assert(
+        isMetadata(patched),
+        `a metadata-only patch answers metadata: ${JSON.stringify(patched)}`,
+      );
+      assertEquals(patched.metadata?.annotations, { a: "1" });
+      const read = await client.get<Viewed>(PODS, "default", names[0], { metadataOnly: true });
+      assert(isMetadata(read), `a metadata-only get answers metadata: ${JSON.stringify(read)}`);
+      assertEquals(read.metadata?.uid, patched.metadata?.uid);
+      await client.patchMerge(PODS, "default", names[2], { metadata: { annotations: { a: "1" } } });
+      await client.delete(PODS, "default", names[1], { gracePeriodSeconds: 0 });
+      const got = await nextEvents(events, 4, (e) => e.type !== "BOOKMARK");
+      assertEquals(
+        got.map((e) => [e.type, e.object.metadata?.name, isMetadata(e.object)]),
+        [
+          ["ADDED", names[1], true],
+          ["MODIFIED", names[0], true],
+          ["MODIFIED", names[1], true],
+          ["DELETED", names[1], true],
+        ],
+      );
+      assertEquals(got[1].object.metadata?.annotations, { a: "1" });
+      assert(got[2].object.metadata?.deletionTimestamp, "the deletion's mark is in the metadata");
+    } finally {
+      abort.abort();
+      await removePods(client, names);
+    }
+  }));
+
+Deno.test("a metadata view that does not fit the answer is 406: a list as one object's metadata, an object as a list", () =>
+  withKube(async ({ client, transport, id }) => {
+    const name = `v-${id}`;
+    try {
+      await client.create<Pod>(PODS, testPod(name, `node-${id}`));
+      const asObject = await assertRejects(
+        () => transport.json({ method: "GET", path: "/api/v1/pods", accept: ACCEPT_METADATA }),
+        KubeApiError,
+      );
+      const asList = await assertRejects(
+        () =>
+          transport.json({
+            method: "GET",
+            path: `/api/v1/namespaces/default/pods/${name}`,
+            accept: ACCEPT_METADATA_LIST,
+          }),
+        KubeApiError,
+      );
+      assertEquals([asObject.status, asObject.reason, asList.status, asList.reason], [
+        406,
+        "NotAcceptable",
+        406,
+        "NotAcceptable",
+      ]);
+    } finally {
+      await removePods(client, [name]);
     }
   }));
 

@@ -81,6 +81,50 @@ Deno.test("the informer lists first, then follows changes of its node's pods onl
     }
   }));
 
+Deno.test("the informer keeps and hands on what its transform leaves of listed and watched objects", () =>
+  withKube(async ({ client, id }) => {
+    const node = `node-${id}`;
+    const names = [`t1-${id}`, `t2-${id}`];
+    const handed: Pod[] = [];
+    const transform = (p: Pod): Pod => ({
+      metadata: {
+        name: p.metadata?.name,
+        namespace: p.metadata?.namespace,
+        resourceVersion: p.metadata?.resourceVersion,
+      },
+    });
+    const informer = new Informer<Pod>(
+      client,
+      PODS,
+      { fieldSelector: `spec.nodeName=${node}` },
+      { upsert: (p) => handed.push(p), remove: (p) => handed.push(p) },
+      getLogger(["ferry", "test"]),
+      { ...FAST, transform },
+    );
+    try {
+      await client.create<Pod>(PODS, testPod(names[0], node));
+      informer.start();
+      await informer.synced;
+      await client.create<Pod>(PODS, testPod(names[1], node));
+      await client.delete(PODS, "default", names[1], { gracePeriodSeconds: 0 });
+      await until(() => handed.length >= 4);
+      // Listed (t1), watched (t2 added, marked, deleted): all as the transform left them.
+      assertEquals(
+        handed.map((p) => [p.metadata?.name, Object.keys(p), Object.keys(p.metadata!)]),
+        [
+          [names[0], ["metadata"], ["name", "namespace", "resourceVersion"]],
+          ...[1, 2, 3].map(
+            () => [names[1], ["metadata"], ["name", "namespace", "resourceVersion"]],
+          ),
+        ],
+      );
+      assertEquals(informer.list(), [transform(await client.get<Pod>(PODS, "default", names[0]))]);
+    } finally {
+      await informer.stop();
+      await removePods(client, names);
+    }
+  }));
+
 Deno.test({
   name:
     "after a dropped connection the informer watches again from where it was, without re-listing",

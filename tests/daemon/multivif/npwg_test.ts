@@ -12,7 +12,6 @@ const pod = (networks: string): RegisteredPod => ({
   annotations: { "k8s.v1.cni.cncf.io/networks": networks },
   labels: {},
   terminating: false,
-  hostNetwork: false,
 });
 
 const nad = (namespace: string, name: string, config?: string) => ({
