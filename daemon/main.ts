@@ -188,14 +188,16 @@ async function connectKube(
   };
   // The pod watch asks for metadata only (what the registry uses; a pod's spec and status, which
   // the kubelet rewrites several times as the pod starts, would only be decoded and dropped), and
-  // keeps only what the registry reads of it.
+  // keeps only what the registry reads of it. Its first list comes from the API server's watch
+  // cache (every daemon of a large cluster starting at once must not each make etcd read all
+  // pods); the IP reconcile loop asks the server before acting on a pod's absence.
   const informer = new Informer<Pod>(
     kube,
     PODS,
     { fieldSelector: `spec.nodeName=${config.nodeName}`, metadataOnly: true },
     { upsert: (p) => registry.upsert(p), remove: (p) => registry.remove(p) },
     getLogger(["ferry", "watch"]),
-    { ...watchOptions, transform: slimPod },
+    { ...watchOptions, transform: slimPod, firstListFromCache: true },
   );
   const watcher = new Watcher();
   watcher.add("pods", informer);
@@ -210,7 +212,9 @@ async function connectKube(
         {},
         { upsert: (n) => map.upsert(n), remove: (n) => map.remove(n) },
         getLogger(["ferry", "watch"]),
-        { ...watchOptions, transform: slimNode },
+        // First list from the watch cache too: a node's absence is confirmed with the server
+        // before its blocks are reclaimed, and routes follow the watch.
+        { ...watchOptions, transform: slimNode, firstListFromCache: true },
       ),
     );
   }
@@ -511,6 +515,10 @@ export async function startDaemon(
       release: (key, stale) => service.releaseStale(key, stale),
       sweepOrphans: (seen, graceMs) => service.sweepOrphans(seen, graceMs),
       netnsGone: async (path) => (await netns.classify(path)) === "gone",
+      // A read from the server's storage (no resourceVersion): the cache's first list may lag it.
+      podUid: async (pod) =>
+        (await k.client.find<Pod>(PODS, pod.namespace, pod.name, { metadataOnly: true }))
+          ?.metadata?.uid,
       event: async (pod, type, reason, message) => {
         await k.client.createEvent(
           { kind: "Pod", apiVersion: "v1", namespace: pod.namespace, name: pod.name, uid: pod.uid },

@@ -21,7 +21,10 @@
  * its pod reaches the watch: it is looked at again when the grace has passed); an attachment of a
  * pod that exists with its UID and whose namespace exists, whatever the runtime said; anything at
  * all while the pod cache is not synced and healthy (an API outage makes the sweep do nothing
- * destructive). An attachment without a pod (plain CNI use) is released only for its namespace.
+ * destructive); an attachment whose pod the cache lacks but the API server itself still has with
+ * its UID (`podUid`, a read from the server's storage, asked just before each release for a
+ * deleted or replaced pod: the cache's first list comes from the server's watch cache, which may
+ * lag). An attachment without a pod (plain CNI use) is released only for its namespace.
  *
  * @module
  */
@@ -48,6 +51,12 @@ export interface PodGcDeps {
   ) => Promise<Attachment | undefined>;
   /** Whether a network namespace path no longer exists. */
   netnsGone: (path: string) => Promise<boolean>;
+  /**
+   * The UID of the pod of that name as the API server's storage has it now (undefined when there
+   * is none); a failure fails the release, which is retried. Without it the pod cache decides
+   * alone.
+   */
+  podUid?: (pod: { namespace: string; name: string }) => Promise<string | undefined>;
   /**
    * Removes host links and addresses no attachment names once orphaned for `graceMs`
    * (CniService.sweepOrphans); run by each sweep.
@@ -215,6 +224,9 @@ export class PodGc {
     let reason: GcReason | undefined;
     const released = await this.#d.release(key, async (now) => {
       reason = now ? await this.#staleReason(now) : undefined;
+      if (reason && reason !== "namespace gone" && now?.pod && await this.#inApi(now.pod)) {
+        reason = undefined;
+      }
       return reason !== undefined;
     });
     if (!released) return;
@@ -240,6 +252,18 @@ export class PodGc {
         } (${released.ifname}, network ${released.network}) of container ${key.containerId}: ${reason}`,
       ).catch(() => {});
     }
+  }
+
+  /** Whether the API server still has the attachment's pod (with its UID) though the cache lacks it. */
+  async #inApi(pod: NonNullable<Attachment["pod"]>): Promise<boolean> {
+    if (!this.#d.podUid) return false;
+    const uid = await this.#d.podUid(pod);
+    if (uid === undefined || (pod.uid && uid !== pod.uid)) return false;
+    this.#d.logger.info(
+      "kept the attachments of pod {pod}: the API server has it, the pod cache does not yet",
+      { pod: `${pod.namespace}/${pod.name}` },
+    );
+    return true;
   }
 
   #outcome(o: Outcome): void {

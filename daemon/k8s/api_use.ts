@@ -23,7 +23,14 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "",
     resource: "pods",
     verbs: ["list", "watch"],
-    why: "the one watch of the node's pods (metadata only: PartialObjectMetadata)",
+    why:
+      "the one watch of the node's pods (metadata only: PartialObjectMetadata; first list from the watch cache)",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["get"],
+    why: "the IP reconcile loop confirms a pod gone from the server before releasing its addresses",
   },
   {
     group: "",

@@ -111,10 +111,14 @@ export class KubeClient {
     return page;
   }
 
-  /** Lists every page (`limit`/`continue`); the result's resourceVersion is the first page's. */
+  /**
+   * Lists every page (`limit`/`continue`); the result's resourceVersion is the first page's.
+   * `resourceVersion` "0" asks for any version (a real server answers from its watch cache, in one
+   * page); none, for the most recent (from etcd).
+   */
   async listAll<T>(
     rt: ResourceType,
-    opts: SelectOptions & { pageSize?: number; signal?: AbortSignal } = {},
+    opts: SelectOptions & { pageSize?: number; resourceVersion?: "0"; signal?: AbortSignal } = {},
   ) {
     const items: T[] = [];
     let page = await this.list<T>(rt, { ...opts, limit: opts.pageSize ?? 500 });
@@ -123,6 +127,7 @@ export class KubeClient {
     while (page.continue) {
       page = await this.list<T>(rt, {
         ...opts,
+        resourceVersion: undefined, // the continue token names it
         limit: opts.pageSize ?? 500,
         continue: page.continue,
       });

@@ -55,6 +55,16 @@ export interface InformerOptions {
   requestTimeoutMs?: number;
   /** Randomness for jitter (tests pass a fixed one). */
   random?: () => number;
+  /**
+   * The first list asks for any resourceVersion (`resourceVersion=0`), which the API server
+   * answers from its watch cache (whole, ignoring the page size) instead of reading every object
+   * of the type from etcd and filtering them there (field selectors are not indexed in etcd): on
+   * a large cluster, what each start of a DaemonSet's pods would cost. The cache may lag the
+   * server's storage: the watch from the list's resourceVersion brings what it lacked, and an
+   * owner that acts on an object's absence must ask the server first. Re-lists (after 410) read
+   * the storage. Default false.
+   */
+  firstListFromCache?: boolean;
 }
 
 /** An informer's {@link InformerOptions} and what it keeps of its objects. */
@@ -62,8 +72,9 @@ export interface InformerSettings<T> extends InformerOptions {
   /**
    * What the informer keeps of each object, and so what its handlers see: applied once to every
    * object as it arrives, listed or watched (bookmarks aside). Owners strip what they do not use
-   * (client-go's transform), so a cache of a whole cluster's objects stays small. Default: the
-   * object as it came.
+   * (client-go's transform), so a cache of a whole cluster's objects stays small; the informer
+   * itself needs `metadata.name`, `namespace` and `resourceVersion` kept. Default: the object as
+   * it came.
    */
   transform?: (obj: T) => T;
 }
@@ -134,6 +145,7 @@ export class Informer<T extends KubeObject> {
       resyncMs: 0,
       requestTimeoutMs: 30_000,
       random: Math.random,
+      firstListFromCache: false,
       transform: (obj) => obj,
       ...options,
     };
@@ -284,6 +296,7 @@ export class Informer<T extends KubeObject> {
     const { items, resourceVersion } = await this.#kube.listAll<T>(this.#rt, {
       ...this.#select,
       pageSize: this.#o.pageSize,
+      resourceVersion: this.#o.firstListFromCache && this.stats.lists === 0 ? "0" : undefined,
       signal,
     });
     this.stats.lists++;

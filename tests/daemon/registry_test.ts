@@ -74,15 +74,18 @@ Deno.test("the container ID comes from the pod's annotation after a restart and 
 });
 
 Deno.test("the pod watch keeps what the registry reads of a pod and drops the rest", () => {
+  const kept = {
+    name: "web-0",
+    namespace: "app",
+    uid: "u1",
+    resourceVersion: "9",
+    labels: { app: "web" },
+    annotations: { "k8s.v1.cni.cncf.io/networks": "blue", [ATTACHMENTS_ANNOTATION]: "{}" },
+    deletionTimestamp: "2026-11-25T00:00:00Z",
+  };
   const full: Pod = {
     metadata: {
-      name: "web-0",
-      namespace: "app",
-      uid: "u1",
-      resourceVersion: "9",
-      labels: { app: "web" },
-      annotations: { "k8s.v1.cni.cncf.io/networks": "blue", [ATTACHMENTS_ANNOTATION]: "{}" },
-      deletionTimestamp: "2026-11-25T00:00:00Z",
+      ...kept,
       ownerReferences: [{ apiVersion: "apps/v1", kind: "StatefulSet", name: "web", uid: "s1" }],
       managedFields: [{ manager: "kubelet", operation: "Update", fieldsType: "FieldsV1" }],
       creationTimestamp: "2026-11-24T00:00:00Z",
@@ -93,15 +96,5 @@ Deno.test("the pod watch keeps what the registry reads of a pod and drops the re
   const slim = slimPod(full);
   assertEquals(stripPod(slim), stripPod(full));
   assertEquals(stripPod(slim).terminating, true);
-  assertEquals(JSON.parse(JSON.stringify(slim)), {
-    metadata: {
-      name: "web-0",
-      namespace: "app",
-      uid: "u1",
-      resourceVersion: "9",
-      labels: { app: "web" },
-      annotations: { "k8s.v1.cni.cncf.io/networks": "blue", [ATTACHMENTS_ANNOTATION]: "{}" },
-      deletionTimestamp: "2026-11-25T00:00:00Z",
-    },
-  });
+  assertEquals(JSON.parse(JSON.stringify(slim)), { metadata: kept });
 });

@@ -205,6 +205,51 @@ Deno.test({
 
 Deno.test({
   name:
+    "a daemon restarted while the API server's watch cache lags keeps a live pod's address: the IP reconcile loop asks the server before releasing",
+  // The stand-in's stalled watch cache: a real server's cannot be stalled on demand.
+  ignore: !IS_ROOT || !!REAL_KUBECONFIG,
+  fn: () =>
+    withKube((k) => {
+      const node = `node-${k.id}`;
+      const name = `lagged-${k.id}`;
+      const api = k.standin!;
+      return withNodeFerry(k, node, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const cid = `c${uniqueToken()}`;
+          try {
+            const beforePod = api.store.rv;
+            await k.client.create<Pod>(PODS, testPod(name, node));
+            const add = await ferry.shim(runtimeEnv("ADD", ns, cid, name), netconf());
+            assertEquals(add.code, 0, add.stdout);
+            await new Promise((r) => setTimeout(r, 1200)); // older than the grace period
+            // The cache stopped before the pod was created: the restarted daemon's first list
+            // (served from it) and its watch do not have the pod.
+            api.stallWatchCache(beforePod);
+            await ferry.restartDaemon();
+            await until(() => ferry.daemon().ready());
+            assertEquals(ferry.daemon().stats().registry?.pods, 0, "the cache lacks the pod");
+            await until(() => (ferry.daemon().stats().gc?.sweeps ?? 0) >= 3, 15_000, "3 sweeps");
+            await until(() => ferry.daemon().stats().gc?.queued === 0);
+            assertEquals(ferry.daemon().stats().gc?.released, 0);
+            assert(await hostLinkExists(hostLinkName(cid, "eth0")), "still plugged");
+            assertEquals((await ferry.records()).length, 1);
+            api.resumeWatchCache();
+            await until(() => ferry.daemon().stats().registry?.pods === 1);
+            const check = await ferry.shim(runtimeEnv("CHECK", ns, cid, name), netconf());
+            assertEquals(check.code, 0, check.stdout);
+            await removePods(k.client, [name]);
+            const del = await ferry.shim(runtimeEnv("DEL", ns, cid, name), netconf());
+            assertEquals(del.code, 0, del.stdout);
+          } finally {
+            api.resumeWatchCache();
+            await removePods(k.client, [name]);
+          }
+        }), { gc: { graceSeconds: 1, intervalSeconds: 1 } });
+    }),
+});
+
+Deno.test({
+  name:
     "a daemon restarted between ADD and DEL still unplugs and releases, and DEL after the pod is gone succeeds",
   ...opts,
   fn: () =>
@@ -282,12 +327,14 @@ Deno.test({
             assert(w.watches <= 3, JSON.stringify(stats));
             if (k.standin) {
               assertEquals(k.standin.stats.requests["WATCH pods"], 1);
-              // The pod list and watch and every annotation write asked for metadata only.
-              const { metadataOnly, requests } = k.standin.stats;
+              // The pod list and watch and every annotation write asked for metadata only; the
+              // list was of any version (a real server's watch cache).
+              const { metadataOnly, requests, listsFromCache } = k.standin.stats;
               assertEquals(
                 [metadataOnly["GET pods"], metadataOnly["WATCH pods"], metadataOnly["PATCH pods"]],
                 [requests["GET pods"], 1, names.length],
               );
+              assertEquals(listsFromCache.pods, 1);
             }
             const dels = await Promise.all(
               namespaces.map((ns, i) =>

@@ -5,6 +5,7 @@
  * fail requests, and compact history.
  *
  * What it models: monotonic resourceVersions shared by all types; list (with `limit`/`continue`,
+ * `resourceVersion=0` answered whole as from the watch cache,
  * `resourceVersion` + `resourceVersionMatch=Exact` reads of older versions, HTTP 410 `Expired`
  * after compaction), watch (from a resourceVersion, synthetic ADDED when none or "0" is given,
  * objects moving in and out of a selector as ADDED/DELETED, bookmarks only when the type has
@@ -25,7 +26,8 @@
  * What it does not model: RBAC and admission beyond namespace existence, strategic merge and JSON
  * patch (415), subresources other than the object itself, finalizers and garbage collection,
  * server-side apply, structural-schema pruning and validation of custom resources, protobuf,
- * `sendInitialEvents`, watch-cache timing (events arrive at once), and API discovery documents.
+ * `sendInitialEvents`, watch-cache timing (events arrive at once, unless a test stalls the cache:
+ * `stallWatchCache`), and API discovery documents.
  *
  * @module
  */
@@ -74,6 +76,8 @@ export interface StandinStats {
   openWatches: number;
   /** Of {@link StandinStats.requests}, those that asked for metadata only (`as=PartialObjectMetadata…`). */
   metadataOnly: Record<string, number>;
+  /** Lists that asked for any version (`resourceVersion=0`: a real server's watch cache), by resource. */
+  listsFromCache: Record<string, number>;
 }
 
 /** Options of the stand-in. */
@@ -119,10 +123,18 @@ export class KubeStandin {
   readonly #faults: FaultRule[] = [];
   #delayMs = 0;
   readonly #delayed = new Set<() => void>();
+  /** Where a stalled watch cache stopped following etcd (undefined: it follows). */
+  #cacheRv: number | undefined;
+  readonly #cacheResumed = new Set<() => void>();
   #port = 0;
   #server?: Deno.HttpServer<Deno.NetAddr>;
   /** Counters. */
-  readonly stats: StandinStats = { requests: {}, openWatches: 0, metadataOnly: {} };
+  readonly stats: StandinStats = {
+    requests: {},
+    openWatches: 0,
+    metadataOnly: {},
+    listsFromCache: {},
+  };
 
   private constructor(options: StandinOptions) {
     this.#options = options;
@@ -224,6 +236,22 @@ export class KubeStandin {
   /** Hook: empties the watch cache: watches from older versions get the in-stream 410 ERROR. */
   expireWatchCache(): void {
     this.store.expireWatchCache();
+  }
+
+  /**
+   * Hook: the watch cache stops following etcd at `atRv` (default: now), as on a server whose
+   * own watch of etcd is stuck: lists of any version (`resourceVersion=0`) answer as of `atRv`,
+   * and watches deliver nothing newer (bookmarks included) until {@link KubeStandin.resumeWatchCache}.
+   * Reads of the storage (gets, lists of the most recent version) are current.
+   */
+  stallWatchCache(atRv = this.store.rv): void {
+    this.#cacheRv = atRv;
+  }
+
+  /** Hook: a stalled watch cache catches up: watches deliver what it held back, in order. */
+  resumeWatchCache(): void {
+    this.#cacheRv = undefined;
+    for (const flush of [...this.#cacheResumed]) flush();
   }
 
   #register(rt: ResourceType): void {
@@ -444,13 +472,20 @@ export class KubeStandin {
       }
       if (match === "Exact") atRv = n;
     }
+    // Any version ("0") comes from the watch cache, whole (the page size does not apply), and as
+    // of where a stalled cache stopped.
+    const fromCache = rvParam === "0" && !cont;
+    if (fromCache) {
+      this.stats.listsFromCache[rt.plural] = (this.stats.listsFromCache[rt.plural] ?? 0) + 1;
+      if (this.#cacheRv !== undefined) atRv = Math.min(atRv, this.#cacheRv);
+    }
     const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ""}/${o.metadata!.name}`;
     let items = this.store.snapshot(rt, namespace, atRv).filter((o) =>
       matchesSelectors(o as Record<string, unknown>, fields, labels)
     );
     if (after) items = items.filter((o) => keyOf(o) > after);
     const metadata: Record<string, unknown> = { resourceVersion: String(atRv) };
-    if (limit > 0 && items.length > limit) {
+    if (limit > 0 && items.length > limit && !fromCache) {
       metadata.remainingItemCount = items.length - limit;
       items = items.slice(0, limit);
       metadata.continue = btoa(JSON.stringify({ rv: atRv, after: keyOf(items[items.length - 1]) }));
@@ -486,6 +521,9 @@ export class KubeStandin {
     const store = this.store;
     const stats = this.stats;
     const interval = this.#options.bookmarkIntervalMs ?? 1000;
+    // A stalled watch cache (stallWatchCache) holds back what is newer than where it stopped.
+    const heldAt = () => this.#cacheRv;
+    const resumed = this.#cacheResumed;
     let cleanup = () => {};
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
@@ -495,20 +533,47 @@ export class KubeStandin {
           if (!closed) controller.enqueue(encoder.encode(JSON.stringify(ev) + "\n"));
         };
         const initial: { type: string; object: KubeObject }[] = [];
+        const held: { rv: number; ev: { type: string; object: KubeObject } }[] = [];
+        const deliver = (rv: number, ev: { type: string; object: KubeObject }) => {
+          const at = heldAt();
+          if (held.length > 0 || (at !== undefined && rv > at)) return held.push({ rv, ev });
+          lastSent = Math.max(lastSent, rv);
+          send(ev);
+        };
+        const flush = () => {
+          for (const { rv, ev } of held.splice(0)) {
+            lastSent = Math.max(lastSent, rv);
+            send(ev);
+          }
+        };
         let unsubscribe = () => {};
         try {
           if (!rvParam || rvParam === "0") {
-            for (const o of store.snapshot(rt, namespace)) {
+            const at = heldAt();
+            for (const o of store.snapshot(rt, namespace, at)) {
               if (inScope(o)) initial.push({ type: "ADDED", object: viewed(o, view) });
             }
-            lastSent = store.rv;
+            lastSent = at ?? store.rv;
+            if (at !== undefined) {
+              for (const c of store.changesSince(rt, at)) {
+                const ev = toEvent(c);
+                if (ev) held.push({ rv: c.rv, ev });
+              }
+            }
           } else {
             const from = Number(rvParam);
-            for (const c of store.changesSince(rt, from)) {
+            lastSent = from;
+            const changes = store.changesSince(rt, from);
+            for (const c of changes) {
+              const at = heldAt();
               const ev = toEvent(c);
-              if (ev) initial.push(ev);
+              if (at !== undefined && c.rv > at) {
+                if (ev) held.push({ rv: c.rv, ev });
+              } else {
+                lastSent = Math.max(lastSent, c.rv);
+                if (ev) initial.push(ev);
+              }
             }
-            lastSent = Math.max(from, ...store.changesSince(rt, from).map((c) => c.rv));
           }
         } catch (e) {
           if (e instanceof ApiFailure) {
@@ -533,13 +598,12 @@ export class KubeStandin {
         unsubscribe = store.subscribe((c) => {
           if (c.resource !== resourceId(rt)) return;
           const ev = toEvent(c);
-          if (!ev) return;
-          lastSent = c.rv;
-          send(ev);
+          if (ev) deliver(c.rv, ev);
         });
+        resumed.add(flush);
         const ticker = setInterval(() => {
-          const newest = store.lastRvOf(rt);
-          if (bookmarks && newest > lastSent) {
+          const newest = Math.min(store.lastRvOf(rt), heldAt() ?? Infinity);
+          if (bookmarks && held.length === 0 && newest > lastSent) {
             lastSent = newest;
             const type = view === "whole"
               ? { kind: rt.kind, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version }
@@ -567,6 +631,7 @@ export class KubeStandin {
         };
         cleanup = () => {
           unsubscribe();
+          resumed.delete(flush);
           clearInterval(ticker);
           clearTimeout(timer);
           watches.delete(handle);

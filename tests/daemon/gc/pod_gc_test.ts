@@ -144,3 +144,40 @@ Deno.test("a release that keeps failing is given up after its retries, with a Wa
     assertEquals(events, ["Warning IPAddressGarbageCollectionFailed a"]);
     assertEquals(store.list().length, 1, "nothing was released");
   }));
+
+Deno.test("a pod the cache lacks but the API server has with its UID keeps its attachments; gone or replaced there, they are released", () => {
+  // The cache's first list comes from the API server's watch cache, which may lag its storage:
+  // the server itself is asked before a deleted or replaced pod's attachments are released.
+  const inApi = new Map<string, string>([["lagging", "u1"], ["renamed", "other"]]);
+  const asked: string[] = [];
+  return withGc({
+    podUid: (p) => {
+      asked.push(p.name);
+      return Promise.resolve(inApi.get(p.name));
+    },
+  }, async ({ store, gc, released, events }) => {
+    await store.put(record("lagging", "u1"));
+    await store.put(record("renamed", "u2"));
+    await store.put(record("gone", "u3"));
+    assertEquals(await gc.sweep(), 3, "the cache has none of them");
+    await gc.idle();
+    assertEquals(released.sort(), ["c-gone-u3", "c-renamed-u2"]);
+    assertEquals(store.list().map((r) => r.containerId), ["c-lagging-u1"]);
+    assertEquals(asked.sort(), ["gone", "lagging", "renamed"]);
+    assertEquals(events.length, 2, "no Event for the pod that was kept");
+  });
+});
+
+Deno.test("a release whose pod the API server cannot confirm gone is retried, and nothing is released meanwhile", () =>
+  withGc({
+    podUid: () => Promise.reject(new Error("API unreachable")),
+  }, async ({ store, gc, released }) => {
+    await store.put(record("a", "u1"));
+    assertEquals(await gc.sweep(), 1);
+    for (let i = 0; i < 100 && gc.stats().failed === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assertEquals(gc.stats().failed, 1);
+    assertEquals(released, []);
+    assertEquals(store.list().length, 1);
+  }));

@@ -81,6 +81,44 @@ Deno.test("the informer lists first, then follows changes of its node's pods onl
     }
   }));
 
+Deno.test("a first list from the watch cache delivers the node's pods whole and the watch goes on from it; a re-list after 410 reads the storage page by page", () =>
+  withKube(async ({ client, id, standin }) => {
+    const node = `node-${id}`;
+    const names = [`first-a-${id}`, `first-b-${id}`, `later-${id}`];
+    for (const name of names.slice(0, 2)) await client.create<Pod>(PODS, testPod(name, node));
+    const { informer, seen, waitFor } = recordingInformer(client, node, {
+      ...FAST,
+      pageSize: 1,
+      firstListFromCache: true,
+    });
+    try {
+      informer.start();
+      await informer.synced;
+      assertEquals(seen.sort(), [`relist:${names[0]}:-`, `relist:${names[1]}:-`]);
+      await client.create<Pod>(PODS, testPod(names[2], node));
+      await waitFor((s) => s.includes(`event:${names[2]}:-`));
+      if (!standin) return;
+      // One request: a list of any version is answered whole, whatever the page size.
+      assertEquals([standin.stats.listsFromCache.pods, standin.stats.requests["GET pods"]], [1, 1]);
+      await until(() => standin.stats.openWatches === 1);
+      standin.failRequests({ watch: true, status: 503, reason: "ServiceUnavailable", times: 1e6 });
+      standin.dropWatches();
+      await client.patchMerge(PODS, "default", names[0], { metadata: { labels: { v: "2" } } });
+      standin.expireWatchCache();
+      standin.clearFaults();
+      await waitFor((s) => s.includes(`relist:${names[0]}:2`));
+      assertEquals([informer.stats.relists, informer.stats.lists], [1, 2]);
+      assertEquals(
+        [standin.stats.listsFromCache.pods, standin.stats.requests["GET pods"]],
+        [1, 1 + 3],
+        "the re-list reads the storage, a page per pod",
+      );
+    } finally {
+      await informer.stop();
+      await removePods(client, names);
+    }
+  }));
+
 Deno.test("the informer keeps and hands on what its transform leaves of listed and watched objects", () =>
   withKube(async ({ client, id }) => {
     const node = `node-${id}`;
