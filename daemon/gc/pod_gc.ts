@@ -22,9 +22,9 @@
  * pod that exists with its UID and whose namespace exists, whatever the runtime said; anything at
  * all while the pod cache is not synced and healthy (an API outage makes the sweep do nothing
  * destructive); an attachment whose pod the cache lacks but the API server itself still has with
- * its UID (`podUid`, a read from the server's storage, asked just before each release for a
- * deleted or replaced pod: the cache's first list comes from the server's watch cache, which may
- * lag). An attachment without a pod (plain CNI use) is released only for its namespace.
+ * its UID (`podUid`, a read from the server's storage, asked before each release for a deleted
+ * or replaced pod, and before the container's lock is taken: the cache's first list comes from
+ * the server's watch cache, which may lag). An attachment without a pod (plain CNI use) is released only for its namespace.
  *
  * @module
  */
@@ -221,12 +221,14 @@ export class PodGc {
       }
       return;
     }
+    // The server is asked before the container's lock is taken (a slow API server must not hold
+    // up the runtime's DEL of that container); a pod it has is never created again with its UID.
+    const looks = await this.#staleReason(record);
+    if (!looks) return;
+    if (looks !== "namespace gone" && record.pod && await this.#inApi(record.pod)) return;
     let reason: GcReason | undefined;
     const released = await this.#d.release(key, async (now) => {
       reason = now ? await this.#staleReason(now) : undefined;
-      if (reason && reason !== "namespace gone" && now?.pod && await this.#inApi(now.pod)) {
-        reason = undefined;
-      }
       return reason !== undefined;
     });
     if (!released) return;

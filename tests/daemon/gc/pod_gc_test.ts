@@ -31,6 +31,8 @@ interface Env {
   events: string[];
   released: string[];
   setSynced(v: boolean): void;
+  /** Whether the loop's release holds the container's lock now (it runs `stale` under it). */
+  locked(): boolean;
 }
 
 async function withGc(
@@ -43,16 +45,22 @@ async function withGc(
     const events: string[] = [];
     const released: string[] = [];
     let synced = true;
+    let locked = false;
     const gc = new PodGc({
       store,
       registry,
       synced: () => synced,
       release: async (key, stale) => {
-        const r = store.get(key);
-        if (!r || !(await stale(r))) return undefined;
-        await store.delete(key);
-        released.push(r.containerId);
-        return r;
+        locked = true;
+        try {
+          const r = store.get(key);
+          if (!r || !(await stale(r))) return undefined;
+          await store.delete(key);
+          released.push(r.containerId);
+          return r;
+        } finally {
+          locked = false;
+        }
       },
       netnsGone: (path) => Promise.resolve(path.startsWith("/gone/")),
       event: (p, type, reason) => Promise.resolve(void events.push(`${type} ${reason} ${p.name}`)),
@@ -64,7 +72,15 @@ async function withGc(
     });
     registry.onRemove((p) => gc.podDeleted(p));
     try {
-      await fn({ store, registry, gc, events, released, setSynced: (v) => (synced = v) });
+      await fn({
+        store,
+        registry,
+        gc,
+        events,
+        released,
+        setSynced: (v) => (synced = v),
+        locked: () => locked,
+      });
     } finally {
       await gc.close();
     }
@@ -150,12 +166,18 @@ Deno.test("a pod the cache lacks but the API server has with its UID keeps its a
   // the server itself is asked before a deleted or replaced pod's attachments are released.
   const inApi = new Map<string, string>([["lagging", "u1"], ["renamed", "other"]]);
   const asked: string[] = [];
+  let askedUnderLock = false;
+  let env: { locked(): boolean } | undefined;
   return withGc({
     podUid: (p) => {
       asked.push(p.name);
+      // Asked before the container's lock is taken: a slow server must not hold up its DEL.
+      askedUnderLock ||= env!.locked();
       return Promise.resolve(inApi.get(p.name));
     },
-  }, async ({ store, gc, released, events }) => {
+  }, async (e) => {
+    env = e;
+    const { store, gc, released, events } = e;
     await store.put(record("lagging", "u1"));
     await store.put(record("renamed", "u2"));
     await store.put(record("gone", "u3"));
@@ -164,6 +186,7 @@ Deno.test("a pod the cache lacks but the API server has with its UID keeps its a
     assertEquals(released.sort(), ["c-gone-u3", "c-renamed-u2"]);
     assertEquals(store.list().map((r) => r.containerId), ["c-lagging-u1"]);
     assertEquals(asked.sort(), ["gone", "lagging", "renamed"]);
+    assertEquals(askedUnderLock, false);
     assertEquals(events.length, 2, "no Event for the pod that was kept");
   });
 });
