@@ -24,7 +24,8 @@
  * destructive); an attachment whose pod the cache lacks but the API server itself still has with
  * its UID (`podUid`, a read from the server's storage, asked before each release for a deleted
  * or replaced pod, and before the container's lock is taken: the cache's first list comes from
- * the server's watch cache, which may lag). An attachment without a pod (plain CNI use) is released only for its namespace.
+ * the server's watch cache, which may lag). An attachment without a pod (plain CNI use) is
+ * released only for its namespace.
  *
  * @module
  */
@@ -222,7 +223,8 @@ export class PodGc {
       return;
     }
     // The server is asked before the container's lock is taken (a slow API server must not hold
-    // up the runtime's DEL of that container); a pod it has is never created again with its UID.
+    // up the runtime's DEL of that container): a pod it no longer has with that UID cannot come
+    // back, so its answer still holds under the lock, where the cache is looked at again.
     const looks = await this.#staleReason(record);
     if (!looks) return;
     if (looks !== "namespace gone" && record.pod && await this.#inApi(record.pod)) return;
