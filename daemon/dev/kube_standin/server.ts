@@ -548,31 +548,27 @@ export class KubeStandin {
         };
         let unsubscribe = () => {};
         try {
+          const at = heldAt();
           if (!rvParam || rvParam === "0") {
-            const at = heldAt();
             for (const o of store.snapshot(rt, namespace, at)) {
               if (inScope(o)) initial.push({ type: "ADDED", object: viewed(o, view) });
             }
             lastSent = at ?? store.rv;
-            if (at !== undefined) {
-              for (const c of store.changesSince(rt, at)) {
-                const ev = toEvent(c);
-                if (ev) held.push({ rv: c.rv, ev });
-              }
-            }
           } else {
-            const from = Number(rvParam);
-            lastSent = from;
-            const changes = store.changesSince(rt, from);
-            for (const c of changes) {
-              const at = heldAt();
+            lastSent = Number(rvParam);
+            // In order of resourceVersion: what a stalled cache has not reached is left below.
+            for (const c of store.changesSince(rt, lastSent)) {
+              if (at !== undefined && c.rv > at) break;
+              lastSent = c.rv;
               const ev = toEvent(c);
-              if (at !== undefined && c.rv > at) {
-                if (ev) held.push({ rv: c.rv, ev });
-              } else {
-                lastSent = Math.max(lastSent, c.rv);
-                if (ev) initial.push(ev);
-              }
+              if (ev) initial.push(ev);
+            }
+          }
+          // What a stalled cache has not reached yet waits for it to resume.
+          if (at !== undefined) {
+            for (const c of store.changesSince(rt, Math.max(at, lastSent))) {
+              const ev = toEvent(c);
+              if (ev) held.push({ rv: c.rv, ev });
             }
           }
         } catch (e) {
