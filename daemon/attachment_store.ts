@@ -82,6 +82,8 @@ function isAttachment(x: unknown, name: string): x is Attachment {
 export class AttachmentStore {
   readonly #dir: string;
   readonly #items = new Map<string, Attachment>();
+  /** The same records by container ID (DEL and the pod's annotations look at one container's). */
+  readonly #byContainer = new Map<string, Map<string, Attachment>>();
   readonly #damaged = new Map<string, AttachmentKey>();
 
   private constructor(dir: string) {
@@ -110,7 +112,7 @@ export class AttachmentStore {
       } catch {
         record = undefined;
       }
-      if (isAttachment(record, entry.name)) store.#items.set(entry.name, record);
+      if (isAttachment(record, entry.name)) store.#remember(entry.name, record);
       else store.#damaged.set(entry.name, key);
     }
     return store;
@@ -134,13 +136,26 @@ export class AttachmentStore {
     return [...this.#items.values()];
   }
 
+  /** The attachments of one container, in the order they were first recorded. */
+  ofContainer(containerId: string): Attachment[] {
+    const mine = this.#byContainer.get(containerId);
+    return mine ? [...mine.values()] : [];
+  }
+
+  #remember(name: string, record: Attachment): void {
+    this.#items.set(name, record);
+    let mine = this.#byContainer.get(record.containerId);
+    if (!mine) this.#byContainer.set(record.containerId, mine = new Map());
+    mine.set(name, record);
+  }
+
   /** Records an attachment (replacing the file atomically). */
   async put(record: Attachment): Promise<void> {
     const name = fileName(record);
     const tmp = `${this.#dir}/.${name}.tmp`;
     await Deno.writeTextFile(tmp, JSON.stringify(record), { mode: 0o600 });
     await Deno.rename(tmp, `${this.#dir}/${name}`);
-    this.#items.set(name, record);
+    this.#remember(name, record);
   }
 
   /** Forgets an attachment; forgetting an unknown one is not an error. */
@@ -150,6 +165,8 @@ export class AttachmentStore {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     });
     this.#items.delete(name);
+    const mine = this.#byContainer.get(key.containerId);
+    if (mine?.delete(name) && mine.size === 0) this.#byContainer.delete(key.containerId);
     this.#damaged.delete(name);
   }
 }

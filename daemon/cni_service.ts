@@ -540,8 +540,8 @@ export class CniService {
   /** Unplugs through the recorded driver (or the one the request selects) and forgets it. */
   async #release(key: AttachmentKey, req: CniRequest, answerNow?: () => void): Promise<void> {
     // An interface plugged with this one (multi-VIF) goes first, the last plugged first.
-    const children = this.#d.store.list().filter((r) =>
-      r.containerId === key.containerId && r.parent === key.ifname
+    const children = this.#d.store.ofContainer(key.containerId).filter((r) =>
+      r.parent === key.ifname
     ).reverse();
     for (const child of children) await this.#release(child, req);
     const record = this.#d.store.get(key);
@@ -695,8 +695,8 @@ export class CniService {
       const expected = req.config.prevResult ? upgradeResult(req.config.prevResult) : record.result;
       await this.#checkRecord(record, netns, req, expected, signal);
       // Every interface plugged with it (multi-VIF), each against its own recorded result.
-      for (const child of this.#d.store.list()) {
-        if (child.containerId !== key.containerId || child.parent !== key.ifname) continue;
+      for (const child of this.#d.store.ofContainer(key.containerId)) {
+        if (child.parent !== key.ifname) continue;
         try {
           await this.#checkRecord(child, netns, req, child.result, signal);
         } catch (e) {

@@ -282,8 +282,14 @@ async function connectKube(
         pod,
         () =>
           JSON.stringify({
-            [ATTACHMENTS_ANNOTATION]: attachmentsAnnotation(record.containerId, store.list()),
-            [NETWORK_STATUS_ANNOTATION]: networkStatus(record.containerId, store.list()),
+            [ATTACHMENTS_ANNOTATION]: attachmentsAnnotation(
+              record.containerId,
+              store.ofContainer(record.containerId),
+            ),
+            [NETWORK_STATUS_ANNOTATION]: networkStatus(
+              record.containerId,
+              store.ofContainer(record.containerId),
+            ),
           }),
       );
     },

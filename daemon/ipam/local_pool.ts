@@ -245,8 +245,9 @@ export class LocalPool {
     for (const [ip, at] of this.#released) {
       if (now - at >= this.#reuseDelayMs) this.#released.delete(ip);
     }
+    const from = this.#cursor - start.value;
     for (let i = 0n; i < size; i++) {
-      const v = start.value + ((this.#cursor - start.value + i) % size);
+      const v = start.value + ((from + i) % size);
       if (v === this.#range.gateway.value || isExcluded(this.#range, v)) continue;
       const ip = formatIp({ family: start.family, value: v });
       if (this.#byIp.has(ip)) continue;
@@ -254,8 +255,10 @@ export class LocalPool {
         quarantined++;
         continue;
       }
-      if (!(await this.#claim(ip, owner))) continue;
+      // The cursor moves on before the claim's file is written: allocations running meanwhile
+      // start past this address instead of stepping over every one still being claimed.
       this.#cursor = v + 1n;
+      if (!(await this.#claim(ip, owner))) continue;
       return ip;
     }
     throw new CniError(

@@ -46,3 +46,26 @@ Deno.test("an unreadable record does not stop the store from opening: its key is
     assertEquals(names, ["c2--eth0.json"]);
   });
 });
+
+Deno.test("a container's attachments are found by its ID, in the order first recorded, before and after a reopen", async () => {
+  await withTempDir(async (dir) => {
+    const store = await AttachmentStore.open(dir);
+    await store.put(record);
+    await store.put({ ...record, containerId: "c2" });
+    await store.put({ ...record, ifname: "net1", parent: "eth0" });
+    await store.put({ ...record, ifname: "net2", parent: "eth0" });
+    await store.put({ ...record, network: "replaced" }); // keeps its place
+    const ifnames = (s: AttachmentStore, id: string) => s.ofContainer(id).map((a) => a.ifname);
+    assertEquals(ifnames(store, "c1"), ["eth0", "net1", "net2"]);
+    assertEquals(store.ofContainer("c1")[0].network, "replaced");
+    assertEquals(ifnames(store, "c2"), ["eth0"]);
+    await store.delete({ containerId: "c1", ifname: "net1" });
+    assertEquals(ifnames(store, "c1"), ["eth0", "net2"]);
+    await store.delete({ containerId: "c2", ifname: "eth0" });
+    assertEquals(store.ofContainer("c2"), []);
+    assertEquals(ifnames(store, "absent"), []);
+    const again = await AttachmentStore.open(dir);
+    assertEquals(ifnames(again, "c1").sort(), ["eth0", "net2"]);
+    assertEquals(again.ofContainer("c2"), []);
+  });
+});
