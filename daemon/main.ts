@@ -23,6 +23,7 @@ import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
 import { PoolMap } from "./cluster/pool_map.ts";
 import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
 import { FerryMetrics } from "./metrics.ts";
+import { IdleTrimmer, mallocTrim } from "./idle_trim.ts";
 import { serveHttpPort } from "./http_port.ts";
 import { NETWORK_STATUS_ANNOTATION } from "./multivif/selections.ts";
 import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
@@ -92,6 +93,8 @@ export interface DaemonStats {
   cniRequests: Record<string, number>;
   /** The process's memory (`Deno.memoryUsage()`), in bytes. */
   memory: { rss: number; heapTotal: number; heapUsed: number; external: number };
+  /** Times the C allocator's free memory was given back after a quiet spell (`idle_trim.ts`). */
+  memoryTrims: number;
   /**
    * DELs in progress, including those already answered whose work goes on (the kernel removing
    * the link, then the addresses released: a few milliseconds each).
@@ -140,6 +143,8 @@ export interface DaemonStats {
 export interface DaemonOverrides {
   /** The kernel side; defaults to iproute2 batches. */
   plumber?: Plumber;
+  /** How long without a CNI request before memory is trimmed (`idle_trim.ts`'s default). */
+  trimQuietMs?: number;
 }
 
 /** The Kubernetes side, wired: API client, pod informer feeding the registry, the annotation write. */
@@ -475,6 +480,8 @@ export async function startDaemon(
     serving && !network.waitingFor && (kube ? kube.watcher.synced && kube.watcher.healthy : true);
   const healthy = () => kube?.watcher.healthy ?? true;
   const cniRequests: Record<string, number> = {};
+  const trim = mallocTrim();
+  const trimmer = trim ? new IdleTrimmer(trim, overrides.trimQuietMs) : undefined;
   const phases = new PhaseStats(1024, (phase, ms) => metrics.phase(phase, ms));
   const service = new CniService({
     phases,
@@ -565,6 +572,7 @@ export async function startDaemon(
   const stats = (): DaemonStats => ({
     cniRequests: { ...cniRequests },
     memory: Deno.memoryUsage(),
+    memoryTrims: trimmer?.trims ?? 0,
     finishingDels: service.finishingDels,
     apiCallsOnCniPath: 0,
     annotationWrites: kube
@@ -609,6 +617,8 @@ export async function startDaemon(
         const code = e instanceof CniError ? e.code : CNI_ERROR.INTERNAL;
         metrics.request(req.command, code, performance.now() - started);
         throw e;
+      } finally {
+        trimmer?.touch();
       }
     },
     isHealthy: healthy,
@@ -693,6 +703,7 @@ export async function startDaemon(
       ipam?.close();
       await kube?.close();
       closePlumber();
+      trimmer?.stop();
     },
   };
 }

@@ -507,3 +507,26 @@ Deno.test({
         assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
       })),
 });
+
+Deno.test({
+  name: "the daemon gives freed memory back once after requests stop, not while they come",
+  ...opts,
+  fn: () =>
+    withFerry({ daemon: { trimQuietMs: 300 } }, (ferry) =>
+      withNetns(1, async ([ns]) => {
+        const trims = () => ferry.daemon().stats().memoryTrims;
+        const id = `c${uniqueToken()}`;
+        await new Promise((r) => setTimeout(r, 1000));
+        assertEquals(trims(), 0, "nothing before any request");
+        for (const command of ["ADD", "CHECK", "DEL", "DEL"]) {
+          assertEquals((await ferry.shim(env(command, ns, id), netconf())).code, 0);
+        }
+        const deadline = Date.now() + 5000;
+        while (trims() === 0 && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assertEquals(trims(), 1, "once quiet");
+        await new Promise((r) => setTimeout(r, 1000));
+        assertEquals(trims(), 1, "once per quiet spell");
+      })),
+});
