@@ -92,14 +92,21 @@ export class IdleTrimmer {
   }
 }
 
-/** glibc's `malloc_trim(0)`, or undefined where libc has none. */
+let opened: { trim?: () => void } | undefined;
+
+/**
+ * glibc's `malloc_trim(0)`, or undefined where libc has none. The library is opened once per
+ * process, however many daemons a test starts in it.
+ */
 export function mallocTrim(): (() => void) | undefined {
+  if (opened) return opened.trim;
   try {
     const lib = Deno.dlopen("libc.so.6", {
       malloc_trim: { parameters: ["usize"], result: "i32" },
     });
-    return () => void lib.symbols.malloc_trim(0n);
+    opened = { trim: () => void lib.symbols.malloc_trim(0n) };
   } catch {
-    return undefined;
+    opened = {};
   }
+  return opened.trim;
 }
