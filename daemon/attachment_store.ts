@@ -47,6 +47,16 @@ export interface Attachment {
   createdAt: string;
 }
 
+/** A record written to its temporary file and not yet in place ({@link AttachmentStore.stage}). */
+export interface StagedRecord {
+  /** The record as written (later changes to the object are not in the file). */
+  readonly record: Attachment;
+  /** Puts it in place (an atomic rename) and in memory. */
+  commit(): Promise<void>;
+  /** Removes its temporary file: it never was in place. */
+  discard(): Promise<void>;
+}
+
 /** The key of an attachment. */
 export interface AttachmentKey {
   /** The CNI container ID. */
@@ -151,11 +161,28 @@ export class AttachmentStore {
 
   /** Records an attachment (replacing the file atomically). */
   async put(record: Attachment): Promise<void> {
+    await (await this.stage(record)).commit();
+  }
+
+  /**
+   * Writes `record` to its temporary file without putting it in place: until
+   * {@link StagedRecord.commit}, {@link AttachmentStore.get} does not see it, and a daemon
+   * restarted meanwhile removes the file when it opens the store. ADD writes its record this way
+   * while the pod's interface is still being plugged, and commits it once the plug succeeded.
+   * One key is staged at a time (the service holds the container's lock).
+   */
+  async stage(record: Attachment): Promise<StagedRecord> {
     const name = fileName(record);
     const tmp = `${this.#dir}/.${name}.tmp`;
     await Deno.writeTextFile(tmp, JSON.stringify(record), { mode: 0o600 });
-    await Deno.rename(tmp, `${this.#dir}/${name}`);
-    this.#remember(name, record);
+    return {
+      record,
+      commit: async () => {
+        await Deno.rename(tmp, `${this.#dir}/${name}`);
+        this.#remember(name, record);
+      },
+      discard: () => Deno.remove(tmp).catch(() => {}),
+    };
   }
 
   /** Forgets an attachment; forgetting an unknown one is not an error. */

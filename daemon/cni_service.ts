@@ -13,9 +13,14 @@ import { CNI_ERROR, CniError } from "../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../lib/cni/schemas.ts";
 import { upgradeResult } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
-import type { Attachment, AttachmentKey, AttachmentStore } from "./attachment_store.ts";
+import type {
+  Attachment,
+  AttachmentKey,
+  AttachmentStore,
+  StagedRecord,
+} from "./attachment_store.ts";
 import type { DefaultNetwork } from "./default_network.ts";
-import type { Driver, DriverName } from "./drivers/driver.ts";
+import type { Driver, DriverName, Plugged } from "./drivers/driver.ts";
 import { Deadline } from "./deadline.ts";
 import { KeyedMutex } from "./keyed_mutex.ts";
 import type { NetnsGuard } from "./net/netns_guard.ts";
@@ -236,6 +241,7 @@ export class CniService {
         ? await this.#defaultReplacement(pod, key.ifname, multiVif)
         : undefined;
       let record: Attachment;
+      let staging: Promise<StagedRecord> | undefined;
       if (replacement) {
         record = await plugChain(
           this.#d.drivers,
@@ -246,36 +252,60 @@ export class CniService {
           `${pod!.namespace}/${pod!.name}`,
         );
       } else {
-        const plugged = await (await this.#driver(driver, signal)).add({
-          key,
-          netns,
-          conf,
-          args: req.args,
-          path: req.path,
-          prevResult,
-          ipamTime: (ms) => phases?.record("ipam", ms),
-        });
-        record = {
-          ...key,
-          netns,
-          network: req.config.name,
-          driver,
-          result: plugged.result,
-          createdAt: new Date().toISOString(),
+        const recordOf = (result: CniResult, hostIfname?: string): Attachment => {
+          const r: Attachment = {
+            ...key,
+            netns,
+            network: req.config.name,
+            driver,
+            result,
+            createdAt: new Date().toISOString(),
+          };
+          if (hostIfname) r.hostIfname = hostIfname;
+          if (driver !== "bridge") {
+            r.conf = conf;
+            r.path = req.path;
+          }
+          if (podRef) r.pod = podRef;
+          return r;
         };
-        if (plugged.hostIfname) record.hostIfname = plugged.hostIfname;
-        if (driver !== "bridge") {
-          record.conf = conf;
-          record.path = req.path;
+        let plugged: Plugged;
+        try {
+          plugged = await (await this.#driver(driver, signal)).add({
+            key,
+            netns,
+            conf,
+            args: req.args,
+            path: req.path,
+            prevResult,
+            ipamTime: (ms) => phases?.record("ipam", ms),
+            // The record's file is written while the plug goes on (the kernel creating the pair
+            // is most of an ADD under load); it is put in place only once the plug succeeded.
+            resultKnown: (result, hostIfname) => {
+              staging = this.#d.store.stage(recordOf(result, hostIfname));
+              staging.catch(() => {}); // settled below, whichever way the plug goes
+            },
+          });
+        } catch (e) {
+          await staging?.then((s) => s.discard(), () => {});
+          throw e;
         }
-        if (podRef) record.pod = podRef;
+        record = recordOf(plugged.result, plugged.hostIfname);
       }
       phases?.record("plug", performance.now() - plugging);
       try {
         const recording = performance.now();
-        await this.#d.store.put(record);
+        const staged = await staging;
+        if (staged && staged.record.result === record.result) {
+          record = staged.record;
+          await staged.commit();
+        } else {
+          await staged?.discard();
+          await this.#d.store.put(record);
+        }
         phases?.record("record", performance.now() - recording);
       } catch (err) {
+        await staging?.then((s) => s.discard(), () => {});
         this.#d.logger.warn("ADD of {containerId}/{ifname} could not be recorded, rolling back", {
           ...key,
         });

@@ -91,7 +91,13 @@ export class BridgeDriver implements Driver {
       mtu: this.#d.mtu,
       addresses: [],
     };
-    const allocation = this.#allocate(ctx, spec);
+    let result: CniResult | undefined;
+    // The result is known once the addresses are: the service may write its record while the
+    // pair is still being created and the pod end configured.
+    const allocation = this.#allocate(ctx, spec).then(() => {
+      result = vethResult(spec, ctx.prevResult);
+      ctx.resultKnown?.(result, spec.hostIfname);
+    });
     // Handled here at once: it may fail while the pair is still being created, before anything
     // awaits it (an unhandled rejection would end the daemon).
     allocation.catch(() => {});
@@ -115,7 +121,7 @@ export class BridgeDriver implements Driver {
       await this.#undo(key, spec.hostIfname);
       throw e;
     }
-    return { result: vethResult(spec, ctx.prevResult), hostIfname: spec.hostIfname };
+    return { result: result!, hostIfname: spec.hostIfname };
   }
 
   /** One address per family into `spec.addresses`, in the allocators' order (all settle first). */

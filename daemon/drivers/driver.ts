@@ -30,6 +30,13 @@ export interface AddContext {
   prevResult?: CniResult;
   /** Hears the time (ms) spent allocating addresses, for the `ipam` phase. */
   ipamTime?: (ms: number) => void;
+  /**
+   * Hears the result as soon as it is known, while the plug may still be under way (the bridge
+   * driver: once the addresses are allocated, as the kernel may still be creating the pair), with
+   * the host-side link; `add` then resolves to this same result object. The service writes the
+   * attachment's record meanwhile, and puts it in place only once the plug has succeeded.
+   */
+  resultKnown?: (result: CniResult, hostIfname?: string) => void;
 }
 
 /** What a driver reports after plugging. */

@@ -69,3 +69,28 @@ Deno.test("a container's attachments are found by its ID, in the order first rec
     assertEquals(again.ofContainer("c2"), []);
   });
 });
+
+Deno.test("a staged record is invisible until committed, a discarded one leaves nothing, and a reopen drops one never committed", async () => {
+  await withTempDir(async (dir) => {
+    const store = await AttachmentStore.open(dir);
+    const files = async () => {
+      const names = [];
+      for await (const e of Deno.readDir(dir)) names.push(e.name);
+      return names.sort();
+    };
+    const staged = await store.stage(record);
+    assertEquals([store.get(record), store.list(), store.ofContainer("c1")], [undefined, [], []]);
+    assertEquals(await files(), [".c1--eth0.json.tmp"]);
+    assertEquals((await AttachmentStore.open(dir)).list(), [], "a restart does not see it");
+    assertEquals(await files(), [], "and removes its file");
+    const again = await store.stage(record);
+    await again.commit();
+    assertEquals(store.get(record), record);
+    assertEquals(await files(), ["c1--eth0.json"]);
+    const other = await store.stage({ ...record, containerId: "c2" });
+    await other.discard();
+    assertEquals(await files(), ["c1--eth0.json"]);
+    assertEquals(store.get({ containerId: "c2", ifname: "eth0" }), undefined);
+    assertEquals(staged.record, record);
+  });
+});

@@ -152,3 +152,28 @@ Deno.test("an allocation that fails before the plug waits for it is an error ans
   assertEquals(e.code, CNI_ERROR.ADDRESSES_EXHAUSTED);
   assert(events.includes(`unplug ${hostLinkName("c1", "eth0")}`), events.join("; "));
 });
+
+Deno.test("the result is announced once the addresses are allocated, while the pair is still being created, and is the one ADD returns", async () => {
+  const events: string[] = [];
+  const v4 = gatedAllocator(4, events);
+  const created = Promise.withResolvers<void>();
+  const driver = bridgeDriver([v4.allocator], recordingPlumber(events, false, created.promise));
+  let announced: { result: unknown; hostIfname?: string } | undefined;
+  const adding = driver.add({
+    ...ctx(),
+    resultKnown: (result, hostIfname) => {
+      events.push("result known");
+      announced = { result, hostIfname };
+    },
+  });
+  await settle();
+  assertEquals(announced, undefined, "not before the addresses");
+  v4.open();
+  await settle();
+  assertEquals(events, ["allocate v4 start", "create pair", "allocate v4 done", "result known"]);
+  created.resolve();
+  const plugged = await adding;
+  assert(plugged.result === announced?.result, "the same result object");
+  assertEquals(announced?.hostIfname, hostLinkName("c1", "eth0"));
+  assertEquals(events.at(-1), "configure pod end with 10.1.0.2/24");
+});
