@@ -78,6 +78,7 @@ export class BridgeDriver implements Driver {
    * allocation (files on the node's disk, or a block from the API) runs while the kernel creates
    * the pair: neither needs the other, and the addresses are needed only to configure the pod
    * end, which waits for them. An address is thus in a pod only once its allocation is written.
+   * The result is announced (`ctx.resultKnown`) as soon as the addresses are allocated.
    */
   async add(ctx: AddContext): Promise<Plugged> {
     const { key, netns } = ctx;
