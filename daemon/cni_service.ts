@@ -241,6 +241,7 @@ export class CniService {
         ? await this.#defaultReplacement(pod, key.ifname, multiVif)
         : undefined;
       let record: Attachment;
+      // The record written while the plug goes on, once the driver announced its result.
       let staging: Promise<StagedRecord> | undefined;
       if (replacement) {
         record = await plugChain(
@@ -295,14 +296,12 @@ export class CniService {
       phases?.record("plug", performance.now() - plugging);
       try {
         const recording = performance.now();
+        // A driver that announced its result resolves to that same result (AddContext).
         const staged = await staging;
-        if (staged && staged.record.result === record.result) {
+        if (staged) {
           record = staged.record;
           await staged.commit();
-        } else {
-          await staged?.discard();
-          await this.#d.store.put(record);
-        }
+        } else await this.#d.store.put(record);
         phases?.record("record", performance.now() - recording);
       } catch (err) {
         await staging?.then((s) => s.discard(), () => {});

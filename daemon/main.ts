@@ -283,20 +283,13 @@ async function connectKube(
     registry,
     waitMs: config.podWaitSeconds * 1000,
     annotate(pod, record) {
-      annotations.schedule(
-        pod,
-        () =>
-          JSON.stringify({
-            [ATTACHMENTS_ANNOTATION]: attachmentsAnnotation(
-              record.containerId,
-              store.ofContainer(record.containerId),
-            ),
-            [NETWORK_STATUS_ANNOTATION]: networkStatus(
-              record.containerId,
-              store.ofContainer(record.containerId),
-            ),
-          }),
-      );
+      annotations.schedule(pod, () => {
+        const mine = store.ofContainer(record.containerId);
+        return JSON.stringify({
+          [ATTACHMENTS_ANNOTATION]: attachmentsAnnotation(record.containerId, mine),
+          [NETWORK_STATUS_ANNOTATION]: networkStatus(record.containerId, mine),
+        });
+      });
     },
   };
   return {
