@@ -168,3 +168,54 @@ for (const mode of ["from the JS thread", "from a worker thread"] as const) {
       }),
   });
 }
+
+/** Runs `lines` as one `ip -batch`, going on past failures (for clean-up). */
+async function ipBatch(lines: string[], force = false): Promise<void> {
+  const child = new Deno.Command("ip", {
+    args: [...(force ? ["-force"] : []), "-batch", "-"],
+    stdin: "piped",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(lines.join("\n") + "\n"));
+  await writer.close();
+  const out = await child.output();
+  if (!force && !out.success) throw new Error(new TextDecoder().decode(out.stderr));
+}
+
+Deno.test({
+  name: "a bridge's ports are listed in-process: its own ports only, in index order across a " +
+    "dump of many answers, and none for an absent bridge",
+  ...opts,
+  fn: async () => {
+    const token = uniqueToken();
+    const [mine, other] = [`fb${token}`, `fc${token}`];
+    // 60 ports (veth ends; their peers stay loose): more answers than one read of the socket's
+    // buffer holds.
+    const ports = Array.from({ length: 60 }, (_, i) => `fd${token}${i}`);
+    const peers = ports.map((_, i) => `fp${token}${i}`);
+    const [elsewhere, loose] = [`fe${token}`, `ff${token}`];
+    const plumber = new NetlinkPlumber(Libc.open(), new IpPlumber(new SpawningIpRunner()));
+    try {
+      await ipBatch([
+        `link add ${mine} type bridge`,
+        `link add ${other} type bridge`,
+        ...ports.map((p, i) => `link add ${p} type veth peer name ${peers[i]}`),
+        ...ports.map((p) => `link set ${p} master ${mine}`),
+        `link add ${elsewhere} type veth peer name ${loose}`,
+        `link set ${elsewhere} master ${other}`,
+      ]);
+      const listed = await plumber.bridgePorts(mine);
+      assertEquals(listed, ports);
+      // The same answer as iproute2's.
+      assertEquals(listed, await new IpPlumber(new SpawningIpRunner()).bridgePorts(mine));
+      assertEquals(await plumber.bridgePorts(other), [elsewhere]);
+      assertEquals(await plumber.bridgePorts(`fg${token}`), []);
+    } finally {
+      plumber.close();
+      await ipBatch([...ports, elsewhere, mine, other].map((l) => `link del ${l}`), true);
+    }
+    assert(!(await hostLinkExists(mine)) && !(await hostLinkExists(peers[0])));
+  },
+});

@@ -205,6 +205,20 @@ export function getLink(seq: number, name: string): Uint8Array {
   );
 }
 
+/**
+ * RTM_GETLINK dumping the links enslaved to the link with index `master` (a bridge's ports). The
+ * kernel filters the dump on `IFLA_MASTER`; each answer also carries its master
+ * ({@link Reply.master}), so a reader can check it where a kernel would not filter.
+ */
+export function dumpLinksOf(seq: number, master: number): Uint8Array {
+  return frame(
+    NL.RTM_GETLINK,
+    NL.F_DUMP,
+    seq,
+    concatBytes([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_MASTER, u32(master)]])]),
+  );
+}
+
 /** RTM_DELLINK of the link called `name`. */
 export function delLink(seq: number, name: string): Uint8Array {
   return frame(
@@ -380,6 +394,8 @@ export interface Reply {
   index?: number;
   /** For RTM_NEWLINK: the link's name. */
   name?: string;
+  /** For RTM_NEWLINK: the index of the link it is enslaved to (a bridge), if any. */
+  master?: number;
   /** For RTM_NEWROUTE (a dump's entries). */
   route?: RouteSpec;
   /** For RTM_NEWNEIGH (a dump's entries). */
@@ -398,8 +414,13 @@ export function parseReplies(buf: Uint8Array): Reply[] {
     if (reply.type === NL.ERROR) reply.error = view.getInt32(at + 16, true);
     if (reply.type === NL.RTM_NEWLINK) {
       reply.index = view.getInt32(at + 20, true);
-      const name = parseAttrs(buf.subarray(at + 32, at + len)).get(IFLA_IFNAME);
+      const attrs = parseAttrs(buf.subarray(at + 32, at + len));
+      const name = attrs.get(IFLA_IFNAME);
       if (name) reply.name = new TextDecoder().decode(name.subarray(0, name.indexOf(0) >>> 0));
+      const master = attrs.get(IFLA_MASTER);
+      if (master?.length === 4) {
+        reply.master = new DataView(master.buffer, master.byteOffset).getUint32(0, true);
+      }
     }
     if (reply.type === NL.RTM_NEWROUTE) reply.route = parseRoute(buf.subarray(at + 16, at + len));
     if (reply.type === NL.RTM_NEWNEIGH) reply.neigh = parseNeigh(buf.subarray(at + 16, at + len));

@@ -2,8 +2,8 @@
  * {@link Plumber} with the hot path in-process: a default-network plug (veth pair created up on
  * the bridge with its peer directly in the pod's namespace, then the pod end's sysctls, link,
  * addresses and routes) and an unplug are rtnetlink messages sent from the daemon itself, with
- * no process started. The rarer operations (bridge set-up, macvlan/ipvlan, CHECK's inspection) go
- * to the iproute2 plumber handed in.
+ * no process started; so is listing a bridge's ports. The rarer operations (bridge set-up,
+ * macvlan/ipvlan, CHECK's inspection of the pod's interface) go to the iproute2 plumber handed in.
  *
  * @module
  */
@@ -11,7 +11,15 @@ import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { defaultRoutes, planVeth } from "../link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
 import { type NetlinkSys, SyscallError } from "./libc.ts";
-import { delLink, hairpinOn, linkUp, newAddr, newDefaultRoute, newVeth } from "./messages.ts";
+import {
+  delLink,
+  dumpLinksOf,
+  hairpinOn,
+  linkUp,
+  newAddr,
+  newDefaultRoute,
+  newVeth,
+} from "./messages.ts";
 import { ACK_BUFFER_BYTES, RouteSocket } from "./route_socket.ts";
 import { RouteSocketPool } from "./socket_pool.ts";
 
@@ -172,9 +180,24 @@ export class NetlinkPlumber implements Plumber {
     this.#sys.close(this.#homeFd);
   }
 
-  /** Through iproute2 (at start only). */
+  /**
+   * Lists the bridge's ports with one link dump filtered on the bridge (a CHECK, the sweep of
+   * orphaned host ends at start), in the order of their indexes; an absent bridge has none.
+   */
   bridgePorts(bridge: string): Promise<string[]> {
-    return this.#rest.bridgePorts(bridge);
+    try {
+      const master = this.#host.indexOf(`bridge "${bridge}"`, bridge);
+      const links = this.#host.dump(
+        `list the ports of ${bridge}`,
+        (seq) => dumpLinksOf(seq, master),
+      );
+      return Promise.resolve(
+        links.filter((l) => l.master === master && l.name !== undefined).map((l) => l.name!),
+      );
+    } catch (e) {
+      if (e instanceof SyscallError && e.errno === ENODEV) return Promise.resolve([]);
+      return Promise.reject(ioError(`failed to list the ports of ${bridge}`, e));
+    }
   }
 
   /** Through iproute2 (a block given back; rare). */

@@ -1,6 +1,7 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import {
   delLink,
+  dumpLinksOf,
   encodeAttrs,
   frame,
   ipBytes,
@@ -11,6 +12,7 @@ import {
   parseReplies,
   routeRequest,
   str,
+  u32,
 } from "../../../../daemon/net/netlink/messages.ts";
 
 const view = (b: Uint8Array) => new DataView(b.buffer, b.byteOffset, b.byteLength);
@@ -104,6 +106,33 @@ Deno.test("answers parse into acks, errors with their errno, and link indexes", 
     { type: NL.RTM_NEWLINK, seq: 7, index: 4242 },
   ]);
   assertEquals(parseReplies(buf.subarray(0, 10)), []);
+});
+
+Deno.test("a dump of a bridge's ports asks for every link with that master, and answers name theirs", () => {
+  const msg = dumpLinksOf(9, 77);
+  assertEquals(view(msg).getUint16(4, true), NL.RTM_GETLINK);
+  assertEquals(view(msg).getUint16(6, true), NL.F_DUMP | NL.F_REQUEST);
+  assertEquals(view(msg).getUint32(8, true), 9);
+  // After the 16-byte ifinfomsg (any link, any family): IFLA_MASTER (10) with the index.
+  assertEquals([...msg.subarray(16, 32)], new Array(16).fill(0));
+  assertEquals([...msg.subarray(32)], [...encodeAttrs([[10, u32(77)]])]);
+  assertEquals(view(msg).getUint32(0, true), msg.length);
+
+  const answer = (index: number, attrs: Uint8Array) => {
+    const body = new Uint8Array(16 + attrs.length);
+    view(body).setInt32(4, index, true);
+    body.set(attrs, 16);
+    return frame(NL.RTM_NEWLINK, NL.F_DUMP, 9, body);
+  };
+  const port = answer(31, encodeAttrs([[3, str("fyport")], [10, u32(77)]]));
+  const loose = answer(32, encodeAttrs([[3, str("eth9")]]));
+  const buf = new Uint8Array(port.length + loose.length);
+  buf.set(port);
+  buf.set(loose, port.length);
+  assertEquals(parseReplies(buf), [
+    { type: NL.RTM_NEWLINK, seq: 9, index: 31, name: "fyport", master: 77 },
+    { type: NL.RTM_NEWLINK, seq: 9, index: 32, name: "eth9" },
+  ]);
 });
 
 Deno.test("a route request reads back as the route it sets (IPv4 via a gateway, IPv6 onlink on a device)", () => {
