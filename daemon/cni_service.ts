@@ -243,6 +243,7 @@ export class CniService {
       let record: Attachment;
       // The record written while the plug goes on, once the driver announced its result.
       let staging: Promise<StagedRecord> | undefined;
+      let announced: Attachment | undefined;
       if (replacement) {
         record = await plugChain(
           this.#d.drivers,
@@ -283,7 +284,8 @@ export class CniService {
             // The record's file is written while the plug goes on (the kernel creating the pair
             // is most of an ADD under load); it is put in place only once the plug succeeded.
             resultKnown: (result, hostIfname) => {
-              staging = this.#d.store.stage(recordOf(result, hostIfname));
+              announced = recordOf(result, hostIfname);
+              staging = this.#d.store.stage(announced);
               staging.catch(() => {}); // settled below, whichever way the plug goes
             },
           });
@@ -291,17 +293,14 @@ export class CniService {
           await staging?.then((s) => s.discard(), () => {});
           throw e;
         }
-        record = recordOf(plugged.result, plugged.hostIfname);
+        // A driver that announced its result resolves to that same result (AddContext).
+        record = announced ?? recordOf(plugged.result, plugged.hostIfname);
       }
       phases?.record("plug", performance.now() - plugging);
       try {
         const recording = performance.now();
-        // A driver that announced its result resolves to that same result (AddContext).
-        const staged = await staging;
-        if (staged) {
-          record = staged.record;
-          await staged.commit();
-        } else await this.#d.store.put(record);
+        if (staging) await (await staging).commit();
+        else await this.#d.store.put(record);
         phases?.record("record", performance.now() - recording);
       } catch (err) {
         await staging?.then((s) => s.discard(), () => {});

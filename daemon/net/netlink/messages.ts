@@ -195,14 +195,14 @@ export function linkUp(seq: number, index: number): Uint8Array {
   return frame(NL.RTM_NEWLINK, NL.F_ACK, seq, ifinfomsg(index, IFF_UP, IFF_UP));
 }
 
+/** A link message whose link (or dump filter) is given by attributes only: no index, no flags. */
+function byAttrs(type: number, flags: number, seq: number, attrs: Attr[]): Uint8Array {
+  return frame(type, flags, seq, concatBytes([ifinfomsg(0, 0, 0), encodeAttrs(attrs)]));
+}
+
 /** RTM_GETLINK asking for the link called `name`. */
 export function getLink(seq: number, name: string): Uint8Array {
-  return frame(
-    NL.RTM_GETLINK,
-    0,
-    seq,
-    concatBytes([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
-  );
+  return byAttrs(NL.RTM_GETLINK, 0, seq, [[IFLA_IFNAME, str(name)]]);
 }
 
 /**
@@ -211,22 +211,12 @@ export function getLink(seq: number, name: string): Uint8Array {
  * ({@link Reply.master}), so a reader can check it where a kernel would not filter.
  */
 export function dumpLinksOf(seq: number, master: number): Uint8Array {
-  return frame(
-    NL.RTM_GETLINK,
-    NL.F_DUMP,
-    seq,
-    concatBytes([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_MASTER, u32(master)]])]),
-  );
+  return byAttrs(NL.RTM_GETLINK, NL.F_DUMP, seq, [[IFLA_MASTER, u32(master)]]);
 }
 
 /** RTM_DELLINK of the link called `name`. */
 export function delLink(seq: number, name: string): Uint8Array {
-  return frame(
-    NL.RTM_DELLINK,
-    NL.F_ACK,
-    seq,
-    concatBytes([ifinfomsg(0, 0, 0), encodeAttrs([[IFLA_IFNAME, str(name)]])]),
-  );
+  return byAttrs(NL.RTM_DELLINK, NL.F_ACK, seq, [[IFLA_IFNAME, str(name)]]);
 }
 
 /** RTM_NEWADDR of `cidr` on link `index` (IPv6 without duplicate address detection). */
