@@ -7,7 +7,8 @@
  */
 import type { DaemonConfig } from "./config_schema.ts";
 import { validateDaemonConfig } from "../lib/_generated/validateDaemonConfig.js";
-import { describeIssues, type ValidateFunction } from "../lib/validate.ts";
+import type { ValidateFunction, ValidationIssue } from "../lib/validate.ts";
+import { parseCidr, parseIp } from "./ipam/cidr.ts";
 import { DEFAULT_SOCKET } from "../lib/socket_api.ts";
 
 /** The daemon configuration. */
@@ -101,27 +102,28 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
   if (file !== undefined && (file === null || typeof file !== "object" || Array.isArray(file))) {
     throw new ConfigError("the configuration must be a JSON object");
   }
-  const given = (file ?? {}) as Partial<DaemonConfig>;
+  const given = (file ?? {}) as Record<string, unknown>;
+  const routing = section(given.routing, DEFAULT_CONFIG.routing);
   const merged = {
     ...DEFAULT_CONFIG,
     ...given,
-    network: { ...DEFAULT_CONFIG.network, ...(given.network ?? {}) },
-    watch: { ...DEFAULT_CONFIG.watch, ...(given.watch ?? {}) },
-    server: { ...DEFAULT_CONFIG.server, ...(given.server ?? {}) },
-    ipam: { ...DEFAULT_CONFIG.ipam, ...(given.ipam ?? {}) },
-    gc: { ...DEFAULT_CONFIG.gc, ...(given.gc ?? {}) },
-    multiNetwork: { ...DEFAULT_CONFIG.multiNetwork, ...(given.multiNetwork ?? {}) },
-    routing: {
-      ...DEFAULT_CONFIG.routing,
-      ...(given.routing ?? {}),
-      vxlan: { ...DEFAULT_CONFIG.routing.vxlan, ...(given.routing?.vxlan ?? {}) },
-    },
-    masquerade: { ...DEFAULT_CONFIG.masquerade, ...(given.masquerade ?? {}) },
+    network: section(given.network, DEFAULT_CONFIG.network),
+    watch: section(given.watch, DEFAULT_CONFIG.watch),
+    server: section(given.server, DEFAULT_CONFIG.server),
+    ipam: section(given.ipam, DEFAULT_CONFIG.ipam),
+    gc: section(given.gc, DEFAULT_CONFIG.gc),
+    multiNetwork: section(given.multiNetwork, DEFAULT_CONFIG.multiNetwork),
+    routing: isObject(routing)
+      ? { ...routing, vxlan: section(routing.vxlan, DEFAULT_CONFIG.routing.vxlan) }
+      : routing,
+    masquerade: section(given.masquerade, DEFAULT_CONFIG.masquerade),
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   };
   const validate: ValidateFunction = validateDaemonConfig;
   if (!validate(merged)) {
-    throw new ConfigError(`invalid configuration: ${describeIssues(validate.errors)}`);
+    throw new ConfigError(
+      `invalid configuration: ${describeConfigIssues(validate.errors, merged)}`,
+    );
   }
   const config = merged as DaemonConfig;
   if (config.standalone && config.ipam.mode !== "local") {
@@ -134,7 +136,162 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
       "invalid configuration: routing needs Kubernetes to learn the other nodes",
     );
   }
+  const wrong = addressProblems(config);
+  if (wrong.length) throw new ConfigError(`invalid configuration: ${wrong.join("; ")}`);
   return config;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * A section of the file over its defaults. A value that is not an object is kept as given, so that
+ * validation refuses it by name (`"masquerade": false` is not `{"enabled": false}`).
+ */
+function section<T extends object>(given: unknown, defaults: T): unknown {
+  if (given === undefined) return defaults;
+  return isObject(given) ? { ...defaults, ...given } : given;
+}
+
+/** The keys a section takes, for messages about a section given as something else. */
+function keysAt(path: string): string[] | undefined {
+  let at: unknown = DEFAULT_CONFIG;
+  for (const part of path.split("/").filter(Boolean)) {
+    at = isObject(at) ? at[part] : undefined;
+  }
+  return isObject(at) ? Object.keys(at) : undefined;
+}
+
+/**
+ * Validation issues as a person reads them: one message per problem and key, the allowed values
+ * of an enumeration listed, a section given as something else named with the keys it takes.
+ */
+export function describeConfigIssues(
+  issues: ValidationIssue[] | null | undefined,
+  data?: unknown,
+): string {
+  if (!issues?.length) return "does not match its schema";
+  const byPath = new Map<string, ValidationIssue[]>();
+  for (const i of issues) {
+    const path = i.instancePath || "/";
+    byPath.set(path, [...(byPath.get(path) ?? []), i]);
+  }
+  const out: string[] = [];
+  for (const [path, list] of byPath) {
+    const key = path.slice(1).replaceAll("/", ".") || "the configuration";
+    const allowed = list.filter((i) => i.params && "allowedValue" in i.params)
+      .map((i) => JSON.stringify(i.params!.allowedValue));
+    const enumValues = list.flatMap((i) =>
+      Array.isArray(i.params?.allowedValues)
+        ? i.params.allowedValues.map((v) => JSON.stringify(v))
+        : []
+    );
+    const choices = [...allowed, ...enumValues];
+    if (choices.length) {
+      out.push(`${key} must be one of ${choices.join(", ")}`);
+      continue;
+    }
+    const typeIssue = list.find((i) => i.params && "type" in i.params);
+    if (typeIssue?.params?.type === "object") {
+      const keys = keysAt(path);
+      out.push(
+        `${key} must be an object` +
+          (keys
+            ? ` (with keys ${keys.join(", ")}), e.g. ${example(path, valueAt(data, path))}`
+            : ""),
+      );
+      continue;
+    }
+    if (typeIssue) {
+      out.push(`${key} ${typeIssue.message ?? "has the wrong type"}`);
+      continue;
+    }
+    const messages = [...new Set(list.map((i) => extra(i) ?? i.message ?? "is invalid"))];
+    out.push(`${key} ${messages.join(", ")}`);
+  }
+  return out.join("; ");
+}
+
+function extra(i: ValidationIssue): string | undefined {
+  const name = i.params?.additionalProperty;
+  return typeof name === "string" ? `has an unknown key ${JSON.stringify(name)}` : undefined;
+}
+
+function valueAt(data: unknown, path: string): unknown {
+  let at = data;
+  for (const part of path.split("/").filter(Boolean)) at = isObject(at) ? at[part] : undefined;
+  return at;
+}
+
+/**
+ * An example of a section given right: its first key with the value given for the section when
+ * that is a scalar (`"routing": "host-gw"` → `{"mode":"host-gw"}`), else with its default.
+ */
+function example(path: string, given: unknown): string {
+  const keys = keysAt(path) ?? [];
+  const at = valueAt(DEFAULT_CONFIG, path);
+  const first = keys[0];
+  if (!first || !isObject(at)) return "{}";
+  const scalar = typeof given === "string" || typeof given === "boolean";
+  return JSON.stringify({
+    [first]: scalar && typeof at[first] === typeof given ? given : at[first],
+  });
+}
+
+/**
+ * CIDRs and addresses, checked before anything (an nft script, the bridge) sees them: each wrong
+ * one named by its key, and a pod range too small to hold a gateway and a pod said as such.
+ */
+function addressProblems(config: DaemonConfig): string[] {
+  const problems: string[] = [];
+  const cidr = (key: string, text: string | undefined) => {
+    if (text === undefined) return undefined;
+    try {
+      return parseCidr(text);
+    } catch {
+      problems.push(`${key} ${JSON.stringify(text)} is not a CIDR (such as 10.244.0.0/24)`);
+      return undefined;
+    }
+  };
+  const address = (key: string, text: string | undefined) => {
+    if (text === undefined) return;
+    try {
+      parseIp(text);
+    } catch {
+      problems.push(`${key} ${JSON.stringify(text)} is not an IP address`);
+    }
+  };
+  const wanted = { "network.subnet": 4, "network.subnet6": 6 } as const;
+  for (
+    const [key, text] of [
+      ["network.subnet", config.network.subnet],
+      ["network.subnet6", config.network.subnet6],
+    ] as const
+  ) {
+    const c = cidr(key, text);
+    if (!c) continue;
+    if (config.network.subnet6 && c.network.family !== wanted[key]) {
+      problems.push("network.subnet must be IPv4 and subnet6 IPv6 for dual stack");
+      continue;
+    }
+    const bits = c.network.family === 4 ? 32 : 128;
+    if (bits - c.prefix < 2) {
+      problems.push(
+        `${key} ${text} is too small for pods: a /${c.prefix} has no room for a gateway and a ` +
+          `pod; use a /${bits - 2} or larger (such as ${
+            c.network.family === 4 ? "10.244.0.0/24" : "fd00:10:244::/64"
+          })`,
+      );
+    }
+  }
+  address("network.rangeStart", config.network.rangeStart);
+  address("network.rangeEnd", config.network.rangeEnd);
+  address("network.gateway", config.network.gateway);
+  config.masquerade.nonMasqueradeCIDRs.forEach((text, i) =>
+    cidr(`masquerade.nonMasqueradeCIDRs[${i}]`, text)
+  );
+  return problems;
 }
 
 /** Reads a JSON config file (or none) and resolves it. */

@@ -228,9 +228,29 @@ async function readChunked(input: Input, limit: number): Promise<Uint8Array> {
   }
 }
 
+/** How often a half-closed connection is asked whether its client is still there. */
+const HALF_CLOSED_POLL_MS = 200;
+
+/**
+ * Whether the client can still take an answer after it closed its sending side: a write of no
+ * bytes fails (broken pipe) on a unix socket whose peer closed entirely, and succeeds on one
+ * whose peer only half-closed (HTTP allows a client to shut down its writing side once its
+ * request is sent, and still expect the answer).
+ */
+async function stillListening(conn: Deno.Conn): Promise<boolean> {
+  try {
+    await conn.write(new Uint8Array(0));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Watches the connection after the request was read: the client sends nothing more, so the end
- * of the stream (or an error) means it went away.
+ * of the stream (or an error) means it went away, unless it only half-closed (see
+ * {@link stillListening}); such a connection is asked again every {@link HALF_CLOSED_POLL_MS}
+ * until the answer is written.
  */
 function watchForHangUp(conn: Deno.Conn, gone: AbortController, done: { value: boolean }) {
   (async () => {
@@ -238,6 +258,9 @@ function watchForHangUp(conn: Deno.Conn, gone: AbortController, done: { value: b
     try {
       while (!done.value) {
         if ((await conn.read(buf)) === null) break;
+      }
+      while (!done.value && await stillListening(conn)) {
+        await new Promise((r) => setTimeout(r, HALF_CLOSED_POLL_MS));
       }
     } catch { /* closed */ }
     if (!done.value) gone.abort(new DOMException("the requester went away", "AbortError"));

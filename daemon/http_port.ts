@@ -3,8 +3,19 @@
  * socket's own endpoints are for the shim and tools on the node) and `/metrics` in the Prometheus
  * text format. Read-only, small, nothing on it changes the node.
  *
+ * Any local process can connect to it, so it is served within the same bounds as the CNI socket
+ * ({@link serveConnections}): a request must arrive whole within the read deadline and within the
+ * header limit, at most `maxConnections` are served at once, and no failed accept (out of file
+ * descriptors) ends the process or the port.
+ *
  * @module
  */
+import type { SocketReply, SocketRequest } from "./http1.ts";
+import {
+  type ConnectionLimits,
+  type ConnectionServer,
+  serveConnections,
+} from "./connection_limit.ts";
 
 /** What the port serves. */
 export interface HttpPortDeps {
@@ -20,35 +31,70 @@ export interface HttpPortDeps {
 export interface HttpPort {
   /** `host:port` it listens on. */
   address: string;
-  /** Stops listening. */
-  close(): Promise<void>;
+  /** Connections served now, refused at the limit, failed accepts. */
+  counts: ConnectionServer["counts"];
+  /** Stops listening; connections still open are closed after at most `deadlineMs` (1 s). */
+  close(deadlineMs?: number): Promise<void>;
+}
+
+/** The port's bounds when none are given: those of the socket's defaults, smaller bodies. */
+export const DEFAULT_PORT_LIMITS: ConnectionLimits = {
+  readTimeoutMs: 10_000,
+  writeTimeoutMs: 10_000,
+  maxHeaderBytes: 16 * 1024,
+  maxBodyBytes: 1024,
+  maxConnections: 512,
+  reject: (status, message) => ({ status, body: message + "\n" }),
+};
+
+/** Answers one request of the port. */
+export async function portReply(req: SocketRequest, deps: HttpPortDeps): Promise<SocketReply> {
+  if (req.method !== "GET") return { status: 405, body: "GET only\n" };
+  if (req.path === "/healthz" || req.path === "/readyz") {
+    const ok = req.path === "/healthz" ? deps.healthy() : deps.ready();
+    return { status: ok ? 200 : 503, body: ok ? "ok\n" : "not ok\n" };
+  }
+  if (req.path === "/metrics") {
+    const { text, contentType } = await deps.metrics();
+    return { status: 200, body: text, contentType };
+  }
+  return { status: 404, body: "not found\n" };
 }
 
 /**
  * Listens on `host:port` (0: any free port).
  *
+ * @throws {Deno.errors.AddrInUse} and the like when the port cannot be bound.
  * @example
  * ```ts
  * const port = serveHttpPort("127.0.0.1", 9667, { healthy, ready, metrics });
  * ```
  */
-export function serveHttpPort(host: string, port: number, deps: HttpPortDeps): HttpPort {
-  const server = Deno.serve({ hostname: host, port, onListen: () => {} }, async (req) => {
-    const path = new URL(req.url).pathname;
-    if (req.method !== "GET") return new Response("GET only\n", { status: 405 });
-    if (path === "/healthz" || path === "/readyz") {
-      const ok = path === "/healthz" ? deps.healthy() : deps.ready();
-      return new Response(ok ? "ok\n" : "not ok\n", { status: ok ? 200 : 503 });
-    }
-    if (path === "/metrics") {
-      const { text, contentType } = await deps.metrics();
-      return new Response(text, { headers: { "content-type": contentType } });
-    }
-    return new Response("not found\n", { status: 404 });
-  });
-  const addr = server.addr as Deno.NetAddr;
+export function serveHttpPort(
+  host: string,
+  port: number,
+  deps: HttpPortDeps,
+  limits: Partial<ConnectionLimits> = {},
+): HttpPort {
+  const listener = Deno.listen({ hostname: host, port, transport: "tcp" });
+  const addr = listener.addr as Deno.NetAddr;
+  const address = `${addr.hostname}:${addr.port}`;
+  const served = serveConnections(
+    listener,
+    (req) => portReply(req, deps),
+    { ...DEFAULT_PORT_LIMITS, ...limits },
+    address,
+  );
   return {
-    address: `${addr.hostname}:${addr.port}`,
-    close: () => server.shutdown(),
+    address,
+    counts: served.counts,
+    async close(deadlineMs = 1000) {
+      try {
+        listener.close();
+      } catch { /* already closed */ }
+      await served.accepting;
+      await served.drain(deadlineMs);
+      served.closeAll();
+    },
   };
 }

@@ -651,6 +651,11 @@ export async function startDaemon(
         healthy,
         ready,
         metrics: () => Promise.resolve({ text: metrics.text(), contentType: metrics.contentType }),
+      }, {
+        readTimeoutMs: config.server.readTimeoutSeconds * 1000,
+        writeTimeoutMs: config.server.writeTimeoutSeconds * 1000,
+        maxConnections: config.server.maxConnections,
+        logger: getLogger(["ferry", "http"]),
       });
     } catch (e) {
       logger.error("probes and metrics are not served: {host}:{port}: {error}", {

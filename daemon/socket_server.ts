@@ -9,13 +9,12 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { HEALTHZ_PATH } from "../lib/socket_api.ts";
+import type { SocketHandler } from "./http1.ts";
 import {
-  answer,
-  type ExchangeLimits,
-  type Reject,
-  serveExchange,
-  type SocketHandler,
-} from "./http1.ts";
+  type ConnectionLimits,
+  type ConnectionServer,
+  serveConnections,
+} from "./connection_limit.ts";
 import { SocketUnavailableError, unixRequest } from "../lib/unix_http.ts";
 
 /** Another process holds the socket. */
@@ -60,15 +59,11 @@ export async function claimSocketPath(path: string): Promise<void> {
   throw new SocketInUseError(`another Ferry daemon is already serving on ${path}`);
 }
 
-/** How the server bounds its clients. */
-export interface SocketServerOptions extends ExchangeLimits {
-  /** Connections served at once; more are answered 503 at once (the shim reports code 11). */
-  maxConnections: number;
-  /** Builds the answer to a request that never reached the handler. */
-  reject: Reject;
-  /** Where to log the connection limit and a replaced socket. */
-  logger?: Logger;
-}
+/**
+ * How the server bounds its clients: past `maxConnections` a connection is answered 503 at once
+ * (the shim reports code 11); `logger` also hears of a replaced socket.
+ */
+export type SocketServerOptions = ConnectionLimits & { logger?: Logger };
 
 /** The defaults: 10 s to send a request, 10 s to take the answer, 1 MiB bodies, 512 connections. */
 export const DEFAULT_SERVER_OPTIONS: SocketServerOptions = {
@@ -128,49 +123,13 @@ export async function serveOnSocket(
 ): Promise<SocketServer> {
   const o = { ...DEFAULT_SERVER_OPTIONS, ...options };
   const dir = path.slice(0, path.lastIndexOf("/")) || "/";
-  const active = new Set<Promise<void>>();
-  const conns = new Set<Deno.Conn>();
+  /** Every listener this server had: the socket may be created again, each with its connections. */
+  const served: ConnectionServer[] = [];
   const status: SocketStatus = { connections: 0, refused: 0, recreated: 0 };
-  let refusedInBurst = 0;
   let stopping = false;
   let listener: Deno.Listener;
   let accepting: Promise<void> = Promise.resolve();
   let identity: { dev: number; ino: number };
-
-  const serve = (conn: Deno.Conn) => {
-    if (conns.size >= o.maxConnections) {
-      status.refused++;
-      if (refusedInBurst++ === 0) {
-        o.logger?.warn(
-          "connection limit of {max} reached on {socket}: further connections are answered 503 " +
-            "(the shim reports code 11) until one finishes",
-          { max: o.maxConnections, socket: path },
-        );
-      }
-      answer(
-        conn,
-        o.reject(503, `the daemon is serving ${o.maxConnections} connections already`),
-        o.writeTimeoutMs,
-      );
-      return;
-    }
-    if (refusedInBurst > 0) {
-      o.logger?.info("accepting connections again; {refused} were refused at the limit", {
-        refused: refusedInBurst,
-      });
-      refusedInBurst = 0;
-    }
-    conns.add(conn);
-    const task = serveExchange(conn, handler, o, o.reject)
-      .catch((e) => o.logger?.error("serving a connection failed: {error}", { error: String(e) }))
-      .finally(() => {
-        conns.delete(conn);
-        active.delete(task);
-        status.connections = conns.size;
-      });
-    active.add(task);
-    status.connections = conns.size;
-  };
 
   const listen = async () => {
     const l = Deno.listen({ transport: "unix", path });
@@ -178,11 +137,9 @@ export async function serveOnSocket(
     const info = await Deno.lstat(path);
     identity = { dev: info.dev, ino: info.ino ?? 0 };
     listener = l;
-    accepting = (async () => {
-      try {
-        for await (const conn of l) serve(conn);
-      } catch { /* closed */ }
-    })();
+    const connections = serveConnections(l, handler, o, path);
+    served.push(connections);
+    accepting = connections.accepting;
   };
   await listen();
 
@@ -248,7 +205,14 @@ export async function serveOnSocket(
   const finished = Promise.withResolvers<void>();
   return {
     finished: finished.promise,
-    status: () => ({ ...status }),
+    status: () => {
+      const counts = served.map((c) => c.counts());
+      return {
+        ...status,
+        connections: counts.reduce((n, c) => n + c.connections, 0),
+        refused: counts.reduce((n, c) => n + c.refused, 0),
+      };
+    },
     verify,
     async shutdown(deadlineMs: number) {
       stopping = true;
@@ -256,15 +220,9 @@ export async function serveOnSocket(
       try {
         listener.close();
       } catch { /* already closed */ }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<void>((r) => (timer = setTimeout(r, deadlineMs)));
-      await Promise.race([Promise.allSettled([...active]), deadline]);
-      clearTimeout(timer);
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch { /* already closed */ }
-      }
+      const started = Date.now();
+      for (const c of served) await c.drain(Math.max(0, deadlineMs - (Date.now() - started)));
+      for (const c of served) c.closeAll();
       // Only our own socket is removed: a replacement someone else put there is theirs.
       const info = await Deno.lstat(path).catch(() => undefined);
       if (info && info.dev === identity.dev && info.ino === identity.ino) {

@@ -13,6 +13,7 @@ import { convertResult, upgradeResult } from "../../lib/cni/versions.ts";
 import { checkShape } from "../../lib/validate.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { feedStdin } from "../child_input.ts";
+import { concatBytes } from "../../lib/bytes.ts";
 
 /** One plugin invocation. */
 export interface DelegateCall {
@@ -41,6 +42,8 @@ export interface DelegateCall {
    * plugin exits, so nothing of the call outlives it.
    */
   timeoutMs?: number;
+  /** The most the plugin may print on each of stdout and stderr ({@link MAX_PLUGIN_OUTPUT_BYTES}). */
+  maxOutputBytes?: number;
 }
 
 /** A plugin type names a file in a CNI_PATH directory: no path separators, no leading dot. */
@@ -62,8 +65,13 @@ export async function findPlugin(type: string, path: string[]): Promise<string |
  * Runs the plugin. ADD resolves to its result in the current spec version; DEL and CHECK to
  * undefined.
  *
+ * The plugin runs in a process group of its own; at `timeoutMs` (or when `signal` aborts) the
+ * whole group is killed, and the call ends then even if something escaped the group and holds
+ * the plugin's pipes.
+ *
  * @throws {CniError} the plugin's own error (its code passes through), 7 when the plugin is not in
- * `path`, 5 when it prints something that is not a CNI answer or is aborted.
+ * `path`, 5 when it prints something that is not a CNI answer, prints more than
+ * `maxOutputBytes`, is aborted, or did not finish within `timeoutMs`.
  * @example
  * ```ts
  * const result = await delegate({ command: "ADD", config, containerId, netns, ifname: "net1", path: ["/usr/lib/cni"] });
@@ -95,35 +103,66 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
     CNI_ARGS: Object.entries(call.args ?? {}).map(([k, v]) => `${k}=${v}`).join(";"),
   };
   if (call.netns) env.CNI_NETNS = call.netns;
+  // Its own session and process group: at the deadline the whole group is killed, so a child
+  // the plugin started (and that holds its stdout open) cannot outlive the call.
   const child = new Deno.Command(binary, {
     env,
     clearEnv: true,
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
+    detached: true,
   })
     .spawn();
-  const kill = () => {
+  const killGroup = () => {
     try {
-      child.kill("SIGKILL");
-    } catch { /* exited */ }
+      Deno.kill(-child.pid, "SIGKILL");
+    } catch {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* exited */ }
+    }
   };
   using deadline = call.timeoutMs === undefined ? undefined : new Deadline(call.timeoutMs);
   const signals = [call.signal, deadline?.signal].filter((s) => s !== undefined);
   const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
-  signal?.addEventListener("abort", kill, { once: true });
+  const stopped = Promise.withResolvers<never>();
+  stopped.promise.catch(() => {});
+  const stop = () => {
+    killGroup();
+    const timedOut = deadline?.signal.aborted && !call.signal?.aborted;
+    stopped.reject(
+      timedOut
+        ? new CniError(
+          CNI_ERROR.IO_FAILURE,
+          `plugin ${type} did not finish ${call.command} within ${call.timeoutMs} ms; it was ` +
+            "killed with every process it started",
+        )
+        : new CniError(CNI_ERROR.IO_FAILURE, `plugin ${type} was stopped: ${signal?.reason}`),
+    );
+  };
+  if (signal?.aborted) stop();
+  else signal?.addEventListener("abort", stop, { once: true });
+  const limit = call.maxOutputBytes ?? MAX_PLUGIN_OUTPUT_BYTES;
+  const tooMuch = (stream: string) => {
+    killGroup();
+    return new CniError(
+      CNI_ERROR.IO_FAILURE,
+      `plugin ${type} printed more than ${limit} bytes on ${stream}; it was killed`,
+    );
+  };
+  const stdout = readCapped(child.stdout, limit, () => tooMuch("stdout"));
+  const stderr = readCapped(child.stderr, limit, () => tooMuch("stderr"));
   try {
-    await feedStdin(child, stdin);
-    const out = await child.output();
-    if (signal?.aborted) {
-      throw new CniError(
-        CNI_ERROR.IO_FAILURE,
-        `plugin ${type} was stopped: ${signal.reason}`,
-      );
-    }
-    const text = new TextDecoder().decode(out.stdout).trim();
-    if (!out.success) {
-      throw pluginError(type, text, new TextDecoder().decode(out.stderr));
+    await Promise.race([feedStdin(child, stdin), stopped.promise]);
+    const [out, err, status] = await Promise.race([
+      Promise.all([stdout, stderr, child.status]),
+      stopped.promise,
+    ]);
+    if (signal?.aborted) await stopped.promise;
+    const text = new TextDecoder().decode(out).trim();
+    if (!status.success) {
+      throw pluginError(type, text, new TextDecoder().decode(err));
     }
     if (call.command !== "ADD") return undefined;
     let parsed: unknown;
@@ -144,9 +183,48 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
         `result of plugin ${type}`,
       ),
     );
+  } catch (e) {
+    killGroup();
+    throw e;
   } finally {
-    signal?.removeEventListener("abort", kill);
+    signal?.removeEventListener("abort", stop);
+    // Whatever is left of the group is gone; its pipes are not read any further.
+    void stdout.catch(() => {});
+    void stderr.catch(() => {});
+    child.status.catch(() => {});
   }
+}
+
+/** The most a plugin may print on stdout, and on stderr (a CNI result is a few KiB). */
+export const MAX_PLUGIN_OUTPUT_BYTES = 1024 * 1024;
+
+/**
+ * Reads `stream` to its end, at most `limit` bytes; past that the read is cancelled and
+ * `exceeded()`'s error thrown.
+ */
+async function readCapped(
+  stream: ReadableStream<Uint8Array>,
+  limit: number,
+  exceeded: () => Error,
+): Promise<Uint8Array> {
+  const reader = stream.getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.length;
+      if (total > limit) {
+        await reader.cancel().catch(() => {});
+        throw exceeded();
+      }
+      parts.push(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  return concatBytes(parts);
 }
 
 function pluginError(type: string, stdout: string, stderr: string): CniError {

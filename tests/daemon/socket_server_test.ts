@@ -342,3 +342,53 @@ Deno.test("a handler that throws still gets its connection answered (500) and cl
     }
   });
 });
+
+Deno.test("a client that half-closes after its whole request still gets the answer, and its request is not aborted", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    let aborted = 0;
+    const server = await serveOnSocket(path, async (req) => {
+      req.signal.addEventListener("abort", () => aborted++);
+      // Longer than the hang-up watcher's poll, so the half-close is seen while the handler runs.
+      await new Promise((r) => setTimeout(r, 500));
+      return text(req.signal.aborted ? "aborted" : "answered");
+    });
+    try {
+      const answers = await Promise.all([1, 2, 3].map(async () => {
+        const conn = await rawConn(path, "GET /healthz HTTP/1.1\r\nHost: f\r\n\r\n");
+        await conn.closeWrite();
+        return await readToEnd(conn);
+      }));
+      for (const a of answers) {
+        assertEquals(a.split("\r\n")[0], "HTTP/1.1 200 OK", a);
+        assertEquals(a.endsWith("answered"), true, a);
+      }
+      assertEquals(aborted, 0);
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});
+
+Deno.test("a client that closes entirely after its request still aborts it (not taken for a half-close)", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/f.sock`;
+    const aborted = Promise.withResolvers<boolean>();
+    const server = await serveOnSocket(path, (req) => {
+      const timer = setTimeout(() => aborted.resolve(false), 3000);
+      req.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        aborted.resolve(true);
+      });
+      return aborted.promise.then(() => text("late"));
+    });
+    try {
+      const conn = await rawConn(path, "GET /healthz HTTP/1.1\r\nHost: f\r\n\r\n");
+      await new Promise((r) => setTimeout(r, 50));
+      conn.close();
+      assertEquals(await aborted.promise, true);
+    } finally {
+      await server.shutdown(1000);
+    }
+  });
+});

@@ -212,3 +212,79 @@ Deno.test({
       assertEquals([err.code, err.message], [7, "plugin refuses: no"]);
     }),
 });
+
+/** Processes whose command line contains `marker`, still running. */
+async function processesWith(marker: string): Promise<string[]> {
+  const out = await new Deno.Command("pgrep", { args: ["-f", marker], stdout: "piped" }).output();
+  return new TextDecoder().decode(out.stdout).split("\n").filter(Boolean);
+}
+
+Deno.test({
+  name:
+    "a plugin whose child keeps its stdout open is killed with its whole process group at the deadline (code 5, saying so)",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withTempDir(async (dir) => {
+      // The probe's `sh -c 'cat; sleep 300'`: the plugin's child holds the pipe after it.
+      const marker = `ferrylinger${uniqueToken()}`;
+      await Deno.writeTextFile(
+        `${dir}/lingers`,
+        `#!/bin/sh\ncat >/dev/null\nsh -c 'sleep 300; echo ${marker}' &\nsleep 300\n`,
+        { mode: 0o755 },
+      );
+      const started = performance.now();
+      const err = await assertRejects(
+        () =>
+          delegate({
+            command: "ADD",
+            config: { cniVersion: "1.0.0", name: "n", type: "lingers" } as NetConf,
+            containerId: "c1",
+            netns: "/proc/self/ns/net",
+            ifname: "net1",
+            path: [dir],
+            timeoutMs: 500,
+          }),
+        CniError,
+      );
+      assertEquals(err.code, 5, err.message);
+      assertMatch(err.message, /did not finish ADD within 500 ms/);
+      assertEquals(performance.now() - started < 5000, true, "the call ends at its deadline");
+      // Nothing of the group is left.
+      const deadline = Date.now() + 3000;
+      while ((await processesWith(marker)).length && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assertEquals(await processesWith(marker), []);
+    }),
+});
+
+Deno.test({
+  name: "a plugin that prints without end is killed once it passes the output cap (code 5)",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withTempDir(async (dir) => {
+      await Deno.writeTextFile(`${dir}/chatty`, "#!/bin/sh\nexec yes\n", { mode: 0o755 });
+      await Deno.writeTextFile(`${dir}/noisy`, "#!/bin/sh\nyes >&2\n", { mode: 0o755 });
+      for (const [type, stream] of [["chatty", "stdout"], ["noisy", "stderr"]]) {
+        const err = await assertRejects(
+          () =>
+            delegate({
+              command: "ADD",
+              config: { cniVersion: "1.0.0", name: "n", type } as NetConf,
+              containerId: "c1",
+              netns: "/proc/self/ns/net",
+              ifname: "net1",
+              path: [dir],
+              timeoutMs: 60_000,
+              maxOutputBytes: 64 * 1024,
+            }),
+          CniError,
+        );
+        assertEquals(err.code, 5, err.message);
+        assertEquals(
+          err.message,
+          `plugin ${type} printed more than 65536 bytes on ${stream}; it was killed`,
+        );
+      }
+    }),
+});
