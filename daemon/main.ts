@@ -18,7 +18,7 @@ import { Watcher } from "./k8s/watcher.ts";
 import { AnnotationWriter } from "./k8s/annotation_writer.ts";
 import { inClusterConfig, loadKubeconfig } from "./k8s/kubeconfig.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "./k8s/resources.ts";
-import { kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
+import { CLAIM_LEASE, kubeBlockApi, poolInformers } from "./k8s/pool_api.ts";
 import { BlockIpam, type BlockIpamStats } from "./ipam/block_ipam.ts";
 import { PoolMap } from "./cluster/pool_map.ts";
 import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
@@ -433,7 +433,10 @@ export async function startDaemon(
           ipam = await BlockIpam.open({
             nodeName: config.nodeName,
             poolNames: config.ipam.pools,
-            api: kubeBlockApi(k.client),
+            api: kubeBlockApi(k.client, {
+              namespace: config.gc.leaseNamespace,
+              name: CLAIM_LEASE.name,
+            }),
             view: k.pools!,
             stateDir: config.stateDir,
             gateways: {
@@ -834,8 +837,52 @@ export function parseDaemonArgs(
   };
 }
 
+/** How long past `shutdownTimeoutSeconds` a stop may take before the process exits regardless. */
+export const STOP_MARGIN_SECONDS = 5;
+
+/**
+ * What a stop that ran out of time leaves behind, for its last log line: connections still open,
+ * DELs still finishing, writes not yet sent.
+ */
+export function abandonedWork(stats: DaemonStats): string {
+  const parts = [
+    [stats.socket?.connections ?? 0, "connection(s) still being served"],
+    [stats.finishingDels, "DEL(s) still finishing"],
+    [stats.annotationWrites?.pending ?? 0, "annotation write(s) not sent"],
+    [stats.ipam?.pending ?? 0, "block(s) with allocations not written"],
+  ] as const;
+  const left = parts.filter(([n]) => n > 0).map(([n, what]) => `${n} ${what}`);
+  return left.length ? left.join(", ") : "nothing counted (a step of the stop did not return)";
+}
+
 if (import.meta.main) {
-  let daemon: Daemon;
+  let daemon: Daemon | undefined;
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    if (!daemon) Deno.exit(0);
+    const logger = getLogger(["ferry", "daemon"]);
+    // Whatever is in flight, the stop ends within its documented bound.
+    const boundSeconds = daemon.config.shutdownTimeoutSeconds + STOP_MARGIN_SECONDS;
+    const running = daemon;
+    const timer = setTimeout(async () => {
+      logger.error("stop did not finish within {seconds} s; exiting with {abandoned}", {
+        seconds: boundSeconds,
+        abandoned: abandonedWork(running.stats()),
+      });
+      await Promise.race([teardownLogging(), new Promise((r) => setTimeout(r, 500))]);
+      Deno.exit(1);
+    }, boundSeconds * 1000);
+    await daemon.stop();
+    clearTimeout(timer);
+    await teardownLogging();
+    Deno.exit(0);
+  };
+  // Before anything is served: Deno sets its signal handling up on the first listener, which
+  // must not come while clients hold every file descriptor.
+  Deno.addSignalListener("SIGTERM", stop);
+  Deno.addSignalListener("SIGINT", stop);
   try {
     const { configFile, overrides } = parseDaemonArgs(Deno.args);
     const config = await loadConfig(configFile, overrides);
@@ -846,13 +893,6 @@ if (import.meta.main) {
     console.error(`ferry daemon: ${e instanceof Error ? e.message : e}`);
     Deno.exit(1);
   }
-  const stop = async () => {
-    await daemon.stop();
-    await teardownLogging();
-    Deno.exit(0);
-  };
-  Deno.addSignalListener("SIGTERM", stop);
-  Deno.addSignalListener("SIGINT", stop);
   // SIGHUP re-reads the config and applies its log level (everything else needs a restart).
   Deno.addSignalListener("SIGHUP", async () => {
     try {

@@ -76,6 +76,11 @@ export class PoolMap implements PoolView {
     return this.#pools.get(name);
   }
 
+  /** Every pool. */
+  pools(): IpPoolObject[] {
+    return [...this.#pools.values()];
+  }
+
   /** Every pool's CIDRs (pod address space: never masqueraded between pods). */
   poolCidrs(): string[] {
     return [...this.#pools.values()].flatMap((p) => p.spec?.cidrs ?? []);

@@ -33,7 +33,7 @@ import type { PodRef } from "../../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { KubeApiError } from "../k8s/errors.ts";
 import type { FamilyAllocator, Lease } from "./allocator.ts";
-import { type Cidr, formatCidr, formatIp, parseCidr } from "./cidr.ts";
+import { type Cidr, cidrContains, formatCidr, formatIp, parseCidr } from "./cidr.ts";
 import {
   type BlockAllocation,
   blockName,
@@ -58,6 +58,27 @@ export interface BlockApi {
   get(name: string): Promise<IpBlockObject | undefined>;
   /** Deletes a block if its uid and resourceVersion still match (409 `Conflict` otherwise). */
   delete(name: string, uid: string, resourceVersion: string): Promise<void>;
+  /** Every block, read from the server's storage (never a cache that may lag it). */
+  list(): Promise<IpBlockObject[]>;
+  /**
+   * Takes a turn to claim: reads the cluster's one claim counter (created when absent). Claims
+   * are serialized on it: see {@link ClaimTurn}.
+   */
+  claimTurn(): Promise<ClaimTurn>;
+}
+
+/**
+ * One reading of the cluster's claim counter. A node that created a block lists every block
+ * after reading the counter, and hands out addresses of its block only once no other block
+ * overlaps it and `commit` (the counter's update, with the read version as precondition)
+ * succeeded. Two claims that read the same version cannot both commit; a claim that reads a later
+ * version lists after the earlier claim's block existed, and so sees it. Hence of two overlapping
+ * blocks (whatever their pools and sizes) at most one is ever used, and it is the one committed
+ * first.
+ */
+export interface ClaimTurn {
+  /** Bumps the counter; false when another claim committed since this turn was read. */
+  commit(): Promise<boolean>;
 }
 
 /** A block as the cluster-wide watch keeps it. */
@@ -78,6 +99,8 @@ export interface PoolView {
   pool(name: string): IpPoolObject | undefined;
   /** Every block of the cluster. */
   blocks(): BlockSummary[];
+  /** Every pool (to report pools that overlap). */
+  pools?(): IpPoolObject[];
 }
 
 /** What {@link BlockIpam} needs. */
@@ -120,6 +143,10 @@ export interface BlockIpamStats {
   pending: number;
   /** Blocks this node holds addresses in but another node owns (see the log). */
   lost: string[];
+  /** Blocks this node created and gave back at once, because another node's block overlapped. */
+  overlapsYielded: number;
+  /** Pools that overlap another pool (`a overlaps b`), as last seen by a claim. */
+  overlappingPools: string[];
 }
 
 interface PodMeta {
@@ -178,7 +205,15 @@ export class BlockIpam {
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   /** Aborted at close: ends the back-off sleeps of writers early. */
   readonly #closing = new AbortController();
-  readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0, conflicts: 0 };
+  readonly #stats = {
+    claims: 0,
+    claimRaces: 0,
+    released: 0,
+    writes: 0,
+    conflicts: 0,
+    overlapsYielded: 0,
+  };
+  #overlappingPools: string[] = [];
   #closed = false;
 
   private constructor(deps: BlockIpamDeps) {
@@ -458,7 +493,9 @@ export class BlockIpam {
         if (!cidr) break;
         const text = formatCidr(cidr);
         let created: IpBlockObject;
+        let turn: ClaimTurn;
         try {
+          turn = await api.claimTurn();
           created = await api.create({
             metadata: {
               name: blockName(cidr),
@@ -478,6 +515,10 @@ export class BlockIpam {
             `cannot claim a block of IPPool ${poolName} for node ${nodeName}`,
             errorText(e),
           );
+        }
+        if (!(await this.#settleClaim(created, cidr, turn))) {
+          lostRaces.add(text);
+          continue;
         }
         const block = await this.#openBlock(poolName, cidr, created);
         try {
@@ -503,7 +544,78 @@ export class BlockIpam {
         return block;
       }
     }
-    throw this.#exhausted(family, "no free block is left in the pools");
+    throw this.#exhausted(family, this.#whyNoBlock(family));
+  }
+
+  /**
+   * Settles a claim whose block object was just created (see {@link ClaimTurn}): true once the
+   * block is this node's to use; false when another block overlaps it, which is then deleted
+   * before any of its addresses was handed out.
+   */
+  async #settleClaim(created: IpBlockObject, cidr: Cidr, first: ClaimTurn): Promise<boolean> {
+    const { api, logger, nodeName } = this.#d;
+    const name = created.metadata!.name!;
+    let turn = first;
+    for (let attempt = 0; attempt < 32; attempt++) {
+      const other = (await api.list()).find((b) =>
+        b.metadata?.name !== name && b.spec?.cidr && overlapsCidr(parseCidr(b.spec.cidr), cidr)
+      );
+      if (other) {
+        this.#stats.overlapsYielded++;
+        await api.delete(name, created.metadata!.uid!, created.metadata!.resourceVersion!)
+          .catch((e) => {
+            if (!isApi(e, (k) => k.isNotFound)) throw e;
+          });
+        logger.warn(
+          "block {cidr} overlaps block {other} of node {owner} (IPPool {pool}): gave it back " +
+            "before handing out any of its addresses",
+          {
+            cidr: formatCidr(cidr),
+            other: other.spec!.cidr,
+            owner: other.spec!.node,
+            pool: other.spec!.pool,
+          },
+        );
+        return false;
+      }
+      if (await turn.commit()) return true;
+      turn = await api.claimTurn();
+    }
+    throw new CniError(
+      CNI_ERROR.TRY_AGAIN_LATER,
+      `cannot settle the claim of block ${formatCidr(cidr)} for node ${nodeName}`,
+      "other nodes kept claiming blocks meanwhile",
+    );
+  }
+
+  /** Why no block of `family` can be claimed: pools missing, broken, full; overlaps reported. */
+  #whyNoBlock(family: 4 | 6): string {
+    const { view, poolNames, logger } = this.#d;
+    const reasons: string[] = [];
+    for (const name of poolNames) {
+      const obj = view.pool(name);
+      if (!obj) {
+        reasons.push(`IPPool ${name} does not exist`);
+        continue;
+      }
+      try {
+        if (!parsePool(obj).some((f) => f.family === family)) {
+          reasons.push(`IPPool ${name} has no IPv${family} CIDR`);
+        } else reasons.push(`IPPool ${name} has no free block left`);
+      } catch (e) {
+        reasons.push(errorText(e));
+      }
+    }
+    const overlapping = overlappingPools(view);
+    if (overlapping.join() !== this.#overlappingPools.join()) {
+      this.#overlappingPools = overlapping;
+      for (const o of overlapping) {
+        logger.error("{overlap}: their blocks are claimed one at a time, never both", {
+          overlap: o,
+        });
+      }
+    }
+    return reasons.join("; ") || "no pool is configured";
   }
 
   #exhausted(family: 4 | 6, why: string): CniError {
@@ -710,6 +822,7 @@ export class BlockIpam {
       blocks: blocks.filter((b) => !b.lost).map((b) => b.text),
       pending: blocks.filter((b) => b.writer.busy).length,
       lost: blocks.filter((b) => b.lost).map((b) => b.text),
+      overlappingPools: [...this.#overlappingPools],
     };
   }
 
@@ -742,4 +855,31 @@ function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boolean {
     `${x.ip}|${x.podUID}|${x.containerID}|${x.ifname}|${x.namespace ?? ""}|${x.name ?? ""}`;
   const set = new Set(a.map(key));
   return b.every((x) => set.has(key(x)));
+}
+
+function overlapsCidr(a: Cidr, b: Cidr): boolean {
+  return a.network.family === b.network.family &&
+    (cidrContains(a, b.network) || cidrContains(b, a.network));
+}
+
+/** Pools of the view whose CIDRs overlap another's, as `IPPool a overlaps IPPool b (cidr)`. */
+export function overlappingPools(view: PoolView): string[] {
+  const families: PoolFamily[] = [];
+  for (const obj of view.pools?.() ?? []) {
+    try {
+      families.push(...parsePool(obj));
+    } catch { /* a broken pool is reported where it is used */ }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < families.length; i++) {
+    for (let j = i + 1; j < families.length; j++) {
+      const [a, b] = [families[i], families[j]];
+      if (a.pool !== b.pool && overlapsCidr(a.cidr, b.cidr)) {
+        out.push(
+          `IPPool ${a.pool} (${formatCidr(a.cidr)}) overlaps IPPool ${b.pool} (${formatCidr(b.cidr)})`,
+        );
+      }
+    }
+  }
+  return out.sort();
 }

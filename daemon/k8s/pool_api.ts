@@ -5,15 +5,65 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import type { BlockApi } from "../ipam/block_ipam.ts";
+import type { BlockApi, ClaimTurn } from "../ipam/block_ipam.ts";
+import type { LeaseObject } from "../gc/leader_lease.ts";
+import { KubeApiError } from "./errors.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
 import { PoolMap } from "../cluster/pool_map.ts";
 import type { KubeClient } from "./client.ts";
 import { Informer, type InformerOptions } from "./informer.ts";
-import { IPBLOCKS, IPPOOLS } from "./resources.ts";
+import { IPBLOCKS, IPPOOLS, LEASES } from "./resources.ts";
+
+/** The Lease whose version serializes block claims across the cluster (see {@link ClaimTurn}). */
+export const CLAIM_LEASE = { namespace: "kube-system", name: "ferry-ipam-claims" };
+
+/** The annotation holding the number of claims committed. */
+const CLAIMS_ANNOTATION = "ferry.dev/claims";
 
 /**
- * `IPBlock` objects through `kube`.
+ * Reads the claim Lease (creating it when absent); its `commit` writes the next count with the
+ * read resourceVersion as precondition. Every commit changes the object, so every commit moves
+ * its resourceVersion on.
+ */
+async function claimTurn(
+  kube: KubeClient,
+  at: { namespace: string; name: string },
+): Promise<ClaimTurn> {
+  let lease = await kube.find<LeaseObject>(LEASES, at.namespace, at.name);
+  if (!lease) {
+    try {
+      lease = await kube.create<LeaseObject>(LEASES, {
+        metadata: { name: at.name, namespace: at.namespace, annotations: { [CLAIMS_ANNOTATION]: "0" } },
+        spec: {},
+      });
+    } catch (e) {
+      if (!(e instanceof KubeApiError && e.isAlreadyExists)) throw e;
+      lease = (await kube.find<LeaseObject>(LEASES, at.namespace, at.name))!;
+    }
+  }
+  const read = lease;
+  return {
+    async commit() {
+      const count = Number(read.metadata?.annotations?.[CLAIMS_ANNOTATION] ?? "0") || 0;
+      try {
+        await kube.update<LeaseObject>(LEASES, {
+          ...read,
+          metadata: {
+            ...read.metadata,
+            annotations: { ...read.metadata?.annotations, [CLAIMS_ANNOTATION]: String(count + 1) },
+          },
+        });
+        return true;
+      } catch (e) {
+        if (e instanceof KubeApiError && (e.isConflict || e.isNotFound)) return false;
+        throw e;
+      }
+    },
+  };
+}
+
+/**
+ * `IPBlock` objects through `kube`; claims serialized on the Lease `claims`.
  *
  * @example
  * ```ts
@@ -21,8 +71,13 @@ import { IPBLOCKS, IPPOOLS } from "./resources.ts";
  * await api.get("10-244-0-64-26"); // undefined when there is no such block
  * ```
  */
-export function kubeBlockApi(kube: KubeClient): BlockApi {
+export function kubeBlockApi(
+  kube: KubeClient,
+  claims: { namespace: string; name: string } = CLAIM_LEASE,
+): BlockApi {
   return {
+    list: async () => (await kube.listAll<IpBlockObject>(IPBLOCKS, {})).items,
+    claimTurn: () => claimTurn(kube, claims),
     create: (block) => kube.create(IPBLOCKS, block),
     update: (block) => kube.update(IPBLOCKS, block),
     get: (name) => kube.find<IpBlockObject>(IPBLOCKS, undefined, name),

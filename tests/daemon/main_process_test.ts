@@ -4,7 +4,7 @@ import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { HEALTHZ_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { removeBridge, testSubnet } from "../../daemon/dev/harness.ts";
-import { IS_ROOT, uniqueToken } from "../../daemon/dev/netns.ts";
+import { IS_ROOT, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
 
 const MAIN = new URL("../../daemon/main.ts", import.meta.url).pathname;
 
@@ -103,7 +103,7 @@ Deno.test("an invalid config file stops the daemon with a message naming the fie
     );
     const out = await spawnDaemon(["--config", `${dir}/ferry.json`]).output();
     assertEquals(out.code, 1);
-    assertMatch(new TextDecoder().decode(out.stderr), /\/network\/mtu/);
+    assertMatch(new TextDecoder().decode(out.stderr), /network\.mtu must be >= 576/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -150,4 +150,73 @@ Deno.test({
       /CPU priority nice -7 not taken \(setpriority\(.*(permission denied|not permitted)/,
     );
   },
+});
+
+Deno.test({
+  name:
+    "SIGTERM ends the daemon within shutdownTimeoutSeconds plus its margin whatever is in flight, and its log says what it abandoned",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withNetns(1, async ([ns]) => {
+      const dir = await Deno.makeTempDir();
+      const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
+      const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+      // A delegated plugin that never finishes, under a plugin deadline far past the stop's.
+      await Deno.mkdir(`${dir}/cni`);
+      await Deno.writeTextFile(`${dir}/cni/stuck`, "#!/bin/sh\ncat >/dev/null\nsleep 300\n", {
+        mode: 0o755,
+      });
+      await Deno.writeTextFile(
+        config,
+        JSON.stringify({
+          standalone: true,
+          stateDir: `${dir}/state`,
+          network,
+          masquerade: { enabled: false },
+          server: { httpPort: -1 },
+          shutdownTimeoutSeconds: 1,
+          pluginTimeoutSeconds: 600,
+        }),
+      );
+      const daemon = spawnDaemon(["--config", config, "--socket", socket]);
+      try {
+        await waitHealthy(socket);
+        const request = JSON.stringify({
+          command: "ADD",
+          containerId: `stuck${uniqueToken()}`,
+          netns: ns.path,
+          ifname: "net1",
+          args: {},
+          path: [`${dir}/cni`],
+          config: {
+            cniVersion: "1.0.0",
+            name: "stuck",
+            type: "ferry",
+            attachment: { type: "stuck" },
+          },
+        });
+        const inFlight = unixRequest(socket, "POST", "/v1/cni", request, AbortSignal.timeout(60_000))
+          .catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 500));
+        const started = Date.now();
+        daemon.kill("SIGTERM");
+        const out = await daemon.output();
+        const took = Date.now() - started;
+        const log = new TextDecoder().decode(out.stderr);
+        // 1 s of shutdown timeout + the 5 s margin, and a little for the process to exit.
+        assert(took < 8_000, `stopped after ${took} ms:\n${log}`);
+        if (out.code !== 0) {
+          assertMatch(log, /stop did not finish within 6 s; exiting with .+/);
+        }
+        await inFlight;
+      } finally {
+        try {
+          daemon.kill("SIGKILL");
+        } catch { /* exited */ }
+        await daemon.status;
+        await new Deno.Command("pkill", { args: ["-f", `${dir}/cni/stuck`] }).output();
+        await removeBridge(network.bridge);
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
 });

@@ -76,7 +76,8 @@ export function withPool<T>(
     });
     for (const i of informers) i.start();
     const opened: BlockIpam[] = [];
-    const api = kubeBlockApi(k.client);
+    // A claim Lease of the test's own: nodes of one test share it, other runs never wait on it.
+    const api = kubeBlockApi(k.client, { namespace: "default", name: `ferry-ipam-claims-${k.id}` });
     const gateways = new Map<string, string[]>();
     const node = (short: string) => `${short}-${k.id}`;
     const blocks = async (of = pool) =>
