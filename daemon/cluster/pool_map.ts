@@ -26,6 +26,7 @@ export class PoolMap implements PoolView {
   readonly #pools = new Map<string, IpPoolObject>();
   readonly #blocks = new Map<string, BlockSummary>();
   readonly #listeners = new Set<() => void>();
+  readonly #removed = new Set<(name: string) => void>();
   #synced = false;
 
   /** Records a pool seen by the watch. */
@@ -57,7 +58,15 @@ export class PoolMap implements PoolView {
 
   /** Forgets a deleted block. */
   removeBlock(obj: IpBlockObject): void {
-    if (this.#blocks.delete(obj.metadata?.name ?? "")) this.#changed();
+    const name = obj.metadata?.name ?? "";
+    if (!this.#blocks.delete(name)) return;
+    for (const fn of this.#removed) fn(name);
+    this.#changed();
+  }
+
+  /** Calls `fn` with the name of every block deleted from now on. */
+  onBlockRemoved(fn: (name: string) => void): void {
+    this.#removed.add(fn);
   }
 
   /** Marks both first lists delivered. */

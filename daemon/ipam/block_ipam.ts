@@ -101,6 +101,8 @@ export interface PoolView {
   blocks(): BlockSummary[];
   /** Every pool (to report pools that overlap). */
   pools?(): IpPoolObject[];
+  /** Calls `fn` with the name of every block the watch sees deleted. */
+  onBlockRemoved?(fn: (name: string) => void): void;
 }
 
 /** What {@link BlockIpam} needs. */
@@ -230,6 +232,7 @@ export class BlockIpam {
    */
   static async open(deps: BlockIpamDeps): Promise<BlockIpam> {
     const ipam = new BlockIpam(deps);
+    deps.view.onBlockRemoved?.((name) => ipam.#blockDeleted(name));
     await ipam.#reconcile();
     // One block per family from the start: other nodes route to it before the first pod comes,
     // and the overlay takes its address from it. A pool with none free is said, not fatal.
@@ -588,6 +591,42 @@ export class BlockIpam {
     );
   }
 
+  /**
+   * Settles a block object re-created from the node's own allocations: commits the claim unless
+   * another block overlaps it (then says which: this node keeps its pods' addresses, since
+   * giving them up would not take them off the pods).
+   */
+  async #settleRecreated(block: OwnedBlock, first: ClaimTurn): Promise<string | undefined> {
+    let turn = first;
+    for (let attempt = 0; attempt < 32; attempt++) {
+      const other = (await this.#d.api.list()).find((b) =>
+        b.metadata?.name !== block.name && b.spec?.cidr &&
+        overlapsCidr(parseCidr(b.spec.cidr), block.cidr)
+      );
+      if (other) return `block ${other.spec!.cidr} of node ${other.spec!.node}`;
+      if (await turn.commit()) return undefined;
+      turn = await this.#d.api.claimTurn();
+    }
+    return undefined;
+  }
+
+  /**
+   * The watch saw one of this node's blocks deleted (by hand, or by anyone but this node): the
+   * object is written again at once from the node's allocations, so that no other node can
+   * claim the block and hand out addresses its pods hold; an empty block is let go.
+   */
+  #blockDeleted(name: string): void {
+    const block = this.#blocks.get(name);
+    if (!block || block.retiring || block.lost || this.#closed) return;
+    this.#d.logger.error(
+      "block {cidr} of this node was deleted from the API while it holds {n} addresses; " +
+        "writing it again from the node's allocations",
+      { cidr: block.text, n: block.local.held },
+    );
+    block.obj = undefined;
+    this.#markDirty(block);
+  }
+
   /** Why no block of `family` can be claimed: pools missing, broken, full; overlaps reported. */
   #whyNoBlock(family: 4 | 6): string {
     const { view, poolNames, logger } = this.#d;
@@ -633,6 +672,7 @@ export class BlockIpam {
     const { api, nodeName, logger } = this.#d;
     if (this.#closed) return;
     try {
+      const turn = await api.claimTurn();
       block.obj = await api.create({
         metadata: {
           name: block.name,
@@ -646,6 +686,15 @@ export class BlockIpam {
         },
       });
       this.#stats.writes++;
+      const overlap = await this.#settleRecreated(block, turn);
+      if (overlap) {
+        block.lost = `block ${block.text} overlaps ${overlap}, claimed while its object was missing`;
+        logger.error(
+          "{why}: {n} pods here keep their addresses ({ips}), nothing new is allocated in it; " +
+            "`ipam check` shows whether any address is held twice",
+          { why: block.lost, n: block.local.held, ips: block.local.allocations().map((a) => a.ip) },
+        );
+      }
     } catch (e) {
       if (!isApi(e, (k) => k.isAlreadyExists)) throw e;
       const other = await api.get(block.name);

@@ -483,3 +483,37 @@ Deno.test("a node whose pools overlap another pool reports it, and says why no b
     }
   });
 });
+
+Deno.test("a block deleted by hand while its node runs is written again at once, and no other node can take it", () =>
+  withPool(
+    { cidrs: [freshCidr24().replace(/0\/24$/, "0/28")], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const a = await env.open("n1", `${dir}/a`);
+        const [va] = a.allocators();
+        const held = await Promise.all([1, 2].map((i) => va.allocate(owner(i), pod(i))));
+        await a.flush(AbortSignal.timeout(10_000));
+        const [before] = await env.blocks();
+        await env.k.client.delete(IPBLOCKS, undefined, before.metadata!.name!);
+        // The owner notices from its watch and writes the object again, allocations and all.
+        await until(async () => {
+          const [again] = await env.blocks();
+          return again?.metadata?.uid !== before.metadata!.uid &&
+            again?.spec?.allocations?.length === 2;
+        });
+        const [again] = await env.blocks();
+        assertEquals(again.spec!.node, env.node("n1"));
+        assertEquals(
+          again.spec!.allocations!.map((x) => x.ip).sort(),
+          held.map((l) => l.ip).sort(),
+        );
+        // The pool's only block is taken again: another node gets no address of it.
+        await env.untilBlocks(1);
+        const b = await env.open("n2", `${dir}/b`);
+        const e = await assertRejects(() => b.allocators()[0].allocate(owner(9), pod(9)), CniError);
+        assertEquals(e.code, 101);
+        assertEquals(b.stats().blocks, []);
+        // And the owner still allocates in it.
+        assert(inAny((await va.allocate(owner(3), pod(3))).ip, a.stats().blocks));
+      }),
+  ));
