@@ -225,7 +225,10 @@ export class BridgeDriver implements Driver {
       name.startsWith(HOST_LINK_PREFIX) && !known.has(name)
     );
     const named = new Set([...records, ...damaged].map((r) => `${r.containerId}/${r.ifname}`));
-    const owners = this.owners().filter((o) => !named.has(`${o.containerId}/${o.ifname}`));
+    const owners = this.owners().filter((o) =>
+      !named.has(`${o.containerId}/${o.ifname}`) &&
+      !this.#d.allocators.some((a) => a.adopted?.(o))
+    );
     return { links, owners };
   }
 

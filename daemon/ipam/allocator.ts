@@ -36,6 +36,12 @@ export interface FamilyAllocator {
   addressOf(owner: Owner): string | undefined;
   /** Every (address, owner) held. */
   allocations(): { ip: string; owner: Owner }[];
+  /**
+   * Whether `owner`'s address was adopted from the cluster's record (a block object whose node had
+   * lost its files) rather than allocated here: it has no attachment record on this node, yet it
+   * is another pod's, so the sweeps of unrecorded owners must leave it.
+   */
+  adopted?(owner: Owner): boolean;
   /** Settles allocations whose files name no owner (see `LocalPool.repair`). */
   repair(holders: Map<string, Owner>): Promise<{ restored: string[]; freed: string[] }>;
   /** Addresses free now (a pool allocator may claim more). */

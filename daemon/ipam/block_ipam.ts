@@ -203,6 +203,8 @@ export class BlockIpam {
   readonly #d: BlockIpamDeps;
   readonly #blocks = new Map<string, OwnedBlock>();
   readonly #meta = new Map<string, PodMeta>();
+  /** Owners whose addresses were adopted from block objects at start (no record here). */
+  readonly #adopted = new Set<string>();
   readonly #claiming = new Map<4 | 6, Promise<OwnedBlock>>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   /** Aborted at close: ends the back-off sleeps of writers early. */
@@ -280,10 +282,13 @@ export class BlockIpam {
       }
       if (!hadLocal && recorded.length) {
         for (const a of recorded) {
-          await block.local.hold(a.ip, { containerId: a.containerID, ifname: a.ifname });
+          const owner = { containerId: a.containerID, ifname: a.ifname };
+          await block.local.hold(a.ip, owner);
+          this.#adopted.add(ownerKey(owner));
         }
         logger.warn(
-          "block {cidr} had no directory here (state lost?): adopted the {n} allocations its object records",
+          "block {cidr} had no directory here (state lost?): adopted the {n} allocations its " +
+            "object records; they are kept until a DEL for their container releases them",
           { cidr: block.text, n: recorded.length },
         );
       }
@@ -383,6 +388,7 @@ export class BlockIpam {
         return undefined;
       },
       allocations: () => ipam.#of(family).flatMap((b) => b.local.allocations()),
+      adopted: (owner) => ipam.#adopted.has(ownerKey(owner)),
       async repair(holders) {
         const restored: string[] = [];
         const freed: string[] = [];
@@ -455,6 +461,7 @@ export class BlockIpam {
       if (!b.local.addressOf(owner)) continue;
       const ip = await b.local.release(owner);
       this.#meta.delete(ownerKey(owner));
+      this.#adopted.delete(ownerKey(owner));
       this.#markDirty(b);
       this.#checkEmpty(b);
       return ip;

@@ -6,6 +6,8 @@ import { IPBLOCKS, IPPOOLS } from "../../../daemon/k8s/resources.ts";
 import type { IpBlockObject, IpPoolObject } from "../../../daemon/ipam/ip_pools.ts";
 import type { BlockSummary } from "../../../daemon/ipam/block_ipam.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
+import { BridgeDriver } from "../../../daemon/drivers/bridge.ts";
+import type { Plumber } from "../../../daemon/net/plumber.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
 import { freshCidr24, until, withPool } from "./_pools.ts";
 
@@ -515,5 +517,41 @@ Deno.test("a block deleted by hand while its node runs is written again at once,
         assertEquals(b.stats().blocks, []);
         // And the owner still allocates in it.
         assert(inAny((await va.allocate(owner(3), pod(3))).ip, a.stats().blocks));
+      }),
+  ));
+
+Deno.test("restart: allocations adopted from a block object are kept by the sweep of unrecorded owners, and handed out to nobody", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        // The probe's case: the block object records pods whose node-local files are not here
+        // (its spec.node edited, or a second daemon of the same name): no attachment record
+        // names them on this node.
+        const first = await env.open("n1", `${dir}/first`);
+        const [v4] = first.allocators();
+        const held = await Promise.all([1, 2, 3].map((i) => v4.allocate(owner(i), pod(i))));
+        await first.flush();
+        await first.close();
+        const adopter = await env.open("n1", `${dir}/other`);
+        const allocators = adopter.allocators();
+        const bridge = new BridgeDriver({
+          allocators,
+          plumber: { bridgePorts: () => Promise.resolve([]) } as unknown as Plumber,
+          bridge: "unused0",
+          mtu: 1500,
+        });
+        // The start-up reconcile (and every sweep) releases the owners `orphans` names.
+        const { owners } = await bridge.orphans([], []);
+        assertEquals(owners, [], "adopted owners are not orphans");
+        for (const [i, l] of held.entries()) assertEquals(allocators[0].addressOf(owner(i + 1)), l.ip);
+        const fresh = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => allocators[0].allocate(owner(`f${i}`), pod(`f${i}`))),
+        );
+        for (const f of fresh) assert(!held.some((h) => h.ip === f.ip), `${f.ip} handed out twice`);
+        // A DEL for an adopted container releases it as any other.
+        assertEquals(await allocators[0].release(owner(1)), held[0].ip);
+        // Owners this node allocated and recorded nowhere are still orphans.
+        assertEquals((await bridge.orphans([], [])).owners.length, 8);
       }),
   ));
