@@ -187,7 +187,13 @@ export class ClusterController {
   async #open(self: ClusterNode | undefined): Promise<void> {
     const { config, network, pools, logger } = this.#d;
     const names = config.ipam.pools;
-    const poolExists = () => !!pools?.synced && names.some((n) => pools.pool(n));
+    // A node that holds blocks opens on them even when its pool is gone (deleted by hand): the
+    // pods in them must still be torn down, and DEL releases what the node recorded.
+    const holdsBlocks = () =>
+      !!pools?.synced &&
+      (pools.blocks().some((b) => b.node === config.nodeName) || hasBlockDirs(config.stateDir));
+    const poolExists = () =>
+      !!pools?.synced && (names.some((n) => pools.pool(n)) || holdsBlocks());
     if (!this.#mode) {
       if (!self) return this.#wait(`node ${config.nodeName} is not in the node watch yet`);
       if (self.podCIDRs.length) {
@@ -317,4 +323,14 @@ export class ClusterController {
     this.#stats.routes = routes.length;
     this.#stats.unroutable = unroutable;
   }
+}
+
+/** Whether the node's state holds block directories (pool IPAM's node-local allocations). */
+function hasBlockDirs(stateDir: string): boolean {
+  try {
+    for (const entry of Deno.readDirSync(`${stateDir}/ipam/blocks`)) {
+      if (entry.isDirectory) return true;
+    }
+  } catch { /* none yet */ }
+  return false;
 }

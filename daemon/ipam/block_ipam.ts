@@ -416,13 +416,13 @@ export class BlockIpam {
   }
 
   /**
-   * The blocks new addresses come from: not being given back, not lost, and of a pool the node's
-   * config names (a block of a pool it no longer uses keeps its addresses until they are
+   * The blocks new addresses come from: not being given back, not lost, and of a pool that exists
+   * and that the node's config names (a block of a pool it no longer uses keeps its addresses until they are
    * released, then is given back).
    */
   #usable(family: 4 | 6): OwnedBlock[] {
     return this.#of(family).filter((b) =>
-      !b.retiring && !b.lost && this.#d.poolNames.includes(b.pool)
+      !b.retiring && !b.lost && this.#d.poolNames.includes(b.pool) && !!this.#d.view.pool(b.pool)
     );
   }
 

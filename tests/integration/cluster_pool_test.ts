@@ -10,7 +10,7 @@ import { unixRequest } from "../../lib/unix_http.ts";
 import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
 import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { waitReady } from "../../daemon/dev/cluster_sim.ts";
-import { IPBLOCKS } from "../../daemon/k8s/resources.ts";
+import { IPBLOCKS, IPPOOLS } from "../../daemon/k8s/resources.ts";
 import type { IpBlockObject } from "../../daemon/ipam/ip_pools.ts";
 import { eventually, ferryRoutes } from "./_cluster.ts";
 
@@ -273,5 +273,34 @@ Deno.test({
       await eventually(() => pingOnce(b.ip6!, a.ns), `${a.ip6} → ${b.ip6}`);
       assert(await pingOnce(a.ip6!, b.ns), `${b.ip6} → ${a.ip6}`);
       assert(await pingOnce(b.ip, a.ns), "and IPv4");
+    }),
+});
+
+Deno.test({
+  name:
+    "pool IPAM: restarted after its IPPool was deleted, a node still answers DEL and releases the pod's address (new pods get a clear refusal)",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 1,
+      pool: { blockSize: { ipv4: 28 } },
+    }, async (c) => {
+      const [node] = c.nodes;
+      const pod = await c.addPod(node, "kept");
+      await c.killDaemon(node);
+      await c.client.delete(IPPOOLS, undefined, c.pool!.name);
+      await c.startDaemon(node);
+      await waitReady(node);
+      // DEL answers 0 (not 11: the node's blocks open its network without the pool).
+      const del = await c.removePod(pod);
+      assertEquals(del.code, 0, del.stdout + del.stderr);
+      await eventually(async () => {
+        const blocks = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
+        return blocks.items.every((b) => !(b.spec?.allocations ?? []).some((a) => a.ip === pod.ip));
+      }, `${pod.ip} released in its block`);
+      // No address of the deleted pool is handed out any more, and the refusal says why.
+      const refused = await c.addPod(node, "fresh").then(() => "", (e: Error) => e.message);
+      assert(refused.includes(`IPPool ${c.pool!.name} does not exist`), refused);
     }),
 });
