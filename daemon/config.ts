@@ -42,6 +42,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     allowCrossNamespace: false,
     interfacePrefix: "net",
     configDir: "/etc/cni/multus/net.d",
+    allowedTypes: ["*"],
   },
   gc: {
     graceSeconds: 60,

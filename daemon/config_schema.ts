@@ -105,6 +105,10 @@ export const DaemonConfigSchema = Type.Object({
     configDir: Type.String({
       description: "where a NetworkAttachmentDefinition without spec.config finds <name>.conflist",
     }),
+    allowedTypes: Type.Array(Type.String({ pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$" }), {
+      description:
+        "plugin and IPAM types a NetworkAttachmentDefinition may use; * allows every type",
+    }),
   }, { additionalProperties: false }),
   gc: Type.Object({
     graceSeconds: Type.Integer({

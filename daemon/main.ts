@@ -496,7 +496,14 @@ export async function startDaemon(
     pods: kube?.pods,
     multiVif: kube
       ? {
-        ...multiVif(config, kube.nads),
+        ...multiVif(config, kube.nads, () => [
+          ...network.subnets(),
+          ...(kube!.pools?.poolCidrs() ?? []),
+          ...(kube!.nodes?.list().flatMap((n) => n.podCIDRs) ?? []),
+          ...(config.ipam.mode === "local"
+            ? [config.network.subnet, ...(config.network.subnet6 ? [config.network.subnet6] : [])]
+            : []),
+        ]),
         // default-route: the pod's default route of that family, moved to `ifname`.
         setDefaultRoute: async (netns: string, ifname: string, gateway: string) => {
           const family = gateway.includes(":") ? 6 : 4;
@@ -713,6 +720,7 @@ export async function startDaemon(
 function multiVif(
   config: DaemonConfig,
   nads: KubeSide["nads"],
+  podRanges: () => string[],
 ): { drivers: MultiVifDriver[]; waitMs: number } {
   const table: Record<DaemonConfig["multiVifDrivers"][number], () => MultiVifDriver> = {
     npwg: () =>
@@ -726,6 +734,12 @@ function multiVif(
         allowCrossNamespace: config.multiNetwork.allowCrossNamespace,
         interfacePrefix: config.multiNetwork.interfacePrefix,
         configDir: config.multiNetwork.configDir,
+        guard: {
+          allowedTypes: config.multiNetwork.allowedTypes,
+          devices: [config.network.bridge, config.routing.vxlan.device],
+          ranges: podRanges,
+          stateDir: config.stateDir,
+        },
         readFile: (path) =>
           Deno.readTextFile(path).catch((e) => {
             if (e instanceof Deno.errors.NotFound) return undefined;

@@ -192,8 +192,7 @@ export class ClusterController {
     const holdsBlocks = () =>
       !!pools?.synced &&
       (pools.blocks().some((b) => b.node === config.nodeName) || hasBlockDirs(config.stateDir));
-    const poolExists = () =>
-      !!pools?.synced && (names.some((n) => pools.pool(n)) || holdsBlocks());
+    const poolExists = () => !!pools?.synced && (names.some((n) => pools.pool(n)) || holdsBlocks());
     if (!this.#mode) {
       if (!self) return this.#wait(`node ${config.nodeName} is not in the node watch yet`);
       if (self.podCIDRs.length) {

@@ -695,7 +695,8 @@ export class BlockIpam {
       this.#stats.writes++;
       const overlap = await this.#settleRecreated(block, turn);
       if (overlap) {
-        block.lost = `block ${block.text} overlaps ${overlap}, claimed while its object was missing`;
+        block.lost =
+          `block ${block.text} overlaps ${overlap}, claimed while its object was missing`;
         logger.error(
           "{why}: {n} pods here keep their addresses ({ips}), nothing new is allocated in it; " +
             "`ipam check` shows whether any address is held twice",
@@ -932,7 +933,9 @@ export function overlappingPools(view: PoolView): string[] {
       const [a, b] = [families[i], families[j]];
       if (a.pool !== b.pool && overlapsCidr(a.cidr, b.cidr)) {
         out.push(
-          `IPPool ${a.pool} (${formatCidr(a.cidr)}) overlaps IPPool ${b.pool} (${formatCidr(b.cidr)})`,
+          `IPPool ${a.pool} (${formatCidr(a.cidr)}) overlaps IPPool ${b.pool} (${
+            formatCidr(b.cidr)
+          })`,
         );
       }
     }

@@ -33,7 +33,11 @@ async function claimTurn(
   if (!lease) {
     try {
       lease = await kube.create<LeaseObject>(LEASES, {
-        metadata: { name: at.name, namespace: at.namespace, annotations: { [CLAIMS_ANNOTATION]: "0" } },
+        metadata: {
+          name: at.name,
+          namespace: at.namespace,
+          annotations: { [CLAIMS_ANNOTATION]: "0" },
+        },
         spec: {},
       });
     } catch (e) {

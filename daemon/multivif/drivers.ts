@@ -11,6 +11,7 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
 import type { RegisteredPod } from "../registry.ts";
 import type { NadCache } from "./nad_cache.ts";
+import { guardNadPlugins, type NadGuard } from "./nad_guard.ts";
 import {
   DEFAULT_NETWORK_ANNOTATION,
   interfaceNames,
@@ -81,6 +82,8 @@ export interface NpwgDeps {
   configDir: string;
   /** Reads a file; undefined when it does not exist. */
   readFile: (path: string) => Promise<string | undefined>;
+  /** What a NAD may ask of the node (see `nad_guard.ts`); unchecked when absent. */
+  guard?: NadGuard;
 }
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
@@ -235,7 +238,9 @@ export class NpwgDriver implements MultiVifDriver {
     const attachment: RequestedAttachment = {
       network: `${s.namespace}/${s.name}`,
       ifname,
-      plugins: nadPlugins(text, nad, s, podName),
+      plugins: this.#d.guard
+        ? guardNadPlugins(nadPlugins(text, nad, s, podName), this.#d.guard, s, podName)
+        : nadPlugins(text, nad, s, podName),
     };
     if (s.defaultRoute?.length) attachment.defaultRoute = s.defaultRoute;
     return attachment;

@@ -4,14 +4,15 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request still unanswered after this long fails (and is retried)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request still unanswered after this long fails (and is retried)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use; * allows every type","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern2 = new RegExp("^[^\\s/:]{1,15}$", "u");
 const pattern3 = new RegExp("^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "u");
 const pattern4 = new RegExp("^[a-zA-Z][a-zA-Z0-9_-]{0,10}$", "u");
-const pattern5 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
-const pattern7 = new RegExp("^[a-zA-Z][a-zA-Z0-9_]{0,31}$", "u");
+const pattern5 = new RegExp("^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$", "u");
+const pattern6 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
+const pattern8 = new RegExp("^[a-zA-Z][a-zA-Z0-9_]{0,31}$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="ferry:validateDaemonConfig" */;
@@ -1259,9 +1260,8 @@ vErrors.push(err103);
 }
 errors++;
 }
-for(const key4 in data31){
-if(!(((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir"))){
-const err104 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data31.allowedTypes === undefined){
+const err104 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowedTypes"},message:"must have required property '"+"allowedTypes"+"'"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1270,10 +1270,9 @@ vErrors.push(err104);
 }
 errors++;
 }
-}
-if(data31.allowCrossNamespace !== undefined){
-if(typeof data31.allowCrossNamespace !== "boolean"){
-const err105 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key4 in data31){
+if(!((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes"))){
+const err105 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1283,11 +1282,9 @@ vErrors.push(err105);
 errors++;
 }
 }
-if(data31.interfacePrefix !== undefined){
-let data33 = data31.interfacePrefix;
-if(typeof data33 === "string"){
-if(!pattern4.test(data33)){
-const err106 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
+if(data31.allowCrossNamespace !== undefined){
+if(typeof data31.allowCrossNamespace !== "boolean"){
+const err106 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1297,8 +1294,11 @@ vErrors.push(err106);
 errors++;
 }
 }
-else {
-const err107 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.interfacePrefix !== undefined){
+let data33 = data31.interfacePrefix;
+if(typeof data33 === "string"){
+if(!pattern4.test(data33)){
+const err107 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1308,9 +1308,8 @@ vErrors.push(err107);
 errors++;
 }
 }
-if(data31.configDir !== undefined){
-if(typeof data31.configDir !== "string"){
-const err108 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err108 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1320,9 +1319,9 @@ vErrors.push(err108);
 errors++;
 }
 }
-}
-else {
-const err109 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31.configDir !== undefined){
+if(typeof data31.configDir !== "string"){
+const err109 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1332,11 +1331,15 @@ vErrors.push(err109);
 errors++;
 }
 }
-if(data.gc !== undefined){
-let data35 = data.gc;
-if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
-if(data35.graceSeconds === undefined){
-const err110 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
+if(data31.allowedTypes !== undefined){
+let data35 = data31.allowedTypes;
+if(Array.isArray(data35)){
+const len2 = data35.length;
+for(let i3=0; i3<len2; i3++){
+let data36 = data35[i3];
+if(typeof data36 === "string"){
+if(!pattern5.test(data36)){
+const err110 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1345,8 +1348,9 @@ vErrors.push(err110);
 }
 errors++;
 }
-if(data35.intervalSeconds === undefined){
-const err111 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
+}
+else {
+const err111 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1355,8 +1359,10 @@ vErrors.push(err111);
 }
 errors++;
 }
-if(data35.maxRetries === undefined){
-const err112 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
+}
+}
+else {
+const err112 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1365,8 +1371,10 @@ vErrors.push(err112);
 }
 errors++;
 }
-if(data35.reclaimIntervalSeconds === undefined){
-const err113 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
+}
+}
+else {
+const err113 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1375,8 +1383,12 @@ vErrors.push(err113);
 }
 errors++;
 }
-if(data35.leaseNamespace === undefined){
-const err114 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
+}
+if(data.gc !== undefined){
+let data37 = data.gc;
+if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
+if(data37.graceSeconds === undefined){
+const err114 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1385,9 +1397,8 @@ vErrors.push(err114);
 }
 errors++;
 }
-for(const key5 in data35){
-if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
-const err115 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data37.intervalSeconds === undefined){
+const err115 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1396,11 +1407,8 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-if(data35.graceSeconds !== undefined){
-let data36 = data35.graceSeconds;
-if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
-const err116 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data37.maxRetries === undefined){
+const err116 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1409,9 +1417,8 @@ vErrors.push(err116);
 }
 errors++;
 }
-if((typeof data36 == "number") && (isFinite(data36))){
-if(data36 > 86400 || isNaN(data36)){
-const err117 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data37.reclaimIntervalSeconds === undefined){
+const err117 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1420,8 +1427,8 @@ vErrors.push(err117);
 }
 errors++;
 }
-if(data36 < 0 || isNaN(data36)){
-const err118 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data37.leaseNamespace === undefined){
+const err118 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1430,12 +1437,9 @@ vErrors.push(err118);
 }
 errors++;
 }
-}
-}
-if(data35.intervalSeconds !== undefined){
-let data37 = data35.intervalSeconds;
-if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
-const err119 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key5 in data37){
+if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
+const err119 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1444,9 +1448,11 @@ vErrors.push(err119);
 }
 errors++;
 }
-if((typeof data37 == "number") && (isFinite(data37))){
-if(data37 > 86400 || isNaN(data37)){
-const err120 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+if(data37.graceSeconds !== undefined){
+let data38 = data37.graceSeconds;
+if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
+const err120 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1455,8 +1461,9 @@ vErrors.push(err120);
 }
 errors++;
 }
-if(data37 < 0 || isNaN(data37)){
-const err121 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data38 == "number") && (isFinite(data38))){
+if(data38 > 86400 || isNaN(data38)){
+const err121 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1465,12 +1472,8 @@ vErrors.push(err121);
 }
 errors++;
 }
-}
-}
-if(data35.maxRetries !== undefined){
-let data38 = data35.maxRetries;
-if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
-const err122 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data38 < 0 || isNaN(data38)){
+const err122 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1479,9 +1482,12 @@ vErrors.push(err122);
 }
 errors++;
 }
-if((typeof data38 == "number") && (isFinite(data38))){
-if(data38 > 100 || isNaN(data38)){
-const err123 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+}
+}
+if(data37.intervalSeconds !== undefined){
+let data39 = data37.intervalSeconds;
+if(!(((typeof data39 == "number") && (!(data39 % 1) && !isNaN(data39))) && (isFinite(data39)))){
+const err123 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1490,8 +1496,9 @@ vErrors.push(err123);
 }
 errors++;
 }
-if(data38 < 0 || isNaN(data38)){
-const err124 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data39 == "number") && (isFinite(data39))){
+if(data39 > 86400 || isNaN(data39)){
+const err124 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1500,12 +1507,8 @@ vErrors.push(err124);
 }
 errors++;
 }
-}
-}
-if(data35.reclaimIntervalSeconds !== undefined){
-let data39 = data35.reclaimIntervalSeconds;
-if(!(((typeof data39 == "number") && (!(data39 % 1) && !isNaN(data39))) && (isFinite(data39)))){
-const err125 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data39 < 0 || isNaN(data39)){
+const err125 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1514,9 +1517,12 @@ vErrors.push(err125);
 }
 errors++;
 }
-if((typeof data39 == "number") && (isFinite(data39))){
-if(data39 > 3600 || isNaN(data39)){
-const err126 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+}
+if(data37.maxRetries !== undefined){
+let data40 = data37.maxRetries;
+if(!(((typeof data40 == "number") && (!(data40 % 1) && !isNaN(data40))) && (isFinite(data40)))){
+const err126 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1525,8 +1531,9 @@ vErrors.push(err126);
 }
 errors++;
 }
-if(data39 < 1 || isNaN(data39)){
-const err127 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data40 == "number") && (isFinite(data40))){
+if(data40 > 100 || isNaN(data40)){
+const err127 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1535,13 +1542,8 @@ vErrors.push(err127);
 }
 errors++;
 }
-}
-}
-if(data35.leaseNamespace !== undefined){
-let data40 = data35.leaseNamespace;
-if(typeof data40 === "string"){
-if(!pattern5.test(data40)){
-const err128 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
+if(data40 < 0 || isNaN(data40)){
+const err128 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1551,8 +1553,11 @@ vErrors.push(err128);
 errors++;
 }
 }
-else {
-const err129 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data37.reclaimIntervalSeconds !== undefined){
+let data41 = data37.reclaimIntervalSeconds;
+if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
+const err129 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1561,10 +1566,9 @@ vErrors.push(err129);
 }
 errors++;
 }
-}
-}
-else {
-const err130 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data41 == "number") && (isFinite(data41))){
+if(data41 > 3600 || isNaN(data41)){
+const err130 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1573,12 +1577,8 @@ vErrors.push(err130);
 }
 errors++;
 }
-}
-if(data.routing !== undefined){
-let data41 = data.routing;
-if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
-if(data41.mode === undefined){
-const err131 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+if(data41 < 1 || isNaN(data41)){
+const err131 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1587,8 +1587,13 @@ vErrors.push(err131);
 }
 errors++;
 }
-if(data41.vxlan === undefined){
-const err132 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
+}
+}
+if(data37.leaseNamespace !== undefined){
+let data42 = data37.leaseNamespace;
+if(typeof data42 === "string"){
+if(!pattern6.test(data42)){
+const err132 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1597,9 +1602,9 @@ vErrors.push(err132);
 }
 errors++;
 }
-for(const key6 in data41){
-if(!((key6 === "mode") || (key6 === "vxlan"))){
-const err133 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+}
+else {
+const err133 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1609,13 +1614,9 @@ vErrors.push(err133);
 errors++;
 }
 }
-if(data41.mode !== undefined){
-let data42 = data41.mode;
-const _errs105 = errors;
-let valid14 = false;
-const _errs106 = errors;
-if(typeof data42 !== "string"){
-const err134 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err134 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1624,8 +1625,12 @@ vErrors.push(err134);
 }
 errors++;
 }
-if("none" !== data42){
-const err135 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
+}
+if(data.routing !== undefined){
+let data43 = data.routing;
+if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
+if(data43.mode === undefined){
+const err135 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1634,12 +1639,8 @@ vErrors.push(err135);
 }
 errors++;
 }
-var _valid2 = _errs106 === errors;
-valid14 = valid14 || _valid2;
-if(!valid14){
-const _errs108 = errors;
-if(typeof data42 !== "string"){
-const err136 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data43.vxlan === undefined){
+const err136 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1648,8 +1649,9 @@ vErrors.push(err136);
 }
 errors++;
 }
-if("host-gw" !== data42){
-const err137 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
+for(const key6 in data43){
+if(!((key6 === "mode") || (key6 === "vxlan"))){
+const err137 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1658,12 +1660,14 @@ vErrors.push(err137);
 }
 errors++;
 }
-var _valid2 = _errs108 === errors;
-valid14 = valid14 || _valid2;
-if(!valid14){
+}
+if(data43.mode !== undefined){
+let data44 = data43.mode;
+const _errs109 = errors;
+let valid16 = false;
 const _errs110 = errors;
-if(typeof data42 !== "string"){
-const err138 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data44 !== "string"){
+const err138 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1672,8 +1676,8 @@ vErrors.push(err138);
 }
 errors++;
 }
-if("vxlan" !== data42){
-const err139 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
+if("none" !== data44){
+const err139 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1683,11 +1687,11 @@ vErrors.push(err139);
 errors++;
 }
 var _valid2 = _errs110 === errors;
-valid14 = valid14 || _valid2;
-}
-}
-if(!valid14){
-const err140 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+valid16 = valid16 || _valid2;
+if(!valid16){
+const _errs112 = errors;
+if(typeof data44 !== "string"){
+const err140 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1696,23 +1700,8 @@ vErrors.push(err140);
 }
 errors++;
 }
-else {
-errors = _errs105;
-if(vErrors !== null){
-if(_errs105){
-vErrors.length = _errs105;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-if(data41.vxlan !== undefined){
-let data43 = data41.vxlan;
-if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
-if(data43.vni === undefined){
-const err141 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
+if("host-gw" !== data44){
+const err141 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1721,8 +1710,12 @@ vErrors.push(err141);
 }
 errors++;
 }
-if(data43.port === undefined){
-const err142 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+var _valid2 = _errs112 === errors;
+valid16 = valid16 || _valid2;
+if(!valid16){
+const _errs114 = errors;
+if(typeof data44 !== "string"){
+const err142 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1731,8 +1724,8 @@ vErrors.push(err142);
 }
 errors++;
 }
-if(data43.device === undefined){
-const err143 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
+if("vxlan" !== data44){
+const err143 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1741,9 +1734,12 @@ vErrors.push(err143);
 }
 errors++;
 }
-for(const key7 in data43){
-if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
-const err144 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+var _valid2 = _errs114 === errors;
+valid16 = valid16 || _valid2;
+}
+}
+if(!valid16){
+const err144 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1752,11 +1748,23 @@ vErrors.push(err144);
 }
 errors++;
 }
+else {
+errors = _errs109;
+if(vErrors !== null){
+if(_errs109){
+vErrors.length = _errs109;
 }
-if(data43.vni !== undefined){
-let data44 = data43.vni;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err145 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data43.vxlan !== undefined){
+let data45 = data43.vxlan;
+if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
+if(data45.vni === undefined){
+const err145 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1765,9 +1773,8 @@ vErrors.push(err145);
 }
 errors++;
 }
-if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 > 16777215 || isNaN(data44)){
-const err146 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
+if(data45.port === undefined){
+const err146 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1776,8 +1783,8 @@ vErrors.push(err146);
 }
 errors++;
 }
-if(data44 < 1 || isNaN(data44)){
-const err147 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data45.device === undefined){
+const err147 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1786,12 +1793,9 @@ vErrors.push(err147);
 }
 errors++;
 }
-}
-}
-if(data43.port !== undefined){
-let data45 = data43.port;
-if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
-const err148 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key7 in data45){
+if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
+const err148 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1800,9 +1804,11 @@ vErrors.push(err148);
 }
 errors++;
 }
-if((typeof data45 == "number") && (isFinite(data45))){
-if(data45 > 65535 || isNaN(data45)){
-const err149 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data45.vni !== undefined){
+let data46 = data45.vni;
+if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
+const err149 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1811,8 +1817,9 @@ vErrors.push(err149);
 }
 errors++;
 }
-if(data45 < 1 || isNaN(data45)){
-const err150 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data46 == "number") && (isFinite(data46))){
+if(data46 > 16777215 || isNaN(data46)){
+const err150 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1821,13 +1828,8 @@ vErrors.push(err150);
 }
 errors++;
 }
-}
-}
-if(data43.device !== undefined){
-let data46 = data43.device;
-if(typeof data46 === "string"){
-if(!pattern2.test(data46)){
-const err151 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data46 < 1 || isNaN(data46)){
+const err151 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1837,8 +1839,11 @@ vErrors.push(err151);
 errors++;
 }
 }
-else {
-const err152 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data45.port !== undefined){
+let data47 = data45.port;
+if(!(((typeof data47 == "number") && (!(data47 % 1) && !isNaN(data47))) && (isFinite(data47)))){
+const err152 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1847,10 +1852,9 @@ vErrors.push(err152);
 }
 errors++;
 }
-}
-}
-else {
-const err153 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data47 == "number") && (isFinite(data47))){
+if(data47 > 65535 || isNaN(data47)){
+const err153 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -1859,10 +1863,8 @@ vErrors.push(err153);
 }
 errors++;
 }
-}
-}
-else {
-const err154 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data47 < 1 || isNaN(data47)){
+const err154 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -1872,11 +1874,12 @@ vErrors.push(err154);
 errors++;
 }
 }
-if(data.masquerade !== undefined){
-let data47 = data.masquerade;
-if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
-if(data47.enabled === undefined){
-const err155 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+}
+if(data45.device !== undefined){
+let data48 = data45.device;
+if(typeof data48 === "string"){
+if(!pattern2.test(data48)){
+const err155 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -1885,8 +1888,9 @@ vErrors.push(err155);
 }
 errors++;
 }
-if(data47.nonMasqueradeCIDRs === undefined){
-const err156 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
+}
+else {
+const err156 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -1895,8 +1899,10 @@ vErrors.push(err156);
 }
 errors++;
 }
-if(data47.table === undefined){
-const err157 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+}
+}
+else {
+const err157 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -1905,9 +1911,10 @@ vErrors.push(err157);
 }
 errors++;
 }
-for(const key8 in data47){
-if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
-const err158 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+}
+else {
+const err158 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -1917,9 +1924,11 @@ vErrors.push(err158);
 errors++;
 }
 }
-if(data47.enabled !== undefined){
-if(typeof data47.enabled !== "boolean"){
-const err159 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.masquerade !== undefined){
+let data49 = data.masquerade;
+if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
+if(data49.enabled === undefined){
+const err159 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -1928,14 +1937,8 @@ vErrors.push(err159);
 }
 errors++;
 }
-}
-if(data47.nonMasqueradeCIDRs !== undefined){
-let data49 = data47.nonMasqueradeCIDRs;
-if(Array.isArray(data49)){
-const len2 = data49.length;
-for(let i3=0; i3<len2; i3++){
-if(typeof data49[i3] !== "string"){
-const err160 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i3,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.nonMasqueradeCIDRs === undefined){
+const err160 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -1944,10 +1947,8 @@ vErrors.push(err160);
 }
 errors++;
 }
-}
-}
-else {
-const err161 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data49.table === undefined){
+const err161 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -1956,12 +1957,9 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-if(data47.table !== undefined){
-let data51 = data47.table;
-if(typeof data51 === "string"){
-if(!pattern7.test(data51)){
-const err162 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
+for(const key8 in data49){
+if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
+const err162 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -1971,8 +1969,9 @@ vErrors.push(err162);
 errors++;
 }
 }
-else {
-const err163 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.enabled !== undefined){
+if(typeof data49.enabled !== "boolean"){
+const err163 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -1982,9 +1981,13 @@ vErrors.push(err163);
 errors++;
 }
 }
-}
-else {
-const err164 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data49.nonMasqueradeCIDRs !== undefined){
+let data51 = data49.nonMasqueradeCIDRs;
+if(Array.isArray(data51)){
+const len3 = data51.length;
+for(let i4=0; i4<len3; i4++){
+if(typeof data51[i4] !== "string"){
+const err164 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i4,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -1994,11 +1997,9 @@ vErrors.push(err164);
 errors++;
 }
 }
-if(data.pluginTimeoutSeconds !== undefined){
-let data52 = data.pluginTimeoutSeconds;
-if((typeof data52 == "number") && (isFinite(data52))){
-if(data52 <= 0 || isNaN(data52)){
-const err165 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+}
+else {
+const err165 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2008,8 +2009,11 @@ vErrors.push(err165);
 errors++;
 }
 }
-else {
-const err166 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data49.table !== undefined){
+let data53 = data49.table;
+if(typeof data53 === "string"){
+if(!pattern8.test(data53)){
+const err166 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2019,10 +2023,8 @@ vErrors.push(err166);
 errors++;
 }
 }
-if(data.maxRequestBytes !== undefined){
-let data53 = data.maxRequestBytes;
-if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
-const err167 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err167 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2031,9 +2033,10 @@ vErrors.push(err167);
 }
 errors++;
 }
-if((typeof data53 == "number") && (isFinite(data53))){
-if(data53 < 1024 || isNaN(data53)){
-const err168 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+}
+}
+else {
+const err168 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2043,12 +2046,11 @@ vErrors.push(err168);
 errors++;
 }
 }
-}
-if(data.server !== undefined){
-let data54 = data.server;
-if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
-if(data54.readTimeoutSeconds === undefined){
-const err169 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
+if(data.pluginTimeoutSeconds !== undefined){
+let data54 = data.pluginTimeoutSeconds;
+if((typeof data54 == "number") && (isFinite(data54))){
+if(data54 <= 0 || isNaN(data54)){
+const err169 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2057,8 +2059,9 @@ vErrors.push(err169);
 }
 errors++;
 }
-if(data54.writeTimeoutSeconds === undefined){
-const err170 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
+}
+else {
+const err170 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2067,8 +2070,11 @@ vErrors.push(err170);
 }
 errors++;
 }
-if(data54.maxConnections === undefined){
-const err171 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
+}
+if(data.maxRequestBytes !== undefined){
+let data55 = data.maxRequestBytes;
+if(!(((typeof data55 == "number") && (!(data55 % 1) && !isNaN(data55))) && (isFinite(data55)))){
+const err171 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2077,8 +2083,9 @@ vErrors.push(err171);
 }
 errors++;
 }
-if(data54.httpHost === undefined){
-const err172 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
+if((typeof data55 == "number") && (isFinite(data55))){
+if(data55 < 1024 || isNaN(data55)){
+const err172 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2087,8 +2094,13 @@ vErrors.push(err172);
 }
 errors++;
 }
-if(data54.httpPort === undefined){
-const err173 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
+}
+}
+if(data.server !== undefined){
+let data56 = data.server;
+if(data56 && typeof data56 == "object" && !Array.isArray(data56)){
+if(data56.readTimeoutSeconds === undefined){
+const err173 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2097,9 +2109,8 @@ vErrors.push(err173);
 }
 errors++;
 }
-for(const key9 in data54){
-if(!(((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort"))){
-const err174 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data56.writeTimeoutSeconds === undefined){
+const err174 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2108,12 +2119,8 @@ vErrors.push(err174);
 }
 errors++;
 }
-}
-if(data54.readTimeoutSeconds !== undefined){
-let data55 = data54.readTimeoutSeconds;
-if((typeof data55 == "number") && (isFinite(data55))){
-if(data55 <= 0 || isNaN(data55)){
-const err175 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data56.maxConnections === undefined){
+const err175 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2122,9 +2129,8 @@ vErrors.push(err175);
 }
 errors++;
 }
-}
-else {
-const err176 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data56.httpHost === undefined){
+const err176 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2133,12 +2139,8 @@ vErrors.push(err176);
 }
 errors++;
 }
-}
-if(data54.writeTimeoutSeconds !== undefined){
-let data56 = data54.writeTimeoutSeconds;
-if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 <= 0 || isNaN(data56)){
-const err177 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data56.httpPort === undefined){
+const err177 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2147,9 +2149,9 @@ vErrors.push(err177);
 }
 errors++;
 }
-}
-else {
-const err178 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+for(const key9 in data56){
+if(!(((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort"))){
+const err178 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2159,10 +2161,11 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data54.maxConnections !== undefined){
-let data57 = data54.maxConnections;
-if(!(((typeof data57 == "number") && (!(data57 % 1) && !isNaN(data57))) && (isFinite(data57)))){
-const err179 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data56.readTimeoutSeconds !== undefined){
+let data57 = data56.readTimeoutSeconds;
+if((typeof data57 == "number") && (isFinite(data57))){
+if(data57 <= 0 || isNaN(data57)){
+const err179 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2171,9 +2174,9 @@ vErrors.push(err179);
 }
 errors++;
 }
-if((typeof data57 == "number") && (isFinite(data57))){
-if(data57 < 1 || isNaN(data57)){
-const err180 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err180 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2183,10 +2186,11 @@ vErrors.push(err180);
 errors++;
 }
 }
-}
-if(data54.httpHost !== undefined){
-if(typeof data54.httpHost !== "string"){
-const err181 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data56.writeTimeoutSeconds !== undefined){
+let data58 = data56.writeTimeoutSeconds;
+if((typeof data58 == "number") && (isFinite(data58))){
+if(data58 <= 0 || isNaN(data58)){
+const err181 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2196,10 +2200,8 @@ vErrors.push(err181);
 errors++;
 }
 }
-if(data54.httpPort !== undefined){
-let data59 = data54.httpPort;
-if(!(((typeof data59 == "number") && (!(data59 % 1) && !isNaN(data59))) && (isFinite(data59)))){
-const err182 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err182 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2208,9 +2210,11 @@ vErrors.push(err182);
 }
 errors++;
 }
-if((typeof data59 == "number") && (isFinite(data59))){
-if(data59 > 65535 || isNaN(data59)){
-const err183 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data56.maxConnections !== undefined){
+let data59 = data56.maxConnections;
+if(!(((typeof data59 == "number") && (!(data59 % 1) && !isNaN(data59))) && (isFinite(data59)))){
+const err183 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2219,8 +2223,9 @@ vErrors.push(err183);
 }
 errors++;
 }
-if(data59 < -1 || isNaN(data59)){
-const err184 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data59 == "number") && (isFinite(data59))){
+if(data59 < 1 || isNaN(data59)){
+const err184 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2231,9 +2236,9 @@ errors++;
 }
 }
 }
-}
-else {
-const err185 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data56.httpHost !== undefined){
+if(typeof data56.httpHost !== "string"){
+const err185 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2243,11 +2248,10 @@ vErrors.push(err185);
 errors++;
 }
 }
-if(data.shutdownTimeoutSeconds !== undefined){
-let data60 = data.shutdownTimeoutSeconds;
-if((typeof data60 == "number") && (isFinite(data60))){
-if(data60 < 0 || isNaN(data60)){
-const err186 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data56.httpPort !== undefined){
+let data61 = data56.httpPort;
+if(!(((typeof data61 == "number") && (!(data61 % 1) && !isNaN(data61))) && (isFinite(data61)))){
+const err186 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2256,9 +2260,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-}
-else {
-const err187 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 > 65535 || isNaN(data61)){
+const err187 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2267,11 +2271,8 @@ vErrors.push(err187);
 }
 errors++;
 }
-}
-if(data.nice !== undefined){
-let data61 = data.nice;
-if(!(((typeof data61 == "number") && (!(data61 % 1) && !isNaN(data61))) && (isFinite(data61)))){
-const err188 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data61 < -1 || isNaN(data61)){
+const err188 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2280,9 +2281,11 @@ vErrors.push(err188);
 }
 errors++;
 }
-if((typeof data61 == "number") && (isFinite(data61))){
-if(data61 > 19 || isNaN(data61)){
-const err189 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
+}
+}
+}
+else {
+const err189 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2291,8 +2294,12 @@ vErrors.push(err189);
 }
 errors++;
 }
-if(data61 < -20 || isNaN(data61)){
-const err190 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+}
+if(data.shutdownTimeoutSeconds !== undefined){
+let data62 = data.shutdownTimeoutSeconds;
+if((typeof data62 == "number") && (isFinite(data62))){
+if(data62 < 0 || isNaN(data62)){
+const err190 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2302,14 +2309,8 @@ vErrors.push(err190);
 errors++;
 }
 }
-}
-if(data.logLevel !== undefined){
-let data62 = data.logLevel;
-const _errs154 = errors;
-let valid20 = false;
-const _errs155 = errors;
-if(typeof data62 !== "string"){
-const err191 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err191 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2318,8 +2319,11 @@ vErrors.push(err191);
 }
 errors++;
 }
-if("trace" !== data62){
-const err192 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+}
+if(data.nice !== undefined){
+let data63 = data.nice;
+if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
+const err192 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2328,12 +2332,9 @@ vErrors.push(err192);
 }
 errors++;
 }
-var _valid3 = _errs155 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
-const _errs157 = errors;
-if(typeof data62 !== "string"){
-const err193 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data63 == "number") && (isFinite(data63))){
+if(data63 > 19 || isNaN(data63)){
+const err193 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2342,8 +2343,8 @@ vErrors.push(err193);
 }
 errors++;
 }
-if("debug" !== data62){
-const err194 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+if(data63 < -20 || isNaN(data63)){
+const err194 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2352,12 +2353,15 @@ vErrors.push(err194);
 }
 errors++;
 }
-var _valid3 = _errs157 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
+}
+}
+if(data.logLevel !== undefined){
+let data64 = data.logLevel;
+const _errs158 = errors;
+let valid22 = false;
 const _errs159 = errors;
-if(typeof data62 !== "string"){
-const err195 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data64 !== "string"){
+const err195 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2366,8 +2370,8 @@ vErrors.push(err195);
 }
 errors++;
 }
-if("info" !== data62){
-const err196 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+if("trace" !== data64){
+const err196 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2377,11 +2381,11 @@ vErrors.push(err196);
 errors++;
 }
 var _valid3 = _errs159 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
+valid22 = valid22 || _valid3;
+if(!valid22){
 const _errs161 = errors;
-if(typeof data62 !== "string"){
-const err197 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data64 !== "string"){
+const err197 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2390,8 +2394,8 @@ vErrors.push(err197);
 }
 errors++;
 }
-if("warning" !== data62){
-const err198 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+if("debug" !== data64){
+const err198 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2401,11 +2405,11 @@ vErrors.push(err198);
 errors++;
 }
 var _valid3 = _errs161 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
+valid22 = valid22 || _valid3;
+if(!valid22){
 const _errs163 = errors;
-if(typeof data62 !== "string"){
-const err199 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data64 !== "string"){
+const err199 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2414,8 +2418,8 @@ vErrors.push(err199);
 }
 errors++;
 }
-if("error" !== data62){
-const err200 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+if("info" !== data64){
+const err200 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2425,11 +2429,11 @@ vErrors.push(err200);
 errors++;
 }
 var _valid3 = _errs163 === errors;
-valid20 = valid20 || _valid3;
-if(!valid20){
+valid22 = valid22 || _valid3;
+if(!valid22){
 const _errs165 = errors;
-if(typeof data62 !== "string"){
-const err201 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data64 !== "string"){
+const err201 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2438,8 +2442,8 @@ vErrors.push(err201);
 }
 errors++;
 }
-if("fatal" !== data62){
-const err202 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if("warning" !== data64){
+const err202 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2449,14 +2453,11 @@ vErrors.push(err202);
 errors++;
 }
 var _valid3 = _errs165 === errors;
-valid20 = valid20 || _valid3;
-}
-}
-}
-}
-}
-if(!valid20){
-const err203 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs167 = errors;
+if(typeof data64 !== "string"){
+const err203 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2465,11 +2466,62 @@ vErrors.push(err203);
 }
 errors++;
 }
+if("error" !== data64){
+const err204 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err204];
+}
 else {
-errors = _errs154;
+vErrors.push(err204);
+}
+errors++;
+}
+var _valid3 = _errs167 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs169 = errors;
+if(typeof data64 !== "string"){
+const err205 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err205];
+}
+else {
+vErrors.push(err205);
+}
+errors++;
+}
+if("fatal" !== data64){
+const err206 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err206];
+}
+else {
+vErrors.push(err206);
+}
+errors++;
+}
+var _valid3 = _errs169 === errors;
+valid22 = valid22 || _valid3;
+}
+}
+}
+}
+}
+if(!valid22){
+const err207 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err207];
+}
+else {
+vErrors.push(err207);
+}
+errors++;
+}
+else {
+errors = _errs158;
 if(vErrors !== null){
-if(_errs154){
-vErrors.length = _errs154;
+if(_errs158){
+vErrors.length = _errs158;
 }
 else {
 vErrors = null;
@@ -2479,12 +2531,12 @@ vErrors = null;
 }
 }
 else {
-const err204 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err208 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err204];
+vErrors = [err208];
 }
 else {
-vErrors.push(err204);
+vErrors.push(err208);
 }
 errors++;
 }

@@ -195,7 +195,13 @@ Deno.test({
             attachment: { type: "stuck" },
           },
         });
-        const inFlight = unixRequest(socket, "POST", "/v1/cni", request, AbortSignal.timeout(60_000))
+        const inFlight = unixRequest(
+          socket,
+          "POST",
+          "/v1/cni",
+          request,
+          AbortSignal.timeout(60_000),
+        )
           .catch(() => undefined);
         await new Promise((r) => setTimeout(r, 500));
         const started = Date.now();

@@ -30,21 +30,31 @@ async function addrs(ns: string, dev: string): Promise<{ ips: string[]; mtu?: nu
   };
 }
 
-/** NADs for one test: the CRD installed, a host-local data dir, every NAD removed afterwards. */
+/**
+ * The addresses host-local holds for NAD `name` on `node`: a NAD names no data directory, and
+ * Ferry keeps host-local's files under the node's state directory.
+ */
+function hostLocalHeld(node: SimCluster["nodes"][number], name: string): string[] {
+  const dir = `${node.socket.replace("/run/ferry.sock", "/state")}/host-local/${name}`;
+  try {
+    return [...Deno.readDirSync(dir)].map((f) => f.name).filter((n) => n.startsWith("192"));
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return [];
+    throw e;
+  }
+}
+
+/** NADs for one test: the CRD installed, every NAD removed afterwards. */
 async function withNads<T>(
   c: SimCluster,
-  fn: (
-    n: { t: string; dataDir: string; create(name: string, config: unknown): Promise<void> },
-  ) => Promise<T>,
+  fn: (n: { t: string; create(name: string, config: unknown): Promise<void> }) => Promise<T>,
 ): Promise<T> {
   await installNadCrd(c.client);
   const t = crypto.randomUUID().slice(0, 6);
-  const dataDir = await Deno.makeTempDir({ prefix: "ferry-hostlocal-" });
   const made: string[] = [];
   try {
     return await fn({
       t,
-      dataDir,
       async create(name, config) {
         await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
           metadata: { name, namespace: "default" },
@@ -57,7 +67,6 @@ async function withNads<T>(
     for (const name of made) {
       await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
     }
-    await Deno.remove(dataDir, { recursive: true }).catch(() => {});
   }
 }
 
@@ -78,7 +87,7 @@ Deno.test({
     withSimCluster(
       { kubeconfig: REAL_KUBECONFIG, nodes: 2 },
       (c) =>
-        withNads(c, async ({ t, dataDir, create: nad }) => {
+        withNads(c, async ({ t, create: nad }) => {
           const made = [`mv-${t}`, `mvt-${t}`, `mvh-${t}`, `bad-${t}`];
           // As in the NPWG and Multus examples: macvlan on the node's uplink (here its underlay eth0).
           await nad(made[0], {
@@ -110,7 +119,6 @@ Deno.test({
             mode: "bridge",
             ipam: {
               type: "host-local",
-              dataDir,
               ranges: [[{ subnet: "192.168.80.0/24", rangeStart: "192.168.80.100" }]],
             },
           });
@@ -183,11 +191,7 @@ Deno.test({
             assertEquals((await addrs(a.ns.name, dev)).ips, [], `${dev} gone`);
           }
           assertEquals((await c.removePod(b)).code, 0);
-          assertEquals(
-            [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
-            [],
-            "host-local released b's address",
-          );
+          assertEquals(hostLocalHeld(c.nodes[1], made[2]), [], "host-local released b's address");
 
           // A NAD replacing the default network (v1.multus-cni.io/default-network).
           const e = await c.addPod(c.nodes[1], "mne", 30_000, {
@@ -217,10 +221,7 @@ Deno.test({
           );
           // The second of three failed: the first was undone, the third never plugged.
           assert(String(err).includes(`default/${made[3]}`), String(err));
-          assertEquals(
-            [...Deno.readDirSync(`${dataDir}/${made[2]}`)].filter((f) => f.name.startsWith("192")),
-            [],
-          );
+          assertEquals(hostLocalHeld(c.nodes[0], made[2]), []);
           // The failed ADD is said on the pod, with its CNI code (kubectl describe shows it).
           await eventually(
             () => eventOn(c, "mnc", "FailedNetworkSetup", "CNI error"),
@@ -251,7 +252,7 @@ Deno.test({
     withSimCluster(
       { kubeconfig: REAL_KUBECONFIG, nodes: 2 },
       (c) =>
-        withNads(c, async ({ t, dataDir, create }) => {
+        withNads(c, async ({ t, create }) => {
           const names = [`x1-${t}`, `x2-${t}`];
           for (const [i, name] of names.entries()) {
             await create(name, {
@@ -260,7 +261,6 @@ Deno.test({
               master: "eth0",
               ipam: {
                 type: "host-local",
-                dataDir,
                 ranges: [[{ subnet: `192.168.${90 + i}.0/24` }]],
               },
             });
@@ -271,21 +271,24 @@ Deno.test({
                 annotations: { "k8s.v1.cni.cncf.io/networks": names.join(",") },
               })),
           );
-          const seen: string[] = [];
-          for (const pod of pods) {
-            for (const dev of ["net1", "net2"]) {
-              const { ips } = await addrs(pod.ns.name, dev);
-              assertEquals(ips.length, 1, `${pod.name} ${dev}`);
-              seen.push(ips[0]);
+          // host-local allocates per node (its files are the node's): no address twice on a node.
+          for (const node of c.nodes) {
+            const seen: string[] = [];
+            for (const pod of pods.filter((p) => p.node === node)) {
+              for (const dev of ["net1", "net2"]) {
+                const { ips } = await addrs(pod.ns.name, dev);
+                assertEquals(ips.length, 1, `${pod.name} ${dev}`);
+                seen.push(ips[0]);
+              }
             }
+            assertEquals(seen.length, 50, node.name);
+            assertEquals(new Set(seen).size, 50, `no address twice on ${node.name}`);
           }
-          assertEquals(new Set(seen).size, 100, "no address twice");
           for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
           for (const name of names) {
-            const left = [...Deno.readDirSync(`${dataDir}/${name}`)].filter((f) =>
-              f.name.startsWith("192")
-            );
-            assertEquals(left, [], `${name}: host-local holds nothing`);
+            for (const node of c.nodes) {
+              assertEquals(hostLocalHeld(node, name), [], `${name}: host-local holds nothing`);
+            }
           }
         }),
     ),
@@ -299,7 +302,7 @@ Deno.test({
     withSimCluster(
       { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
       (c) =>
-        withNads(c, async ({ t, dataDir, create }) => {
+        withNads(c, async ({ t, create }) => {
           const bridge = `fyb${t}`;
           const name = `br-${t}`;
           await create(name, {
@@ -307,7 +310,7 @@ Deno.test({
             type: "bridge",
             bridge,
             isGateway: true,
-            ipam: { type: "host-local", dataDir, ranges: [[{ subnet: "192.168.85.0/24" }]] },
+            ipam: { type: "host-local", ranges: [[{ subnet: "192.168.85.0/24" }]] },
           });
           const annotations = { "k8s.v1.cni.cncf.io/networks": name };
           const f = await c.addPod(c.nodes[0], "brf", 30_000, { annotations });
@@ -333,9 +336,91 @@ Deno.test({
             JSON.parse(await run("ip", "-n", node, "-j", "link", "show", "master", bridge)),
             [],
           );
+          assertEquals(hostLocalHeld(c.nodes[0], name), []);
+        }),
+    ),
+});
+
+Deno.test({
+  name:
+    "a tenant's NAD cannot take Ferry's bridge or pod range, nor write host-local files outside Ferry's state: refused with code 7, an Event on the pod, nothing left on the bridge",
+  ...opts,
+  fn: () =>
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          // The probe's NAD: Ferry's own bridge, a range inside the node's pod range, a gateway.
+          const hijack = `hj-${t}`;
+          await create(hijack, {
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge: "ferry0",
+            isGateway: true,
+            ipam: { type: "host-local", ranges: [[{ subnet: node.podCIDR }]] },
+          });
+          const writes = `wr-${t}`;
+          const target = `/tmp/ferry-nad-target-${t}`;
+          await create(writes, {
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge: `fyw${t}`,
+            ipam: {
+              type: "host-local",
+              dataDir: target,
+              ranges: [[{ subnet: "192.168.86.0/24" }]],
+            },
+          });
+          const bridgeAddrs = async () =>
+            (JSON.parse(await run("ip", "-n", node.ns.name, "-j", "addr", "show", "ferry0")) as {
+              addr_info: { local: string; prefixlen: number }[];
+            }[])[0].addr_info.map((x) => `${x.local}/${x.prefixlen}`).sort();
+          const before = await bridgeAddrs();
+          for (
+            const [name, pod, why] of [
+              [hijack, "hja", "its bridge ferry0 is a device of Ferry's own network"],
+              [
+                writes,
+                "wra",
+                `host-local's dataDir "${target}" is outside Ferry's state directory`,
+              ],
+            ]
+          ) {
+            const err = await assertRejects(() =>
+              c.addPod(node, pod, 0, { annotations: { "k8s.v1.cni.cncf.io/networks": name } })
+            );
+            assert(String(err).includes('"code":7'), String(err));
+            assert(
+              String(err).includes(`NetworkAttachmentDefinition default/${name} refused`),
+              String(err),
+            );
+            // The shim's answer is JSON: its quotes are escaped.
+            assert(
+              JSON.parse(
+                String(err).slice(String(err).indexOf("{"), String(err).lastIndexOf("}") + 1),
+              ).msg.includes(why),
+              String(err),
+            );
+            await eventually(
+              () => eventOn(c, pod, "InvalidNetworkSelection", why),
+              `an Event on ${pod} saying why`,
+            );
+          }
           assertEquals(
-            [...Deno.readDirSync(`${dataDir}/${name}`)].filter((x) => x.name.startsWith("192")),
-            [],
+            await Deno.stat(target).then(() => true, () => false),
+            false,
+            "nothing written",
+          );
+          assertEquals(
+            await bridgeAddrs(),
+            before,
+            "no address put on Ferry's bridge",
+          );
+          const log = await Deno.readTextFile(node.log);
+          assert(
+            log.includes(`NetworkAttachmentDefinition default/${hijack} refused`),
+            "the log names the NAD",
           );
         }),
     ),

@@ -544,7 +544,9 @@ Deno.test("restart: allocations adopted from a block object are kept by the swee
         // The start-up reconcile (and every sweep) releases the owners `orphans` names.
         const { owners } = await bridge.orphans([], []);
         assertEquals(owners, [], "adopted owners are not orphans");
-        for (const [i, l] of held.entries()) assertEquals(allocators[0].addressOf(owner(i + 1)), l.ip);
+        for (const [i, l] of held.entries()) {
+          assertEquals(allocators[0].addressOf(owner(i + 1)), l.ip);
+        }
         const fresh = await Promise.all(
           Array.from({ length: 8 }, (_, i) => allocators[0].allocate(owner(`f${i}`), pod(`f${i}`))),
         );
