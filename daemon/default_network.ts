@@ -88,6 +88,7 @@ export class DefaultNetwork {
   #driver?: BridgeDriver;
   #allocators: FamilyAllocator[] = [];
   #waitingFor: string;
+  #heldBack?: string;
   #opening?: Promise<void>;
 
   /** Creates a network not yet open; `waitingFor` says what it waits for. */
@@ -97,9 +98,17 @@ export class DefaultNetwork {
     this.#opened.promise.catch(() => {});
   }
 
-  /** Why ADD cannot be served yet, or undefined once open. */
+  /** Why ADD cannot be served yet (or now: see {@link DefaultNetwork.holdBack}), or undefined. */
   get waitingFor(): string | undefined {
-    return this.#driver ? undefined : this.#waitingFor;
+    return this.#heldBack ?? (this.#driver ? undefined : this.#waitingFor);
+  }
+
+  /**
+   * Holds ADD back for `reason` (another daemon holds this node's identity), open or not: ADD is
+   * answered code 11 and STATUS 50 with the reason, DEL and CHECK go on. `undefined` lets it go.
+   */
+  holdBack(reason: string | undefined): void {
+    this.#heldBack = reason;
   }
 
   /** The driver, once open. */
@@ -204,6 +213,9 @@ export class DefaultNetwork {
    * @throws {CniError} code 11 naming what it waits for.
    */
   async driver(signal: AbortSignal): Promise<BridgeDriver> {
+    if (this.#heldBack) {
+      throw new CniError(CNI_ERROR.TRY_AGAIN_LATER, `ADD is held back: ${this.#heldBack}`);
+    }
     if (this.#driver) return this.#driver;
     const aborted = new Promise<never>((_, reject) => {
       const fail = () =>

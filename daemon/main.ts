@@ -30,6 +30,7 @@ import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.ts";
 import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
 import { LeaderLease } from "./gc/leader_lease.ts";
+import { NodeIdentity, nodeLeaseName } from "./cluster/node_identity.ts";
 import { kubeLeaseApi } from "./k8s/lease_api.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
 import { ATTACHMENTS_ANNOTATION, PodRegistry, slimPod } from "./registry.ts";
@@ -63,6 +64,12 @@ import {
   type SocketServer,
   type SocketStatus,
 } from "./socket_server.ts";
+
+/**
+ * How long the node identity Lease lasts without renewal: a daemon whose node's state was lost
+ * waits this long after the last one stopped before it takes the node over.
+ */
+export const NODE_IDENTITY_LEASE_MS = 60_000;
 
 /** A running daemon. */
 export interface Daemon {
@@ -126,6 +133,8 @@ export interface DaemonStats {
   socket?: SocketStatus;
   /** The default network: its ranges, or why it is not open yet. */
   network?: { waitingFor?: string; ranges: string[] };
+  /** Whether this daemon holds its node's identity (Kubernetes IPAM modes), and why not. */
+  identity?: { id: string; held: boolean; reason?: string };
   /** Routes to other nodes and masquerade. */
   cluster?: ClusterStats;
   /** Nodes known (when a node watch runs). */
@@ -400,6 +409,7 @@ export async function startDaemon(
   let kube: KubeSide | undefined;
   let cluster: ClusterController | undefined;
   let ipam: BlockIpam | undefined;
+  let identity: NodeIdentity | undefined;
   // Sources are read at scrape time, once everything below exists.
   const metrics = new FerryMetrics({
     pods: () => kube?.pods.registry.size ?? 0,
@@ -422,7 +432,23 @@ export async function startDaemon(
       ? undefined
       : await connectKube(config, store, (method, ms) => metrics.apiRequest(method, ms));
     const k = kube;
+    // Every mode that takes the node's ranges from the cluster: one daemon per node name.
+    identity = kube && config.ipam.mode !== "local"
+      ? await NodeIdentity.start({
+        nodeName: config.nodeName,
+        stateDir: config.stateDir,
+        lease: kubeLeaseApi(kube.client, config.gc.leaseNamespace, nodeLeaseName(config.nodeName)),
+        leaseName: `${config.gc.leaseNamespace}/${nodeLeaseName(config.nodeName)}`,
+        durationMs: NODE_IDENTITY_LEASE_MS,
+        onChange: (id) => {
+          network.holdBack(id.reason);
+          cluster?.kick();
+        },
+        logger: getLogger(["ferry", "daemon"]),
+      })
+      : undefined;
     cluster = new ClusterController({
+      identity,
       config,
       network,
       nodes: kube?.nodes,
@@ -465,6 +491,7 @@ export async function startDaemon(
     });
     cluster.start();
   } catch (e) {
+    identity?.stop();
     closePlumber();
     throw e;
   }
@@ -604,6 +631,9 @@ export async function startDaemon(
       }
       : undefined,
     network: { waitingFor: network.waitingFor, ranges: network.subnets() },
+    identity: identity
+      ? { id: identity.id, held: identity.held, reason: identity.reason }
+      : undefined,
     cluster: cluster?.stats(),
     nodes: kube?.nodes?.size,
     ipam: ipam?.stats(),
@@ -648,6 +678,7 @@ export async function startDaemon(
     });
   } catch (e) {
     cluster.stop();
+    identity?.stop();
     await kube?.close();
     closePlumber();
     throw e;
@@ -701,6 +732,7 @@ export async function startDaemon(
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       await service.idle(); // DELs answered before the kernel finished removing their links
       cluster!.stop();
+      identity?.stop();
       await gc?.close();
       await reclaimer?.close();
       // Block allocations not yet written reach the API unless it is unreachable for long (the

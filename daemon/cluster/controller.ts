@@ -34,6 +34,8 @@ export interface ClusterControllerDeps {
   pools?: PoolMap;
   /** Starts the pool watches (auto mode, a node without podCIDRs) and stops them (podCIDRs). */
   poolWatch?: { start(): void; stop(): Promise<void> };
+  /** Whether this daemon holds its node's identity (see `node_identity.ts`); none: always. */
+  identity?: { readonly held: boolean };
   /** Opens this node's share of the pools (pool IPAM) and returns its allocators. */
   openPool?: (mtu: number) => Promise<FamilyAllocator[]>;
   /** Ferry's routes. */
@@ -186,6 +188,9 @@ export class ClusterController {
   /** Decides the IPAM mode (`auto`) and opens the default network when it can. */
   async #open(self: ClusterNode | undefined): Promise<void> {
     const { config, network, pools, logger } = this.#d;
+    // Nothing of the node's ranges is touched (no block reconciled, adopted or claimed) while
+    // another daemon holds the node's identity; the network says why (holdBack).
+    if (this.#d.identity && !this.#d.identity.held) return;
     const names = config.ipam.pools;
     // A node that holds blocks opens on them even when its pool is gone (deleted by hand): the
     // pods in them must still be torn down, and DEL releases what the node recorded.

@@ -16,7 +16,8 @@
  */
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { install, installUnder } from "../../cni/install.ts";
-import { IPBLOCKS, IPPOOLS, NODES, PODS } from "../k8s/resources.ts";
+import { IPBLOCKS, IPPOOLS, LEASES, NODES, PODS } from "../k8s/resources.ts";
+import { nodeLeaseName } from "../cluster/node_identity.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
 import { installPoolCrds } from "./crds.ts";
 import { Libc } from "../net/netlink/libc.ts";
@@ -108,6 +109,12 @@ export interface SimCluster {
   deleteNode(node: SimNode): Promise<void>;
   /** Kills a node's daemon with SIGKILL and starts it again (not waiting for readiness). */
   killAndRestart(node: SimNode): Promise<void>;
+  /**
+   * Starts a second daemon that calls itself `node` (the same node name, another machine: its own
+   * network namespace, state directory and socket, the same API), as a copied config or two hosts
+   * of one hostname would; returns it as a node of its own (its shim, socket and log).
+   */
+  startImpostor(node: SimNode): Promise<SimNode>;
   /** Gives a node created without podCIDRs its range, as the controller-manager would. */
   assignPodCIDR(node: SimNode): Promise<void>;
   /** The simulation's IPPool (with `pool`), and its CIDRs. */
@@ -420,6 +427,37 @@ export async function withSimCluster<T>(
       startDaemon(node) {
         return daemonOf.get(node.name)!.start(false);
       },
+      async startImpostor(node) {
+        const i = nodes.indexOf(node) + 1;
+        const ns = await netnsAdd(`fyi-${token}-${i}`);
+        const listener = listenIn(ns, "127.0.0.1", 0);
+        listeners.push(listener);
+        forward(listener, apiPort);
+        const nodeDir = `${dir}/n${i}`;
+        const impostorDir = `${dir}/impostor${i}`;
+        await Deno.mkdir(impostorDir, { recursive: true });
+        await Deno.writeTextFile(
+          `${impostorDir}/kubeconfig`,
+          kubeconfigText.replace(
+            apiUrl.origin,
+            `${apiUrl.protocol}//127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+          ),
+        );
+        const socket = `${impostorDir}/run/ferry.sock`;
+        const config = {
+          ...JSON.parse(await Deno.readTextFile(`${nodeDir}/config.json`)),
+          socket,
+          stateDir: `${impostorDir}/state`,
+          kubeconfig: `${impostorDir}/kubeconfig`,
+        };
+        await Deno.writeTextFile(`${impostorDir}/config.json`, JSON.stringify(config));
+        const log = `${impostorDir}/daemon.log`;
+        const daemon = new DaemonProcess(`${impostorDir}/config.json`, socket, log, ns.name);
+        daemons.push(daemon);
+        await daemon.start(false);
+        const { shim } = await install(installUnder(impostorDir, socket));
+        return { ...node, ns, socket, shim, log };
+      },
       async killAndRestart(node) {
         const daemon = daemonOf.get(node.name)!;
         await daemon.kill();
@@ -484,7 +522,10 @@ export async function withSimCluster<T>(
     for (const pod of createdPods) {
       await client.delete(PODS, "default", pod, { gracePeriodSeconds: 0 }).catch(() => {});
     }
-    for (const node of createdNodes) await client.delete(NODES, undefined, node).catch(() => {});
+    for (const node of createdNodes) {
+      await client.delete(NODES, undefined, node).catch(() => {});
+      await client.delete(LEASES, "kube-system", nodeLeaseName(node)).catch(() => {});
+    }
     if (pool) {
       const { items } = await client.listAll<IpBlockObject>(IPBLOCKS, {}).catch(() => ({
         items: [] as IpBlockObject[],

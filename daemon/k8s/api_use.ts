@@ -61,7 +61,9 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "coordination.k8s.io",
     resource: "leases",
     verbs: ["get", "create", "update"],
-    why: "pool IPAM: one daemon at a time (the Lease holder) reclaims deleted nodes' blocks",
+    why: "pool IPAM: one daemon at a time (the Lease holder) reclaims deleted nodes' blocks; " +
+      "block claims are serialized on a Lease (ferry-ipam-claims); one daemon per node name " +
+      "holds the node's Lease (ferry-node-<node>)",
   },
   {
     group: "k8s.cni.cncf.io",
@@ -85,7 +87,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "ferry.dev",
     resource: "ipblocks",
     verbs: ["list", "watch"],
-    why: "ipam pool/auto: every node's blocks (free ones to claim, routes to the others')",
+    why: "ipam pool/auto: every node's blocks (free ones to claim, routes to the others'), " +
+      "and a list from storage when a claim is settled",
   },
   {
     group: "ferry.dev",

@@ -8,8 +8,9 @@ import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
-import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
+import { cniEnv, netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { waitReady } from "../../daemon/dev/cluster_sim.ts";
+import { waitForDaemon } from "../../daemon/dev/daemon_process.ts";
 import { IPBLOCKS, IPPOOLS } from "../../daemon/k8s/resources.ts";
 import type { IpBlockObject } from "../../daemon/ipam/ip_pools.ts";
 import { eventually, ferryRoutes } from "./_cluster.ts";
@@ -302,5 +303,68 @@ Deno.test({
       // No address of the deleted pool is handed out any more, and the refusal says why.
       const refused = await c.addPod(node, "fresh").then(() => "", (e: Error) => e.message);
       assert(refused.includes(`IPPool ${c.pool!.name} does not exist`), refused);
+    }),
+});
+
+Deno.test({
+  name:
+    "pool IPAM: a second daemon with a node name already taken allocates nothing and touches no block; STATUS, readiness and ADD say why",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 1,
+      pool: { blockSize: { ipv4: 28 } },
+    }, async (c) => {
+      const [node] = c.nodes;
+      const pod = await c.addPod(node, "owner");
+      const blocksBefore = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
+      const impostor = await c.startImpostor(node);
+      await waitForDaemon(impostor.socket, impostor.log);
+      const ready = await unixRequest(
+        impostor.socket,
+        "GET",
+        READYZ_PATH,
+        undefined,
+        AbortSignal.timeout(5000),
+      );
+      assertEquals(ready.status, 503);
+      const status = await runShimAt(
+        impostor.shim,
+        { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
+        netconf("1.1.0"),
+      );
+      assertEquals(status.code, 1, status.stdout);
+      assertEquals(status.json?.code, 50, status.stdout);
+      assert(
+        String(status.json?.msg).includes(`holds node ${node.name}'s identity`),
+        status.stdout,
+      );
+      const ns = `fyx-${crypto.randomUUID().slice(0, 6)}`;
+      await run("ip", "netns", "add", ns);
+      try {
+        const add = await runShimAt(
+          impostor.shim,
+          cniEnv("ADD", { path: `/var/run/netns/${ns}` }, "impostor1", "eth0", {
+            name: pod.name,
+            uid: pod.uid!,
+          }),
+          netconf(),
+        );
+        assertEquals(add.json?.code, 11, add.stdout);
+      } finally {
+        await run("ip", "netns", "del", ns);
+      }
+      // Its state holds no block, and no block object changed.
+      const state = impostor.socket.replace("/run/ferry.sock", "/state");
+      assertEquals(await Deno.stat(`${state}/ipam/blocks`).then(() => true, () => false), false);
+      const blocksAfter = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
+      assertEquals(
+        blocksAfter.items.map((b) => `${b.metadata?.name}@${b.metadata?.resourceVersion}`).sort(),
+        blocksBefore.items.map((b) => `${b.metadata?.name}@${b.metadata?.resourceVersion}`).sort(),
+      );
+      assert((await Deno.readTextFile(impostor.log)).includes("another Ferry daemon"));
+      // The node's own daemon goes on.
+      assertEquals((await c.removePod(pod)).code, 0);
     }),
 });
