@@ -30,6 +30,7 @@ import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.ts";
 import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
 import { LeaderLease } from "./gc/leader_lease.ts";
+import { NetnsSweep, type NetnsSweepStats } from "./gc/netns_sweep.ts";
 import { NodeIdentity, nodeLeaseName } from "./cluster/node_identity.ts";
 import { kubeLeaseApi } from "./k8s/lease_api.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
@@ -70,6 +71,12 @@ import {
  * waits this long after the last one stopped before it takes the node over.
  */
 export const NODE_IDENTITY_LEASE_MS = 60_000;
+
+/**
+ * How often a standalone daemon looks for attachments whose network namespace is gone (also once
+ * at start): a DEL sent while it was down is made good within this.
+ */
+export const STANDALONE_SWEEP_MS = 5_000;
 
 /** A running daemon. */
 export interface Daemon {
@@ -133,6 +140,8 @@ export interface DaemonStats {
   socket?: SocketStatus;
   /** The default network: its ranges, or why it is not open yet. */
   network?: { waitingFor?: string; ranges: string[] };
+  /** Standalone: the sweep of attachments whose network namespace is gone. */
+  netnsSweep?: NetnsSweepStats;
   /** Whether this daemon holds its node's identity (Kubernetes IPAM modes), and why not. */
   identity?: { id: string; held: boolean; reason?: string };
   /** Routes to other nodes and masquerade. */
@@ -578,6 +587,16 @@ export async function startDaemon(
     k.pods.registry.onRemove((pod) => gc.podDeleted(pod));
     gc.start();
   }
+  // Standalone: no pod cache, so the namespace alone tells an attachment is gone.
+  const netnsSweep = k ? undefined : new NetnsSweep({
+    store,
+    netnsGone: async (path) => (await netns.classify(path)) === "gone",
+    release: (key, stale) => service.releaseStale(key, stale),
+    open: () => !!network.current,
+    intervalMs: STANDALONE_SWEEP_MS,
+    logger: getLogger(["ferry", "gc"]),
+  });
+  netnsSweep?.start();
   // Pool IPAM: one daemon at a time (the Lease holder) reclaims the blocks of deleted nodes.
   const pools = k?.pools;
   const reclaimer = k && pools
@@ -615,6 +634,7 @@ export async function startDaemon(
     apiRequests: { ...(kube?.transport.counts ?? {}) },
     podWatch: kube?.watcher.stats().pods,
     gc: gc ? { ...gc.stats(), deadNodeBlocks: reclaimer?.stats() } : undefined,
+    netnsSweep: netnsSweep?.stats(),
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,
@@ -734,6 +754,7 @@ export async function startDaemon(
       cluster!.stop();
       identity?.stop();
       await gc?.close();
+      await netnsSweep?.close();
       await reclaimer?.close();
       // Block allocations not yet written reach the API unless it is unreachable for long (the
       // next start would write them anyway: the node's files are the truth).
