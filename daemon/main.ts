@@ -458,6 +458,18 @@ export async function startDaemon(
       : undefined;
     cluster = new ClusterController({
       identity,
+      poolEvent: k
+        ? (pool, type, reason, message) =>
+          void k.client.createEvent(
+            {
+              kind: "IPPool",
+              apiVersion: "ferry.dev/v1",
+              name: pool.metadata?.name ?? "",
+              uid: pool.metadata?.uid,
+            },
+            { type, reason, message, component: "ferry", host: config.nodeName },
+          ).catch(() => {})
+        : undefined,
       config,
       network,
       nodes: kube?.nodes,
@@ -479,6 +491,7 @@ export async function startDaemon(
                 plumber.ensureBridge({ name: config.network.bridge, mtu, gateways: [cidr] }),
               remove: (cidr) => plumber.removeBridgeAddress(config.network.bridge, cidr),
             },
+            podOf: (owner) => store.get(owner)?.pod,
             releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
             reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
             logger: getLogger(["ferry", "ipam"]),

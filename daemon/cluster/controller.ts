@@ -18,6 +18,7 @@ import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
 import type { PoolMap } from "./pool_map.ts";
 import { DirtyLoop } from "../dirty_loop.ts";
 import type { FamilyAllocator } from "../ipam/allocator.ts";
+import { type IpPoolObject, parsePool } from "../ipam/ip_pools.ts";
 import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";
 import type { RouteTable } from "./route_table.ts";
 import { hostGwRoutes, type NodeRoute, routeChanges } from "./routes.ts";
@@ -34,6 +35,13 @@ export interface ClusterControllerDeps {
   pools?: PoolMap;
   /** Starts the pool watches (auto mode, a node without podCIDRs) and stops them (podCIDRs). */
   poolWatch?: { start(): void; stop(): Promise<void> };
+  /** Records an Event on a pool (best effort). */
+  poolEvent?: (
+    pool: IpPoolObject,
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+  ) => void;
   /** Whether this daemon holds its node's identity (see `node_identity.ts`); none: always. */
   identity?: { readonly held: boolean };
   /** Opens this node's share of the pools (pool IPAM) and returns its allocators. */
@@ -84,6 +92,7 @@ export class ClusterController {
   #unsubscribe?: () => void;
   #vtep?: string;
   #mode?: "local" | "kubernetes" | "pool";
+  readonly #poolReported = new Map<string, string>();
   #waitLogged?: string;
 
   /** Creates the controller. */
@@ -242,13 +251,43 @@ export class ClusterController {
             "(deploy/ippool-default.yaml)",
         );
       }
+      // A pool that cannot be used (a block size that does not fit its CIDR, …) is said on the
+      // pool (an Event) and, while no configured pool is usable, in readiness and STATUS.
+      const broken = this.#brokenPools(names);
+      const usable = names.some((n) => pools.pool(n) && !broken.has(n));
+      if (!usable && !holdsBlocks()) return this.#wait([...broken.values()].join("; "));
       const mtu = self ? await this.#podMtu(self) : config.network.mtu;
       await network.openWith(this.#d.openPool!, mtu);
-      logger.info("pool IPAM open: blocks {blocks} of IPPool {pools}", {
+      logger.info("pool IPAM open: blocks held {blocks}; new blocks come from IPPool {pools}", {
         blocks: network.subnets().join(", ") || "none yet (claimed at the first ADD)",
         pools: names.join(", "),
       });
     }
+  }
+
+  /** The configured pools that cannot be used, with why; each reported once per reason. */
+  #brokenPools(names: string[]): Map<string, string> {
+    const broken = new Map<string, string>();
+    for (const name of names) {
+      const obj = this.#d.pools?.pool(name);
+      if (!obj) continue;
+      try {
+        parsePool(obj);
+      } catch (e) {
+        const why = e instanceof Error ? e.message : String(e);
+        broken.set(name, why);
+        if (this.#poolReported.get(name) === why) continue;
+        this.#poolReported.set(name, why);
+        this.#d.logger.error("{why}: no block of it can be claimed", { why });
+        this.#d.poolEvent?.(
+          obj,
+          "Warning",
+          "InvalidIPPool",
+          `${why} (node ${this.#d.config.nodeName})`,
+        );
+      }
+    }
+    return broken;
   }
 
   /** Records (and logs, once per reason) what the default network waits for. */

@@ -125,6 +125,12 @@ export interface BlockIpamDeps {
   reuseDelayMs?: number;
   /** Where to log. */
   logger: Logger;
+  /**
+   * The pod an owner's attachment record names (the node's durable record of it): a block's
+   * allocations name their pods from it when nothing else here knows them (after a restart whose
+   * block object was lost).
+   */
+  podOf?: (owner: Owner) => PodRef | undefined;
 }
 
 /** Counters, for `/v1/stats`. */
@@ -722,7 +728,10 @@ export class BlockIpam {
 
   #allocationsOf(block: OwnedBlock): BlockAllocation[] {
     return block.local.allocations().map(({ ip, owner }) => {
-      const meta = this.#meta.get(ownerKey(owner));
+      const recorded = this.#d.podOf?.(owner);
+      const meta = this.#meta.get(ownerKey(owner)) ??
+        (recorded &&
+          { uid: recorded.uid ?? "", namespace: recorded.namespace, name: recorded.name });
       const a: BlockAllocation = {
         ip,
         podUID: meta?.uid ?? "",

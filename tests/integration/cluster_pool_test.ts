@@ -11,7 +11,8 @@ import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
 import { cniEnv, netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { waitReady } from "../../daemon/dev/cluster_sim.ts";
 import { waitForDaemon } from "../../daemon/dev/daemon_process.ts";
-import { IPBLOCKS, IPPOOLS } from "../../daemon/k8s/resources.ts";
+import { EVENTS, IPBLOCKS, IPPOOLS } from "../../daemon/k8s/resources.ts";
+import type { KubeObject } from "../../daemon/k8s/client.ts";
 import type { IpBlockObject } from "../../daemon/ipam/ip_pools.ts";
 import { eventually, ferryRoutes } from "./_cluster.ts";
 
@@ -366,5 +367,50 @@ Deno.test({
       assert((await Deno.readTextFile(impostor.log)).includes("another Ferry daemon"));
       // The node's own daemon goes on.
       assertEquals((await c.removePod(pod)).code, 0);
+    }),
+});
+
+Deno.test({
+  name:
+    "pool IPAM: an IPPool whose block size does not fit its CIDR keeps the node not ready, STATUS says why, and an Event on the pool says it",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 1,
+      withoutPodCIDRs: [1],
+      pool: { blockSize: { ipv4: 8 } },
+    }, async (c) => {
+      const [node] = c.nodes;
+      const why = `IPPool ${c.pool!.name}: block size /8 does not fit`;
+      await eventually(async () => {
+        const status = await runShimAt(
+          node.shim,
+          { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
+          netconf("1.1.0"),
+        );
+        return status.json?.code === 50 && String(status.json?.msg).includes(why);
+      }, "STATUS 50 naming the pool and why");
+      const ready = await unixRequest(
+        node.socket,
+        "GET",
+        READYZ_PATH,
+        undefined,
+        AbortSignal.timeout(5000),
+      );
+      assertEquals(ready.status, 503);
+      await eventually(async () => {
+        const { items } = await c.client.listAll<
+          KubeObject & {
+            reason?: string;
+            message?: string;
+            involvedObject?: { kind?: string; name?: string };
+          }
+        >(EVENTS, { namespace: "default" });
+        return items.some((e) =>
+          e.involvedObject?.kind === "IPPool" && e.involvedObject.name === c.pool!.name &&
+          e.reason === "InvalidIPPool" && (e.message ?? "").includes("block size /8 does not fit")
+        );
+      }, "an InvalidIPPool Event on the pool");
     }),
 });

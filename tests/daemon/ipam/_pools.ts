@@ -44,7 +44,13 @@ export interface PoolEnv {
   open(
     node: string,
     stateDir: string,
-    opts?: { releaseAfterMs?: number; view?: BlockIpamView; api?: BlockApi; pools?: string[] },
+    opts?: {
+      releaseAfterMs?: number;
+      view?: BlockIpamView;
+      api?: BlockApi;
+      pools?: string[];
+      podOf?: Parameters<typeof BlockIpam.open>[0]["podOf"];
+    },
   ): Promise<BlockIpam>;
   /** The blocks of the test's pool (or of pool `of`) in the API now. */
   blocks(of?: string): Promise<IpBlockObject[]>;
@@ -108,6 +114,7 @@ export function withPool<T>(
               remove: (c) => Promise.resolve(void log.push(`-${c}`)),
             },
             releaseAfterMs: opts.releaseAfterMs ?? 600_000,
+            podOf: opts.podOf,
             logger: getLogger(["ferry", "ipam"]),
           });
           opened.push(ipam);

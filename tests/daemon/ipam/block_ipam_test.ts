@@ -557,3 +557,30 @@ Deno.test("restart: allocations adopted from a block object are kept by the swee
         assertEquals((await bridge.orphans([], [])).owners.length, 8);
       }),
   ));
+
+Deno.test("restart: a block object lost while the node was down is written again naming each allocation's pod, from the node's records", () =>
+  withPool(
+    { cidrs: [freshCidr24()], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        // What the node's attachment records say of each container.
+        const records = new Map([1, 2].map((i) => [`c${i}/eth0`, pod(i)]));
+        const podOf = (o: { containerId: string; ifname: string }) =>
+          records.get(`${o.containerId}/${o.ifname}`);
+        const first = await env.open("n1", dir, { podOf });
+        const [v4] = first.allocators();
+        const held = await Promise.all([1, 2].map((i) => v4.allocate(owner(i), pod(i))));
+        await first.flush();
+        await first.close();
+        const [obj] = await env.blocks();
+        await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
+        await env.untilBlocks(0);
+        const second = await env.open("n1", dir, { podOf });
+        await second.flush(AbortSignal.timeout(10_000));
+        const [again] = await env.blocks();
+        assertEquals(
+          again.spec!.allocations!.map((a) => [a.ip, a.podUID, a.namespace, a.name]).sort(),
+          held.map((l, i) => [l.ip, `uid-${i + 1}`, "default", `pod-${i + 1}`]).sort(),
+        );
+      }),
+  ));
