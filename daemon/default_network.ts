@@ -124,6 +124,17 @@ export class DefaultNetwork {
     return this.#allocators.flatMap((a) => a.subnets());
   }
 
+  /** Every allocation now (none before the network opens), with whether it was adopted. */
+  allocations(): {
+    ip: string;
+    owner: { containerId: string; ifname: string };
+    adopted: boolean;
+  }[] {
+    return this.#allocators.flatMap((a) =>
+      a.allocations().map(({ ip, owner }) => ({ ip, owner, adopted: a.adopted?.(owner) ?? false }))
+    );
+  }
+
   /** Per range (or block): addresses in use and free (none before the network opens). */
   usage(): { range: string; used: number; free: number }[] {
     return this.#allocators.flatMap((a) => a.usage());

@@ -31,6 +31,7 @@ import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.
 import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
 import { LeaderLease } from "./gc/leader_lease.ts";
 import { NetnsSweep, type NetnsSweepStats } from "./gc/netns_sweep.ts";
+import { NodeCheck, type NodeCheckStats } from "./ipam/node_check.ts";
 import { NodeIdentity, nodeLeaseName } from "./cluster/node_identity.ts";
 import { kubeLeaseApi } from "./k8s/lease_api.ts";
 import { CountingTransport, HttpTransport } from "./k8s/transport.ts";
@@ -140,6 +141,8 @@ export interface DaemonStats {
   socket?: SocketStatus;
   /** The default network: its ranges, or why it is not open yet. */
   network?: { waitingFor?: string; ranges: string[] };
+  /** The node's own `ipam check` after the last sweep. */
+  ipamCheck?: NodeCheckStats;
   /** Standalone: the sweep of attachments whose network namespace is gone. */
   netnsSweep?: NetnsSweepStats;
   /** Whether this daemon holds its node's identity (Kubernetes IPAM modes), and why not. */
@@ -431,6 +434,7 @@ export async function startDaemon(
       return by;
     },
     gc: () => gc?.stats() ?? { released: 0, failed: 0, sweeps: 0 },
+    ipamCheck: () => nodeCheck?.stats() ?? { conflicts: 0, leaked: 0 },
   });
   try {
     // The socket first: a second daemon for the same node stops here, before it touches the
@@ -570,6 +574,21 @@ export async function startDaemon(
       }
       : undefined,
   });
+  // The node's own `ipam check`, after every sweep of the loops below.
+  const nodeCheck = new NodeCheck({
+    records: () => store.list(),
+    allocations: () => network.allocations(),
+    ranges: () => network.subnets(),
+    event: kube
+      ? (pod, reason, message) =>
+        void kube!.client.createEvent(
+          { kind: "Pod", apiVersion: "v1", namespace: pod.namespace, name: pod.name, uid: pod.uid },
+          { type: "Warning", reason, message, component: "ferry", host: config.nodeName },
+        ).catch(() => {})
+      : undefined,
+    logger: getLogger(["ferry", "ipam"]),
+  });
+  const afterSweep = () => void nodeCheck.run();
   // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
   const k = kube;
   const gc = k
@@ -590,6 +609,7 @@ export async function startDaemon(
           { type, reason, message, component: "ferry", host: config.nodeName },
         );
       },
+      afterSweep,
       graceMs: config.gc.graceSeconds * 1000,
       intervalMs: config.gc.intervalSeconds * 1000,
       maxRetries: config.gc.maxRetries,
@@ -607,6 +627,7 @@ export async function startDaemon(
     release: (key, stale) => service.releaseStale(key, stale),
     open: () => !!network.current,
     intervalMs: STANDALONE_SWEEP_MS,
+    afterSweep,
     logger: getLogger(["ferry", "gc"]),
   });
   netnsSweep?.start();
@@ -648,6 +669,7 @@ export async function startDaemon(
     podWatch: kube?.watcher.stats().pods,
     gc: gc ? { ...gc.stats(), deadNodeBlocks: reclaimer?.stats() } : undefined,
     netnsSweep: netnsSweep?.stats(),
+    ipamCheck: nodeCheck.stats(),
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }
       : undefined,

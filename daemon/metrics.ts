@@ -31,6 +31,8 @@ export interface MetricsSources {
   attachments?: () => Record<string, number>;
   /** The reconcile loop's outcomes so far. */
   gc?: () => { released: number; failed: number; sweeps: number };
+  /** The node's own `ipam check` after the last sweep. */
+  ipamCheck?: () => { conflicts: number; leaked: number };
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -132,6 +134,17 @@ export class FerryMetrics {
             [{ outcome: "sweeps" }, g?.sweeps ?? 0],
           ];
         },
+      ),
+      new Gauge(
+        "ferry_ipam_conflicts",
+        "Addresses this node's last ipam check found recorded for two interfaces, allocated " +
+          "outside its ranges, or recorded but not allocated (0 on a healthy node)",
+        () => [[{}, sources.ipamCheck?.().conflicts ?? 0]],
+      ),
+      new Gauge(
+        "ferry_ipam_leaked_addresses",
+        "Addresses this node's last ipam check found allocated to no recorded interface",
+        () => [[{}, sources.ipamCheck?.().leaked ?? 0]],
       ),
     ];
   }

@@ -83,6 +83,8 @@ export interface SimCluster {
   nodes: SimNode[];
   /** A client on the API the nodes use (the stand-in, or the real server given). */
   client: KubeClient;
+  /** A kubeconfig file of that API, for tools run against the simulated cluster. */
+  kubeconfig: string;
   /** The outside host. */
   outside: TestNetns;
   /** The address in `outside` that plays the internet. */
@@ -348,7 +350,9 @@ export async function withSimCluster<T>(
     for (const [i, node] of nodes.entries()) {
       if (!options.withoutPodCIDRs?.includes(i + 1)) await waitReady(node);
     }
+    await Deno.writeTextFile(`${dir}/kubeconfig`, kubeconfigText);
     const cluster: SimCluster = {
+      kubeconfig: `${dir}/kubeconfig`,
       nodes,
       client,
       outside,

@@ -28,6 +28,8 @@ export interface NetnsSweepDeps {
   open: () => boolean;
   /** How often it runs (ms). */
   intervalMs: number;
+  /** Runs after every sweep (the node's own `ipam check`). */
+  afterSweep?: () => void;
   /** Where to log. */
   logger: Logger;
 }
@@ -115,6 +117,7 @@ export class NetnsSweep {
         );
       }
     }
+    this.#d.afterSweep?.();
     return released;
   }
 

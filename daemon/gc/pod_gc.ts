@@ -73,6 +73,8 @@ export interface PodGcDeps {
     reason: string,
     message: string,
   ) => Promise<void>;
+  /** Runs after every sweep (the node's own `ipam check`). */
+  afterSweep?: () => void;
   /** Attachments younger than this are never released (ms). */
   graceMs: number;
   /** How often the sweep runs (ms; 0: never). */
@@ -196,6 +198,7 @@ export class PodGc {
     const orphans = await this.#d.sweepOrphans?.(this.#orphansSeen, this.#d.graceMs);
     this.#stats.orphanLinks += orphans?.links.length ?? 0;
     this.#stats.orphanAddresses += orphans?.addresses.length ?? 0;
+    this.#d.afterSweep?.();
     return queued;
   }
 

@@ -11,7 +11,8 @@ import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
 import { cniEnv, netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { waitReady } from "../../daemon/dev/cluster_sim.ts";
 import { waitForDaemon } from "../../daemon/dev/daemon_process.ts";
-import { EVENTS, IPBLOCKS, IPPOOLS } from "../../daemon/k8s/resources.ts";
+import { EVENTS, IPBLOCKS, IPPOOLS, PODS } from "../../daemon/k8s/resources.ts";
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import type { IpBlockObject } from "../../daemon/ipam/ip_pools.ts";
 import { eventually, ferryRoutes } from "./_cluster.ts";
@@ -412,5 +413,115 @@ Deno.test({
           e.reason === "InvalidIPPool" && (e.message ?? "").includes("block size /8 does not fit")
         );
       }, "an InvalidIPPool Event on the pool");
+    }),
+});
+
+/** Runs `deno task ipam-check` against the simulated cluster; its exit code and JSON report. */
+async function ipamCheck(
+  c: SimCluster,
+): Promise<
+  { code: number; report: { findings: { kind: string; ip?: string; message: string }[] } }
+> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      "--frozen",
+      new URL("../../daemon/ipam_check.ts", import.meta.url).pathname,
+      "--kubeconfig",
+      c.kubeconfig,
+      "--json",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  try {
+    return { code: out.code, report: JSON.parse(text) };
+  } catch {
+    throw new Error(`ipam-check printed no report: ${text}${new TextDecoder().decode(out.stderr)}`);
+  }
+}
+
+Deno.test({
+  name:
+    "ipam check: clean on a healthy pool cluster (exit 0); an address on two pods and a leaked allocation are found (exit 1)",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 2,
+      pool: { blockSize: { ipv4: 27 } },
+    }, async (c) => {
+      const pods = [
+        await c.addPod(c.nodes[0], "chk-a"),
+        await c.addPod(c.nodes[1], "chk-b"),
+      ];
+      // network-status follows each ADD's answer.
+      await eventually(async () => {
+        const { items } = await c.client.listAll<Pod>(PODS, { namespace: "default" });
+        return pods.every((p) =>
+          items.find((i) => i.metadata?.name === p.name)?.metadata?.annotations?.[
+            "k8s.v1.cni.cncf.io/network-status"
+          ]
+        );
+      }, "network-status on both pods");
+      await eventually(async () => {
+        const { items } = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
+        return items.filter((b) => b.spec?.pool === c.pool!.name)
+          .reduce((n, b) => n + (b.spec?.allocations?.length ?? 0), 0) === 2;
+      }, "both allocations written to their blocks");
+      const clean = await ipamCheck(c);
+      // A shared real server may hold other runs' objects: only this cluster's findings count.
+      const ours = (f: { ip?: string; message: string }) =>
+        c.nodes.some((n) => f.message.includes(n.name)) || pods.some((p) => f.ip === p.ip);
+      assertEquals(clean.report.findings.filter(ours), []);
+      if (!REAL_KUBECONFIG) assertEquals(clean.code, 0);
+      // A pod claiming a's address on the other node (as a second allocator would give it).
+      await c.client.create<Pod>(PODS, {
+        metadata: {
+          name: `chk-twin-${pods[0].name}`,
+          namespace: "default",
+          annotations: {
+            "k8s.v1.cni.cncf.io/network-status": JSON.stringify([
+              { name: "ferry", interface: "eth0", ips: [pods[0].ip], default: true },
+            ]),
+          },
+        },
+        spec: {
+          nodeName: c.nodes[1].name,
+          containers: [{ name: "c", image: "registry.invalid/pause:3.9" }],
+        },
+      });
+      // An allocation whose pod is gone.
+      const { items } = await c.client.listAll<IpBlockObject>(IPBLOCKS, {});
+      const mine = items.find((b) => b.spec?.node === c.nodes[0].name)!;
+      const leaked = pods[0].ip.replace(/\d+$/, (d) => String(Number(d) + 7));
+      await c.client.update(IPBLOCKS, {
+        ...mine,
+        spec: {
+          ...mine.spec!,
+          allocations: [...mine.spec!.allocations!, {
+            ip: leaked,
+            podUID: "gone-uid",
+            containerID: "gone",
+            ifname: "eth0",
+            namespace: "default",
+            name: "gone",
+          }],
+        },
+      } as IpBlockObject);
+      try {
+        const dirty = await ipamCheck(c);
+        assertEquals(dirty.code, 1);
+        const found = dirty.report.findings.map((f) => `${f.kind} ${f.ip}`);
+        assert(found.includes(`duplicate ${pods[0].ip}`), found.join("\n"));
+        assert(found.includes(`leak ${leaked}`), found.join("\n"));
+      } finally {
+        await c.client.delete(PODS, "default", `chk-twin-${pods[0].name}`, {
+          gracePeriodSeconds: 0,
+        })
+          .catch(() => {});
+      }
     }),
 });

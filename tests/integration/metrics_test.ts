@@ -32,6 +32,8 @@ Deno.test({
             'ferry_add_phase_duration_seconds_count{phase="ipam"} 1',
             'ferry_add_phase_duration_seconds_count{phase="total"} 1',
             'ferry_attachments{network="ferry"} 1',
+            "ferry_ipam_conflicts 0",
+            "ferry_ipam_leaked_addresses 0",
           ]
         ) {
           assert(text.includes(line), `${line} in\n${text}`);
