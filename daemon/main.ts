@@ -588,7 +588,22 @@ export async function startDaemon(
       : undefined,
     logger: getLogger(["ferry", "ipam"]),
   });
-  const afterSweep = () => void nodeCheck.run();
+  const afterSweep = () => {
+    nodeCheck.run();
+    // Adopted allocations of pods gone from the server (asked of its storage, not the cache).
+    const client = kube?.client;
+    if (client && ipam) {
+      void ipam.releaseAdoptedOfGonePods(async (pod) => {
+        const found = await client.find<Pod>(PODS, pod.namespace, pod.name, {
+          metadataOnly: true,
+        });
+        // Gone: no pod of that name, or another pod of it (a new UID).
+        return !found || (!!pod.uid && found.metadata?.uid !== pod.uid);
+      }).catch((e) =>
+        logger.warn("releasing adopted allocations failed: {error}", { error: String(e) })
+      );
+    }
+  };
   // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
   const k = kube;
   const gc = k

@@ -27,6 +27,7 @@ export class PoolMap implements PoolView {
   readonly #blocks = new Map<string, BlockSummary>();
   readonly #listeners = new Set<() => void>();
   readonly #removed = new Set<(name: string) => void>();
+  readonly #upserted = new Set<(block: BlockSummary) => void>();
   #synced = false;
 
   /** Records a pool seen by the watch. */
@@ -53,7 +54,10 @@ export class PoolMap implements PoolView {
     };
     const before = this.#blocks.get(name);
     this.#blocks.set(name, block);
-    if (JSON.stringify(before) !== JSON.stringify(block)) this.#changed();
+    if (JSON.stringify(before) !== JSON.stringify(block)) {
+      for (const fn of this.#upserted) fn(block);
+      this.#changed();
+    }
   }
 
   /** Forgets a deleted block. */
@@ -62,6 +66,11 @@ export class PoolMap implements PoolView {
     if (!this.#blocks.delete(name)) return;
     for (const fn of this.#removed) fn(name);
     this.#changed();
+  }
+
+  /** Calls `fn` with every block added or changed from now on. */
+  onBlockUpserted(fn: (block: BlockSummary) => void): void {
+    this.#upserted.add(fn);
   }
 
   /** Calls `fn` with the name of every block deleted from now on. */

@@ -117,6 +117,16 @@ export interface SimCluster {
    * of one hostname would; returns it as a node of its own (its shim, socket and log).
    */
   startImpostor(node: SimNode): Promise<SimNode>;
+  /**
+   * Changes a node's daemon configuration (`patch` over it, one level deep) and restarts the
+   * daemon with SIGKILL, as an operator editing the ConfigMap of a crashing pod would.
+   */
+  reconfigure(node: SimNode, patch: Record<string, unknown>): Promise<void>;
+  /**
+   * Takes the API server away for `ms` (the stand-in pauses; a real server is stopped and started
+   * again with /opt/realk8s/stop.sh and start.sh).
+   */
+  apiOutage(ms: number): Promise<void>;
   /** Gives a node created without podCIDRs its range, as the controller-manager would. */
   assignPodCIDR(node: SimNode): Promise<void>;
   /** The simulation's IPPool (with `pool`), and its CIDRs. */
@@ -461,6 +471,32 @@ export async function withSimCluster<T>(
         await daemon.start(false);
         const { shim } = await install(installUnder(impostorDir, socket));
         return { ...node, ns, socket, shim, log };
+      },
+      async reconfigure(node, patch) {
+        const path = `${dir}/n${nodes.indexOf(node) + 1}/config.json`;
+        const config = JSON.parse(await Deno.readTextFile(path)) as Record<string, unknown>;
+        for (const [key, value] of Object.entries(patch)) {
+          const before = config[key];
+          config[key] = before && typeof before === "object" && !Array.isArray(before) &&
+              value && typeof value === "object" && !Array.isArray(value)
+            ? { ...before, ...value }
+            : value;
+        }
+        await Deno.writeTextFile(path, JSON.stringify(config));
+        const daemon = daemonOf.get(node.name)!;
+        await daemon.kill();
+        await daemon.start(false);
+      },
+      async apiOutage(ms) {
+        if (standin) {
+          await standin.pause();
+          await sleep(ms);
+          await standin.resume();
+          return;
+        }
+        await run("/opt/realk8s/stop.sh");
+        await sleep(ms);
+        await run("/opt/realk8s/start.sh", "--etcd-compaction-interval=20s");
       },
       async killAndRestart(node) {
         const daemon = daemonOf.get(node.name)!;

@@ -103,6 +103,8 @@ export interface PoolView {
   pools?(): IpPoolObject[];
   /** Calls `fn` with the name of every block the watch sees deleted. */
   onBlockRemoved?(fn: (name: string) => void): void;
+  /** Calls `fn` with every block the watch sees added or changed. */
+  onBlockUpserted?(fn: (block: BlockSummary) => void): void;
 }
 
 /** What {@link BlockIpam} needs. */
@@ -211,6 +213,8 @@ export class BlockIpam {
   readonly #meta = new Map<string, PodMeta>();
   /** Owners whose addresses were adopted from block objects at start (no record here). */
   readonly #adopted = new Set<string>();
+  /** Blocks being claimed or adopted now (their watch events are this node's own). */
+  readonly #claimingNames = new Set<string>();
   readonly #claiming = new Map<4 | 6, Promise<OwnedBlock>>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   /** Aborted at close: ends the back-off sleeps of writers early. */
@@ -241,6 +245,7 @@ export class BlockIpam {
   static async open(deps: BlockIpamDeps): Promise<BlockIpam> {
     const ipam = new BlockIpam(deps);
     deps.view.onBlockRemoved?.((name) => ipam.#blockDeleted(name));
+    deps.view.onBlockUpserted?.((block) => ipam.#blockGiven(block));
     await ipam.#reconcile();
     // One block per family from the start: other nodes route to it before the first pod comes,
     // and the overlay takes its address from it. A pool with none free is said, not fatal.
@@ -510,6 +515,7 @@ export class BlockIpam {
         const text = formatCidr(cidr);
         let created: IpBlockObject;
         let turn: ClaimTurn;
+        this.#claimingNames.add(blockName(cidr));
         try {
           turn = await api.claimTurn();
           created = await api.create({
@@ -520,6 +526,7 @@ export class BlockIpam {
             spec: { pool: poolName, cidr: text, node: nodeName, allocations: [] },
           });
         } catch (e) {
+          this.#claimingNames.delete(blockName(cidr));
           if (isApi(e, (k) => k.isAlreadyExists)) {
             // Another node was first (our watch had not shown its block yet): try the next.
             this.#stats.claimRaces++;
@@ -532,11 +539,20 @@ export class BlockIpam {
             errorText(e),
           );
         }
-        if (!(await this.#settleClaim(created, cidr, turn))) {
+        let settled: boolean;
+        try {
+          settled = await this.#settleClaim(created, cidr, turn);
+        } catch (e) {
+          this.#claimingNames.delete(blockName(cidr));
+          throw e;
+        }
+        if (!settled) {
+          this.#claimingNames.delete(blockName(cidr));
           lostRaces.add(text);
           continue;
         }
-        const block = await this.#openBlock(poolName, cidr, created);
+        const block = await this.#openBlock(poolName, cidr, created)
+          .finally(() => this.#claimingNames.delete(blockName(cidr)));
         try {
           await this.#d.gateways.add(gatewayOf(block));
         } catch (e) {
@@ -621,6 +637,60 @@ export class BlockIpam {
       turn = await this.#d.api.claimTurn();
     }
     return undefined;
+  }
+
+  /**
+   * The watch saw a block naming this node that the node does not hold (its `spec.node` edited by
+   * hand to this node, or a node's blocks moved): it is adopted as at start, so that what its
+   * object records is never handed out again, and its allocations of pods that are gone are
+   * released by the sweep ({@link BlockIpam.releaseAdoptedOfGonePods}).
+   */
+  #blockGiven(summary: BlockSummary): void {
+    if (this.#closed) return;
+    const held = this.#blocks.get(summary.name);
+    if (held && summary.node !== this.#d.nodeName && !held.lost && !held.retiring) {
+      // Taken from this node (its spec.node edited): its pods keep their addresses, nothing new
+      // is allocated in it, and its files go once they are released.
+      held.lost = `block ${held.text} now names node ${summary.node}`;
+      this.#d.logger.error(
+        "{why}: {n} pods here keep their addresses ({ips}); nothing new is allocated in it",
+        { why: held.lost, n: held.local.held, ips: held.local.allocations().map((a) => a.ip) },
+      );
+      this.#checkEmpty(held);
+      return;
+    }
+    if (summary.node !== this.#d.nodeName) return;
+    if (this.#blocks.has(summary.name) || this.#claimingNames.has(summary.name)) return;
+    this.#claimingNames.add(summary.name);
+    this.#adoptGiven(summary).catch((e) =>
+      this.#d.logger.error("adopting block {cidr} failed: {error}", {
+        cidr: summary.cidr,
+        error: errorText(e),
+      })
+    ).finally(() => this.#claimingNames.delete(summary.name));
+  }
+
+  async #adoptGiven(summary: BlockSummary): Promise<void> {
+    const obj = await this.#d.api.get(summary.name);
+    if (this.#closed || !obj?.spec || obj.spec.node !== this.#d.nodeName) return;
+    if (this.#blocks.has(summary.name)) return;
+    const block = await this.#openBlock(obj.spec.pool, parseCidr(obj.spec.cidr), obj);
+    const recorded = obj.spec.allocations ?? [];
+    for (const a of recorded) {
+      const owner = { containerId: a.containerID, ifname: a.ifname };
+      if (block.local.addressOf(owner)) continue;
+      await block.local.hold(a.ip, owner);
+      this.#adopted.add(ownerKey(owner));
+      this.#meta.set(ownerKey(owner), { uid: a.podUID, namespace: a.namespace, name: a.name });
+    }
+    this.#d.logger.warn(
+      "block {cidr} names this node but was not claimed by it (its spec.node edited?): adopted " +
+        "the {n} allocations its object records; new addresses come from it too",
+      { cidr: block.text, n: recorded.length },
+    );
+    await this.#d.gateways.add(gatewayOf(block)).catch(() => {});
+    this.#markDirty(block);
+    this.#checkEmpty(block);
   }
 
   /**
@@ -808,7 +878,12 @@ export class BlockIpam {
   }
 
   #checkEmpty(block: OwnedBlock): void {
-    if (block.local.held > 0 || block.lost) return;
+    if (block.local.held > 0) return;
+    if (block.lost) {
+      // Another node's now: nothing of it is this node's to give back, only its files here.
+      void this.#forget(block, `${block.lost}; no pod here holds an address of it any more`);
+      return;
+    }
     block.emptySince ??= Date.now();
     const timer = setTimeout(() => {
       this.#timers.delete(timer);
@@ -869,6 +944,34 @@ export class BlockIpam {
     );
     await Deno.remove(`${this.#dir}/${block.name}`, { recursive: true }).catch(() => {});
     this.#d.logger.info("gave back block {cidr} ({why})", { cidr: block.text, why });
+  }
+
+  /**
+   * Releases the adopted allocations (see {@link BlockIpam.open}) whose pod is gone: `gone` asks
+   * the API about the pod the block object named. An adopted allocation names a pod this node
+   * never plugged (its block object was taken over: state lost, `spec.node` edited), so no DEL of
+   * the runtime will ever release it here. Returns the addresses released.
+   */
+  async releaseAdoptedOfGonePods(
+    gone: (pod: { uid: string; namespace: string; name: string }) => Promise<boolean>,
+  ): Promise<string[]> {
+    const released: string[] = [];
+    for (const key of [...this.#adopted]) {
+      const meta = this.#meta.get(key);
+      if (!meta?.namespace || !meta.name || this.#closed) continue;
+      if (!(await gone({ uid: meta.uid, namespace: meta.namespace, name: meta.name }))) continue;
+      const [containerId, ifname] = key.split("\n");
+      for (const family of [4, 6] as const) {
+        const ip = await this.#release(family, { containerId, ifname });
+        if (ip) released.push(ip);
+      }
+      this.#adopted.delete(key);
+      this.#d.logger.info(
+        "released the adopted allocation of {pod} ({ips}): the pod is gone",
+        { pod: `${meta.namespace}/${meta.name}`, ips: released.join(", ") },
+      );
+    }
+    return released;
   }
 
   /** Settles once every block's allocations are written (or `signal` aborts). */

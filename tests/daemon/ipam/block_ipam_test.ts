@@ -553,6 +553,15 @@ Deno.test("restart: allocations adopted from a block object are kept by the swee
         for (const f of fresh) assert(!held.some((h) => h.ip === f.ip), `${f.ip} handed out twice`);
         // A DEL for an adopted container releases it as any other.
         assertEquals(await allocators[0].release(owner(1)), held[0].ip);
+        // Adopted pods the API no longer has are released by the sweep; the others stay.
+        const asked: string[] = [];
+        const released = await adopter.releaseAdoptedOfGonePods((p) => {
+          asked.push(p.name);
+          return Promise.resolve(p.name === "pod-2");
+        });
+        assertEquals(released, [held[1].ip]);
+        assertEquals(asked.sort(), ["pod-2", "pod-3"]);
+        assertEquals(allocators[0].addressOf(owner(3)), held[2].ip);
         // Owners this node allocated and recorded nowhere are still orphans.
         assertEquals((await bridge.orphans([], [])).owners.length, 8);
       }),
@@ -582,5 +591,50 @@ Deno.test("restart: a block object lost while the node was down is written again
           again.spec!.allocations!.map((a) => [a.ip, a.podUID, a.namespace, a.name]).sort(),
           held.map((l, i) => [l.ip, `uid-${i + 1}`, "default", `pod-${i + 1}`]).sort(),
         );
+      }),
+  ));
+
+Deno.test("a block re-pointed by hand to another node: the new node adopts what it records, the old keeps its pods' addresses and allocates no more in it; nothing is handed out twice", () =>
+  withPool(
+    { cidrs: [freshCidr24().replace(/0\/24$/, "0/27")], blockSize: { ipv4: 28 } },
+    (env) =>
+      withTempDir(async (dir) => {
+        const a = await env.open("n1", `${dir}/a`);
+        const b = await env.open("n2", `${dir}/b`);
+        await env.untilBlocks(2);
+        const [va] = a.allocators(), [vb] = b.allocators();
+        const held = await Promise.all(
+          [1, 2].map((i) => va.allocate(owner(`a${i}`), pod(`a${i}`))),
+        );
+        await a.flush(AbortSignal.timeout(10_000));
+        const [aBlock] = a.stats().blocks;
+        const obj = (await env.blocks()).find((x) => x.spec!.cidr === aBlock)!;
+        await env.k.client.update(
+          IPBLOCKS,
+          { ...obj, spec: { ...obj.spec!, node: env.node("n2") } } as IpBlockObject,
+        );
+        await until(() => b.stats().blocks.includes(aBlock) && a.stats().lost.includes(aBlock));
+        // n2 hands out none of n1's pods' addresses, in the block it was given or its own.
+        const more = await Promise.all(
+          Array.from(
+            { length: 20 },
+            (_, i) => vb.allocate(owner(`b${i}`), pod(`b${i}`)).then((l) => l.ip, () => ""),
+          ),
+        );
+        for (const h of held) assert(!more.includes(h.ip), `${h.ip} handed out again`);
+        // n1 allocates nowhere in it any more.
+        const fresh = await va.allocate(owner("a3"), pod("a3")).then((l) => l.ip, () => "");
+        assert(!fresh || !inAny(fresh, [aBlock]), `${fresh} in the block n1 lost`);
+        // n1's pods go: its files of the block go with them.
+        for (const i of [1, 2]) await va.release(owner(`a${i}`));
+        await until(() => !a.stats().lost.includes(aBlock));
+        // n2 releases the adopted allocations once their pods are gone from the API.
+        const released = await b.releaseAdoptedOfGonePods(() => Promise.resolve(true));
+        assertEquals(released.sort(), held.map((h) => h.ip).sort());
+        await b.flush(AbortSignal.timeout(10_000));
+        const after = (await env.blocks()).find((x) => x.spec!.cidr === aBlock)!;
+        for (const h of held) {
+          assert(!after.spec!.allocations!.some((x) => x.ip === h.ip), `${h.ip} still recorded`);
+        }
       }),
   ));
