@@ -49,6 +49,7 @@ import { NetlinkRouteTable } from "./cluster/netlink_route_table.ts";
 import { NftRunner } from "./cluster/masquerade.ts";
 import { setupLogging, teardownLogging } from "./log.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
+import { stopRunningPlugins } from "./net/delegate.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
 import { IpPlumber } from "./net/ip_plumber.ts";
@@ -800,6 +801,17 @@ export async function startDaemon(
       logger.info("shutting down");
       await httpPort?.close();
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
+      // Requests still in a plugin past the shutdown timeout are abandoned, and their plugins
+      // ended (each runs in a session of its own: nothing else would end it).
+      const plugins = stopRunningPlugins();
+      if (plugins) {
+        logger.warn(
+          "stopped {n} plugin run(s) still going at shutdown; their requests are abandoned",
+          {
+            n: plugins,
+          },
+        );
+      }
       await service.idle(); // DELs answered before the kernel finished removing their links
       cluster!.stop();
       identity?.stop();

@@ -46,6 +46,28 @@ export interface DelegateCall {
   maxOutputBytes?: number;
 }
 
+/**
+ * The process groups of the plugins this process runs now. A process-level fact (they are this
+ * process's children), kept here so that a stopping daemon can end them: a plugin runs in a
+ * session of its own, so nothing else would.
+ */
+const RUNNING = new Set<number>();
+
+/**
+ * Kills every plugin still running, with everything each started (a stopping daemon abandons
+ * their requests); how many there were.
+ */
+export function stopRunningPlugins(): number {
+  const n = RUNNING.size;
+  for (const pid of RUNNING) {
+    try {
+      Deno.kill(-pid, "SIGKILL");
+    } catch { /* gone */ }
+  }
+  RUNNING.clear();
+  return n;
+}
+
 /** A plugin type names a file in a CNI_PATH directory: no path separators, no leading dot. */
 const PLUGIN_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
@@ -114,6 +136,7 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
     detached: true,
   })
     .spawn();
+  RUNNING.add(child.pid);
   const killGroup = () => {
     try {
       Deno.kill(-child.pid, "SIGKILL");
@@ -187,6 +210,7 @@ export async function delegate(call: DelegateCall): Promise<CniResult | undefine
     killGroup();
     throw e;
   } finally {
+    RUNNING.delete(child.pid);
     signal?.removeEventListener("abort", stop);
     // Whatever is left of the group is gone; its pipes are not read any further.
     void stdout.catch(() => {});

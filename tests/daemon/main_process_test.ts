@@ -2,6 +2,7 @@
 // second daemon on the same socket, and a graceful SIGTERM that removes the socket.
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { HEALTHZ_PATH } from "../../lib/socket_api.ts";
+import { abandonedWork } from "../../daemon/main.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { removeBridge, testSubnet } from "../../daemon/dev/harness.ts";
 import { IS_ROOT, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
@@ -154,7 +155,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "SIGTERM ends the daemon within shutdownTimeoutSeconds plus its margin whatever is in flight, and its log says what it abandoned",
+    "SIGTERM ends the daemon within shutdownTimeoutSeconds plus its margin with an ADD stuck in a plugin: the plugin is ended and the log says so",
   ignore: !IS_ROOT,
   fn: () =>
     withNetns(1, async ([ns]) => {
@@ -214,6 +215,13 @@ Deno.test({
         if (out.code !== 0) {
           assertMatch(log, /stop did not finish within 6 s; exiting with .+/);
         }
+        assertMatch(log, /stopped 1 plugin run\(s\) still going at shutdown/);
+        // The stuck plugin (a session of its own) did not outlive the daemon.
+        const left = await new Deno.Command("pgrep", {
+          args: ["-f", `${dir}/cni/stuck`],
+          stdout: "piped",
+        }).output();
+        assertEquals(new TextDecoder().decode(left.stdout).trim(), "", "the plugin was ended");
         await inFlight;
       } finally {
         try {
@@ -225,4 +233,30 @@ Deno.test({
         await Deno.remove(dir, { recursive: true });
       }
     }),
+});
+
+Deno.test("a stop that runs out of time says what it abandons", () => {
+  const base = { cniRequests: {}, memory: { rss: 0, heapTotal: 0, heapUsed: 0, external: 0 } };
+  assertEquals(
+    abandonedWork({
+      ...base,
+      memoryTrims: 0,
+      finishingDels: 2,
+      apiCallsOnCniPath: 0,
+      apiRequests: {},
+      socket: { connections: 3, refused: 0, recreated: 0 },
+      annotationWrites: { sent: 1, failed: 0, pending: 4 },
+    }),
+    "3 connection(s) still being served, 2 DEL(s) still finishing, 4 annotation write(s) not sent",
+  );
+  assertEquals(
+    abandonedWork({
+      ...base,
+      memoryTrims: 0,
+      finishingDels: 0,
+      apiCallsOnCniPath: 0,
+      apiRequests: {},
+    }),
+    "nothing counted (a step of the stop did not return)",
+  );
 });
