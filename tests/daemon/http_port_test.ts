@@ -1,6 +1,7 @@
 // The TCP port (`server.httpPort`) is open to every local process: it must bound its clients as
 // the CNI socket does, and nothing a client does may end the daemon.
 import { assertEquals } from "deno-std/assert/mod.js";
+import { readToEnd } from "./_conn.ts";
 import { serveHttpPort } from "../../daemon/http_port.ts";
 
 const deps = {
@@ -15,22 +16,6 @@ async function tcp(address: string, text = ""): Promise<Deno.TcpConn> {
   const conn = await Deno.connect({ hostname, port: Number(port) });
   if (text) await conn.write(new TextEncoder().encode(text));
   return conn;
-}
-
-async function readToEnd(conn: Deno.Conn): Promise<string> {
-  const chunks: string[] = [];
-  const buf = new Uint8Array(4096);
-  try {
-    while (true) {
-      const n = await conn.read(buf);
-      if (n === null) break;
-      chunks.push(new TextDecoder().decode(buf.subarray(0, n)));
-    }
-  } catch { /* reset */ }
-  try {
-    conn.close();
-  } catch { /* closed */ }
-  return chunks.join("");
 }
 
 /** Waits (bounded) until `probe` holds. */

@@ -23,6 +23,15 @@ const opts = { ignore: !IS_ROOT || !hasNft };
 const inBlocks = (ip: string, blocks: string[] = []) =>
   blocks.some((b) => cidrContains(parseCidr(b), parseIp(ip)));
 
+/** STATUS through a node's shim (CNI 1.1). */
+function shimStatus(node: { shim: string }) {
+  return runShimAt(
+    node.shim,
+    { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
+    netconf("1.1.0"),
+  );
+}
+
 async function stats(c: SimCluster, i: number): Promise<Record<string, unknown>> {
   const res = await unixRequest(
     c.nodes[i].socket,
@@ -222,12 +231,7 @@ Deno.test({
         unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(1000))
           .then((r) => r.status, () => 0);
       await eventually(async () => (await ready()) === 503, "the daemon answers, not ready");
-      const status = () =>
-        runShimAt(
-          node.shim,
-          { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
-          netconf("1.1.0"),
-        );
+      const status = () => shimStatus(node);
       // Until its Node reaches the watch it says so; then it names what it lacks.
       await eventually(
         async () => String((await status()).json?.msg).includes("has no spec.podCIDRs"),
@@ -331,16 +335,12 @@ Deno.test({
         AbortSignal.timeout(5000),
       );
       assertEquals(ready.status, 503);
-      const status = await runShimAt(
-        impostor.shim,
-        { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
-        netconf("1.1.0"),
-      );
-      assertEquals(status.code, 1, status.stdout);
-      assertEquals(status.json?.code, 50, status.stdout);
+      const refused = await shimStatus(impostor);
+      assertEquals(refused.code, 1, refused.stdout);
+      assertEquals(refused.json?.code, 50, refused.stdout);
       assert(
-        String(status.json?.msg).includes(`holds node ${node.name}'s identity`),
-        status.stdout,
+        String(refused.json?.msg).includes(`holds node ${node.name}'s identity`),
+        refused.stdout,
       );
       const ns = `fyx-${crypto.randomUUID().slice(0, 6)}`;
       await run("ip", "netns", "add", ns);
@@ -385,12 +385,8 @@ Deno.test({
       const [node] = c.nodes;
       const why = `IPPool ${c.pool!.name}: block size /8 does not fit`;
       await eventually(async () => {
-        const status = await runShimAt(
-          node.shim,
-          { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" },
-          netconf("1.1.0"),
-        );
-        return status.json?.code === 50 && String(status.json?.msg).includes(why);
+        const answer = await shimStatus(node);
+        return answer.json?.code === 50 && String(answer.json?.msg).includes(why);
       }, "STATUS 50 naming the pool and why");
       const ready = await unixRequest(
         node.socket,

@@ -56,6 +56,11 @@ export interface PoolEnv {
   blocks(of?: string): Promise<IpBlockObject[]>;
   /** Waits until the watch shows `n` blocks of the pool. */
   untilBlocks(n: number): Promise<void>;
+  /**
+   * Creates another pool of `spec` named after the test's (`<pool>-<suffix>`), once the watch
+   * shows it; it and its blocks are removed with the test's.
+   */
+  extraPool(suffix: string, spec: IpPoolObject["spec"]): Promise<string>;
 }
 
 /** The view a node's IPAM reads pools and blocks through. */
@@ -82,6 +87,7 @@ export function withPool<T>(
     });
     for (const i of informers) i.start();
     const opened: BlockIpam[] = [];
+    const extras: string[] = [];
     // A claim Lease of the test's own: nodes of one test share it, other runs never wait on it.
     const api = kubeBlockApi(k.client, { namespace: "default", name: `ferry-ipam-claims-${k.id}` });
     const gateways = new Map<string, string[]>();
@@ -124,6 +130,13 @@ export function withPool<T>(
         async untilBlocks(n) {
           await until(() => map.blocks().filter((b) => b.pool === pool).length === n);
         },
+        async extraPool(suffix, spec) {
+          const name = `${pool}-${suffix}`;
+          await k.client.create(IPPOOLS, { metadata: { name }, spec } as IpPoolObject);
+          extras.push(name);
+          await until(() => !!map.pool(name));
+          return name;
+        },
       });
     } finally {
       // Bounded: a close that never settles fails its test (above) instead of hanging the run.
@@ -133,10 +146,12 @@ export function withPool<T>(
         clearTimeout(timer);
       }
       await Promise.all(informers.map((i) => i.stop()));
-      for (const b of await blocks()) {
-        await k.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+      for (const name of [pool, ...extras]) {
+        for (const b of await blocks(name)) {
+          await k.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+        }
+        await k.client.delete(IPPOOLS, undefined, name).catch(() => {});
       }
-      await k.client.delete(IPPOOLS, undefined, pool).catch(() => {});
     }
   });
 }

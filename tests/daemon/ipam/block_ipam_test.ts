@@ -405,53 +405,41 @@ Deno.test("overlapping pools never give two nodes overlapping blocks, however th
   const base = freshCidr24().replace(/0\/24$/, "0/26");
   return withPool({ cidrs: [base], blockSize: { ipv4: 26 } }, async (env) => {
     // The probe's pair: one pool hands out the /26 whole, the other /28s of the same /26.
-    const other = `${env.pool}-small`;
-    await env.k.client.create(IPPOOLS, {
-      metadata: { name: other },
-      spec: { cidrs: [base], blockSize: { ipv4: 28 } },
-    } as IpPoolObject);
-    try {
-      await until(() => !!env.map.pool(other));
-      // Views that never show new blocks: only the API can tell the nodes apart.
-      const stale = {
-        pool: (n: string) => env.map.pool(n),
-        blocks: (): BlockSummary[] => [],
-        pools: () => env.map.pools(),
-      };
-      for (let round = 0; round < 5; round++) {
-        await withTempDir(async (dir) => {
-          const [a, b] = await Promise.all([
-            env.open(`a${round}`, `${dir}/a`, { view: stale }),
-            env.open(`b${round}`, `${dir}/b`, { view: stale, pools: [other] }),
-          ]);
-          const settle = (p: Promise<{ ip: string }>) => p.then((l) => l.ip, () => undefined);
-          const [va] = a.allocators(), [vb] = b.allocators();
-          const ips = (await Promise.all([
-            ...[1, 2, 3].map((i) => settle(va.allocate(owner(`a${i}`), pod(`a${i}`)))),
-            ...[1, 2, 3].map((i) => settle(vb.allocate(owner(`b${i}`), pod(`b${i}`)))),
-          ])).filter((ip): ip is string => !!ip);
-          assertEquals(new Set(ips).size, ips.length, `round ${round}: no address twice: ${ips}`);
-          const held = [...a.stats().blocks, ...b.stats().blocks].map((c) => parseCidr(c));
-          for (let i = 0; i < held.length; i++) {
-            for (let j = i + 1; j < held.length; j++) {
-              assert(
-                !cidrContains(held[i], held[j].network) && !cidrContains(held[j], held[i].network),
-                `round ${round}: blocks ${a.stats().blocks} and ${b.stats().blocks} overlap`,
-              );
-            }
+    const other = await env.extraPool("small", { cidrs: [base], blockSize: { ipv4: 28 } });
+    // Views that never show new blocks: only the API can tell the nodes apart.
+    const stale = {
+      pool: (n: string) => env.map.pool(n),
+      blocks: (): BlockSummary[] => [],
+      pools: () => env.map.pools(),
+    };
+    for (let round = 0; round < 5; round++) {
+      await withTempDir(async (dir) => {
+        const [a, b] = await Promise.all([
+          env.open(`a${round}`, `${dir}/a`, { view: stale }),
+          env.open(`b${round}`, `${dir}/b`, { view: stale, pools: [other] }),
+        ]);
+        const settle = (p: Promise<{ ip: string }>) => p.then((l) => l.ip, () => undefined);
+        const [va] = a.allocators(), [vb] = b.allocators();
+        const ips = (await Promise.all([
+          ...[1, 2, 3].map((i) => settle(va.allocate(owner(`a${i}`), pod(`a${i}`)))),
+          ...[1, 2, 3].map((i) => settle(vb.allocate(owner(`b${i}`), pod(`b${i}`)))),
+        ])).filter((ip): ip is string => !!ip);
+        assertEquals(new Set(ips).size, ips.length, `round ${round}: no address twice: ${ips}`);
+        const held = [...a.stats().blocks, ...b.stats().blocks].map((c) => parseCidr(c));
+        for (let i = 0; i < held.length; i++) {
+          for (let j = i + 1; j < held.length; j++) {
+            assert(
+              !cidrContains(held[i], held[j].network) && !cidrContains(held[j], held[i].network),
+              `round ${round}: blocks ${a.stats().blocks} and ${b.stats().blocks} overlap`,
+            );
           }
-          assert(held.length >= 1, "one of the nodes got the range");
-          await Promise.all([a.close(), b.close()]);
-          for (const obj of [...await env.blocks(), ...await env.blocks(other)]) {
-            await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
-          }
-        });
-      }
-    } finally {
-      for (const obj of await env.blocks(other)) {
-        await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!).catch(() => {});
-      }
-      await env.k.client.delete(IPPOOLS, undefined, other).catch(() => {});
+        }
+        assert(held.length >= 1, "one of the nodes got the range");
+        await Promise.all([a.close(), b.close()]);
+        for (const obj of [...await env.blocks(), ...await env.blocks(other)]) {
+          await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!);
+        }
+      });
     }
   });
 });
@@ -459,30 +447,18 @@ Deno.test("overlapping pools never give two nodes overlapping blocks, however th
 Deno.test("a node whose pools overlap another pool reports it, and says why no block is left", () => {
   const base = freshCidr24().replace(/0\/24$/, "0/28");
   return withPool({ cidrs: [base], blockSize: { ipv4: 28 } }, async (env) => {
-    const other = `${env.pool}-twin`;
-    await env.k.client.create(IPPOOLS, {
-      metadata: { name: other },
-      spec: { cidrs: [base], blockSize: { ipv4: 28 } },
-    } as IpPoolObject);
-    try {
-      await until(() => !!env.map.pool(other));
-      await withTempDir(async (dir) => {
-        const a = await env.open("a", `${dir}/a`);
-        await env.untilBlocks(1);
-        const b = await env.open("b", `${dir}/b`, { pools: [other] });
-        const e = await assertRejects(() => b.allocators()[0].allocate(owner(1), pod(1)), CniError);
-        assertEquals(e.code, 101);
-        assert(e.details?.includes(`IPPool ${other} has no free block left`), e.details);
-        assertEquals(b.stats().overlappingPools.length, 1, String(b.stats().overlappingPools));
-        assert(b.stats().overlappingPools[0].includes("overlaps"));
-        await Promise.all([a.close(), b.close()]);
-      });
-    } finally {
-      for (const obj of await env.blocks(other)) {
-        await env.k.client.delete(IPBLOCKS, undefined, obj.metadata!.name!).catch(() => {});
-      }
-      await env.k.client.delete(IPPOOLS, undefined, other).catch(() => {});
-    }
+    const other = await env.extraPool("twin", { cidrs: [base], blockSize: { ipv4: 28 } });
+    await withTempDir(async (dir) => {
+      const a = await env.open("a", `${dir}/a`);
+      await env.untilBlocks(1);
+      const b = await env.open("b", `${dir}/b`, { pools: [other] });
+      const e = await assertRejects(() => b.allocators()[0].allocate(owner(1), pod(1)), CniError);
+      assertEquals(e.code, 101);
+      assert(e.details?.includes(`IPPool ${other} has no free block left`), e.details);
+      assertEquals(b.stats().overlappingPools.length, 1, String(b.stats().overlappingPools));
+      assert(b.stats().overlappingPools[0].includes("overlaps"));
+      await Promise.all([a.close(), b.close()]);
+    });
   });
 });
 
