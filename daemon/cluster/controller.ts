@@ -230,7 +230,7 @@ export class ClusterController {
           `node ${config.nodeName} has no spec.podCIDRs and no IPPool named ${
             names.join(" or ")
           } exists (ipam.mode auto): give the node a podCIDR, or create a pool ` +
-            "(deploy/ippool-default.yaml)",
+            "(deploy/base/ippool-default.yaml)",
         );
         return;
       }
@@ -248,7 +248,7 @@ export class ClusterController {
       if (!poolExists()) {
         return this.#wait(
           `no IPPool named ${names.join(" or ")} exists (ipam.mode pool): create one ` +
-            "(deploy/ippool-default.yaml)",
+            "(deploy/base/ippool-default.yaml)",
         );
       }
       // A pool that cannot be used (a block size that does not fit its CIDR, …) is said on the

@@ -1,5 +1,5 @@
 /**
- * Installs CRDs of `deploy/crds/` on an API (the stand-in or a real server) for the tests, the
+ * Installs CRDs of `deploy/base/crds/` on an API (the stand-in or a real server) for the tests, the
  * simulated cluster and the demo, and waits until their resources are served.
  *
  * @module
@@ -15,7 +15,7 @@ import {
   type ResourceType,
 } from "../k8s/resources.ts";
 
-const CRD_DIR = new URL("../../deploy/crds/", import.meta.url);
+const CRD_DIR = new URL("../../deploy/base/crds/", import.meta.url);
 
 /**
  * Creates Ferry's pool CRDs (`ippools.yaml`, `ipblocks.yaml`) unless they exist, then waits (up to

@@ -1,6 +1,6 @@
 /**
  * Ferry's cluster-scoped address pools (`ipam.mode: pool`), the pure part: the `IPPool` and
- * `IPBlock` objects (CRDs in `deploy/crds/`), parsing a pool, naming a block after its CIDR (so
+ * `IPBlock` objects (CRDs in `deploy/base/crds/`), parsing a pool, naming a block after its CIDR (so
  * that two nodes creating the same block collide on the name and the API's AlreadyExists decides
  * who owns it), picking the next free block, and the range of addresses a block hands out.
  *

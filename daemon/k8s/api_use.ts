@@ -1,5 +1,5 @@
 /**
- * Every API access the daemon makes, in one list: the RBAC in `deploy/rbac.yaml` must grant these
+ * Every API access the daemon makes, in one list: the RBAC in `deploy/base/rbac.yaml` must grant these
  * and nothing else (a test asks a real API server both ways).
  *
  * @module

@@ -58,7 +58,7 @@ export const NETWORK_ATTACHMENT_DEFINITIONS: ResourceType = {
   kind: "NetworkAttachmentDefinition",
   namespaced: true,
 };
-/** Ferry's cluster IP pools (`deploy/crds/ippools.yaml`). */
+/** Ferry's cluster IP pools (`deploy/base/crds/ippools.yaml`). */
 export const IPPOOLS: ResourceType = {
   group: "ferry.dev",
   version: "v1",
@@ -66,7 +66,7 @@ export const IPPOOLS: ResourceType = {
   kind: "IPPool",
   namespaced: false,
 };
-/** The blocks of Ferry's pools, each owned by one node (`deploy/crds/ipblocks.yaml`). */
+/** The blocks of Ferry's pools, each owned by one node (`deploy/base/crds/ipblocks.yaml`). */
 export const IPBLOCKS: ResourceType = {
   group: "ferry.dev",
   version: "v1",

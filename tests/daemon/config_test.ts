@@ -117,11 +117,25 @@ Deno.test("the command line takes --config and the override flags, and refuses o
 
 Deno.test("the DaemonSet's ConfigMap holds a configuration the daemon accepts", async () => {
   const docs = parseAll(
-    await Deno.readTextFile(new URL("../../deploy/daemonset.yaml", import.meta.url)),
+    await Deno.readTextFile(new URL("../../deploy/base/daemonset.yaml", import.meta.url)),
   ) as { kind: string; data?: Record<string, string> }[];
   const map = docs.find((d) => d.kind === "ConfigMap")!;
   const config = resolveConfig(JSON.parse(map.data!["config.json"]));
   assertEquals([config.network.bridge, config.network.plumbing], ["ferry0", "netlink"]);
+});
+
+Deno.test("each overlay of deploy/ holds a configuration the daemon accepts, in the mode it names", async () => {
+  for (
+    const [overlay, routing, ipam] of [["vxlan", "vxlan", "auto"], ["pool", "host-gw", "pool"]]
+  ) {
+    const map = parseAll(
+      await Deno.readTextFile(
+        new URL(`../../deploy/overlays/${overlay}/config.yaml`, import.meta.url),
+      ),
+    ) as { data?: Record<string, string> }[];
+    const config = resolveConfig(JSON.parse(map[0].data!["config.json"]));
+    assertEquals([config.routing.mode, config.ipam.mode], [routing, ipam], overlay);
+  }
 });
 
 Deno.test("a dual-stack network needs an IPv4 subnet and an IPv6 subnet6, and says so", async () => {

@@ -8,6 +8,8 @@ import { type IpPoolObject, parsePool } from "../../daemon/ipam/ip_pools.ts";
 import { formatCidr } from "../../daemon/ipam/cidr.ts";
 
 const DEPLOY = new URL("../../deploy/", import.meta.url).pathname;
+/** The base the kustomizations of deploy/ build on: the manifests themselves. */
+const BASE = `${DEPLOY}base/`;
 const SA = "system:serviceaccount:kube-system:ferry";
 const opts = { ignore: !REAL_KUBECONFIG };
 
@@ -28,7 +30,7 @@ Deno.test({
   name: "kubectl apply --dry-run=server accepts every manifest in deploy/",
   ...opts,
   fn: async () => {
-    const files = ["rbac.yaml", "daemonset.yaml", "crds/"].map((f) => ["-f", `${DEPLOY}${f}`])
+    const files = ["rbac.yaml", "daemonset.yaml", "crds/"].map((f) => ["-f", `${BASE}${f}`])
       .flat();
     const res = await kubectl("apply", "--dry-run=server", ...files);
     assertEquals(res.code, 0, res.out);
@@ -37,12 +39,19 @@ Deno.test({
 
 Deno.test({
   name:
-    "kubectl apply -k deploy/ (and the test node's overlay) is accepted by the server, the DaemonSet with its install step",
+    "kubectl apply -k deploy/ (its overlays, and the test node's overlay) is accepted by the server, the DaemonSet with its install step",
   ...opts,
   fn: async () => {
     // The CRDs first, as a first apply -k would leave them (the pool needs its CRD established).
-    assertEquals((await kubectl("apply", "-f", `${DEPLOY}crds/`)).code, 0);
-    for (const dir of [DEPLOY, new URL("../node/overlay/", import.meta.url).pathname]) {
+    assertEquals((await kubectl("apply", "-f", `${BASE}crds/`)).code, 0);
+    for (
+      const dir of [
+        DEPLOY,
+        `${DEPLOY}overlays/vxlan/`,
+        `${DEPLOY}overlays/pool/`,
+        new URL("../node/overlay/", import.meta.url).pathname,
+      ]
+    ) {
       const res = await kubectl("apply", "-k", dir, "--dry-run=server");
       assertEquals(res.code, 0, res.out);
       for (
@@ -58,7 +67,7 @@ Deno.test({
   name: "Ferry's ServiceAccount may do what the daemon does and nothing more",
   ...opts,
   fn: async () => {
-    const applied = await kubectl("apply", "-f", `${DEPLOY}rbac.yaml`);
+    const applied = await kubectl("apply", "-f", `${BASE}rbac.yaml`);
     assertEquals(applied.code, 0, applied.out);
     try {
       const canI = async (verb: string, resource: string) =>
@@ -94,7 +103,7 @@ Deno.test({
         assertEquals(await canI(verb, resource), false, `${verb} ${resource} must be denied`);
       }
     } finally {
-      await kubectl("delete", "--ignore-not-found", "-f", `${DEPLOY}rbac.yaml`);
+      await kubectl("delete", "--ignore-not-found", "-f", `${BASE}rbac.yaml`);
     }
   },
 });
@@ -104,7 +113,7 @@ Deno.test({
     "the default IPPool is accepted by the server once the CRDs are in, and the daemon can use it",
   ...opts,
   fn: async () => {
-    const crds = await kubectl("apply", "-f", `${DEPLOY}crds/`);
+    const crds = await kubectl("apply", "-f", `${BASE}crds/`);
     assertEquals(crds.code, 0, crds.out);
     const established = await kubectl(
       "wait",
@@ -114,9 +123,9 @@ Deno.test({
       "crd/ipblocks.ferry.dev",
     );
     assertEquals(established.code, 0, established.out);
-    const res = await kubectl("apply", "--dry-run=server", "-f", `${DEPLOY}ippool-default.yaml`);
+    const res = await kubectl("apply", "--dry-run=server", "-f", `${BASE}ippool-default.yaml`);
     assertEquals(res.code, 0, res.out);
-    const pool = parse(await Deno.readTextFile(`${DEPLOY}ippool-default.yaml`)) as IpPoolObject;
+    const pool = parse(await Deno.readTextFile(`${BASE}ippool-default.yaml`)) as IpPoolObject;
     const families = parsePool(pool);
     assertEquals(pool.metadata?.name, "default");
     assertEquals(families.map((f) => [formatCidr(f.cidr), f.blockPrefix]), [["10.244.0.0/16", 26]]);

@@ -1,4 +1,4 @@
-// The CRDs in deploy/crds install on the API under test, and their resources can then be used.
+// The CRDs in deploy/base/crds install on the API under test, and their resources can then be used.
 import { assertEquals } from "deno-std/assert/mod.js";
 import { parse } from "deno-std/yaml/parse.js";
 import type { KubeObject } from "../../../daemon/k8s/client.ts";
@@ -6,9 +6,9 @@ import { KubeApiError } from "../../../daemon/k8s/errors.ts";
 import { CRDS, NETWORK_ATTACHMENT_DEFINITIONS } from "../../../daemon/k8s/resources.ts";
 import { withKube } from "./_target.ts";
 
-const CRD_DIR = new URL("../../../deploy/crds/", import.meta.url);
+const CRD_DIR = new URL("../../../deploy/base/crds/", import.meta.url);
 
-Deno.test("every CRD in deploy/crds installs (or is already installed)", () =>
+Deno.test("every CRD in deploy/base/crds installs (or is already installed)", () =>
   withKube(async ({ client }) => {
     for await (const entry of Deno.readDir(CRD_DIR)) {
       const crd = parse(await Deno.readTextFile(new URL(entry.name, CRD_DIR))) as KubeObject;
