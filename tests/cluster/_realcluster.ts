@@ -1,0 +1,152 @@
+/**
+ * The real three-node cluster of `../shared/tools/realcluster` (its own control plane; per node a
+ * kubelet, containerd and kube-proxy in the node's network, mount and UTS namespaces), driven from
+ * Ferry's cluster suite: its scripts, kubectl on its API, commands inside its nodes.
+ *
+ * @module
+ */
+
+/** This checkout (read only by the shared scripts). */
+export const REPO = new URL("../../", import.meta.url).pathname;
+/** The shared scripts, beside the checkout. */
+export const TOOLS = new URL("../../../shared/tools/realcluster/", import.meta.url).pathname;
+/** Where the cluster is built. */
+export const RC = "/opt/realcluster";
+/** Its kubeconfig. */
+export const KUBECONFIG = `${RC}/kubeconfig`;
+/** Its nodes. */
+export const NODES = ["rc-node1", "rc-node2", "rc-node3"];
+
+/** Whether the cluster can run here (built, root). */
+export const CLUSTER_BUILT = Deno.uid() === 0 &&
+  await Deno.stat(`${RC}/bin/kubelet`).then(() => true, () => false) &&
+  await Deno.stat(`${RC}/bin/e2e.test`).then(() => true, () => false) &&
+  await Deno.stat(`${TOOLS}start.sh`).then(() => true, () => false);
+
+/** The output of a command, and whether it succeeded. */
+export interface Ran {
+  /** Exit code. */
+  code: number;
+  /** Standard output. */
+  out: string;
+  /** Standard error. */
+  err: string;
+}
+
+/** Runs a command with the cluster's kubeconfig; never throws for its exit status. */
+export async function exec(
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Ran> {
+  const res = await new Deno.Command(cmd, {
+    args,
+    env: { KUBECONFIG, ...env },
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: res.code, out: dec.decode(res.stdout), err: dec.decode(res.stderr) };
+}
+
+/** Runs a command and returns its output; throws with its output when it fails. */
+export async function must(
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<string> {
+  const r = await exec(cmd, args, env);
+  if (r.code !== 0) {
+    throw new Error(
+      `${cmd} ${args.join(" ")} failed (${r.code}):\n${(r.out + r.err).slice(-4000)}`,
+    );
+  }
+  return r.out;
+}
+
+/** Runs a shared script (`start.sh`, `ferry.sh image`, …). */
+export function script(
+  name: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<string> {
+  return must("bash", [`${TOOLS}${name}`, ...args], env);
+}
+
+/** kubectl on the cluster. */
+export function kubectl(...args: string[]): Promise<string> {
+  return must("kubectl", args);
+}
+
+/** kubectl's JSON output. */
+export async function kubectlJson<T>(...args: string[]): Promise<T> {
+  return JSON.parse(await kubectl(...args, "-o", "json")) as T;
+}
+
+/** Runs a command inside node `node` (its network, mount and UTS namespaces). */
+export function nodeexec(node: string, ...cmd: string[]): Promise<Ran> {
+  return exec("nsenter", [
+    `--net=/run/netns/${node}`,
+    `--mount=/run/realcluster/ns/${node}.mnt`,
+    `--uts=/run/realcluster/ns/${node}.uts`,
+    "--",
+    ...cmd,
+  ]);
+}
+
+/** Waits (bounded) until `probe` holds; throws naming `what`. */
+export async function until(
+  probe: () => Promise<boolean>,
+  what: string,
+  ms = 120_000,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await probe().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** A pod as the suite reads it. */
+export interface PodInfo {
+  /** Name. */
+  name: string;
+  /** Node. */
+  node: string;
+  /** Address. */
+  ip: string;
+  /** Ready condition. */
+  ready: boolean;
+}
+
+/** The pods of namespace `ns` with label selector `selector`. */
+export async function pods(ns: string, selector: string): Promise<PodInfo[]> {
+  const list = await kubectlJson<{
+    items: {
+      metadata: { name: string };
+      spec: { nodeName?: string };
+      status: { podIP?: string; conditions?: { type: string; status: string }[] };
+    }[];
+  }>("get", "pods", "-n", ns, "-l", selector);
+  return list.items.map((p) => ({
+    name: p.metadata.name,
+    node: p.spec.nodeName ?? "",
+    ip: p.status.podIP ?? "",
+    ready: p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
+  }));
+}
+
+/** Runs `e2e.sh LABEL FOCUS [SKIP]`; the specs' outcomes (`PASS`/`FAIL` lines) and the totals. */
+export async function e2e(
+  label: string,
+  focus?: string,
+  skip?: string,
+): Promise<{ passed: number; failed: string[]; text: string }> {
+  const args = [label, ...(focus ? [focus] : []), ...(skip ? [skip] : [])];
+  const text = await script("e2e.sh", args);
+  const total = /TOTAL(.*)$/m.exec(text)?.[1] ?? "";
+  const passed = Number(/PASS=(\d+)/.exec(total)?.[1] ?? 0);
+  const failed = text.split("\n").filter((l) => l.startsWith("FAIL "));
+  return { passed, failed, text };
+}

@@ -1,0 +1,541 @@
+// Ferry as a real cluster's network (`deno task test:cluster`): the three-node cluster of
+// ../shared/tools/realcluster brought up with no CNI, Ferry's image built here and imported on
+// every node, `kubectl apply -k deploy/` unchanged; the Kubernetes e2e sig-network conformance
+// specs; with traffic running between pods on every node, the Ferry pod of a node deleted, a
+// rolling upgrade to a new image tag, a NAD-attached second network across two nodes, a node
+// drained, deleted and added back; `ipam check` clean after each; the vxlan overlay
+// (deploy/overlays/vxlan) and pool IPAM on nodes without podCIDRs (deploy/overlays/pool) each
+// passing e2e's Networking Granular Checks: Pods; the uninstall leaving nothing on any node.
+// Needs root and the cluster built (`build.sh`, `build.sh e2e`); about 20 minutes.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import {
+  CLUSTER_BUILT,
+  e2e,
+  exec,
+  kubectl,
+  kubectlJson,
+  nodeexec,
+  NODES,
+  type PodInfo,
+  pods,
+  REPO,
+  script,
+  TOOLS,
+  until,
+} from "./_realcluster.ts";
+
+const NS = "ferry-suite";
+const AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.43";
+const GRANULAR_PODS = "Networking Granular Checks: Pods";
+
+/** Applies a manifest given as an object. */
+async function apply(obj: unknown): Promise<void> {
+  const file = await Deno.makeTempFile({ suffix: ".json" });
+  try {
+    await Deno.writeTextFile(file, JSON.stringify(obj));
+    await kubectl("apply", "-f", file);
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+/** An agnhost pod serving HTTP on 8080, on `node`, with `annotations`. */
+function server(name: string, node: string, annotations: Record<string, string> = {}) {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: NS, labels: { app: name }, annotations },
+    spec: {
+      nodeName: node,
+      terminationGracePeriodSeconds: 1,
+      containers: [{ name: "c", image: AGNHOST, args: ["netexec", "--http-port=8080"] }],
+    },
+  };
+}
+
+/** Waits until every pod of `selector` in the suite's namespace is Ready; returns them. */
+async function ready(selector: string, count: number): Promise<PodInfo[]> {
+  let found: PodInfo[] = [];
+  await until(
+    async () => {
+      found = await pods(NS, selector);
+      return found.length === count && found.every((p) => p.ready && p.ip);
+    },
+    `${count} pods ${selector} Ready`,
+    180_000,
+  );
+  return found;
+}
+
+/**
+ * Traffic between pods on every node: in each pod of the `traffic` DaemonSet, a loop asks every
+ * other one for its hostname over HTTP five times a second and writes one line per answer.
+ */
+async function startTraffic(): Promise<PodInfo[]> {
+  const all = await ready("app=traffic", NODES.length);
+  for (const p of all) {
+    const targets = all.filter((o) => o.name !== p.name).map((o) => o.ip).join(" ");
+    const loop = `while [ ! -e /tmp/stop ]; do for ip in ${targets}; ` +
+      `do if curl -s -m 1 -o /dev/null http://$ip:8080/hostname; then echo "ok $ip"; ` +
+      `else echo "fail $ip $(date +%s)"; fi; done; sleep 0.2; done`;
+    await kubectl(
+      "exec",
+      "-n",
+      NS,
+      p.name,
+      "--",
+      "bash",
+      "-c",
+      `rm -f /tmp/stop; nohup bash -c '${loop}' </dev/null >/tmp/probe.log 2>&1 &`,
+    );
+  }
+  return all;
+}
+
+/** What the traffic loops counted since they started: answers and failures. */
+async function trafficCount(all: PodInfo[]): Promise<{ ok: number; fail: string[] }> {
+  let ok = 0;
+  const fail: string[] = [];
+  for (const p of all) {
+    const log = await kubectl("exec", "-n", NS, p.name, "--", "cat", "/tmp/probe.log");
+    for (const line of log.split("\n")) {
+      if (line.startsWith("ok ")) ok++;
+      else if (line.startsWith("fail ")) fail.push(`${p.name} (${p.node}) → ${line.slice(5)}`);
+    }
+  }
+  return { ok, fail };
+}
+
+/** Restarts the loops' counts (a new log per phase). */
+async function restartTraffic(all: PodInfo[]): Promise<void> {
+  for (const p of all) {
+    await kubectl("exec", "-n", NS, p.name, "--", "bash", "-c", "touch /tmp/stop");
+  }
+  await new Promise((r) => setTimeout(r, 1500));
+  await startTraffic();
+}
+
+/** `deno task ipam-check` against the cluster: exit 0, or its report. */
+async function ipamCheck(): Promise<void> {
+  const r = await exec(Deno.execPath(), [
+    "run",
+    "--allow-all",
+    "--frozen",
+    `${REPO}daemon/ipam_check.ts`,
+    "--kubeconfig",
+    "/opt/realcluster/kubeconfig",
+  ]);
+  assertEquals(r.code, 0, `ipam check:\n${r.out}${r.err}`);
+}
+
+/** Ferry's routes (protocol 199) on `node`. */
+async function ferryRoutes(node: string): Promise<string> {
+  return (await nodeexec(node, "ip", "route", "show", "proto", "199")).out;
+}
+
+/** The DaemonSet rolled out, every node Ready. */
+async function ferryReady(): Promise<void> {
+  await kubectl("rollout", "status", "-n", "kube-system", "ds/ferry", "--timeout=300s");
+  await kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=180s");
+}
+
+/** The Ferry pod on `node`. */
+async function ferryPodOn(node: string): Promise<string> {
+  const list = await kubectlJson<
+    { items: { metadata: { name: string }; spec: { nodeName: string } }[] }
+  >(
+    "get",
+    "pods",
+    "-n",
+    "kube-system",
+    "-l",
+    "app.kubernetes.io/name=ferry",
+  );
+  return list.items.find((p) => p.spec.nodeName === node)!.metadata.name;
+}
+
+/** What Ferry leaves on a node: nothing once uninstalled. */
+async function ferryLeftovers(node: string): Promise<string[]> {
+  const left: string[] = [];
+  const has = async (...cmd: string[]) => (await nodeexec(node, ...cmd)).code === 0;
+  for (
+    const f of [
+      "/etc/cni/net.d/10-ferry.conflist",
+      "/opt/cni/bin/ferry",
+      "/opt/cni/bin/ferry-deno",
+      "/var/lib/ferry",
+      "/run/ferry",
+    ]
+  ) {
+    if (await has("test", "-e", f)) left.push(f);
+  }
+  for (const link of ["ferry0", "ferry.vxlan"]) {
+    if (await has("ip", "link", "show", link)) left.push(`link ${link}`);
+  }
+  if ((await ferryRoutes(node)).trim()) left.push("routes proto 199");
+  if (await has("nft", "list", "table", "inet", "ferry")) left.push("nft table inet ferry");
+  return left;
+}
+
+Deno.test({
+  name:
+    "Ferry on a real three-node cluster: conformance, node failures, upgrades, overlays, uninstall",
+  ignore: !CLUSTER_BUILT,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async (t) => {
+    const step = async (name: string, fn: () => Promise<void>) => {
+      const ok = await t.step(name, fn);
+      if (!ok) throw new Error(`step failed: ${name} (the steps after it depend on it)`);
+    };
+    try {
+      await step(
+        "the cluster comes up with no CNI; Ferry's image is built and imported on every node",
+        async () => {
+          await exec("bash", [`${TOOLS}stop.sh`, "--clean"]);
+          await script("start.sh", ["none"]);
+          await script("ferry.sh", ["image", REPO]);
+        },
+      );
+
+      await step(
+        "kubectl apply -k deploy/, unchanged, makes Ferry the network: the DaemonSet ready and every node Ready",
+        async () => {
+          await script("ferry.sh", ["install", REPO]);
+          await ferryReady();
+          await kubectl("create", "namespace", NS);
+          await apply({
+            apiVersion: "apps/v1",
+            kind: "DaemonSet",
+            metadata: { name: "traffic", namespace: NS },
+            spec: {
+              selector: { matchLabels: { app: "traffic" } },
+              template: {
+                metadata: { labels: { app: "traffic" } },
+                spec: {
+                  terminationGracePeriodSeconds: 1,
+                  containers: [{
+                    name: "c",
+                    image: AGNHOST,
+                    args: ["netexec", "--http-port=8080"],
+                  }],
+                },
+              },
+            },
+          });
+        },
+      );
+
+      let traffic: PodInfo[] = [];
+      await step("pods on every node reach each other", async () => {
+        traffic = await startTraffic();
+        await new Promise((r) => setTimeout(r, 5000));
+        const { ok, fail } = await trafficCount(traffic);
+        assert(ok > 0, "answers counted");
+        assertEquals(fail, []);
+        await ipamCheck();
+      });
+
+      await step(
+        "sig-network conformance (no DNS) passes with Ferry as the DaemonSet ships it",
+        async () => {
+          const run = await e2e("ferry");
+          assertEquals(run.failed, [], run.text);
+          assert(run.passed >= 31, run.text);
+        },
+      );
+
+      await step(
+        "the Ferry pod of a node deleted: its pods keep talking, the replacement adopts them",
+        async () => {
+          await restartTraffic(traffic);
+          const node = NODES[1];
+          const before = await ferryRoutes(NODES[0]);
+          await kubectl(
+            "delete",
+            "pod",
+            "-n",
+            "kube-system",
+            await ferryPodOn(node),
+            "--wait=true",
+          );
+          await ferryReady();
+          // A pod created on that node after the replacement starts and reaches the others.
+          await apply(server("after-restart", node));
+          const [fresh] = await ready("app=after-restart", 1);
+          const out = await kubectl(
+            "exec",
+            "-n",
+            NS,
+            traffic.find((p) => p.node === NODES[0])!.name,
+            "--",
+            "curl",
+            "-s",
+            "-m",
+            "3",
+            `http://${fresh.ip}:8080/hostname`,
+          );
+          assertEquals(out.trim(), "after-restart");
+          const { ok, fail } = await trafficCount(traffic);
+          assert(ok > 0);
+          assertEquals(fail, [], "no request lost while the daemon was replaced");
+          assertEquals(await ferryRoutes(NODES[0]), before);
+          // The replacement knows the pods the old daemon plugged (its records, from the node's state).
+          const metrics = (await nodeexec(node, "curl", "-s", "http://127.0.0.1:9667/metrics")).out;
+          const plugged = Number(
+            /^ferry_attachments\{network="ferry"\} (\d+)$/m.exec(metrics)?.[1] ?? 0,
+          );
+          assert(plugged >= 1, `the new daemon's attachments:\n${metrics.slice(0, 2000)}`);
+          await kubectl("delete", "pod", "-n", NS, "after-restart", "--wait=true");
+          await ipamCheck();
+        },
+      );
+
+      await step(
+        "a rolling upgrade to a new image tag loses nothing, and a pod created mid-upgrade starts",
+        async () => {
+          await restartTraffic(traffic);
+          for (const n of NODES) {
+            const r = await nodeexec(
+              n,
+              "ctr",
+              "-a",
+              "/run/containerd/containerd.sock",
+              "-n",
+              "k8s.io",
+              "images",
+              "tag",
+              "--force",
+              "docker.io/library/ferry:dev",
+              "docker.io/library/ferry:upgrade",
+            );
+            assertEquals(r.code, 0, r.err);
+          }
+          await kubectl(
+            "set",
+            "image",
+            "-n",
+            "kube-system",
+            "ds/ferry",
+            "ferry=ferry:upgrade",
+            "install-cni=ferry:upgrade",
+          );
+          await apply(server("mid-upgrade", NODES[2]));
+          await ferryReady();
+          await ready("app=mid-upgrade", 1);
+          const { ok, fail } = await trafficCount(traffic);
+          assert(ok > 0);
+          assertEquals(fail, [], "no request lost during the rolling upgrade");
+          await kubectl("delete", "pod", "-n", NS, "mid-upgrade", "--wait=true");
+          await ipamCheck();
+        },
+      );
+
+      await step(
+        "a NAD-attached second network (macvlan on the underlay) across two nodes, with network-status",
+        async () => {
+          await kubectl(
+            "apply",
+            "-f",
+            `${REPO}deploy/base/crds/network-attachment-definitions.yaml`,
+          );
+          await until(
+            async () =>
+              (await exec("kubectl", [
+                "get",
+                "crd",
+                "network-attachment-definitions.k8s.cni.cncf.io",
+              ])).code === 0,
+            "the NAD CRD",
+          );
+          await new Promise((r) => setTimeout(r, 2000));
+          await apply({
+            apiVersion: "k8s.cni.cncf.io/v1",
+            kind: "NetworkAttachmentDefinition",
+            metadata: { name: "underlay", namespace: NS },
+            spec: {
+              config: JSON.stringify({
+                cniVersion: "1.0.0",
+                type: "macvlan",
+                master: "eth0",
+                mode: "bridge",
+                capabilities: { ips: true },
+                ipam: { type: "static" },
+              }),
+            },
+          });
+          for (const [i, node] of [[1, NODES[0]], [2, NODES[1]]] as const) {
+            await apply(server(`nad${i}`, node, {
+              "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
+                name: "underlay",
+                ips: [`192.168.177.${10 + i}/24`],
+              }]),
+            }));
+          }
+          await ready("app in (nad1,nad2)", 2);
+          const pod = await kubectlJson<{ metadata: { annotations: Record<string, string> } }>(
+            "get",
+            "pod",
+            "-n",
+            NS,
+            "nad1",
+          );
+          const status = JSON.parse(
+            pod.metadata.annotations["k8s.v1.cni.cncf.io/network-status"],
+          ) as { name: string; ips: string[] }[];
+          assertEquals(status.map((s) => s.name), ["ferry", `${NS}/underlay`]);
+          assertEquals(status[1].ips, ["192.168.177.11"]);
+          const out = await kubectl(
+            "exec",
+            "-n",
+            NS,
+            "nad1",
+            "--",
+            "curl",
+            "-s",
+            "-m",
+            "3",
+            "http://192.168.177.12:8080/hostname",
+          );
+          assertEquals(out.trim(), "nad2", "across nodes over the second network");
+          await kubectl("delete", "pod", "-n", NS, "nad1", "nad2", "--wait=true");
+          await ipamCheck();
+        },
+      );
+
+      await step(
+        "a node drained and deleted: its routes vanish everywhere; added back, it gets a range and its pods reach the rest",
+        async () => {
+          const gone = NODES[2];
+          const cidr =
+            (await kubectlJson<{ spec: { podCIDR: string } }>("get", "node", gone)).spec.podCIDR;
+          const pidFile = `/run/realcluster/pids/kubelet-${gone}.pid`;
+          const pid = (await Deno.readTextFile(pidFile)).trim();
+          const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0").filter(
+            Boolean,
+          );
+          await kubectl(
+            "drain",
+            gone,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            "--timeout=180s",
+          );
+          await kubectl("delete", "node", gone);
+          for (const n of NODES.filter((n) => n !== gone)) {
+            await until(
+              async () => !(await ferryRoutes(n)).includes(cidr),
+              `${n} drops its route to ${cidr}`,
+            );
+          }
+          // Added back: its kubelet restarted registers it again.
+          Deno.kill(Number(pid), "SIGTERM");
+          await until(
+            async () => (await exec("kill", ["-0", pid])).code !== 0,
+            "the kubelet stopped",
+            30_000,
+          );
+          const started = await exec("bash", [
+            "-c",
+            `nohup "$@" >>/opt/realcluster/nodes/${gone}/logs/kubelet.log 2>&1 </dev/null & echo $!`,
+            "--",
+            ...cmdline,
+          ]);
+          await Deno.writeTextFile(pidFile, started.out.trim() + "\n");
+          await until(
+            async () => {
+              const node = await kubectlJson<
+                {
+                  spec: { podCIDR?: string };
+                  status: { conditions: { type: string; status: string }[] };
+                }
+              >("get", "node", gone);
+              return !!node.spec.podCIDR &&
+                node.status.conditions.some((c) => c.type === "Ready" && c.status === "True");
+            },
+            `${gone} registered again, with a podCIDR, Ready`,
+            240_000,
+          );
+          await ferryReady();
+          const back = await ready("app=traffic", NODES.length);
+          const fresh = back.find((p) => p.node === gone)!;
+          const from = back.find((p) => p.node === NODES[0])!;
+          const out = await kubectl(
+            "exec",
+            "-n",
+            NS,
+            from.name,
+            "--",
+            "curl",
+            "-s",
+            "-m",
+            "3",
+            `http://${fresh.ip}:8080/hostname`,
+          );
+          assert(out.trim().startsWith("traffic-"), out);
+          traffic = back;
+          await ipamCheck();
+        },
+      );
+
+      await step(
+        "vxlan (deploy/overlays/vxlan): Networking Granular Checks: Pods pass",
+        async () => {
+          await kubectl("apply", "-k", `${REPO}deploy/overlays/vxlan`);
+          await kubectl("rollout", "restart", "-n", "kube-system", "ds/ferry");
+          await ferryReady();
+          for (const n of NODES) {
+            await until(
+              async () => (await nodeexec(n, "ip", "-d", "link", "show", "ferry.vxlan")).code === 0,
+              `${n} has its VXLAN device`,
+            );
+          }
+          const run = await e2e("ferry-vxlan", GRANULAR_PODS);
+          assertEquals(run.failed, [], run.text);
+          assert(run.passed >= 4, run.text);
+          await ipamCheck();
+        },
+      );
+
+      await step("the uninstall leaves nothing of Ferry on any node", async () => {
+        await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=180s");
+        await script("ferry.sh", ["uninstall", REPO]);
+        for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
+      });
+
+      await step(
+        "pool IPAM on nodes without podCIDRs (deploy/overlays/pool): blocks claimed, Networking Granular Checks: Pods pass, ipam check clean",
+        async () => {
+          await script("stop.sh", ["--clean"]);
+          await script("start.sh", [], { NODE_CIDRS: "0" });
+          for (let i = 0; i < 5; i++) {
+            if (
+              (await exec("kubectl", ["apply", "-k", `${REPO}deploy/overlays/pool`])).code === 0
+            ) break;
+            await new Promise((r) => setTimeout(r, 2000));
+          }
+          await kubectl("apply", "-k", `${REPO}deploy/overlays/pool`);
+          await ferryReady();
+          const blocks = await kubectlJson<{ items: { spec: { node: string; cidr: string } }[] }>(
+            "get",
+            "ipblocks",
+          );
+          assertEquals(
+            new Set(blocks.items.map((b) => b.spec.node)).size,
+            NODES.length,
+            JSON.stringify(blocks.items.map((b) => b.spec)),
+          );
+          const run = await e2e("ferry-pool", GRANULAR_PODS);
+          assertEquals(run.failed, [], run.text);
+          assert(run.passed >= 4, run.text);
+          await ipamCheck();
+          await script("ferry.sh", ["uninstall", REPO]);
+          for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
+        },
+      );
+    } finally {
+      await exec("bash", [`${TOOLS}stop.sh`, "--clean"]);
+    }
+  },
+});
