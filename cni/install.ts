@@ -160,7 +160,38 @@ export const INSTALLED_FILES = {
   wrapper: "ferry",
   deno: "ferry-deno",
   bundle: "ferry-shim.js",
+  /** The reference plugins an install copied because the host had none of that name. */
+  pluginList: ".ferry-plugins",
 } as const;
+
+/**
+ * Copies the plugins of `from` (the image's reference plugins) into `binDir` where the host has
+ * none of that name: the conflist chains `portmap`, and NADs name `macvlan`, `static`,
+ * `host-local`, … A plugin the host has is never replaced (the host's may be newer). The names
+ * copied are recorded in `binDir/.ferry-plugins`, so that the uninstall removes them and nothing
+ * else. Returns the names copied now.
+ */
+export async function copyMissingPlugins(from: string, binDir: string): Promise<string[]> {
+  const listFile = `${binDir}/${INSTALLED_FILES.pluginList}`;
+  const recorded = new Set(
+    (await Deno.readTextFile(listFile).catch(() => "")).split("\n").filter(Boolean),
+  );
+  const copied: string[] = [];
+  for await (const entry of Deno.readDir(from)) {
+    if (!entry.isFile || entry.name.startsWith(".")) continue;
+    const to = `${binDir}/${entry.name}`;
+    if (await Deno.lstat(to).then(() => true, () => false)) continue;
+    await copyAtomically(`${from}/${entry.name}`, to, 0o755);
+    copied.push(entry.name);
+    recorded.add(entry.name);
+  }
+  if (copied.length) {
+    const tmp = `${listFile}.tmp-${Deno.pid}`;
+    await Deno.writeTextFile(tmp, [...recorded].sort().join("\n") + "\n");
+    await Deno.rename(tmp, listFile);
+  }
+  return copied.sort();
+}
 
 /**
  * Options for an install where everything lives under `dir` (`bin/`, `conf/`, `deno/`), with
@@ -225,6 +256,7 @@ if (import.meta.main) {
       "network-name",
       "cni-version",
       "bundle",
+      "copy-plugins-from",
     ],
     boolean: ["copy-deno"],
     default: {
@@ -249,4 +281,12 @@ if (import.meta.main) {
     prebuiltBundle: flags.bundle,
   });
   console.log(`installed ${done.shim} and ${done.conflist}`);
+  if (flags["copy-plugins-from"]) {
+    const copied = await copyMissingPlugins(flags["copy-plugins-from"], flags["bin-dir"]);
+    console.log(
+      copied.length
+        ? `copied the reference plugins the host lacked: ${copied.join(", ")}`
+        : "the host has every reference plugin already",
+    );
+  }
 }

@@ -59,6 +59,13 @@ export async function uninstallNode(n: NodeInstall): Promise<string[]> {
   const note = (removed: boolean, what: string) => removed && done.push(what);
   const conflist = `${n.confDir}/${INSTALLED_FILES.conflist}`;
   note(await removePath(conflist), conflist);
+  // The reference plugins the install copied because the host had none (and only those).
+  const copied =
+    (await Deno.readTextFile(`${n.binDir}/${INSTALLED_FILES.pluginList}`).catch(() => ""))
+      .split("\n").filter((name) => /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(name));
+  for (const f of [...copied, INSTALLED_FILES.pluginList]) {
+    note(await removePath(`${n.binDir}/${f}`), `${n.binDir}/${f}`);
+  }
   for (const f of [INSTALLED_FILES.wrapper, INSTALLED_FILES.deno, INSTALLED_FILES.bundle]) {
     note(await removePath(`${n.binDir}/${f}`), `${n.binDir}/${f}`);
   }

@@ -86,7 +86,8 @@ async function startTraffic(): Promise<PodInfo[]> {
       "--",
       "bash",
       "-c",
-      `rm -f /tmp/stop; nohup bash -c '${loop}' </dev/null >/tmp/probe.log 2>&1 &`,
+      // No nohup in the image: the loop ignores the hang-up of the exec session itself.
+      `rm -f /tmp/stop; bash -c 'trap "" HUP; ${loop}' </dev/null >/tmp/probe.log 2>&1 &`,
     );
   }
   return all;
@@ -163,6 +164,7 @@ async function ferryLeftovers(node: string): Promise<string[]> {
       "/etc/cni/net.d/10-ferry.conflist",
       "/opt/cni/bin/ferry",
       "/opt/cni/bin/ferry-deno",
+      "/opt/cni/bin/.ferry-plugins",
       "/var/lib/ferry",
       "/run/ferry",
     ]

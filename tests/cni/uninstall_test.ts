@@ -1,6 +1,7 @@
 // cni/uninstall.ts removes everything Ferry leaves on a node, and reports only what it removed.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { uninstallNode } from "../../cni/uninstall.ts";
+import { copyMissingPlugins } from "../../cni/install.ts";
 import { IS_ROOT, run, uniqueToken } from "../../daemon/dev/netns.ts";
 
 const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
@@ -60,6 +61,42 @@ Deno.test({
       await run("ip", "link", "del", port).catch(() => {});
       await run("nft", "delete", "table", "inet", table).catch(() => {});
       await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "the install copies the reference plugins the host lacks, never replacing one, and the uninstall removes only those it copied",
+  ignore: !IS_ROOT,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "ferry-plugins-" });
+    try {
+      const image = `${dir}/image`, bin = `${dir}/bin`;
+      await Deno.mkdir(image);
+      await Deno.mkdir(bin);
+      for (const p of ["portmap", "static", "bridge"]) {
+        await Deno.writeTextFile(`${image}/${p}`, `image ${p}`);
+      }
+      await Deno.writeTextFile(`${bin}/bridge`, "the host's own");
+      assertEquals(await copyMissingPlugins(image, bin), ["portmap", "static"]);
+      assertEquals(await Deno.readTextFile(`${bin}/bridge`), "the host's own");
+      assertEquals(await Deno.readTextFile(`${bin}/static`), "image static");
+      assertEquals((await Deno.stat(`${bin}/static`)).mode! & 0o777, 0o755);
+      // Again: nothing more to copy, the record unchanged.
+      assertEquals(await copyMissingPlugins(image, bin), []);
+      await uninstallNode({
+        binDir: bin,
+        confDir: `${dir}/conf`,
+        bridge: `fp${uniqueToken().slice(0, 6)}`,
+        vxlanDevice: `fpv${uniqueToken().slice(0, 5)}`,
+        nftTable: `ferryp${uniqueToken().slice(0, 6)}`,
+        stateDir: `${dir}/state`,
+        socketDir: `${dir}/run`,
+      });
+      assertEquals((await Array.fromAsync(Deno.readDir(bin))).map((e) => e.name), ["bridge"]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
     }
   },
 });
