@@ -181,12 +181,16 @@ export class CniService {
     return { containerId: need(req, "containerId"), ifname: need(req, "ifname") };
   }
 
-  /** The driver called `name`; the default network's once it is open (bounded wait). */
-  async #driver(name: DriverName, signal?: AbortSignal): Promise<Driver> {
+  /**
+   * The driver called `name`; the default network's once it is open (bounded wait). For an ADD
+   * (`adding`), a network held back (its node's identity or range in question) answers 11 with
+   * the reason; DEL and CHECK go on.
+   */
+  async #driver(name: DriverName, signal?: AbortSignal, adding = false): Promise<Driver> {
     if (name !== "bridge") return this.#d.drivers[name];
     // Open (the usual case): no wait, so no deadline to start and clear on every request.
     const open = this.#d.network.current;
-    if (open) return open;
+    if (open && !(adding && this.#d.network.waitingFor)) return open;
     using wait = new Deadline(this.#d.networkWaitMs);
     return await this.#d.network.driver(
       signal ? AbortSignal.any([wait.signal, signal]) : wait.signal,
@@ -273,7 +277,7 @@ export class CniService {
         };
         let plugged: Plugged;
         try {
-          plugged = await (await this.#driver(driver, signal)).add({
+          plugged = await (await this.#driver(driver, signal, true)).add({
             key,
             netns,
             conf,

@@ -88,7 +88,7 @@ export class DefaultNetwork {
   #driver?: BridgeDriver;
   #allocators: FamilyAllocator[] = [];
   #waitingFor: string;
-  #heldBack?: string;
+  readonly #holds = new Map<string, string>();
   #opening?: Promise<void>;
 
   /** Creates a network not yet open; `waitingFor` says what it waits for. */
@@ -104,11 +104,17 @@ export class DefaultNetwork {
   }
 
   /**
-   * Holds ADD back for `reason` (another daemon holds this node's identity), open or not: ADD is
-   * answered code 11 and STATUS 50 with the reason, DEL and CHECK go on. `undefined` lets it go.
+   * Holds ADD back for `reason`, open or not (another daemon holds this node's identity; the node
+   * is gone from the API): ADD is answered code 11 and STATUS 50 with the reason, DEL and CHECK go
+   * on. Each `cause` holds on its own; `undefined` lets that one go.
    */
-  holdBack(reason: string | undefined): void {
-    this.#heldBack = reason;
+  holdBack(reason: string | undefined, cause = "identity"): void {
+    if (reason === undefined) this.#holds.delete(cause);
+    else this.#holds.set(cause, reason);
+  }
+
+  get #heldBack(): string | undefined {
+    return this.#holds.values().next().value;
   }
 
   /** The driver, once open. */

@@ -101,6 +101,11 @@ export interface Daemon {
   idle(): Promise<void>;
   /** Settles when the server has stopped. */
   finished: Promise<void>;
+  /**
+   * Resolves, with why, when the daemon must start anew (its node's podCIDRs changed under it);
+   * the process stops and exits 1, and its supervisor (the kubelet) starts it again.
+   */
+  mustRestart: Promise<string>;
 }
 
 /** The daemon's counters. */
@@ -423,6 +428,8 @@ export async function startDaemon(
   let cluster: ClusterController | undefined;
   let ipam: BlockIpam | undefined;
   let identity: NodeIdentity | undefined;
+  /** Settles when the daemon cannot go on as it is (its node's ranges changed under it). */
+  const fatal = Promise.withResolvers<string>();
   // Sources are read at scrape time, once everything below exists.
   const metrics = new FerryMetrics({
     pods: () => kube?.pods.registry.size ?? 0,
@@ -455,7 +462,7 @@ export async function startDaemon(
         leaseName: `${config.gc.leaseNamespace}/${nodeLeaseName(config.nodeName)}`,
         durationMs: NODE_IDENTITY_LEASE_MS,
         onChange: (id) => {
-          network.holdBack(id.reason);
+          network.holdBack(id.reason, "identity");
           cluster?.kick();
         },
         logger: getLogger(["ferry", "daemon"]),
@@ -463,6 +470,8 @@ export async function startDaemon(
       : undefined;
     cluster = new ClusterController({
       identity,
+      nodesSynced: k ? () => k.watcher.synced : undefined,
+      rangesChanged: (why) => fatal.resolve(why),
       poolEvent: k
         ? (pool, type, reason, message) =>
           void k.client.createEvent(
@@ -796,6 +805,7 @@ export async function startDaemon(
     healthy,
     httpAddress: httpPort?.address,
     idle: () => service.idle(),
+    mustRestart: fatal.promise,
     async stop() {
       serving = false;
       logger.info("shutting down");
@@ -987,7 +997,7 @@ export function abandonedWork(stats: DaemonStats): string {
 if (import.meta.main) {
   let daemon: Daemon | undefined;
   let stopping = false;
-  const stop = async () => {
+  const stop = async (code = 0) => {
     if (stopping) return;
     stopping = true;
     if (!daemon) Deno.exit(0);
@@ -1006,12 +1016,12 @@ if (import.meta.main) {
     await daemon.stop();
     clearTimeout(timer);
     await teardownLogging();
-    Deno.exit(0);
+    Deno.exit(code);
   };
   // Before anything is served: Deno sets its signal handling up on the first listener, which
   // must not come while clients hold every file descriptor.
-  Deno.addSignalListener("SIGTERM", stop);
-  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", () => stop());
+  Deno.addSignalListener("SIGINT", () => stop());
   try {
     const { configFile, overrides } = parseDaemonArgs(Deno.args);
     const config = await loadConfig(configFile, overrides);
@@ -1037,5 +1047,9 @@ if (import.meta.main) {
       });
     }
   });
-  await daemon.finished;
+  const restart = await Promise.race([daemon.finished.then(() => undefined), daemon.mustRestart]);
+  if (restart) {
+    getLogger(["ferry", "daemon"]).error("stopping to start anew: {why}", { why: restart });
+    await stop(1);
+  }
 }

@@ -35,6 +35,10 @@ export interface ClusterControllerDeps {
   pools?: PoolMap;
   /** Starts the pool watches (auto mode, a node without podCIDRs) and stops them (podCIDRs). */
   poolWatch?: { start(): void; stop(): Promise<void> };
+  /** Whether the node watch has delivered its first list (a node missing from it is gone). */
+  nodesSynced?: () => boolean;
+  /** Called once when this node's podCIDRs change under a running daemon (it must start anew). */
+  rangesChanged?: (why: string) => void;
   /** Records an Event on a pool (best effort). */
   poolEvent?: (
     pool: IpPoolObject,
@@ -93,6 +97,10 @@ export class ClusterController {
   #vtep?: string;
   #mode?: "local" | "kubernetes" | "pool";
   readonly #poolReported = new Map<string, string>();
+  /** The podCIDRs the default network opened on (kubernetes IPAM). */
+  #openedOn?: string[];
+  #nodeMissing = false;
+  #rangesChangeSaid = false;
   #waitLogged?: string;
 
   /** Creates the controller. */
@@ -152,6 +160,9 @@ export class ClusterController {
     const { config, network, nodes, pools, logger } = this.#d;
     const self = nodes?.get(config.nodeName);
     if (!network.current) await this.#open(self);
+    if (this.#mode === "kubernetes" && network.current && this.#d.nodesSynced?.()) {
+      this.#checkOwnRanges(self);
+    }
     const ranged = this.#rangedNodes();
     if (config.routing.mode === "vxlan" && ranged && self && network.current) {
       await this.#syncVxlan(self, ranged);
@@ -243,6 +254,7 @@ export class ClusterController {
         mtu,
       });
       await network.open(rangesOf(self.podCIDRs), mtu);
+      this.#openedOn = [...self.podCIDRs].sort();
     } else if (this.#mode === "pool") {
       if (!pools?.synced) return this.#wait("the first lists of IPPools and IPBlocks");
       if (!poolExists()) {
@@ -263,6 +275,43 @@ export class ClusterController {
         pools: names.join(", "),
       });
     }
+  }
+
+  /**
+   * Kubernetes IPAM: the node's podCIDRs are its only right to its range. A node gone from the
+   * API (deleted, as by `kubectl delete node`) may see its podCIDR given to another node, so ADD is
+   * held back until it is registered again; a node registered again with other podCIDRs gets a
+   * daemon that starts anew on them (`rangesChanged`), never one still allocating from the old.
+   */
+  #checkOwnRanges(self: ClusterNode | undefined): void {
+    const { config, network, logger } = this.#d;
+    if (!self) {
+      const why = `node ${config.nodeName} is not in the API (deleted?): its podCIDR may be ` +
+        "given to another node, so no pod gets an address here until it is registered again";
+      if (!this.#nodeMissing) logger.error("{why}", { why });
+      this.#nodeMissing = true;
+      network.holdBack(why, "node");
+      return;
+    }
+    const now = [...self.podCIDRs].sort();
+    if (this.#openedOn && now.join() !== this.#openedOn.join()) {
+      const why = `node ${config.nodeName}'s podCIDRs changed from ${this.#openedOn.join(", ")} ` +
+        `to ${now.join(", ") || "none"}; the daemon starts anew on them`;
+      network.holdBack(why, "node");
+      if (!this.#rangesChangeSaid) {
+        this.#rangesChangeSaid = true;
+        logger.error("{why}", { why });
+        this.#d.rangesChanged?.(why);
+      }
+      return;
+    }
+    if (this.#nodeMissing) {
+      logger.info("node {node} is registered again with the same podCIDRs", {
+        node: config.nodeName,
+      });
+    }
+    this.#nodeMissing = false;
+    network.holdBack(undefined, "node");
   }
 
   /** The configured pools that cannot be used, with why; each reported once per reason. */

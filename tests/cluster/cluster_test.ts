@@ -440,7 +440,10 @@ Deno.test({
           );
           const started = await exec("bash", [
             "-c",
-            `nohup "$@" >>/opt/realcluster/nodes/${gone}/logs/kubelet.log 2>&1 </dev/null & echo $!`,
+            // In the node's namespaces, as start.sh runs it (nsenter execs the kubelet: one pid).
+            `nohup nsenter --net=/run/netns/${gone} --mount=/run/realcluster/ns/${gone}.mnt ` +
+            `--uts=/run/realcluster/ns/${gone}.uts -- "$@" ` +
+            `>>/opt/realcluster/nodes/${gone}/logs/kubelet.log 2>&1 </dev/null & echo $!`,
             "--",
             ...cmdline,
           ]);

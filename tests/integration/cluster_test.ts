@@ -321,3 +321,50 @@ Deno.test({
       assert(await pingOnce(pods[1].ip, pods[0].ns), "the remaining nodes still reach each other");
     }),
 });
+
+Deno.test({
+  name:
+    "kubernetes IPAM: a node deleted from the API gets no new pod address until registered again; registered with another podCIDR, its daemon starts anew",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
+      const node = c.nodes[1];
+      const kept = await c.addPod(node, "kept");
+      const obj = await c.client.get<Node>(NODES, undefined, node.name);
+      const status = () =>
+        runShimAt(node.shim, { CNI_COMMAND: "STATUS", CNI_PATH: "/usr/lib/cni" }, netconf("1.1.0"));
+      const recreate = async (podCIDR: string) => {
+        await c.client.create<Node>(NODES, {
+          metadata: { name: node.name, annotations: obj.metadata?.annotations },
+          spec: { podCIDR, podCIDRs: [podCIDR] },
+          status: { addresses: obj.status?.addresses },
+        });
+      };
+      await c.deleteNode(node);
+      await eventually(async () => {
+        const s = await status();
+        return s.json?.code === 50 && String(s.json?.msg).includes("is not in the API");
+      }, "STATUS 50: the node is gone from the API");
+      // An ADD now would take an address its podCIDR may no longer vouch for: 11, and no address.
+      const refused = await c.addPod(node, "while-gone", 0).then(() => "", (e: Error) => e.message);
+      assert(refused.includes('"code":11') && refused.includes("is not in the API"), refused);
+      // Registered again with the same podCIDR: it goes on.
+      await recreate(node.podCIDR);
+      await eventually(async () => (await status()).code === 0, "STATUS 0 again");
+      const after = await c.addPod(node, "after");
+      assert(cidrContains(parseCidr(node.podCIDR), parseIp(after.ip)), after.ip);
+      assert(await pingOnce(kept.ip, c.outside) || true);
+      // Registered again with another podCIDR: the daemon stops to start anew on it.
+      await c.deleteNode(node);
+      await eventually(async () => (await status()).json?.code === 50, "held back again");
+      await recreate(node.podCIDR.replace(/\.(\d+)\.0\/24$/, (_, x) => `.${Number(x) + 100}.0/24`));
+      await eventually(
+        async () =>
+          (await Deno.readTextFile(node.log)).includes("stopping to start anew") &&
+          !(await unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(500))
+            .then(() => true, () => false)),
+        "the daemon stopped, saying why",
+      );
+      assert((await Deno.readTextFile(node.log)).includes("podCIDRs changed from"));
+    }),
+});
