@@ -23,6 +23,7 @@ import {
   TOOLS,
   until,
 } from "./_realcluster.ts";
+import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 
 const NS = "ferry-suite";
 const AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.43";
@@ -409,6 +410,7 @@ Deno.test({
         "a node drained and deleted: its routes vanish everywhere; added back, it gets a range and its pods reach the rest",
         async () => {
           const gone = NODES[2];
+          const old = traffic.find((p) => p.node === gone)!.name;
           const cidr =
             (await kubectlJson<{ spec: { podCIDR: string } }>("get", "node", gone)).spec.podCIDR;
           const pidFile = `/run/realcluster/pids/kubelet-${gone}.pid`;
@@ -463,7 +465,21 @@ Deno.test({
             240_000,
           );
           await ferryReady();
-          const back = await ready("app=traffic", NODES.length);
+          // The node's new traffic pod (the old one went with the node), in its new podCIDR.
+          const range = parseCidr(
+            (await kubectlJson<{ spec: { podCIDR: string } }>("get", "node", gone)).spec.podCIDR,
+          );
+          let back: PodInfo[] = [];
+          await until(
+            async () => {
+              back = await pods(NS, "app=traffic");
+              const there = back.find((p) => p.node === gone);
+              return back.length === NODES.length && back.every((p) => p.ready && p.ip) &&
+                !!there && there.name !== old && cidrContains(range, parseIp(there.ip));
+            },
+            `a new traffic pod on ${gone}, in its new podCIDR`,
+            240_000,
+          );
           const fresh = back.find((p) => p.node === gone)!;
           const from = back.find((p) => p.node === NODES[0])!;
           const out = await kubectl(
