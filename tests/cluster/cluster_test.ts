@@ -130,6 +130,37 @@ async function ipamCheck(): Promise<void> {
   assertEquals(r.code, 0, `ipam check:\n${r.out}${r.err}`);
 }
 
+/**
+ * Whether `from` gets `expect` from `ip`'s HTTP server within 30 s (the server in a pod just made
+ * Ready may not listen yet: agnhost has no readiness probe); how long the first answer took is
+ * printed.
+ */
+async function reaches(from: string, ip: string, expect: (text: string) => boolean): Promise<void> {
+  const started = Date.now();
+  let last = "";
+  await until(
+    async () => {
+      const r = await exec("kubectl", [
+        "exec",
+        "-n",
+        NS,
+        from,
+        "--",
+        "curl",
+        "-s",
+        "-m",
+        "2",
+        `http://${ip}:8080/hostname`,
+      ]);
+      last = `exit ${r.code}: ${r.out}${r.err}`.trim();
+      return r.code === 0 && expect(r.out.trim());
+    },
+    `${from} reaches ${ip} (last: ${last})`,
+    30_000,
+  );
+  console.log(`${from} → ${ip}: first answer after ${Date.now() - started} ms`);
+}
+
 /** Ferry's routes (protocol 199) on `node`. */
 async function ferryRoutes(node: string): Promise<string> {
   return (await nodeexec(node, "ip", "route", "show", "proto", "199")).out;
@@ -266,19 +297,11 @@ Deno.test({
           // A pod created on that node after the replacement starts and reaches the others.
           await apply(server("after-restart", node));
           const [fresh] = await ready("app=after-restart", 1);
-          const out = await kubectl(
-            "exec",
-            "-n",
-            NS,
+          await reaches(
             traffic.find((p) => p.node === NODES[0])!.name,
-            "--",
-            "curl",
-            "-s",
-            "-m",
-            "3",
-            `http://${fresh.ip}:8080/hostname`,
+            fresh.ip,
+            (t) => t === "after-restart",
           );
-          assertEquals(out.trim(), "after-restart");
           const { ok, fail } = await trafficCount(traffic);
           assert(ok > 0);
           assertEquals(fail, [], "no request lost while the daemon was replaced");
@@ -388,19 +411,8 @@ Deno.test({
           ) as { name: string; ips: string[] }[];
           assertEquals(status.map((s) => s.name), ["ferry", `${NS}/underlay`]);
           assertEquals(status[1].ips, ["192.168.177.11"]);
-          const out = await kubectl(
-            "exec",
-            "-n",
-            NS,
-            "nad1",
-            "--",
-            "curl",
-            "-s",
-            "-m",
-            "3",
-            "http://192.168.177.12:8080/hostname",
-          );
-          assertEquals(out.trim(), "nad2", "across nodes over the second network");
+          // Across nodes over the second network.
+          await reaches("nad1", "192.168.177.12", (t) => t === "nad2");
           await kubectl("delete", "pod", "-n", NS, "nad1", "nad2", "--wait=true");
           await ipamCheck();
         },
@@ -482,19 +494,7 @@ Deno.test({
           );
           const fresh = back.find((p) => p.node === gone)!;
           const from = back.find((p) => p.node === NODES[0])!;
-          const out = await kubectl(
-            "exec",
-            "-n",
-            NS,
-            from.name,
-            "--",
-            "curl",
-            "-s",
-            "-m",
-            "3",
-            `http://${fresh.ip}:8080/hostname`,
-          );
-          assert(out.trim().startsWith("traffic-"), out);
+          await reaches(from.name, fresh.ip, (t) => t === fresh.name);
           traffic = back;
           await ipamCheck();
         },
