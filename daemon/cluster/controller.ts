@@ -163,7 +163,12 @@ export class ClusterController {
     if (this.#mode === "kubernetes" && network.current && this.#d.nodesSynced?.()) {
       this.#checkOwnRanges(self);
     }
-    const ranged = this.#rangedNodes();
+    // Routes and masquerade follow the cluster's nodes (and blocks) only once their watches have
+    // delivered a first list: before, an empty list would remove every route to the other nodes
+    // and masquerade traffic to their pods, a blip in running pods' traffic at every restart.
+    const synced = !nodes ||
+      ((this.#d.nodesSynced?.() ?? true) && (this.#mode !== "pool" || !!pools?.synced));
+    const ranged = synced ? this.#rangedNodes() : undefined;
     if (config.routing.mode === "vxlan" && ranged && self && network.current) {
       await this.#syncVxlan(self, ranged);
     }
@@ -172,7 +177,7 @@ export class ClusterController {
       await this.#setRoutes(routes, unroutable);
     }
     const own = network.subnets();
-    if (config.masquerade.enabled && own.length) {
+    if (config.masquerade.enabled && own.length && synced) {
       const podRanges = [
         ...(ranged?.flatMap((n) => n.podCIDRs) ?? []),
         ...(this.#mode === "pool" ? pools?.poolCidrs() ?? [] : []),

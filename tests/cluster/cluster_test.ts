@@ -70,14 +70,16 @@ async function ready(selector: string, count: number): Promise<PodInfo[]> {
 
 /**
  * Traffic between pods on every node: in each pod of the `traffic` DaemonSet, a loop asks every
- * other one for its hostname over HTTP five times a second and writes one line per answer.
+ * other one for its hostname over HTTP five times a second and writes one line per answer; a
+ * request unanswered within 5 s (not merely slow on this two-core machine running three nodes)
+ * counts as lost.
  */
 async function startTraffic(): Promise<PodInfo[]> {
   const all = await ready("app=traffic", NODES.length);
   for (const p of all) {
     const targets = all.filter((o) => o.name !== p.name).map((o) => o.ip).join(" ");
     const loop = `while [ ! -e /tmp/stop ]; do for ip in ${targets}; ` +
-      `do if curl -s -m 1 -o /dev/null http://$ip:8080/hostname; then echo "ok $ip"; ` +
+      `do if curl -s -m 5 -o /dev/null http://$ip:8080/hostname; then echo "ok $ip"; ` +
       `else echo "fail $ip $(date +%s)"; fi; done; sleep 0.2; done`;
     await kubectl(
       "exec",
