@@ -824,7 +824,8 @@ export async function startDaemon(
       }
       await service.idle(); // DELs answered before the kernel finished removing their links
       cluster!.stop();
-      identity?.stop();
+      // Given up, not left to expire: the node's next daemon holds it at once.
+      await identity?.release();
       await gc?.close();
       await netnsSweep?.close();
       await reclaimer?.close();

@@ -161,4 +161,21 @@ export class NodeIdentity {
     this.#stopped = true;
     clearTimeout(this.#timer);
   }
+
+  /**
+   * Stops renewing and gives the Lease up when this daemon holds it (a graceful stop): the next
+   * daemon of the node, whatever its state directory, holds it at once instead of waiting for it
+   * to expire. Best effort: a Lease that cannot be written expires on its own.
+   */
+  async release(): Promise<void> {
+    this.stop();
+    if (!this.#held) return;
+    this.#held = false;
+    try {
+      const lease = await this.#d.lease.get();
+      if (lease?.spec?.holderIdentity !== this.#id) return;
+      await this.#d.lease.update({ ...lease, spec: { ...lease.spec, holderIdentity: "" } });
+      this.#d.logger.info("gave up node {node}'s identity", { node: this.#d.nodeName });
+    } catch { /* it expires on its own */ }
+  }
 }

@@ -58,8 +58,12 @@ Deno.test("a second daemon with the same node name holds nothing while the first
         while (!second.held && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
         assertEquals(second.held, true);
         assertEquals(second.reason, undefined);
-        second.stop();
         assertEquals(changes.includes("b:true"), true, String(changes));
+        // A graceful stop gives the Lease up: the next daemon holds it at once, whatever its state.
+        await second.release();
+        const third = await start("c", 3000);
+        assertEquals(third.held, true, third.reason);
+        third.stop();
       } finally {
         await k.client.delete(LEASES, "default", nodeLeaseName(node)).catch(() => {});
       }
