@@ -33,7 +33,7 @@ import type { PodRef } from "../../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { KubeApiError } from "../k8s/errors.ts";
 import type { FamilyAllocator, Lease } from "./allocator.ts";
-import { type Cidr, cidrContains, formatCidr, formatIp, parseCidr } from "./cidr.ts";
+import { type Cidr, cidrsOverlap, formatCidr, formatIp, parseCidr } from "./cidr.ts";
 import {
   type BlockAllocation,
   blockName,
@@ -589,9 +589,7 @@ export class BlockIpam {
     const name = created.metadata!.name!;
     let turn = first;
     for (let attempt = 0; attempt < 32; attempt++) {
-      const other = (await api.list()).find((b) =>
-        b.metadata?.name !== name && b.spec?.cidr && overlapsCidr(parseCidr(b.spec.cidr), cidr)
-      );
+      const other = await this.#overlapping(name, cidr);
       if (other) {
         this.#stats.overlapsYielded++;
         await api.delete(name, created.metadata!.uid!, created.metadata!.resourceVersion!)
@@ -628,10 +626,7 @@ export class BlockIpam {
   async #settleRecreated(block: OwnedBlock, first: ClaimTurn): Promise<string | undefined> {
     let turn = first;
     for (let attempt = 0; attempt < 32; attempt++) {
-      const other = (await this.#d.api.list()).find((b) =>
-        b.metadata?.name !== block.name && b.spec?.cidr &&
-        overlapsCidr(parseCidr(b.spec.cidr), block.cidr)
-      );
+      const other = await this.#overlapping(block.name, block.cidr);
       if (other) return `block ${other.spec!.cidr} of node ${other.spec!.node}`;
       if (await turn.commit()) return undefined;
       turn = await this.#d.api.claimTurn();
@@ -708,6 +703,13 @@ export class BlockIpam {
     );
     block.obj = undefined;
     this.#markDirty(block);
+  }
+
+  /** The first block other than `name` that shares addresses with `cidr`, listed from storage. */
+  async #overlapping(name: string, cidr: Cidr): Promise<IpBlockObject | undefined> {
+    return (await this.#d.api.list()).find((b) =>
+      b.metadata?.name !== name && b.spec?.cidr && cidrsOverlap(parseCidr(b.spec.cidr), cidr)
+    );
   }
 
   /** Why no block of `family` can be claimed: pools missing, broken, full; overlaps reported. */
@@ -1026,11 +1028,6 @@ function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boolean {
   return b.every((x) => set.has(key(x)));
 }
 
-function overlapsCidr(a: Cidr, b: Cidr): boolean {
-  return a.network.family === b.network.family &&
-    (cidrContains(a, b.network) || cidrContains(b, a.network));
-}
-
 /** Pools of the view whose CIDRs overlap another's, as `IPPool a overlaps IPPool b (cidr)`. */
 export function overlappingPools(view: PoolView): string[] {
   const families: PoolFamily[] = [];
@@ -1043,7 +1040,7 @@ export function overlappingPools(view: PoolView): string[] {
   for (let i = 0; i < families.length; i++) {
     for (let j = i + 1; j < families.length; j++) {
       const [a, b] = [families[i], families[j]];
-      if (a.pool !== b.pool && overlapsCidr(a.cidr, b.cidr)) {
+      if (a.pool !== b.pool && cidrsOverlap(a.cidr, b.cidr)) {
         out.push(
           `IPPool ${a.pool} (${formatCidr(a.cidr)}) overlaps IPPool ${b.pool} (${
             formatCidr(b.cidr)

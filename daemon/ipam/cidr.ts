@@ -115,6 +115,12 @@ export function formatCidr(cidr: Cidr): string {
   return `${formatIp(cidr.network)}/${cidr.prefix}`;
 }
 
+/** True when `a` and `b` share an address (same family, one inside the other). */
+export function cidrsOverlap(a: Cidr, b: Cidr): boolean {
+  return a.network.family === b.network.family &&
+    (cidrContains(a, b.network) || cidrContains(b, a.network));
+}
+
 /** True when `ip` lies inside `cidr`. */
 export function cidrContains(cidr: Cidr, ip: IpAddr): boolean {
   return ip.family === cidr.network.family &&

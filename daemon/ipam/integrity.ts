@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { type Cidr, cidrContains, formatCidr, parseCidr, parseIp } from "./cidr.ts";
+import { type Cidr, cidrContains, cidrsOverlap, formatCidr, parseCidr, parseIp } from "./cidr.ts";
 import { type IpBlockObject, type IpPoolObject, parsePool } from "./ip_pools.ts";
 
 /** The kinds of finding. */
@@ -88,11 +88,6 @@ function contains(cidr: Cidr, ip: string): boolean {
   } catch {
     return false;
   }
-}
-
-function overlaps(a: Cidr, b: Cidr): boolean {
-  return a.network.family === b.network.family &&
-    (cidrContains(a, b.network) || cidrContains(b, a.network));
 }
 
 const podName = (p: { namespace?: string; name?: string }) => `${p.namespace}/${p.name}`;
@@ -195,7 +190,7 @@ export function clusterFindings(state: ClusterState): Finding[] {
   }
   for (let i = 0; i < blocks.length; i++) {
     for (let j = i + 1; j < blocks.length; j++) {
-      if (!overlaps(blocks[i].cidr, blocks[j].cidr)) continue;
+      if (!cidrsOverlap(blocks[i].cidr, blocks[j].cidr)) continue;
       out.push({
         kind: "overlap",
         message: `blocks ${formatCidr(blocks[i].cidr)} (node ${blocks[i].obj.spec?.node}) and ` +

@@ -15,7 +15,7 @@ import type { KubeObject } from "../k8s/client.ts";
 import {
   addToIp,
   type Cidr,
-  cidrContains,
+  cidrsOverlap,
   formatCidr,
   lastAddress,
   parseCidr,
@@ -209,11 +209,6 @@ export function blockRange(
 /** How many candidates {@link nextFreeBlock} looks at, at most (IPv6 pools have astronomically many). */
 const SCAN_LIMIT = 1n << 16n;
 
-function overlaps(a: Cidr, b: Cidr): boolean {
-  return a.network.family === b.network.family &&
-    (cidrContains(a, b.network) || cidrContains(b, a.network));
-}
-
 /**
  * The first block of `family` no node holds, scanning from a starting point derived from `seed`
  * (the node's name) so that nodes starting together do not all race for the same block. Blocks
@@ -241,7 +236,7 @@ export function nextFreeBlock(family: PoolFamily, taken: Cidr[], seed: string): 
       prefix: family.blockPrefix,
     };
     if (sameSize.has(block.network.value)) continue;
-    if (others.some((t) => overlaps(t, block))) continue;
+    if (others.some((t) => cidrsOverlap(t, block))) continue;
     if (!blockRange(block, family.excluded)) continue;
     return block;
   }

@@ -19,7 +19,7 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
-import { type Cidr, cidrContains, parseCidr } from "../ipam/cidr.ts";
+import { type Cidr, cidrsOverlap, parseCidr } from "../ipam/cidr.ts";
 
 /** What the guard checks NADs against. */
 export interface NadGuard {
@@ -59,11 +59,6 @@ function rangesOf(plugin: Record<string, unknown>): string[] {
   const rc = isObject(plugin.runtimeConfig) ? plugin.runtimeConfig : {};
   for (const ip of Array.isArray(rc.ips) ? rc.ips : []) add(ip);
   return out;
-}
-
-function overlaps(a: Cidr, b: Cidr): boolean {
-  return a.network.family === b.network.family &&
-    (cidrContains(a, b.network) || cidrContains(b, a.network));
 }
 
 /** `path` with `.` and `..` resolved (absolute paths only); undefined for a relative one. */
@@ -113,7 +108,7 @@ function refusal(plugin: Record<string, unknown>, guard: NadGuard): string | und
     } catch {
       continue; // the plugin refuses it itself
     }
-    const hit = ferry.find((f) => overlaps(f.cidr, cidr));
+    const hit = ferry.find((f) => cidrsOverlap(f.cidr, cidr));
     if (hit) return `its range ${text} overlaps Ferry's pod range ${hit.text}`;
   }
   if (ipam?.type === "host-local" && ipam.dataDir !== undefined) {
