@@ -1,6 +1,6 @@
 /**
  * `deno task install-cni --bin-dir DIR --conf-dir DIR --socket PATH [--deno-dir DIR]
- * [--copy-deno] [--bundle FILE]`: installs the shim for a container runtime. With `--copy-deno`
+ * [--copy-deno] [--bundle FILE] [--copy-plugins-from DIR] [--stage-conflist DIR]`: installs the shim for a container runtime. With `--copy-deno`
  * the running Deno is copied beside the shim (`DIR/ferry-deno`), so the install depends on
  * nothing else at run time (the DaemonSet's install step, from its image); `--bundle` takes a
  * bundle made beforehand. Writes `DIR/ferry-shim.js`, the shim bundled into one file (one module to
@@ -48,6 +48,11 @@ export interface InstallOptions {
    * image at run time (the runtime execs the shim on the host, where the image's Deno is not).
    */
   copyDenoFrom?: string;
+  /**
+   * Write the conflist into this directory instead of `confDir`: the daemon publishes it into
+   * `confDir` once it is ready (its `stagedConflist`), so the node's network is ready only then.
+   */
+  stageConflistIn?: string;
 }
 
 /** Copies `from` to `to` through a temporary file and a rename, executable. */
@@ -213,7 +218,7 @@ export function installUnder(dir: string, socket: string): InstallOptions {
 /** Installs the wrapper and the conflist, then runs VERSION through the wrapper. */
 export async function install(o: InstallOptions): Promise<{ shim: string; conflist: string }> {
   await Deno.mkdir(o.binDir, { recursive: true });
-  await Deno.mkdir(o.confDir, { recursive: true });
+  await Deno.mkdir(o.stageConflistIn ?? o.confDir, { recursive: true });
   await Deno.mkdir(o.denoDir, { recursive: true });
   // Deno and the bundle first, the wrapper that runs them after, the conflist that names the
   // wrapper last: a runtime never finds a conflist whose plugin is not whole yet.
@@ -226,8 +231,9 @@ export async function install(o: InstallOptions): Promise<{ shim: string; confli
   await Deno.chmod(tmp, 0o755);
   await Deno.rename(tmp, shim);
   // Written whole, then renamed: the runtime's watch of the directory never reads half a file.
-  const conf = `${o.confDir}/${INSTALLED_FILES.conflist}`;
-  const confTmp = `${o.confDir}/.${INSTALLED_FILES.conflist}.tmp-${Deno.pid}`;
+  const confDir = o.stageConflistIn ?? o.confDir;
+  const conf = `${confDir}/${INSTALLED_FILES.conflist}`;
+  const confTmp = `${confDir}/.${INSTALLED_FILES.conflist}.tmp-${Deno.pid}`;
   await Deno.writeTextFile(confTmp, JSON.stringify(conflist(o), null, 2) + "\n");
   await Deno.rename(confTmp, conf);
   const out = await new Deno.Command(shim, {
@@ -257,6 +263,7 @@ if (import.meta.main) {
       "cni-version",
       "bundle",
       "copy-plugins-from",
+      "stage-conflist",
     ],
     boolean: ["copy-deno"],
     default: {
@@ -279,8 +286,13 @@ if (import.meta.main) {
     copyDenoFrom: flags["copy-deno"] ? Deno.execPath() : undefined,
     shimBundle: `${flags["bin-dir"]}/${INSTALLED_FILES.bundle}`,
     prebuiltBundle: flags.bundle,
+    stageConflistIn: flags["stage-conflist"],
   });
-  console.log(`installed ${done.shim} and ${done.conflist}`);
+  console.log(
+    flags["stage-conflist"]
+      ? `installed ${done.shim}; staged ${done.conflist} for the daemon to publish once ready`
+      : `installed ${done.shim} and ${done.conflist}`,
+  );
   if (flags["copy-plugins-from"]) {
     const copied = await copyMissingPlugins(flags["copy-plugins-from"], flags["bin-dir"]);
     console.log(

@@ -1,6 +1,7 @@
 /**
- * `deno task uninstall-node [--config FILE] [--bin-dir DIR] [--conf-dir DIR]` (as root, on a
- * node, after `kubectl delete -k deploy/`): removes what Ferry left on the node, in the order
+ * `deno task uninstall-node [--config FILE] [--bin-dir DIR] [--conf-dir DIR] [--host-root DIR]`
+ * (as root, on a node, once Ferry's DaemonSet is deleted; on a cluster `deploy/uninstall` runs it
+ * on every node): removes what Ferry left on the node, in the order
  * that keeps the runtime from half-using it: the conflist first (new pods stop naming Ferry), then
  * the shim (wrapper, its Deno, its bundle), the links Ferry made on its bridge, the bridge, the
  * VXLAN device, its routes (protocol 199), its nftables table, its state and socket directories.
@@ -102,18 +103,27 @@ export async function uninstallNode(n: NodeInstall): Promise<string[]> {
 
 if (import.meta.main) {
   const flags = parseArgs(Deno.args, {
-    string: ["config", "bin-dir", "conf-dir"],
-    default: { "bin-dir": "/opt/cni/bin", "conf-dir": "/etc/cni/net.d" },
+    string: ["config", "bin-dir", "conf-dir", "host-root"],
+    default: { "bin-dir": "/opt/cni/bin", "conf-dir": "/etc/cni/net.d", "host-root": "" },
   });
-  const config = await loadConfig(flags.config);
+  // The ConfigMap may be gone already (deploy/uninstall mounts it optionally): the default names.
+  const present = flags.config &&
+    await Deno.stat(flags.config).then((s) => s.isFile, () => false);
+  if (flags.config && !present) {
+    console.log(`no config at ${flags.config}: removing what the default names name`);
+  }
+  const config = await loadConfig(present ? flags.config : undefined);
+  // In a container the node's directories are mounted below --host-root (their parents, so that
+  // the state and socket directories themselves can be removed).
+  const root = flags["host-root"].replace(/\/+$/, "");
   const removed = await uninstallNode({
-    binDir: flags["bin-dir"],
-    confDir: flags["conf-dir"],
+    binDir: root + flags["bin-dir"],
+    confDir: root + flags["conf-dir"],
     bridge: config.network.bridge,
     vxlanDevice: config.routing.vxlan.device,
     nftTable: config.masquerade.table,
-    stateDir: config.stateDir,
-    socketDir: config.socket.slice(0, config.socket.lastIndexOf("/")) || "/",
+    stateDir: root + config.stateDir,
+    socketDir: root + (config.socket.slice(0, config.socket.lastIndexOf("/")) || "/"),
   });
   console.log(removed.length ? `removed:\n  ${removed.join("\n  ")}` : "nothing of Ferry here");
 }

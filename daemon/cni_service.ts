@@ -147,6 +147,12 @@ export class CniService {
    * namespace and name waits for the old link to go.
    */
   readonly #finishingAt = new Map<string, Promise<void>>();
+  /**
+   * Attachments whose ADD holds its container's turn: what they have plugged is not recorded
+   * yet, and the orphan sweep must not take it for an orphan however long the ADD waits (for an
+   * address block while the API is away, for a slow kernel).
+   */
+  readonly #adding = new Map<string, AttachmentKey>();
 
   /** Creates the service. */
   constructor(deps: CniServiceDeps) {
@@ -213,138 +219,142 @@ export class CniService {
     await this.#finishingAt.get(`${netns}\0${key.ifname}`)?.catch(() => {});
     let knownPod: RegisteredPod | undefined;
     let reported = false;
-    const result = await this.#locks.run(key.containerId, async () => {
-      phases?.record("turn", performance.now() - started);
-      const waited = performance.now();
-      const pod = ref && await this.#podFor(ref, req.containerId, signal);
-      knownPod = pod;
-      if (ref && this.#d.pods) phases?.record("podWait", performance.now() - waited);
-      const existing = this.#d.store.get(key);
-      if (existing) {
-        if (existing.netns !== netns) {
-          throw new CniError(
-            CNI_ERROR.INVALID_ENV,
-            `container ${key.containerId} already has ${key.ifname} in ${existing.netns}`,
-          );
-        }
-        return existing.result;
-      }
-      const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
-      const plugging = performance.now();
-      const podRef = ref && (pod ? { ...ref, uid: pod.uid } : ref);
-      // Multi-VIF: one bounded wait for every NAD this ADD needs, which may replace the default
-      // network (v1.multus-cni.io/default-network) and add interfaces.
-      // A deadline only when multi-VIF drivers will look for NADs (not on every ADD).
-      using nadWait = pod && driver === "bridge" && this.#d.multiVif?.drivers.length
-        ? new Deadline(this.#d.multiVif.waitMs)
-        : undefined;
-      const multiVif = nadWait
-        ? AbortSignal.any([nadWait.signal, ...(signal ? [signal] : [])])
-        : undefined;
-      const replacement = pod && multiVif
-        ? await this.#defaultReplacement(pod, key.ifname, multiVif)
-        : undefined;
-      let record: Attachment;
-      // The record written while the plug goes on, once the driver announced its result.
-      let staging: Promise<StagedRecord> | undefined;
-      let announced: Attachment | undefined;
-      if (replacement) {
-        record = await plugChain(
-          this.#d.drivers,
-          key,
-          { netns, pod: podRef },
-          replacement,
-          req,
-          `${pod!.namespace}/${pod!.name}`,
-        );
-      } else {
-        const recordOf = (result: CniResult, hostIfname?: string): Attachment => {
-          const r: Attachment = {
-            ...key,
-            netns,
-            network: req.config.name,
-            driver,
-            result,
-            createdAt: new Date().toISOString(),
-          };
-          if (hostIfname) r.hostIfname = hostIfname;
-          if (driver !== "bridge") {
-            r.conf = conf;
-            r.path = req.path;
+    const result = await this.#locks.run(
+      key.containerId,
+      this.#plugging(key, async () => {
+        phases?.record("turn", performance.now() - started);
+        const waited = performance.now();
+        const pod = ref && await this.#podFor(ref, req.containerId, signal);
+        knownPod = pod;
+        if (ref && this.#d.pods) phases?.record("podWait", performance.now() - waited);
+        const existing = this.#d.store.get(key);
+        if (existing) {
+          if (existing.netns !== netns) {
+            throw new CniError(
+              CNI_ERROR.INVALID_ENV,
+              `container ${key.containerId} already has ${key.ifname} in ${existing.netns}`,
+            );
           }
-          if (podRef) r.pod = podRef;
-          return r;
-        };
-        let plugged: Plugged;
-        try {
-          plugged = await (await this.#driver(driver, signal, true)).add({
+          return existing.result;
+        }
+        const prevResult = req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined;
+        const plugging = performance.now();
+        const podRef = ref && (pod ? { ...ref, uid: pod.uid } : ref);
+        // Multi-VIF: one bounded wait for every NAD this ADD needs, which may replace the default
+        // network (v1.multus-cni.io/default-network) and add interfaces.
+        // A deadline only when multi-VIF drivers will look for NADs (not on every ADD).
+        using nadWait = pod && driver === "bridge" && this.#d.multiVif?.drivers.length
+          ? new Deadline(this.#d.multiVif.waitMs)
+          : undefined;
+        const multiVif = nadWait
+          ? AbortSignal.any([nadWait.signal, ...(signal ? [signal] : [])])
+          : undefined;
+        const replacement = pod && multiVif
+          ? await this.#defaultReplacement(pod, key.ifname, multiVif)
+          : undefined;
+        let record: Attachment;
+        // The record written while the plug goes on, once the driver announced its result.
+        let staging: Promise<StagedRecord> | undefined;
+        let announced: Attachment | undefined;
+        if (replacement) {
+          record = await plugChain(
+            this.#d.drivers,
             key,
-            netns,
-            conf,
-            args: req.args,
-            path: req.path,
-            prevResult,
-            ipamTime: (ms) => phases?.record("ipam", ms),
-            // The record's file is written while the plug goes on (the kernel creating the pair
-            // is most of an ADD under load); it is put in place only once the plug succeeded.
-            resultKnown: (result, hostIfname) => {
-              announced = recordOf(result, hostIfname);
-              staging = this.#d.store.stage(announced);
-              staging.catch(() => {}); // settled below, whichever way the plug goes
-            },
-          });
-        } catch (e) {
-          await staging?.then((s) => s.discard(), () => {});
-          throw e;
-        }
-        // A driver that announced its result resolves to that same result (AddContext).
-        record = announced ?? recordOf(plugged.result, plugged.hostIfname);
-      }
-      phases?.record("plug", performance.now() - plugging);
-      try {
-        const recording = performance.now();
-        if (staging) await (await staging).commit();
-        else await this.#d.store.put(record);
-        phases?.record("record", performance.now() - recording);
-      } catch (err) {
-        await staging?.then((s) => s.discard(), () => {});
-        this.#d.logger.warn("ADD of {containerId}/{ifname} could not be recorded, rolling back", {
-          ...key,
-        });
-        await this.#unplug(key, record, req).catch((e) =>
-          this.#d.logger.error("rollback of {containerId}/{ifname} failed: {error}", {
-            ...key,
-            error: String(e),
-          })
-        );
-        throw new CniError(CNI_ERROR.IO_FAILURE, "cannot record the attachment", String(err));
-      }
-      if (pod && multiVif) {
-        try {
-          await this.#plugExtras(pod, record, req, multiVif);
-        } catch (e) {
-          // All or nothing: the default interface goes too (its extras are already undone).
-          await this.#release(key, req).catch(() => {});
-          if (e instanceof CniError && e.code === CNI_ERROR.INVALID_CONFIG) {
-            this.#d.pods?.event?.(pod, "Warning", "InvalidNetworkSelection", e.message);
-            reported = true;
+            { netns, pod: podRef },
+            replacement,
+            req,
+            `${pod!.namespace}/${pod!.name}`,
+          );
+        } else {
+          const recordOf = (result: CniResult, hostIfname?: string): Attachment => {
+            const r: Attachment = {
+              ...key,
+              netns,
+              network: req.config.name,
+              driver,
+              result,
+              createdAt: new Date().toISOString(),
+            };
+            if (hostIfname) r.hostIfname = hostIfname;
+            if (driver !== "bridge") {
+              r.conf = conf;
+              r.path = req.path;
+            }
+            if (podRef) r.pod = podRef;
+            return r;
+          };
+          let plugged: Plugged;
+          try {
+            plugged = await (await this.#driver(driver, signal, true)).add({
+              key,
+              netns,
+              conf,
+              args: req.args,
+              path: req.path,
+              prevResult,
+              ipamTime: (ms) => phases?.record("ipam", ms),
+              // The record's file is written while the plug goes on (the kernel creating the pair
+              // is most of an ADD under load); it is put in place only once the plug succeeded.
+              resultKnown: (result, hostIfname) => {
+                announced = recordOf(result, hostIfname);
+                staging = this.#d.store.stage(announced);
+                staging.catch(() => {}); // settled below, whichever way the plug goes
+              },
+            });
+          } catch (e) {
+            await staging?.then((s) => s.discard(), () => {});
+            throw e;
           }
-          this.#d.logger.warn("ADD of {containerId}: additional networks failed: {error}", {
-            ...key,
-            error: e instanceof Error ? e.message : String(e),
-          });
-          throw e;
+          // A driver that announced its result resolves to that same result (AddContext).
+          record = announced ?? recordOf(plugged.result, plugged.hostIfname);
         }
-      }
-      if (pod && ref) {
-        this.#d.pods!.registry.setContainerId(ref, key.containerId);
-        this.#d.pods!.annotate(pod, record);
-      }
-      if (signal?.aborted) await this.#abandon(key, req);
-      // A hang-up noticed only when the answer is written undoes this ADD as well.
-      undelivered?.(() => this.#undoUndelivered(key, record, req));
-      return record.result;
-    }, signal).catch((e) => {
+        phases?.record("plug", performance.now() - plugging);
+        try {
+          const recording = performance.now();
+          if (staging) await (await staging).commit();
+          else await this.#d.store.put(record);
+          phases?.record("record", performance.now() - recording);
+        } catch (err) {
+          await staging?.then((s) => s.discard(), () => {});
+          this.#d.logger.warn("ADD of {containerId}/{ifname} could not be recorded, rolling back", {
+            ...key,
+          });
+          await this.#unplug(key, record, req).catch((e) =>
+            this.#d.logger.error("rollback of {containerId}/{ifname} failed: {error}", {
+              ...key,
+              error: String(e),
+            })
+          );
+          throw new CniError(CNI_ERROR.IO_FAILURE, "cannot record the attachment", String(err));
+        }
+        if (pod && multiVif) {
+          try {
+            await this.#plugExtras(pod, record, req, multiVif);
+          } catch (e) {
+            // All or nothing: the default interface goes too (its extras are already undone).
+            await this.#release(key, req).catch(() => {});
+            if (e instanceof CniError && e.code === CNI_ERROR.INVALID_CONFIG) {
+              this.#d.pods?.event?.(pod, "Warning", "InvalidNetworkSelection", e.message);
+              reported = true;
+            }
+            this.#d.logger.warn("ADD of {containerId}: additional networks failed: {error}", {
+              ...key,
+              error: e instanceof Error ? e.message : String(e),
+            });
+            throw e;
+          }
+        }
+        if (pod && ref) {
+          this.#d.pods!.registry.setContainerId(ref, key.containerId);
+          this.#d.pods!.annotate(pod, record);
+        }
+        if (signal?.aborted) await this.#abandon(key, req);
+        // A hang-up noticed only when the answer is written undoes this ADD as well.
+        undelivered?.(() => this.#undoUndelivered(key, record, req));
+        return record.result;
+      }),
+      signal,
+    ).catch((e) => {
       // A failed ADD of a known pod is said on the pod too (kubectl describe), with its code.
       if (knownPod && !reported && !signal?.aborted) {
         const code = e instanceof CniError ? e.code : CNI_ERROR.INTERNAL;
@@ -360,6 +370,19 @@ export class CniService {
     });
     phases?.record("total", performance.now() - started);
     return result;
+  }
+
+  /** `fn`, with `key` counted among the ADDs in flight while it runs (see `#adding`). */
+  #plugging<T>(key: AttachmentKey, fn: () => Promise<T>): () => Promise<T> {
+    const id = `${key.containerId}/${key.ifname}`;
+    return async () => {
+      this.#adding.set(id, key);
+      try {
+        return await fn();
+      } finally {
+        this.#adding.delete(id);
+      }
+    };
   }
 
   /**
@@ -662,9 +685,10 @@ export class CniService {
   /**
    * The sweep's second half: Ferry's host links and default-network addresses that no attachment
    * names (an ADD killed between plugging and recording, a record lost) are removed once they
-   * have been seen orphaned for `graceMs` (`seen` keeps when each was first seen, across sweeps),
-   * so an ADD in flight is never touched; an address is released under its container's lock and
-   * only while no record names it.
+   * have been seen orphaned for `graceMs` (`seen` keeps when each was first seen, across sweeps).
+   * What an ADD in flight has plugged is never an orphan, however long that ADD takes (it counts
+   * as named); an address is released under its container's lock and only while no record names
+   * it.
    *
    * @returns how many links and addresses were removed.
    */
@@ -676,7 +700,10 @@ export class CniService {
     const out = { links: [] as string[], addresses: [] as string[] };
     if (!bridge) return out;
     const now = Date.now();
-    const { links, owners } = await bridge.orphans(this.#d.store.list(), this.#d.store.damaged());
+    const { links, owners } = await bridge.orphans(this.#d.store.list(), [
+      ...this.#d.store.damaged(),
+      ...this.#adding.values(),
+    ]);
     const current = new Set([
       ...links.map((l) => `link ${l}`),
       ...owners.map((o) => `owner ${o.containerId}/${o.ifname}`),

@@ -29,6 +29,9 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     requestTimeoutSeconds: 30,
   },
   stateDir: "/var/lib/ferry",
+  sysctlDir: "/proc/sys",
+  stagedConflist: "",
+  cniConfDir: "/etc/cni/net.d",
   network: {
     subnet: "10.244.0.0/24",
     bridge: "ferry0",
@@ -61,10 +64,13 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     maxConnections: 512,
     httpHost: "127.0.0.1",
     httpPort: 9667,
+    metricsHost: "0.0.0.0",
+    metricsPort: -1,
   },
   shutdownTimeoutSeconds: 10,
   nice: -10,
   logLevel: "info",
+  logFormat: "json",
 };
 
 /** Flags that override the file. */
@@ -79,6 +85,10 @@ export interface ConfigOverrides {
   stateDir?: string;
   /** `--standalone` */
   standalone?: boolean;
+  /** `--sysctl-dir` */
+  sysctlDir?: string;
+  /** `--staged-conflist` */
+  stagedConflist?: string;
 }
 
 /** A configuration that cannot be used. */

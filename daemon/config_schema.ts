@@ -38,6 +38,19 @@ export const DaemonConfigSchema = Type.Object({
     pattern: "^/",
     description: "where attachments and allocations are kept",
   }),
+  stagedConflist: Type.String({
+    description:
+      "a conflist staged by install-cni --stage-conflist, put into cniConfDir once the daemon is ready (the node's network is ready only then); empty: none",
+  }),
+  cniConfDir: Type.String({
+    pattern: "^/",
+    description: "the runtime's CNI config directory, where stagedConflist goes",
+  }),
+  sysctlDir: Type.String({
+    pattern: "^/",
+    description:
+      "where the daemon writes sysctls (only net/ below it): /proc/sys, or a bind mount of the host's /proc/sys/net under DIR/net in a container without privilege",
+  }),
   network: Type.Object({
     subnet: Type.String({ description: "node-local pod range, e.g. 10.244.0.0/24" }),
     rangeStart: Type.Optional(Type.String()),
@@ -185,6 +198,16 @@ export const DaemonConfigSchema = Type.Object({
       maximum: 65535,
       description: "the port of /healthz, /readyz and /metrics (0: any free one; -1: none)",
     }),
+    metricsHost: Type.String({
+      description:
+        "where a second listener serves the same for scrapers (0.0.0.0: the node's addresses, under hostNetwork)",
+    }),
+    metricsPort: Type.Integer({
+      minimum: -1,
+      maximum: 65535,
+      description:
+        "the scrapers' port, apart from the probes' so that its clients never delay them (0: any free one; -1: none)",
+    }),
   }, { additionalProperties: false }),
   shutdownTimeoutSeconds: Type.Number({ minimum: 0 }),
   nice: Type.Integer({
@@ -200,6 +223,10 @@ export const DaemonConfigSchema = Type.Object({
     Type.Literal("error"),
     Type.Literal("fatal"),
   ]),
+  logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
+    description:
+      "json: one JSON object per line (for log collectors); text: `time LEVEL logger: sentence` (for kubectl logs)",
+  }),
 }, { additionalProperties: false });
 
 /** The daemon configuration. */

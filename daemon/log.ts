@@ -1,5 +1,5 @@
 /**
- * Logging setup: LogTape, JSON lines on stderr, one category per module under `ferry`. Messages
+ * Logging setup: LogTape, JSON (or text) lines on stderr, one category per module under `ferry`. Messages
  * read as sentences: strings are interpolated as they are (no JSON quotes), other values as JSON;
  * the values also stay in `properties` for machines.
  *
@@ -40,7 +40,26 @@ export function jsonLine(record: LogRecord): string {
   }, (_, v) => typeof v === "bigint" ? v.toString() : v) + "\n";
 }
 
+/**
+ * One text line for a record, for people reading `kubectl logs`: time, level, logger, the sentence.
+ *
+ * @example
+ * ```ts
+ * textLine(record); // "2026-11-25T13:54:46.250Z INFO  ferry.daemon: serving on /run/ferry/ferry.sock …"
+ * ```
+ */
+export function textLine(record: LogRecord): string {
+  const level = record.level.toUpperCase().padEnd(5);
+  return `${new Date(record.timestamp).toISOString()} ${level} ${record.category.join(".")}: ${
+    renderMessage(record.message)
+  }\n`;
+}
+
+/** How log lines are written. */
+export type LogFormat = "json" | "text";
+
 const encoder = new TextEncoder();
+let format: (record: LogRecord) => string = jsonLine;
 let queued: Uint8Array[] = [];
 let pending: Promise<void> = Promise.resolve();
 let writing = false;
@@ -51,7 +70,7 @@ let writing = false;
  * under way go out together in the next one: one write per burst, not one per line.
  */
 const stderrSink: Sink = (record) => {
-  queued.push(encoder.encode(jsonLine(record)));
+  queued.push(encoder.encode(format(record)));
   if (writing) return;
   writing = true;
   pending = (async () => {
@@ -64,8 +83,8 @@ const stderrSink: Sink = (record) => {
 };
 
 /**
- * Configures LogTape for the daemon: JSON lines to stderr at `level` and above. Called again
- * (SIGHUP re-reads the config), it changes the level in place.
+ * Configures LogTape for the daemon: lines to stderr at `level` and above, JSON (the default) or
+ * text. Called again (SIGHUP re-reads the config), it changes level and format in place.
  *
  * @example
  * ```ts
@@ -73,7 +92,8 @@ const stderrSink: Sink = (record) => {
  * getLogger(["ferry", "server"]).info("listening on {socket}", { socket });
  * ```
  */
-export async function setupLogging(level: LogLevel): Promise<void> {
+export async function setupLogging(level: LogLevel, as: LogFormat = "json"): Promise<void> {
+  format = as === "text" ? textLine : jsonLine;
   await configure({
     reset: true,
     sinks: { stderr: stderrSink },

@@ -2,7 +2,7 @@
  * `deno task daemon`: the node daemon, wired in this one place. Everything else receives its
  * collaborators as parameters.
  *
- * Usage: `deno task daemon [--config FILE] [--socket PATH] [--node-name NAME] [--kubeconfig FILE] [--state-dir DIR] [--standalone]`
+ * Usage: `deno task daemon [--config FILE] [--socket PATH] [--node-name NAME] [--kubeconfig FILE] [--state-dir DIR] [--sysctl-dir DIR] [--staged-conflist FILE] [--standalone]`
  *
  * @module
  */
@@ -25,6 +25,7 @@ import { PodGc, type PodGcStats } from "./gc/pod_gc.ts";
 import { FerryMetrics } from "./metrics.ts";
 import { IdleTrimmer, mallocTrim } from "./idle_trim.ts";
 import { serveHttpPort } from "./http_port.ts";
+import { ConflistPublisher } from "./conflist_publisher.ts";
 import { NETWORK_STATUS_ANNOTATION } from "./multivif/selections.ts";
 import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.ts";
@@ -92,6 +93,8 @@ export interface Daemon {
   healthy(): boolean;
   /** `host:port` of `/healthz`, `/readyz` and `/metrics` (`server.httpPort`), when served. */
   httpAddress?: string;
+  /** `host:port` of the scrapers' port (`server.metricsPort`), when served. */
+  metricsAddress?: string;
   /** Stops it gracefully (in-flight requests finish up to the configured deadline). */
   stop(): Promise<void>;
   /**
@@ -403,11 +406,14 @@ export async function startDaemon(
   const logger = getLogger(["ferry", "daemon"]);
   const local = config.ipam.mode === "local" ? localRanges(config) : undefined;
   const store = await AttachmentStore.open(`${config.stateDir}/attachments`);
-  const ip = new SpawningIpRunner();
+  const ip = new SpawningIpRunner(config.sysctlDir);
   const libc = openLibc(config, logger);
-  const iproute2 = new IpPlumber(ip, { forwarding: config.network.forwarding });
+  const iproute2 = new IpPlumber(ip, {
+    forwarding: config.network.forwarding,
+    sysctlDir: config.sysctlDir,
+  });
   const plumber: Plumber = overrides.plumber ??
-    (libc ? new NetlinkPlumber(libc, iproute2) : iproute2);
+    (libc ? new NetlinkPlumber(libc, iproute2, config.sysctlDir) : iproute2);
   const netns = await NetnsGuard.forThisProcess();
   const network = new DefaultNetwork(
     {
@@ -764,11 +770,13 @@ export async function startDaemon(
     throw e;
   }
   serving = true;
-  // The TCP port is for probes and scrapes; the CNI socket serves whether or not it can be bound.
-  let httpPort: ReturnType<typeof serveHttpPort> | undefined;
-  if (config.server.httpPort >= 0) {
+  // The TCP ports are for probes and scrapes; the CNI socket serves whether or not they can be
+  // bound. The scrapers' port is a listener of its own, so that clients of the node's address
+  // filling its connections never delay the kubelet's probes on localhost.
+  const openPort = (host: string, port: number, what: string) => {
+    if (port < 0) return undefined;
     try {
-      httpPort = serveHttpPort(config.server.httpHost, config.server.httpPort, {
+      return serveHttpPort(host, port, {
         healthy,
         ready,
         metrics: () => Promise.resolve({ text: metrics.text(), contentType: metrics.contentType }),
@@ -779,13 +787,29 @@ export async function startDaemon(
         logger: getLogger(["ferry", "http"]),
       });
     } catch (e) {
-      logger.error("probes and metrics are not served: {host}:{port}: {error}", {
-        host: config.server.httpHost,
-        port: config.server.httpPort,
+      logger.error("{what} are not served: {host}:{port}: {error}", {
+        what,
+        host,
+        port,
         error: e instanceof Error ? e.message : String(e),
       });
     }
-  }
+  };
+  const httpPort = openPort(config.server.httpHost, config.server.httpPort, "probes and metrics");
+  const metricsPort = openPort(
+    config.server.metricsHost,
+    config.server.metricsPort,
+    "metrics for scrapers",
+  );
+  const conflist = config.stagedConflist
+    ? new ConflistPublisher({
+      staged: config.stagedConflist,
+      confDir: config.cniConfDir,
+      ready,
+      logger,
+    })
+    : undefined;
+  conflist?.start();
   logger.info("serving on {socket} for node {node}, ipam {ipam}, routing {routing}, {mode}", {
     socket: config.socket,
     node: config.nodeName,
@@ -797,6 +821,11 @@ export async function startDaemon(
   if (httpPort) {
     logger.info("probes and metrics on http://{address}", { address: httpPort.address });
   }
+  if (metricsPort) {
+    logger.info("metrics for scrapers on http://{address}/metrics", {
+      address: metricsPort.address,
+    });
+  }
   return {
     config,
     finished: server.finished,
@@ -804,12 +833,13 @@ export async function startDaemon(
     ready,
     healthy,
     httpAddress: httpPort?.address,
+    metricsAddress: metricsPort?.address,
     idle: () => service.idle(),
     mustRestart: fatal.promise,
     async stop() {
       serving = false;
       logger.info("shutting down");
-      await httpPort?.close();
+      await Promise.all([httpPort?.close(), metricsPort?.close(), conflist?.close()]);
       await server.shutdown(config.shutdownTimeoutSeconds * 1000);
       // Requests still in a plugin past the shutdown timeout are abandoned, and their plugins
       // ended (each runs in a session of its own: nothing else would end it).
@@ -959,7 +989,15 @@ export function parseDaemonArgs(
   args: string[],
 ): { configFile?: string; overrides: ConfigOverrides } {
   const flags = parseArgs(args, {
-    string: ["config", "socket", "node-name", "kubeconfig", "state-dir"],
+    string: [
+      "config",
+      "socket",
+      "node-name",
+      "kubeconfig",
+      "state-dir",
+      "sysctl-dir",
+      "staged-conflist",
+    ],
     boolean: ["standalone"],
     unknown: (arg: string) => {
       throw new ConfigError(`unknown argument ${arg}`);
@@ -972,6 +1010,8 @@ export function parseDaemonArgs(
       nodeName: flags["node-name"],
       kubeconfig: flags.kubeconfig,
       stateDir: flags["state-dir"],
+      sysctlDir: flags["sysctl-dir"],
+      stagedConflist: flags["staged-conflist"],
       standalone: flags.standalone ? true : undefined,
     },
   };
@@ -1026,7 +1066,7 @@ if (import.meta.main) {
   try {
     const { configFile, overrides } = parseDaemonArgs(Deno.args);
     const config = await loadConfig(configFile, overrides);
-    await setupLogging(config.logLevel);
+    await setupLogging(config.logLevel, config.logFormat);
     takeCpuPriority(config.nice, getLogger(["ferry", "daemon"]));
     daemon = await startDaemon(config);
   } catch (e) {
@@ -1038,7 +1078,7 @@ if (import.meta.main) {
     try {
       const { configFile, overrides } = parseDaemonArgs(Deno.args);
       const fresh = await loadConfig(configFile, overrides);
-      await setupLogging(fresh.logLevel);
+      await setupLogging(fresh.logLevel, fresh.logFormat);
       getLogger(["ferry", "daemon"]).info("SIGHUP: log level now {level}", {
         level: fresh.logLevel,
       });

@@ -211,20 +211,22 @@ export class BridgeDriver implements Driver {
 
   /**
    * What no attachment names: Ferry's host links on the bridge, and owners holding addresses.
-   * `damaged` keys (records that cannot be read) count as named.
+   * `unrecorded` keys (records that cannot be read, ADDs in flight) count as named.
    */
   async orphans(
     records: Attachment[],
-    damaged: AttachmentKey[] = [],
+    unrecorded: AttachmentKey[] = [],
   ): Promise<{ links: string[]; owners: AttachmentKey[] }> {
     const known = new Set([
       ...records.map((r) => r.hostIfname).filter(Boolean),
-      ...damaged.map((k) => hostLinkName(k.containerId, k.ifname)),
+      ...unrecorded.map((k) => hostLinkName(k.containerId, k.ifname)),
     ]);
     const links = (await this.#d.plumber.bridgePorts(this.#d.bridge)).filter((name) =>
       name.startsWith(HOST_LINK_PREFIX) && !known.has(name)
     );
-    const named = new Set([...records, ...damaged].map((r) => `${r.containerId}/${r.ifname}`));
+    const named = new Set(
+      [...records, ...unrecorded].map((r) => `${r.containerId}/${r.ifname}`),
+    );
     const owners = this.owners().filter((o) =>
       !named.has(`${o.containerId}/${o.ifname}`) &&
       !this.#d.allocators.some((a) => a.adopted?.(o))

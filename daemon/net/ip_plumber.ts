@@ -17,6 +17,8 @@ const NO_ADDRESS = /Cannot assign requested address/i;
 export interface IpPlumberOptions {
   /** Whether {@link Plumber.ensureBridge} turns on IP forwarding (default true). */
   forwarding?: boolean;
+  /** Where the runner writes sysctls (see `SpawningIpRunner`); default `/proc/sys`. */
+  sysctlDir?: string;
 }
 
 /**
@@ -30,11 +32,13 @@ export interface IpPlumberOptions {
 export class IpPlumber implements Plumber {
   readonly #ip: IpRunner;
   readonly #forwarding: boolean;
+  readonly #sysctlDir: string;
 
   /** Creates a plumber running its batches through `ip`. */
   constructor(ip: IpRunner, options: IpPlumberOptions = {}) {
     this.#ip = ip;
     this.#forwarding = options.forwarding ?? true;
+    this.#sysctlDir = options.sysctlDir ?? "/proc/sys";
   }
 
   /** Creates (when missing) and configures the bridge; repeating it is harmless. */
@@ -49,7 +53,9 @@ export class IpPlumber implements Plumber {
         });
       }
       const sysctls = [...plan.configure.sysctls];
-      if (this.#forwarding) sysctls.push(...(await bridgeNetfilterSysctls(spec.gateways)));
+      if (this.#forwarding) {
+        sysctls.push(...(await bridgeNetfilterSysctls(spec.gateways, this.#sysctlDir)));
+      }
       await this.#ip.batch(plan.configure.lines, { sysctls });
     } catch (e) {
       throw ioError(`failed to set up bridge ${spec.name}`, e);
@@ -204,13 +210,18 @@ export class IpPlumber implements Plumber {
  * `bridge-nf-call-iptables` (and `-ip6tables` for IPv6 gateways) on, where br_netfilter is loaded,
  * so that kube-proxy's rules see traffic between pods of one bridge; none where it is not.
  */
-async function bridgeNetfilterSysctls(gateways: string[]): Promise<[string, string][]> {
+async function bridgeNetfilterSysctls(
+  gateways: string[],
+  sysctlDir: string,
+): Promise<[string, string][]> {
   const out: [string, string][] = [];
   const families = [["iptables", false], ["ip6tables", true]] as const;
   for (const [name, v6] of families) {
     if (!gateways.some((g) => g.includes(":") === v6)) continue;
     const path = `net/bridge/bridge-nf-call-${name}`;
-    if (await Deno.stat(`/proc/sys/${path}`).then(() => true, () => false)) out.push([path, "1"]);
+    if (await Deno.stat(`${sysctlDir}/${path}`).then(() => true, () => false)) {
+      out.push([path, "1"]);
+    }
   }
   return out;
 }

@@ -29,16 +29,17 @@ export interface IpBatchOptions {
   details?: boolean;
   /** Address family of every line (`-4`/`-6`); iproute2 cannot switch it per line. */
   family?: 4 | 6;
-  /** Sysctls written (paths under `/proc/sys/`) in the same namespace before the batch runs. */
+  /** Sysctls written (paths under the runner's sysctl directory) in the same namespace first. */
   sysctls?: [path: string, value: string][];
 }
 
 /**
- * A shell script writing the sysctls given as `path=value` arguments, then exec'ing ip with
- * `ipArgs` (fixed flags only): one process chain per namespace; paths and values never become code.
+ * A shell script writing the sysctls given as `path=value` arguments below the directory given as
+ * the first argument, then exec'ing ip with `ipArgs` (fixed flags only): one process chain per
+ * namespace; the directory, paths and values never become code.
  */
 function sysctlsThenIp(ipArgs: string[]): string {
-  return `for kv do printf %s "\${kv##*=}" > "/proc/sys/\${kv%=*}" || exit 1; done; exec ip ${
+  return `dir=$1; shift; for kv do printf %s "\${kv##*=}" > "$dir/\${kv%=*}" || exit 1; done; exec ip ${
     ipArgs.join(" ")
   }`;
 }
@@ -58,6 +59,17 @@ export interface IpRunner {
  * ```
  */
 export class SpawningIpRunner implements IpRunner {
+  readonly #sysctlDir: string;
+
+  /**
+   * `sysctlDir` is where sysctls are written: `/proc/sys`, or (in a container without privilege,
+   * whose `/proc/sys` is read-only) a bind mount of the host's `/proc/sys/net` at `DIR/net`,
+   * which shows each namespace its own entries as `/proc/sys/net` does.
+   */
+  constructor(sysctlDir = "/proc/sys") {
+    this.#sysctlDir = sysctlDir;
+  }
+
   /** Runs `lines` as one batch. */
   async batch(lines: string[], options: IpBatchOptions = {}): Promise<string> {
     const flags = [
@@ -67,11 +79,18 @@ export class SpawningIpRunner implements IpRunner {
     ];
     const sysctls = options.sysctls ?? [];
     if (!options.netns) {
-      for (const [path, value] of sysctls) await writeSysctl(path, value);
+      for (const [path, value] of sysctls) await writeSysctl(path, value, this.#sysctlDir);
     }
     const ipArgs = [...flags, "-batch", "-"];
     const inNs = sysctls.length > 0
-      ? ["sh", "-c", sysctlsThenIp(ipArgs), "sh", ...sysctls.map(([p, v]) => `${p}=${v}`)]
+      ? [
+        "sh",
+        "-c",
+        sysctlsThenIp(ipArgs),
+        "sh",
+        this.#sysctlDir,
+        ...sysctls.map(([p, v]) => `${p}=${v}`),
+      ]
       : ["ip", ...ipArgs];
     const [cmd, args] = options.netns
       ? ["nsenter", [`--net=${options.netns}`, "--", ...inNs]]
@@ -88,10 +107,10 @@ export class SpawningIpRunner implements IpRunner {
   }
 }
 
-/** Writes one sysctl of the daemon's own (host) namespace. */
-export async function writeSysctl(path: string, value: string): Promise<void> {
+/** Writes one sysctl (`path` below `dir`) of the daemon's own (host) namespace. */
+export async function writeSysctl(path: string, value: string, dir = "/proc/sys"): Promise<void> {
   try {
-    await Deno.writeTextFile(`/proc/sys/${path}`, value);
+    await Deno.writeTextFile(`${dir}/${path}`, value);
   } catch (e) {
     throw new IpCommandError(`sysctl ${path}=${value}`, e instanceof Error ? e.message : String(e));
   }

@@ -189,6 +189,55 @@ async function ferryPodOn(node: string): Promise<string> {
   return list.items.find((p) => p.spec.nodeName === node)!.metadata.name;
 }
 
+/**
+ * The uninstall as the README gives it: the DaemonSet deleted, `deploy/uninstall` applied and
+ * rolled out (each node cleaned by its init step), then both deleted.
+ */
+async function uninstall(): Promise<void> {
+  await kubectl(
+    "delete",
+    "-n",
+    "kube-system",
+    "daemonset",
+    "ferry",
+    "--wait=true",
+    "--timeout=120s",
+  );
+  await until(
+    async () =>
+      (await exec("kubectl", [
+        "get",
+        "pods",
+        "-n",
+        "kube-system",
+        "-l",
+        "app.kubernetes.io/name=ferry",
+        "-o",
+        "name",
+      ])).out.trim() === "",
+    "Ferry's pods gone",
+    120_000,
+  );
+  await kubectl("apply", "-k", `${REPO}deploy/uninstall`);
+  await kubectl("rollout", "status", "-n", "kube-system", "ds/ferry-uninstall", "--timeout=180s");
+  for (const n of NODES) {
+    const pod = (await kubectlJson<
+      { items: { metadata: { name: string }; spec: { nodeName: string } }[] }
+    >("get", "pods", "-n", "kube-system", "-l", "app.kubernetes.io/name=ferry-uninstall"))
+      .items.find((p) => p.spec.nodeName === n)!.metadata.name;
+    console.log(`${n}: ${await kubectl("logs", "-n", "kube-system", pod, "-c", "uninstall")}`);
+  }
+  await kubectl("delete", "-k", `${REPO}deploy/uninstall`, "--wait=true");
+  await kubectl(
+    "delete",
+    "-k",
+    `${REPO}deploy`,
+    "--ignore-not-found",
+    "--wait=true",
+    "--timeout=120s",
+  );
+}
+
 /** What Ferry leaves on a node: nothing once uninstalled. */
 async function ferryLeftovers(node: string): Promise<string[]> {
   const left: string[] = [];
@@ -241,9 +290,52 @@ Deno.test({
       );
 
       await step(
-        "kubectl apply -k deploy/, unchanged, makes Ferry the network: the DaemonSet ready and every node Ready",
+        "kubectl apply -k deploy/, unchanged, makes Ferry the network; a node whose Ferry is not ready stays NotReady until it is",
         async () => {
-          await script("ferry.sh", ["install", REPO]);
+          // The node's identity held by another daemon: Ferry on that node cannot serve.
+          const held = NODES[2];
+          await apply({
+            apiVersion: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: { name: `ferry-node-${held}`, namespace: "kube-system" },
+            spec: {
+              holderIdentity: "another-daemon-of-the-same-name",
+              leaseDurationSeconds: 3600,
+              renewTime: new Date().toISOString().replace("Z", "000Z"),
+            },
+          });
+          await script("use-cni.sh", ["none"]);
+          for (let i = 0; i < 5; i++) {
+            if ((await exec("kubectl", ["apply", "-k", `${REPO}deploy`])).code === 0) break;
+            await new Promise((r) => setTimeout(r, 2000));
+          }
+          await kubectl("apply", "-k", `${REPO}deploy`);
+          const nodeReady = async (n: string) =>
+            (await kubectlJson<{ status: { conditions: { type: string; status: string }[] } }>(
+              "get",
+              "node",
+              n,
+            )).status.conditions.some((c) => c.type === "Ready" && c.status === "True");
+          for (const n of NODES.filter((n) => n !== held)) {
+            await until(() => nodeReady(n), `${n} Ready with Ferry`, 180_000);
+          }
+          // Long past the others' readiness: still NotReady, its network unconfigured.
+          await new Promise((r) => setTimeout(r, 20_000));
+          assertEquals(await nodeReady(held), false, `${held} Ready while its Ferry cannot serve`);
+          const conf = await nodeexec(held, "ls", "/etc/cni/net.d");
+          assert(!conf.out.includes("10-ferry.conflist"), conf.out);
+          const log = await kubectl(
+            "logs",
+            "-n",
+            "kube-system",
+            await ferryPodOn(held),
+            "-c",
+            "ferry",
+          );
+          assert(log.includes("another-daemon-of-the-same-name"), log.slice(-3000));
+          // The other daemon gone (its Lease deleted): Ferry takes the node, the node turns Ready.
+          await kubectl("delete", "lease", "-n", "kube-system", `ferry-node-${held}`);
+          await until(() => nodeReady(held), `${held} Ready once its Ferry is`, 180_000);
           await ferryReady();
           await kubectl("create", "namespace", NS);
           await apply({
@@ -277,6 +369,56 @@ Deno.test({
         assertEquals(fail, []);
         await ipamCheck();
       });
+
+      await alone(
+        "the daemons run unprivileged with NET_ADMIN, SYS_ADMIN and SYS_NICE only; Prometheus can scrape each through its pod's address; the log reads as sentences",
+        async () => {
+          for (const n of NODES) {
+            const pod = await ferryPodOn(n);
+            const status = await kubectl(
+              "exec",
+              "-n",
+              "kube-system",
+              pod,
+              "-c",
+              "ferry",
+              "--",
+              "grep",
+              "-E",
+              "^Cap(Eff|Prm|Bnd):",
+              "/proc/1/status",
+            );
+            // NET_ADMIN (12), SYS_ADMIN (21), SYS_NICE (23), and nothing else.
+            const want = ((1n << 12n) | (1n << 21n) | (1n << 23n)).toString(16).padStart(16, "0");
+            for (const line of status.trim().split("\n")) {
+              assertEquals(line.split(/\s+/)[1], want, `${n}: ${line}`);
+            }
+            const spec = await kubectlJson<
+              {
+                metadata: { annotations: Record<string, string> };
+                status: { podIP: string };
+                spec: { containers: { securityContext: Record<string, unknown> }[] };
+              }
+            >("get", "pod", "-n", "kube-system", pod);
+            assertEquals(spec.spec.containers[0].securityContext.privileged, false);
+            assertEquals(spec.metadata.annotations["prometheus.io/scrape"], "true");
+            const port = spec.metadata.annotations["prometheus.io/port"];
+            const scrape = await exec("curl", [
+              "-s",
+              "-m",
+              "5",
+              `http://${spec.status.podIP}:${port}/metrics`,
+            ]);
+            assert(
+              /^ferry_cni_requests_total\{command="ADD",code="0"\} \d+$/m.test(scrape.out),
+              `${n}: ${scrape.out.slice(0, 1500)}${scrape.err}`,
+            );
+            const log = await kubectl("logs", "-n", "kube-system", pod, "-c", "ferry");
+            assert(/serving on \S+ for node /.test(log), log.slice(0, 2000));
+            assert(!/^\s*\{/m.test(log), `no JSON lines:\n${log.slice(0, 2000)}`);
+          }
+        },
+      );
 
       await step(
         "sig-network conformance (no DNS) passes with Ferry as the DaemonSet ships it",
@@ -542,11 +684,14 @@ Deno.test({
         },
       );
 
-      await alone("the uninstall leaves nothing of Ferry on any node", async () => {
-        await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=180s");
-        await script("ferry.sh", ["uninstall", REPO]);
-        for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
-      });
+      await alone(
+        "the uninstall (deploy/uninstall) leaves nothing of Ferry on any node",
+        async () => {
+          await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=180s");
+          await uninstall();
+          for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
+        },
+      );
 
       await alone(
         "pool IPAM on nodes without podCIDRs (deploy/overlays/pool): blocks claimed, Networking Granular Checks: Pods pass, ipam check clean",
@@ -574,7 +719,7 @@ Deno.test({
           assertEquals(run.failed, [], run.text);
           assert(run.passed >= 4, run.text);
           await ipamCheck();
-          await script("ferry.sh", ["uninstall", REPO]);
+          await uninstall();
           for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
         },
       );

@@ -1,5 +1,5 @@
 import { assertEquals } from "deno-std/assert/mod.js";
-import { jsonLine, renderMessage } from "../../daemon/log.ts";
+import { jsonLine, renderMessage, textLine } from "../../daemon/log.ts";
 
 Deno.test("log messages read as sentences: strings bare, other values as JSON", () => {
   assertEquals(
@@ -22,4 +22,18 @@ Deno.test("log messages read as sentences: strings bare, other values as JSON", 
     logger: "ferry.cni",
     properties: { pod: "default/web-0", n: "10" },
   });
+});
+
+Deno.test("text lines read as time, level, logger and the sentence", () => {
+  assertEquals(
+    textLine({
+      category: ["ferry", "daemon"],
+      level: "info",
+      message: ["serving on ", "/run/ferry/ferry.sock", " for node ", "rc-node1", ""],
+      rawMessage: "serving on {socket} for node {node}",
+      properties: { socket: "/run/ferry/ferry.sock", node: "rc-node1" },
+      timestamp: 0,
+    }),
+    "1970-01-01T00:00:00.000Z INFO  ferry.daemon: serving on /run/ferry/ferry.sock for node rc-node1\n",
+  );
 });

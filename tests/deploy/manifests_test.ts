@@ -49,6 +49,7 @@ Deno.test({
         DEPLOY,
         `${DEPLOY}overlays/vxlan/`,
         `${DEPLOY}overlays/pool/`,
+        `${DEPLOY}overlays/privileged/`,
         new URL("../node/overlay/", import.meta.url).pathname,
       ]
     ) {

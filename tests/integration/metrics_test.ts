@@ -51,3 +51,30 @@ Deno.test({
         assertEquals((await fetch(`${base}/nope`)).status, 404);
       })),
 });
+
+Deno.test({
+  name:
+    "the scrapers' port is a listener of its own: with every one of its connections taken, the probes on localhost still answer",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withFerry({
+      config: { server: { metricsHost: "127.0.0.1", metricsPort: 0, maxConnections: 4 } },
+    }, async (ferry) => {
+      const { httpAddress, metricsAddress } = ferry.daemon();
+      assert(metricsAddress && metricsAddress !== httpAddress, `${metricsAddress}`);
+      const scraped = await fetch(`http://${metricsAddress}/metrics`);
+      assertEquals(scraped.status, 200);
+      assert((await scraped.text()).includes("ferry_cni_requests_total"));
+      // Clients that connect to the scrapers' port and send nothing hold all its connections.
+      const [host, port] = metricsAddress!.split(":");
+      const held = await Promise.all(
+        Array.from({ length: 6 }, () => Deno.connect({ hostname: host, port: Number(port) })),
+      );
+      try {
+        const probe = await fetch(`http://${httpAddress}/readyz`);
+        assertEquals([probe.status, (await probe.text()).trim()], [200, "ok"]);
+      } finally {
+        for (const c of held) c.close();
+      }
+    }),
+});

@@ -161,6 +161,12 @@ Deno.test({
       for (const f of ["ferry", "ferry-deno", "ferry-shim.js"]) {
         assert((await Deno.stat(`${HOST_BIN}/${f}`)).isFile, f);
       }
+      // The conflist is published by the daemon once it is ready (staged by the install step).
+      await until(
+        "the daemon published the conflist",
+        30_000,
+        () => Deno.stat(`${HOST_CONF}/10-ferry.conflist`).then(() => true, () => false),
+      );
       const conflist = JSON.parse(await Deno.readTextFile(`${HOST_CONF}/10-ferry.conflist`));
       assertEquals(conflist.plugins.map((p: { type: string }) => p.type), ["ferry", "portmap"]);
       assert(

@@ -40,14 +40,22 @@ export class NetlinkPlumber implements Plumber {
   readonly #homeFd: number;
   readonly #host: RouteSocket;
   readonly #offThread: RouteSocketPool;
+  readonly #sysctlDir: string;
 
   /**
    * Opens the daemon's own namespace and a netlink socket in it; the requests sent from workers
-   * take sockets of `offThread` (by default a pool of this namespace's).
+   * take sockets of `offThread` (by default a pool of this namespace's). The pod end's sysctls are
+   * written below `sysctlDir` from inside the pod's namespace (see `SpawningIpRunner`).
    */
-  constructor(sys: NetlinkSys, rest: Plumber, offThread = new RouteSocketPool(sys)) {
+  constructor(
+    sys: NetlinkSys,
+    rest: Plumber,
+    sysctlDir = "/proc/sys",
+    offThread = new RouteSocketPool(sys),
+  ) {
     this.#sys = sys;
     this.#rest = rest;
+    this.#sysctlDir = sysctlDir;
     this.#homeFd = sys.openRead("/proc/thread-self/ns/net");
     this.#host = new RouteSocket(sys, sys.netlinkSocket());
     this.#offThread = offThread;
@@ -102,7 +110,9 @@ export class NetlinkPlumber implements Plumber {
       await addressed;
       const { sysctls } = planVeth(spec).container;
       const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
-        for (const [path, value] of sysctls) this.#sys.writeFile(`/proc/sys/${path}`, value);
+        for (const [path, value] of sysctls) {
+          this.#sys.writeFile(`${this.#sysctlDir}/${path}`, value);
+        }
         return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
       });
       try {
