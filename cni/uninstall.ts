@@ -4,7 +4,7 @@
  * on every node): removes what Ferry left on the node, in the order
  * that keeps the runtime from half-using it: the conflist first (new pods stop naming Ferry), then
  * the shim (wrapper, its Deno, its bundle), the links Ferry made on its bridge, the bridge, the
- * VXLAN device, its routes (protocol 199), its nftables table, its state and socket directories.
+ * VXLAN device, its routes (protocol 199), its nftables tables (masquerade, policy), its state and socket directories.
  * Names come from the daemon's config file (the ConfigMap's `config.json`; defaults otherwise).
  * Prints what it removed; what is already gone is skipped. In the image it runs as
  * `deno run --allow-all --cached-only cni/uninstall.ts`.
@@ -29,6 +29,8 @@ export interface NodeInstall {
   vxlanDevice: string;
   /** The nftables table (family inet). */
   nftTable: string;
+  /** The NetworkPolicy table (family inet). */
+  policyTable?: string;
   /** The daemon's state directory. */
   stateDir: string;
   /** The directory of the daemon's socket. */
@@ -92,10 +94,9 @@ export async function uninstallNode(n: NodeInstall): Promise<string[]> {
       done.push(`routes ${family} proto ${FERRY_ROUTE_PROTOCOL}`);
     }
   }
-  note(
-    (await quiet("nft", ["delete", "table", "inet", n.nftTable])).ok,
-    `nft table inet ${n.nftTable}`,
-  );
+  for (const table of [n.nftTable, n.policyTable].filter((t): t is string => !!t)) {
+    note((await quiet("nft", ["delete", "table", "inet", table])).ok, `nft table inet ${table}`);
+  }
   note(await removePath(n.stateDir, true), n.stateDir);
   note(await removePath(n.socketDir, true), n.socketDir);
   return done;
@@ -122,6 +123,7 @@ if (import.meta.main) {
     bridge: config.network.bridge,
     vxlanDevice: config.routing.vxlan.device,
     nftTable: config.masquerade.table,
+    policyTable: config.policy.table,
     stateDir: root + config.stateDir,
     socketDir: root + (config.socket.slice(0, config.socket.lastIndexOf("/")) || "/"),
   });

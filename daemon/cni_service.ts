@@ -63,6 +63,17 @@ export interface CniServiceDeps {
   logger: Logger;
   /** Pods from Kubernetes; absent in standalone mode (no pod lookup, no annotation). */
   pods?: PodSource;
+  /**
+   * NetworkPolicy: told of each default-network ADD's addresses before it answers (the pod's
+   * rules are then in place) and of each DEL.
+   */
+  policy?: {
+    plugged(
+      pod: { namespace: string; name: string; labels: Record<string, string> },
+      ips: string[],
+    ): Promise<void>;
+    unplugged(pod: { namespace: string; name: string }): void;
+  };
   /** Where ADD's phases are timed (`/v1/stats`); none when absent. */
   phases?: PhaseStats;
   /**
@@ -344,6 +355,18 @@ export class CniService {
             throw e;
           }
         }
+        if (pod && this.#d.policy) {
+          try {
+            await this.#d.policy.plugged(
+              pod,
+              (record.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
+            );
+          } catch (e) {
+            // Not answered with the pod open to what its policies deny: undone instead.
+            await this.#release(key, req).catch(() => {});
+            throw e;
+          }
+        }
         if (pod && ref) {
           this.#d.pods!.registry.setContainerId(ref, key.containerId);
           this.#d.pods!.annotate(pod, record);
@@ -471,6 +494,7 @@ export class CniService {
       } else if (ref && current) {
         registry!.setContainerId(ref, undefined);
       }
+      if (ref && !(current && current !== key.containerId)) this.#d.policy?.unplugged(ref);
       await this.#release(key, req, answer);
     }, signal);
     const where = `${req.netns ?? ""}\0${key.ifname}`;

@@ -71,6 +71,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   nice: -10,
   logLevel: "info",
   logFormat: "json",
+  policy: { enabled: true, table: "ferry-policy" },
 };
 
 /** Flags that override the file. */

@@ -223,6 +223,15 @@ export const DaemonConfigSchema = Type.Object({
     Type.Literal("error"),
     Type.Literal("fatal"),
   ]),
+  policy: Type.Object({
+    enabled: Type.Boolean({
+      description: "enforce Kubernetes NetworkPolicy on this node's pods (needs the API)",
+    }),
+    table: Type.String({
+      pattern: "^[A-Za-z][A-Za-z0-9_-]*$",
+      description: "the nftables table (family inet) the policies are written to",
+    }),
+  }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
     description:
       "json: one JSON object per line (for log collectors); text: `time LEVEL logger: sentence` (for kubectl logs)",

@@ -26,6 +26,8 @@ import { FerryMetrics } from "./metrics.ts";
 import { IdleTrimmer, mallocTrim } from "./idle_trim.ts";
 import { serveHttpPort } from "./http_port.ts";
 import { ConflistPublisher } from "./conflist_publisher.ts";
+import { policySide } from "./policy/policy_watches.ts";
+import type { PolicyEnforcer, PolicyStats } from "./policy/policy_enforcer.ts";
 import { NETWORK_STATUS_ANNOTATION } from "./multivif/selections.ts";
 import { NadCache, type NadObject } from "./multivif/nad_cache.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./multivif/drivers.ts";
@@ -113,6 +115,8 @@ export interface Daemon {
 
 /** The daemon's counters. */
 export interface DaemonStats {
+  /** NetworkPolicy: policies known, this node's isolated pods, table writes and failures. */
+  policy?: PolicyStats;
   /** CNI requests served, by command. */
   cniRequests: Record<string, number>;
   /** The process's memory (`Deno.memoryUsage()`), in bytes. */
@@ -191,6 +195,8 @@ interface KubeSide {
   nads: { cache: NadCache; watch(): void };
   /** Starts and stops the pool watches (`ipam.mode` pool or auto). */
   poolWatch?: { start(): void; stop(): Promise<void> };
+  /** NetworkPolicy on this node's pods (`policy.enabled`). */
+  policy?: PolicyEnforcer;
   /** The API, for the pool IPAM's block writes. */
   client: KubeClient;
   /** Writes this node's VXLAN endpoint into its Node's annotations. */
@@ -273,7 +279,19 @@ async function connectKube(
     };
     if (config.ipam.mode === "pool") poolWatch.start();
   }
+  const policy = config.policy.enabled
+    ? policySide({
+      kube,
+      watcher,
+      watchOptions,
+      nodeName: config.nodeName,
+      table: config.policy.table,
+      nft: new NftRunner(),
+      logger: getLogger(["ferry", "policy"]),
+    })
+    : undefined;
   watcher.start();
+  policy?.start();
   // One merge patch per ADD carries both of Ferry's annotations (the value is their JSON).
   const annotations = new AnnotationWriter(
     (pod, value) =>
@@ -328,6 +346,7 @@ async function connectKube(
     pools,
     nads,
     poolWatch,
+    policy,
     client: kube,
     async publishVtep(vtep) {
       await kube.patchMerge(NODES, undefined, config.nodeName, {
@@ -342,6 +361,7 @@ async function connectKube(
       await annotations.flush(AbortSignal.timeout(5000));
       // No more retries; a write still in flight ends with the client below.
       void annotations.close();
+      await policy?.close();
       await watcher.stop();
       await nadInformer?.stop();
       http.close();
@@ -563,6 +583,7 @@ export async function startDaemon(
     isReady: ready,
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
+    policy: kube?.policy,
     multiVif: kube
       ? {
         ...multiVif(config, kube.nads, () => [
@@ -700,6 +721,7 @@ export async function startDaemon(
     podWatch: kube?.watcher.stats().pods,
     gc: gc ? { ...gc.stats(), deadNodeBlocks: reclaimer?.stats() } : undefined,
     netnsSweep: netnsSweep?.stats(),
+    policy: kube?.policy?.stats(),
     ipamCheck: nodeCheck.stats(),
     registry: kube
       ? { pods: kube.pods.registry.size, waiting: kube.pods.registry.waiting }

@@ -91,13 +91,19 @@ export interface SimCluster {
   internet: string;
   /**
    * Creates a pod bound to `node`, makes its namespace and plugs it through the node's shim; with
-   * `retryFor` (ms), repeats ADD while it answers code 11, as a runtime does.
+   * `retryFor` (ms), repeats ADD while it answers code 11, as a runtime does. Then writes its
+   * addresses into its status, as the kubelet does.
    */
   addPod(
     node: SimNode,
     name: string,
     retryFor?: number,
-    options?: { floor?: SimFloor; annotations?: Record<string, string> },
+    options?: {
+      floor?: SimFloor;
+      annotations?: Record<string, string>;
+      labels?: Record<string, string>;
+      ports?: { name: string; containerPort: number; protocol?: string }[];
+    },
   ): Promise<SimPod>;
   /** Unplugs a pod (DEL through its node's shim) and removes it. */
   removePod(pod: SimPod): Promise<ShimRun>;
@@ -372,10 +378,15 @@ export async function withSimCluster<T>(
         // Pod names are unique per simulation: a real API server outlives it.
         name = `${name}-${token}`;
         const created = await client.create<Pod>(PODS, {
-          metadata: { name, namespace: "default", annotations: options.annotations },
+          metadata: {
+            name,
+            namespace: "default",
+            annotations: options.annotations,
+            labels: options.labels,
+          },
           spec: {
             nodeName: node.name,
-            containers: [{ name: "c", image: "registry.invalid/pause:3.9" }],
+            containers: [{ name: "c", image: "registry.invalid/pause:3.9", ports: options.ports }],
           },
         });
         createdPods.push(name);
@@ -404,6 +415,11 @@ export async function withSimCluster<T>(
         }
         const ips = (out.json as { ips: { address: string }[] }).ips
           .map((i) => i.address.split("/")[0]);
+        // As the kubelet: the sandbox's addresses into the pod's status (best effort: a pod
+        // deleted meanwhile has none to write).
+        await client.patchMerge(PODS, "default", name, {
+          status: { phase: "Running", podIP: ips[0], podIPs: ips.map((ip) => ({ ip })) },
+        }, { subresource: "status" }).catch(() => {});
         const pod = {
           name,
           node,

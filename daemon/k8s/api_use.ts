@@ -24,7 +24,19 @@ export const DAEMON_API_USE: ApiUse[] = [
     resource: "pods",
     verbs: ["list", "watch"],
     why:
-      "the one watch of the node's pods (metadata only: PartialObjectMetadata; first list from the watch cache)",
+      "the one watch of the node's pods (metadata only: PartialObjectMetadata; first list from the watch cache); NetworkPolicy: one watch of every pod (labels, addresses, named ports)",
+  },
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["list", "watch"],
+    why: "NetworkPolicy: namespace labels, for namespaceSelector peers",
+  },
+  {
+    group: "networking.k8s.io",
+    resource: "networkpolicies",
+    verbs: ["list", "watch"],
+    why: "NetworkPolicy: the policies enforced on the node's pods",
   },
   {
     group: "",

@@ -228,11 +228,11 @@ export class KubeClient {
     namespace: string | undefined,
     name: string,
     patch: unknown,
-    opts: { metadataOnly?: boolean; signal?: AbortSignal } = {},
+    opts: { metadataOnly?: boolean; signal?: AbortSignal; subresource?: "status" } = {},
   ) {
     return this.#t.json<T>({
       method: "PATCH",
-      path: resourcePath(rt, namespace, name),
+      path: resourcePath(rt, namespace, name) + (opts.subresource ? `/${opts.subresource}` : ""),
       body: patch,
       contentType: "application/merge-patch+json",
       accept: opts.metadataOnly ? ACCEPT_METADATA : undefined,

@@ -42,6 +42,14 @@ export const NAMESPACES: ResourceType = {
   kind: "Namespace",
   namespaced: false,
 };
+/** NetworkPolicies. */
+export const NETWORK_POLICIES: ResourceType = {
+  group: "networking.k8s.io",
+  version: "v1",
+  plural: "networkpolicies",
+  kind: "NetworkPolicy",
+  namespaced: true,
+};
 /** core/v1 Events. */
 export const EVENTS: ResourceType = {
   group: "",

@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request still unanswered after this long fails (and is retried)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"stagedConflist":{"description":"a conflist staged by install-cni --stage-conflist, put into cniConfDir once the daemon is ready (the node's network is ready only then); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where stagedConflist goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only net/ below it): /proc/sys, or a bind mount of the host's /proc/sys/net under DIR/net in a container without privilege","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use; * allows every type","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (0.0.0.0: the node's addresses, under hostNetwork)","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port, apart from the probes' so that its clients never delay them (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"logFormat":{"description":"json: one JSON object per line (for log collectors); text: `time LEVEL logger: sentence` (for kubectl logs)","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket the shim talks to","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes","type":"string"},"kubeconfig":{"description":"kubeconfig file; in-cluster when absent","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with insecure-skip-tls-verify","type":"boolean"},"standalone":{"description":"no Kubernetes: plug without pod lookup (local tests, plain CNI)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request still unanswered after this long fails (and is retried)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"type":"number"},"resyncSeconds":{"minimum":0,"type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"type":"number"}}},"stateDir":{"pattern":"^/","description":"where attachments and allocations are kept","type":"string"},"stagedConflist":{"description":"a conflist staged by install-cni --stage-conflist, put into cniConfDir once the daemon is ready (the node's network is ready only then); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where stagedConflist goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only net/ below it): /proc/sys, or a bind mount of the host's /proc/sys/net under DIR/net in a container without privilege","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"node-local pod range, e.g. 10.244.0.0/24","type":"string"},"rangeStart":{"type":"string"},"rangeEnd":{"type":"string"},"gateway":{"type":"string"},"subnet6":{"description":"second family for dual stack, e.g. fd00:10:244::/64 (gateway: first host)","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge pod veths join; it holds the gateways","type":"string"},"forwarding":{"description":"turn on IPv4/IPv6 forwarding on the node","type":"boolean"},"plumbing":{"description":"plug pod veths with in-process netlink, or with iproute2 batches","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"local: network.subnet(6) on every node; kubernetes: the node's spec.podCIDRs; pool: blocks of Ferry's IPPools; auto: kubernetes when the node has podCIDRs, pool otherwise","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks from, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: how long a block stays empty before the node gives it back","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order; [] turns them off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"generated interface names: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without spec.config finds <name>.conflist","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use; * allows every type","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"attachments younger than this are never released by the reconcile loop","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces (0: never)","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up and reported","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where the Lease `ferry-ipam-reclaim` lives","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"none: pods reach pods of this node only; host-gw: a route per other node; vxlan: an overlay","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"masquerade pod egress to non-pod addresses","type":"boolean"},"nonMasqueradeCIDRs":{"description":"destinations besides pod ranges that see pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family inet) Ferry owns","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"deadline of a delegated or IPAM plugin run","type":"number"},"maxRequestBytes":{"minimum":1024,"type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request must arrive whole within this (slow or stalled clients are cut)","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a response must be taken within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; more get code 11 at once","type":"integer"},"httpHost":{"description":"where /healthz, /readyz and /metrics are served (TCP, for probes and scrapes)","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of /healthz, /readyz and /metrics (0: any free one; -1: none)","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (0.0.0.0: the node's addresses, under hostNetwork)","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port, apart from the probes' so that its clients never delay them (0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority (every thread's nice value, set at start; 0 leaves it)","type":"integer"},"logLevel":{"anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods (needs the API)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family inet) the policies are written to","type":"string"}}},"logFormat":{"description":"json: one JSON object per line (for log collectors); text: `time LEVEL logger: sentence` (for kubectl logs)","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern4 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -13,6 +13,7 @@ const pattern6 = new RegExp("^[a-zA-Z][a-zA-Z0-9_-]{0,10}$", "u");
 const pattern7 = new RegExp("^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$", "u");
 const pattern8 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
 const pattern10 = new RegExp("^[a-zA-Z][a-zA-Z0-9_]{0,31}$", "u");
+const pattern11 = new RegExp("^[A-Za-z][A-Za-z0-9_-]*$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="ferry:validateDaemonConfig" */;
@@ -259,8 +260,8 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(data.logFormat === undefined){
-const err24 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logFormat"},message:"must have required property '"+"logFormat"+"'"};
+if(data.policy === undefined){
+const err24 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "policy"},message:"must have required property '"+"policy"+"'"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -269,9 +270,8 @@ vErrors.push(err24);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(func2.call(schema11.properties, key0))){
-const err25 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(data.logFormat === undefined){
+const err25 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logFormat"},message:"must have required property '"+"logFormat"+"'"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -280,12 +280,9 @@ vErrors.push(err25);
 }
 errors++;
 }
-}
-if(data.socket !== undefined){
-let data0 = data.socket;
-if(typeof data0 === "string"){
-if(!pattern0.test(data0)){
-const err26 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+for(const key0 in data){
+if(!(func2.call(schema11.properties, key0))){
+const err26 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -295,8 +292,11 @@ vErrors.push(err26);
 errors++;
 }
 }
-else {
-const err27 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.socket !== undefined){
+let data0 = data.socket;
+if(typeof data0 === "string"){
+if(!pattern0.test(data0)){
+const err27 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -306,11 +306,8 @@ vErrors.push(err27);
 errors++;
 }
 }
-if(data.nodeName !== undefined){
-let data1 = data.nodeName;
-if(typeof data1 === "string"){
-if(data1.length < 1){
-const err28 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err28 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -320,8 +317,11 @@ vErrors.push(err28);
 errors++;
 }
 }
-else {
-const err29 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.nodeName !== undefined){
+let data1 = data.nodeName;
+if(typeof data1 === "string"){
+if(data1.length < 1){
+const err29 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -331,9 +331,8 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data.kubeconfig !== undefined){
-if(typeof data.kubeconfig !== "string"){
-const err30 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err30 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -343,9 +342,9 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data.allowInsecureTls !== undefined){
-if(typeof data.allowInsecureTls !== "boolean"){
-const err31 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.kubeconfig !== undefined){
+if(typeof data.kubeconfig !== "string"){
+const err31 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -355,9 +354,9 @@ vErrors.push(err31);
 errors++;
 }
 }
-if(data.standalone !== undefined){
-if(typeof data.standalone !== "boolean"){
-const err32 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.allowInsecureTls !== undefined){
+if(typeof data.allowInsecureTls !== "boolean"){
+const err32 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -367,11 +366,9 @@ vErrors.push(err32);
 errors++;
 }
 }
-if(data.podWaitSeconds !== undefined){
-let data5 = data.podWaitSeconds;
-if((typeof data5 == "number") && (isFinite(data5))){
-if(data5 <= 0 || isNaN(data5)){
-const err33 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data.standalone !== undefined){
+if(typeof data.standalone !== "boolean"){
+const err33 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -381,8 +378,11 @@ vErrors.push(err33);
 errors++;
 }
 }
-else {
-const err34 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.podWaitSeconds !== undefined){
+let data5 = data.podWaitSeconds;
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 <= 0 || isNaN(data5)){
+const err34 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -392,11 +392,8 @@ vErrors.push(err34);
 errors++;
 }
 }
-if(data.apiRequestTimeoutSeconds !== undefined){
-let data6 = data.apiRequestTimeoutSeconds;
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 <= 0 || isNaN(data6)){
-const err35 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err35 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -406,8 +403,11 @@ vErrors.push(err35);
 errors++;
 }
 }
-else {
-const err36 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.apiRequestTimeoutSeconds !== undefined){
+let data6 = data.apiRequestTimeoutSeconds;
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 <= 0 || isNaN(data6)){
+const err36 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -417,11 +417,8 @@ vErrors.push(err36);
 errors++;
 }
 }
-if(data.watch !== undefined){
-let data7 = data.watch;
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-if(data7.timeoutSeconds === undefined){
-const err37 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
+else {
+const err37 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -430,8 +427,12 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(data7.unhealthyAfterSeconds === undefined){
-const err38 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
+}
+if(data.watch !== undefined){
+let data7 = data.watch;
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+if(data7.timeoutSeconds === undefined){
+const err38 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -440,8 +441,8 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(data7.resyncSeconds === undefined){
-const err39 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
+if(data7.unhealthyAfterSeconds === undefined){
+const err39 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -450,8 +451,8 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(data7.requestTimeoutSeconds === undefined){
-const err40 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
+if(data7.resyncSeconds === undefined){
+const err40 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -460,9 +461,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-for(const key1 in data7){
-if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
-const err41 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data7.requestTimeoutSeconds === undefined){
+const err41 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -471,11 +471,9 @@ vErrors.push(err41);
 }
 errors++;
 }
-}
-if(data7.timeoutSeconds !== undefined){
-let data8 = data7.timeoutSeconds;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-const err42 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key1 in data7){
+if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
+const err42 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -484,9 +482,11 @@ vErrors.push(err42);
 }
 errors++;
 }
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 < 1 || isNaN(data8)){
-const err43 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data7.timeoutSeconds !== undefined){
+let data8 = data7.timeoutSeconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err43 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -495,13 +495,9 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-}
-if(data7.unhealthyAfterSeconds !== undefined){
-let data9 = data7.unhealthyAfterSeconds;
-if((typeof data9 == "number") && (isFinite(data9))){
-if(data9 <= 0 || isNaN(data9)){
-const err44 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 < 1 || isNaN(data8)){
+const err44 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -511,8 +507,12 @@ vErrors.push(err44);
 errors++;
 }
 }
-else {
-const err45 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data7.unhealthyAfterSeconds !== undefined){
+let data9 = data7.unhealthyAfterSeconds;
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 <= 0 || isNaN(data9)){
+const err45 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -522,11 +522,8 @@ vErrors.push(err45);
 errors++;
 }
 }
-if(data7.resyncSeconds !== undefined){
-let data10 = data7.resyncSeconds;
-if((typeof data10 == "number") && (isFinite(data10))){
-if(data10 < 0 || isNaN(data10)){
-const err46 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+else {
+const err46 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -536,8 +533,11 @@ vErrors.push(err46);
 errors++;
 }
 }
-else {
-const err47 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data7.resyncSeconds !== undefined){
+let data10 = data7.resyncSeconds;
+if((typeof data10 == "number") && (isFinite(data10))){
+if(data10 < 0 || isNaN(data10)){
+const err47 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -547,11 +547,8 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(data7.requestTimeoutSeconds !== undefined){
-let data11 = data7.requestTimeoutSeconds;
-if((typeof data11 == "number") && (isFinite(data11))){
-if(data11 <= 0 || isNaN(data11)){
-const err48 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err48 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -561,8 +558,11 @@ vErrors.push(err48);
 errors++;
 }
 }
-else {
-const err49 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data7.requestTimeoutSeconds !== undefined){
+let data11 = data7.requestTimeoutSeconds;
+if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 <= 0 || isNaN(data11)){
+const err49 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -572,9 +572,8 @@ vErrors.push(err49);
 errors++;
 }
 }
-}
 else {
-const err50 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err50 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -584,11 +583,9 @@ vErrors.push(err50);
 errors++;
 }
 }
-if(data.stateDir !== undefined){
-let data12 = data.stateDir;
-if(typeof data12 === "string"){
-if(!pattern0.test(data12)){
-const err51 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+}
+else {
+const err51 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -598,8 +595,11 @@ vErrors.push(err51);
 errors++;
 }
 }
-else {
-const err52 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.stateDir !== undefined){
+let data12 = data.stateDir;
+if(typeof data12 === "string"){
+if(!pattern0.test(data12)){
+const err52 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -609,9 +609,8 @@ vErrors.push(err52);
 errors++;
 }
 }
-if(data.stagedConflist !== undefined){
-if(typeof data.stagedConflist !== "string"){
-const err53 = {instancePath:instancePath+"/stagedConflist",schemaPath:"#/properties/stagedConflist/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err53 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -621,11 +620,9 @@ vErrors.push(err53);
 errors++;
 }
 }
-if(data.cniConfDir !== undefined){
-let data14 = data.cniConfDir;
-if(typeof data14 === "string"){
-if(!pattern0.test(data14)){
-const err54 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+if(data.stagedConflist !== undefined){
+if(typeof data.stagedConflist !== "string"){
+const err54 = {instancePath:instancePath+"/stagedConflist",schemaPath:"#/properties/stagedConflist/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -635,8 +632,11 @@ vErrors.push(err54);
 errors++;
 }
 }
-else {
-const err55 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.cniConfDir !== undefined){
+let data14 = data.cniConfDir;
+if(typeof data14 === "string"){
+if(!pattern0.test(data14)){
+const err55 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -646,11 +646,8 @@ vErrors.push(err55);
 errors++;
 }
 }
-if(data.sysctlDir !== undefined){
-let data15 = data.sysctlDir;
-if(typeof data15 === "string"){
-if(!pattern0.test(data15)){
-const err56 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+else {
+const err56 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -660,8 +657,11 @@ vErrors.push(err56);
 errors++;
 }
 }
-else {
-const err57 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.sysctlDir !== undefined){
+let data15 = data.sysctlDir;
+if(typeof data15 === "string"){
+if(!pattern0.test(data15)){
+const err57 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -671,11 +671,8 @@ vErrors.push(err57);
 errors++;
 }
 }
-if(data.network !== undefined){
-let data16 = data.network;
-if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
-if(data16.subnet === undefined){
-const err58 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
+else {
+const err58 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -684,8 +681,12 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data16.bridge === undefined){
-const err59 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
+}
+if(data.network !== undefined){
+let data16 = data.network;
+if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
+if(data16.subnet === undefined){
+const err59 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -694,8 +695,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data16.forwarding === undefined){
-const err60 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
+if(data16.bridge === undefined){
+const err60 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -704,8 +705,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-if(data16.plumbing === undefined){
-const err61 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
+if(data16.forwarding === undefined){
+const err61 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -714,8 +715,8 @@ vErrors.push(err61);
 }
 errors++;
 }
-if(data16.mtu === undefined){
-const err62 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
+if(data16.plumbing === undefined){
+const err62 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -724,9 +725,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-for(const key2 in data16){
-if(!(func2.call(schema11.properties.network.properties, key2))){
-const err63 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(data16.mtu === undefined){
+const err63 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -735,10 +735,9 @@ vErrors.push(err63);
 }
 errors++;
 }
-}
-if(data16.subnet !== undefined){
-if(typeof data16.subnet !== "string"){
-const err64 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key2 in data16){
+if(!(func2.call(schema11.properties.network.properties, key2))){
+const err64 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -748,9 +747,9 @@ vErrors.push(err64);
 errors++;
 }
 }
-if(data16.rangeStart !== undefined){
-if(typeof data16.rangeStart !== "string"){
-const err65 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.subnet !== undefined){
+if(typeof data16.subnet !== "string"){
+const err65 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -760,9 +759,9 @@ vErrors.push(err65);
 errors++;
 }
 }
-if(data16.rangeEnd !== undefined){
-if(typeof data16.rangeEnd !== "string"){
-const err66 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.rangeStart !== undefined){
+if(typeof data16.rangeStart !== "string"){
+const err66 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -772,9 +771,9 @@ vErrors.push(err66);
 errors++;
 }
 }
-if(data16.gateway !== undefined){
-if(typeof data16.gateway !== "string"){
-const err67 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.rangeEnd !== undefined){
+if(typeof data16.rangeEnd !== "string"){
+const err67 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -784,9 +783,9 @@ vErrors.push(err67);
 errors++;
 }
 }
-if(data16.subnet6 !== undefined){
-if(typeof data16.subnet6 !== "string"){
-const err68 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.gateway !== undefined){
+if(typeof data16.gateway !== "string"){
+const err68 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -796,11 +795,9 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(data16.bridge !== undefined){
-let data22 = data16.bridge;
-if(typeof data22 === "string"){
-if(!pattern4.test(data22)){
-const err69 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data16.subnet6 !== undefined){
+if(typeof data16.subnet6 !== "string"){
+const err69 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -810,8 +807,11 @@ vErrors.push(err69);
 errors++;
 }
 }
-else {
-const err70 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.bridge !== undefined){
+let data22 = data16.bridge;
+if(typeof data22 === "string"){
+if(!pattern4.test(data22)){
+const err70 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -821,14 +821,25 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data16.forwarding !== undefined){
-if(typeof data16.forwarding !== "boolean"){
-const err71 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err71 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err71];
 }
 else {
 vErrors.push(err71);
+}
+errors++;
+}
+}
+if(data16.forwarding !== undefined){
+if(typeof data16.forwarding !== "boolean"){
+const err72 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
 }
 errors++;
 }
@@ -839,17 +850,7 @@ const _errs53 = errors;
 let valid3 = false;
 const _errs54 = errors;
 if(typeof data24 !== "string"){
-const err72 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err72];
-}
-else {
-vErrors.push(err72);
-}
-errors++;
-}
-if("netlink" !== data24){
-const err73 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
+const err73 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -858,12 +859,8 @@ vErrors.push(err73);
 }
 errors++;
 }
-var _valid0 = _errs54 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const _errs56 = errors;
-if(typeof data24 !== "string"){
-const err74 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("netlink" !== data24){
+const err74 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -872,8 +869,12 @@ vErrors.push(err74);
 }
 errors++;
 }
-if("iproute2" !== data24){
-const err75 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
+var _valid0 = _errs54 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const _errs56 = errors;
+if(typeof data24 !== "string"){
+const err75 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -882,16 +883,26 @@ vErrors.push(err75);
 }
 errors++;
 }
-var _valid0 = _errs56 === errors;
-valid3 = valid3 || _valid0;
-}
-if(!valid3){
-const err76 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("iproute2" !== data24){
+const err76 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err76];
 }
 else {
 vErrors.push(err76);
+}
+errors++;
+}
+var _valid0 = _errs56 === errors;
+valid3 = valid3 || _valid0;
+}
+if(!valid3){
+const err77 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
 }
 errors++;
 }
@@ -910,18 +921,7 @@ vErrors = null;
 if(data16.mtu !== undefined){
 let data25 = data16.mtu;
 if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err77 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err77];
-}
-else {
-vErrors.push(err77);
-}
-errors++;
-}
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 65535 || isNaN(data25)){
-const err78 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+const err78 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -930,8 +930,9 @@ vErrors.push(err78);
 }
 errors++;
 }
-if(data25 < 576 || isNaN(data25)){
-const err79 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 65535 || isNaN(data25)){
+const err79 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -940,11 +941,8 @@ vErrors.push(err79);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err80 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data25 < 576 || isNaN(data25)){
+const err80 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -954,11 +952,10 @@ vErrors.push(err80);
 errors++;
 }
 }
-if(data.ipam !== undefined){
-let data26 = data.ipam;
-if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
-if(data26.mode === undefined){
-const err81 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+}
+else {
+const err81 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -967,8 +964,12 @@ vErrors.push(err81);
 }
 errors++;
 }
-if(data26.pools === undefined){
-const err82 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
+}
+if(data.ipam !== undefined){
+let data26 = data.ipam;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+if(data26.mode === undefined){
+const err82 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -977,8 +978,8 @@ vErrors.push(err82);
 }
 errors++;
 }
-if(data26.reuseDelaySeconds === undefined){
-const err83 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
+if(data26.pools === undefined){
+const err83 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -987,8 +988,8 @@ vErrors.push(err83);
 }
 errors++;
 }
-if(data26.blockReleaseSeconds === undefined){
-const err84 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
+if(data26.reuseDelaySeconds === undefined){
+const err84 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -997,14 +998,24 @@ vErrors.push(err84);
 }
 errors++;
 }
-for(const key3 in data26){
-if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
-const err85 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(data26.blockReleaseSeconds === undefined){
+const err85 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err85];
 }
 else {
 vErrors.push(err85);
+}
+errors++;
+}
+for(const key3 in data26){
+if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
+const err86 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err86];
+}
+else {
+vErrors.push(err86);
 }
 errors++;
 }
@@ -1015,17 +1026,7 @@ const _errs64 = errors;
 let valid5 = false;
 const _errs65 = errors;
 if(typeof data27 !== "string"){
-const err86 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err86];
-}
-else {
-vErrors.push(err86);
-}
-errors++;
-}
-if("local" !== data27){
-const err87 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
+const err87 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1034,12 +1035,8 @@ vErrors.push(err87);
 }
 errors++;
 }
-var _valid1 = _errs65 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs67 = errors;
-if(typeof data27 !== "string"){
-const err88 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("local" !== data27){
+const err88 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1048,8 +1045,12 @@ vErrors.push(err88);
 }
 errors++;
 }
-if("kubernetes" !== data27){
-const err89 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
+var _valid1 = _errs65 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs67 = errors;
+if(typeof data27 !== "string"){
+const err89 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1058,12 +1059,8 @@ vErrors.push(err89);
 }
 errors++;
 }
-var _valid1 = _errs67 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs69 = errors;
-if(typeof data27 !== "string"){
-const err90 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("kubernetes" !== data27){
+const err90 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1072,8 +1069,12 @@ vErrors.push(err90);
 }
 errors++;
 }
-if("pool" !== data27){
-const err91 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
+var _valid1 = _errs67 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs69 = errors;
+if(typeof data27 !== "string"){
+const err91 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1082,12 +1083,8 @@ vErrors.push(err91);
 }
 errors++;
 }
-var _valid1 = _errs69 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs71 = errors;
-if(typeof data27 !== "string"){
-const err92 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("pool" !== data27){
+const err92 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1096,13 +1093,27 @@ vErrors.push(err92);
 }
 errors++;
 }
-if("auto" !== data27){
-const err93 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+var _valid1 = _errs69 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs71 = errors;
+if(typeof data27 !== "string"){
+const err93 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err93];
 }
 else {
 vErrors.push(err93);
+}
+errors++;
+}
+if("auto" !== data27){
+const err94 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
 }
 errors++;
 }
@@ -1112,12 +1123,12 @@ valid5 = valid5 || _valid1;
 }
 }
 if(!valid5){
-const err94 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err95 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err94];
+vErrors = [err95];
 }
 else {
-vErrors.push(err94);
+vErrors.push(err95);
 }
 errors++;
 }
@@ -1137,21 +1148,7 @@ if(data26.pools !== undefined){
 let data28 = data26.pools;
 if(Array.isArray(data28)){
 if(data28.length < 1){
-const err95 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err95];
-}
-else {
-vErrors.push(err95);
-}
-errors++;
-}
-const len0 = data28.length;
-for(let i0=0; i0<len0; i0++){
-let data29 = data28[i0];
-if(typeof data29 === "string"){
-if(!pattern5.test(data29)){
-const err96 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+const err96 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1160,9 +1157,12 @@ vErrors.push(err96);
 }
 errors++;
 }
-}
-else {
-const err97 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len0 = data28.length;
+for(let i0=0; i0<len0; i0++){
+let data29 = data28[i0];
+if(typeof data29 === "string"){
+if(!pattern5.test(data29)){
+const err97 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1172,9 +1172,8 @@ vErrors.push(err97);
 errors++;
 }
 }
-}
 else {
-const err98 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err98 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1184,10 +1183,9 @@ vErrors.push(err98);
 errors++;
 }
 }
-if(data26.reuseDelaySeconds !== undefined){
-let data30 = data26.reuseDelaySeconds;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err99 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err99 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1196,9 +1194,11 @@ vErrors.push(err99);
 }
 errors++;
 }
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 3600 || isNaN(data30)){
-const err100 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+if(data26.reuseDelaySeconds !== undefined){
+let data30 = data26.reuseDelaySeconds;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+const err100 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1207,8 +1207,9 @@ vErrors.push(err100);
 }
 errors++;
 }
-if(data30 < 0 || isNaN(data30)){
-const err101 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 3600 || isNaN(data30)){
+const err101 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1217,12 +1218,8 @@ vErrors.push(err101);
 }
 errors++;
 }
-}
-}
-if(data26.blockReleaseSeconds !== undefined){
-let data31 = data26.blockReleaseSeconds;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err102 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data30 < 0 || isNaN(data30)){
+const err102 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1231,9 +1228,12 @@ vErrors.push(err102);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 86400 || isNaN(data31)){
-const err103 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data26.blockReleaseSeconds !== undefined){
+let data31 = data26.blockReleaseSeconds;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err103 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1242,8 +1242,9 @@ vErrors.push(err103);
 }
 errors++;
 }
-if(data31 < 0 || isNaN(data31)){
-const err104 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 86400 || isNaN(data31)){
+const err104 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1252,16 +1253,26 @@ vErrors.push(err104);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err105 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31 < 0 || isNaN(data31)){
+const err105 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err105];
 }
 else {
 vErrors.push(err105);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err106 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err106];
+}
+else {
+vErrors.push(err106);
 }
 errors++;
 }
@@ -1273,22 +1284,22 @@ const len1 = data32.length;
 for(let i1=0; i1<len1; i1++){
 let data33 = data32[i1];
 if(typeof data33 !== "string"){
-const err106 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err106];
-}
-else {
-vErrors.push(err106);
-}
-errors++;
-}
-if(!((data33 === "npwg") || (data33 === "noop"))){
-const err107 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+const err107 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err107];
 }
 else {
 vErrors.push(err107);
+}
+errors++;
+}
+if(!((data33 === "npwg") || (data33 === "noop"))){
+const err108 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err108];
+}
+else {
+vErrors.push(err108);
 }
 errors++;
 }
@@ -1304,12 +1315,12 @@ continue;
 }
 if(typeof indices0[item0] == "number"){
 j0 = indices0[item0];
-const err108 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
+const err109 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
 if(vErrors === null){
-vErrors = [err108];
+vErrors = [err109];
 }
 else {
-vErrors.push(err108);
+vErrors.push(err109);
 }
 errors++;
 break;
@@ -1319,21 +1330,7 @@ indices0[item0] = i2;
 }
 }
 else {
-const err109 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err109];
-}
-else {
-vErrors.push(err109);
-}
-errors++;
-}
-}
-if(data.multiNetwork !== undefined){
-let data34 = data.multiNetwork;
-if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-if(data34.allowCrossNamespace === undefined){
-const err110 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
+const err110 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1342,8 +1339,12 @@ vErrors.push(err110);
 }
 errors++;
 }
-if(data34.interfacePrefix === undefined){
-const err111 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
+}
+if(data.multiNetwork !== undefined){
+let data34 = data.multiNetwork;
+if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
+if(data34.allowCrossNamespace === undefined){
+const err111 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1352,8 +1353,8 @@ vErrors.push(err111);
 }
 errors++;
 }
-if(data34.configDir === undefined){
-const err112 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
+if(data34.interfacePrefix === undefined){
+const err112 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1362,8 +1363,8 @@ vErrors.push(err112);
 }
 errors++;
 }
-if(data34.allowedTypes === undefined){
-const err113 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowedTypes"},message:"must have required property '"+"allowedTypes"+"'"};
+if(data34.configDir === undefined){
+const err113 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1372,9 +1373,8 @@ vErrors.push(err113);
 }
 errors++;
 }
-for(const key4 in data34){
-if(!((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes"))){
-const err114 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data34.allowedTypes === undefined){
+const err114 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowedTypes"},message:"must have required property '"+"allowedTypes"+"'"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1383,10 +1383,9 @@ vErrors.push(err114);
 }
 errors++;
 }
-}
-if(data34.allowCrossNamespace !== undefined){
-if(typeof data34.allowCrossNamespace !== "boolean"){
-const err115 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key4 in data34){
+if(!((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes"))){
+const err115 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1396,11 +1395,9 @@ vErrors.push(err115);
 errors++;
 }
 }
-if(data34.interfacePrefix !== undefined){
-let data36 = data34.interfacePrefix;
-if(typeof data36 === "string"){
-if(!pattern6.test(data36)){
-const err116 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
+if(data34.allowCrossNamespace !== undefined){
+if(typeof data34.allowCrossNamespace !== "boolean"){
+const err116 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1410,8 +1407,11 @@ vErrors.push(err116);
 errors++;
 }
 }
-else {
-const err117 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.interfacePrefix !== undefined){
+let data36 = data34.interfacePrefix;
+if(typeof data36 === "string"){
+if(!pattern6.test(data36)){
+const err117 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1421,14 +1421,25 @@ vErrors.push(err117);
 errors++;
 }
 }
-if(data34.configDir !== undefined){
-if(typeof data34.configDir !== "string"){
-const err118 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err118 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err118];
 }
 else {
 vErrors.push(err118);
+}
+errors++;
+}
+}
+if(data34.configDir !== undefined){
+if(typeof data34.configDir !== "string"){
+const err119 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err119];
+}
+else {
+vErrors.push(err119);
 }
 errors++;
 }
@@ -1441,18 +1452,7 @@ for(let i3=0; i3<len2; i3++){
 let data39 = data38[i3];
 if(typeof data39 === "string"){
 if(!pattern7.test(data39)){
-const err119 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
-if(vErrors === null){
-vErrors = [err119];
-}
-else {
-vErrors.push(err119);
-}
-errors++;
-}
-}
-else {
-const err120 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err120 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1462,9 +1462,8 @@ vErrors.push(err120);
 errors++;
 }
 }
-}
 else {
-const err121 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err121 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1476,7 +1475,7 @@ errors++;
 }
 }
 else {
-const err122 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err122 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1486,11 +1485,9 @@ vErrors.push(err122);
 errors++;
 }
 }
-if(data.gc !== undefined){
-let data40 = data.gc;
-if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
-if(data40.graceSeconds === undefined){
-const err123 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
+}
+else {
+const err123 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1499,8 +1496,12 @@ vErrors.push(err123);
 }
 errors++;
 }
-if(data40.intervalSeconds === undefined){
-const err124 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
+}
+if(data.gc !== undefined){
+let data40 = data.gc;
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+if(data40.graceSeconds === undefined){
+const err124 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1509,8 +1510,8 @@ vErrors.push(err124);
 }
 errors++;
 }
-if(data40.maxRetries === undefined){
-const err125 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
+if(data40.intervalSeconds === undefined){
+const err125 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1519,8 +1520,8 @@ vErrors.push(err125);
 }
 errors++;
 }
-if(data40.reclaimIntervalSeconds === undefined){
-const err126 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
+if(data40.maxRetries === undefined){
+const err126 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1529,8 +1530,8 @@ vErrors.push(err126);
 }
 errors++;
 }
-if(data40.leaseNamespace === undefined){
-const err127 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
+if(data40.reclaimIntervalSeconds === undefined){
+const err127 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1539,9 +1540,8 @@ vErrors.push(err127);
 }
 errors++;
 }
-for(const key5 in data40){
-if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
-const err128 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data40.leaseNamespace === undefined){
+const err128 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1550,11 +1550,9 @@ vErrors.push(err128);
 }
 errors++;
 }
-}
-if(data40.graceSeconds !== undefined){
-let data41 = data40.graceSeconds;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err129 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key5 in data40){
+if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
+const err129 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1563,9 +1561,11 @@ vErrors.push(err129);
 }
 errors++;
 }
-if((typeof data41 == "number") && (isFinite(data41))){
-if(data41 > 86400 || isNaN(data41)){
-const err130 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+if(data40.graceSeconds !== undefined){
+let data41 = data40.graceSeconds;
+if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
+const err130 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1574,8 +1574,9 @@ vErrors.push(err130);
 }
 errors++;
 }
-if(data41 < 0 || isNaN(data41)){
-const err131 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data41 == "number") && (isFinite(data41))){
+if(data41 > 86400 || isNaN(data41)){
+const err131 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1584,12 +1585,8 @@ vErrors.push(err131);
 }
 errors++;
 }
-}
-}
-if(data40.intervalSeconds !== undefined){
-let data42 = data40.intervalSeconds;
-if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
-const err132 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data41 < 0 || isNaN(data41)){
+const err132 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1598,9 +1595,12 @@ vErrors.push(err132);
 }
 errors++;
 }
-if((typeof data42 == "number") && (isFinite(data42))){
-if(data42 > 86400 || isNaN(data42)){
-const err133 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data40.intervalSeconds !== undefined){
+let data42 = data40.intervalSeconds;
+if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
+const err133 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1609,8 +1609,9 @@ vErrors.push(err133);
 }
 errors++;
 }
-if(data42 < 0 || isNaN(data42)){
-const err134 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data42 == "number") && (isFinite(data42))){
+if(data42 > 86400 || isNaN(data42)){
+const err134 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1619,12 +1620,8 @@ vErrors.push(err134);
 }
 errors++;
 }
-}
-}
-if(data40.maxRetries !== undefined){
-let data43 = data40.maxRetries;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err135 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data42 < 0 || isNaN(data42)){
+const err135 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1633,9 +1630,12 @@ vErrors.push(err135);
 }
 errors++;
 }
-if((typeof data43 == "number") && (isFinite(data43))){
-if(data43 > 100 || isNaN(data43)){
-const err136 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+}
+}
+if(data40.maxRetries !== undefined){
+let data43 = data40.maxRetries;
+if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
+const err136 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1644,8 +1644,9 @@ vErrors.push(err136);
 }
 errors++;
 }
-if(data43 < 0 || isNaN(data43)){
-const err137 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data43 == "number") && (isFinite(data43))){
+if(data43 > 100 || isNaN(data43)){
+const err137 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1654,12 +1655,8 @@ vErrors.push(err137);
 }
 errors++;
 }
-}
-}
-if(data40.reclaimIntervalSeconds !== undefined){
-let data44 = data40.reclaimIntervalSeconds;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err138 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data43 < 0 || isNaN(data43)){
+const err138 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1668,9 +1665,12 @@ vErrors.push(err138);
 }
 errors++;
 }
-if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 > 3600 || isNaN(data44)){
-const err139 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+}
+if(data40.reclaimIntervalSeconds !== undefined){
+let data44 = data40.reclaimIntervalSeconds;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err139 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1679,8 +1679,9 @@ vErrors.push(err139);
 }
 errors++;
 }
-if(data44 < 1 || isNaN(data44)){
-const err140 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data44 == "number") && (isFinite(data44))){
+if(data44 > 3600 || isNaN(data44)){
+const err140 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1689,13 +1690,8 @@ vErrors.push(err140);
 }
 errors++;
 }
-}
-}
-if(data40.leaseNamespace !== undefined){
-let data45 = data40.leaseNamespace;
-if(typeof data45 === "string"){
-if(!pattern8.test(data45)){
-const err141 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
+if(data44 < 1 || isNaN(data44)){
+const err141 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1705,8 +1701,12 @@ vErrors.push(err141);
 errors++;
 }
 }
-else {
-const err142 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data40.leaseNamespace !== undefined){
+let data45 = data40.leaseNamespace;
+if(typeof data45 === "string"){
+if(!pattern8.test(data45)){
+const err142 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1716,9 +1716,8 @@ vErrors.push(err142);
 errors++;
 }
 }
-}
 else {
-const err143 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err143 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1728,11 +1727,9 @@ vErrors.push(err143);
 errors++;
 }
 }
-if(data.routing !== undefined){
-let data46 = data.routing;
-if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
-if(data46.mode === undefined){
-const err144 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+else {
+const err144 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1741,8 +1738,12 @@ vErrors.push(err144);
 }
 errors++;
 }
-if(data46.vxlan === undefined){
-const err145 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
+}
+if(data.routing !== undefined){
+let data46 = data.routing;
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+if(data46.mode === undefined){
+const err145 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1751,14 +1752,24 @@ vErrors.push(err145);
 }
 errors++;
 }
-for(const key6 in data46){
-if(!((key6 === "mode") || (key6 === "vxlan"))){
-const err146 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(data46.vxlan === undefined){
+const err146 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
 if(vErrors === null){
 vErrors = [err146];
 }
 else {
 vErrors.push(err146);
+}
+errors++;
+}
+for(const key6 in data46){
+if(!((key6 === "mode") || (key6 === "vxlan"))){
+const err147 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err147];
+}
+else {
+vErrors.push(err147);
 }
 errors++;
 }
@@ -1769,17 +1780,7 @@ const _errs115 = errors;
 let valid16 = false;
 const _errs116 = errors;
 if(typeof data47 !== "string"){
-const err147 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err147];
-}
-else {
-vErrors.push(err147);
-}
-errors++;
-}
-if("none" !== data47){
-const err148 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
+const err148 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1788,12 +1789,8 @@ vErrors.push(err148);
 }
 errors++;
 }
-var _valid2 = _errs116 === errors;
-valid16 = valid16 || _valid2;
-if(!valid16){
-const _errs118 = errors;
-if(typeof data47 !== "string"){
-const err149 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("none" !== data47){
+const err149 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1802,8 +1799,12 @@ vErrors.push(err149);
 }
 errors++;
 }
-if("host-gw" !== data47){
-const err150 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
+var _valid2 = _errs116 === errors;
+valid16 = valid16 || _valid2;
+if(!valid16){
+const _errs118 = errors;
+if(typeof data47 !== "string"){
+const err150 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1812,12 +1813,8 @@ vErrors.push(err150);
 }
 errors++;
 }
-var _valid2 = _errs118 === errors;
-valid16 = valid16 || _valid2;
-if(!valid16){
-const _errs120 = errors;
-if(typeof data47 !== "string"){
-const err151 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("host-gw" !== data47){
+const err151 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1826,8 +1823,12 @@ vErrors.push(err151);
 }
 errors++;
 }
-if("vxlan" !== data47){
-const err152 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
+var _valid2 = _errs118 === errors;
+valid16 = valid16 || _valid2;
+if(!valid16){
+const _errs120 = errors;
+if(typeof data47 !== "string"){
+const err152 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1836,17 +1837,27 @@ vErrors.push(err152);
 }
 errors++;
 }
-var _valid2 = _errs120 === errors;
-valid16 = valid16 || _valid2;
-}
-}
-if(!valid16){
-const err153 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("vxlan" !== data47){
+const err153 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err153];
 }
 else {
 vErrors.push(err153);
+}
+errors++;
+}
+var _valid2 = _errs120 === errors;
+valid16 = valid16 || _valid2;
+}
+}
+if(!valid16){
+const err154 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err154];
+}
+else {
+vErrors.push(err154);
 }
 errors++;
 }
@@ -1866,17 +1877,7 @@ if(data46.vxlan !== undefined){
 let data48 = data46.vxlan;
 if(data48 && typeof data48 == "object" && !Array.isArray(data48)){
 if(data48.vni === undefined){
-const err154 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
-if(vErrors === null){
-vErrors = [err154];
-}
-else {
-vErrors.push(err154);
-}
-errors++;
-}
-if(data48.port === undefined){
-const err155 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+const err155 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -1885,8 +1886,8 @@ vErrors.push(err155);
 }
 errors++;
 }
-if(data48.device === undefined){
-const err156 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
+if(data48.port === undefined){
+const err156 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -1895,9 +1896,8 @@ vErrors.push(err156);
 }
 errors++;
 }
-for(const key7 in data48){
-if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
-const err157 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(data48.device === undefined){
+const err157 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -1906,11 +1906,9 @@ vErrors.push(err157);
 }
 errors++;
 }
-}
-if(data48.vni !== undefined){
-let data49 = data48.vni;
-if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
-const err158 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key7 in data48){
+if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
+const err158 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -1919,9 +1917,11 @@ vErrors.push(err158);
 }
 errors++;
 }
-if((typeof data49 == "number") && (isFinite(data49))){
-if(data49 > 16777215 || isNaN(data49)){
-const err159 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
+}
+if(data48.vni !== undefined){
+let data49 = data48.vni;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err159 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -1930,8 +1930,9 @@ vErrors.push(err159);
 }
 errors++;
 }
-if(data49 < 1 || isNaN(data49)){
-const err160 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data49 == "number") && (isFinite(data49))){
+if(data49 > 16777215 || isNaN(data49)){
+const err160 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -1940,12 +1941,8 @@ vErrors.push(err160);
 }
 errors++;
 }
-}
-}
-if(data48.port !== undefined){
-let data50 = data48.port;
-if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
-const err161 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data49 < 1 || isNaN(data49)){
+const err161 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -1954,9 +1951,12 @@ vErrors.push(err161);
 }
 errors++;
 }
-if((typeof data50 == "number") && (isFinite(data50))){
-if(data50 > 65535 || isNaN(data50)){
-const err162 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+}
+if(data48.port !== undefined){
+let data50 = data48.port;
+if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
+const err162 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -1965,8 +1965,9 @@ vErrors.push(err162);
 }
 errors++;
 }
-if(data50 < 1 || isNaN(data50)){
-const err163 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data50 == "number") && (isFinite(data50))){
+if(data50 > 65535 || isNaN(data50)){
+const err163 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -1975,13 +1976,8 @@ vErrors.push(err163);
 }
 errors++;
 }
-}
-}
-if(data48.device !== undefined){
-let data51 = data48.device;
-if(typeof data51 === "string"){
-if(!pattern4.test(data51)){
-const err164 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data50 < 1 || isNaN(data50)){
+const err164 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -1991,8 +1987,12 @@ vErrors.push(err164);
 errors++;
 }
 }
-else {
-const err165 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data48.device !== undefined){
+let data51 = data48.device;
+if(typeof data51 === "string"){
+if(!pattern4.test(data51)){
+const err165 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2002,9 +2002,8 @@ vErrors.push(err165);
 errors++;
 }
 }
-}
 else {
-const err166 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err166 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2016,7 +2015,7 @@ errors++;
 }
 }
 else {
-const err167 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err167 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2026,11 +2025,9 @@ vErrors.push(err167);
 errors++;
 }
 }
-if(data.masquerade !== undefined){
-let data52 = data.masquerade;
-if(data52 && typeof data52 == "object" && !Array.isArray(data52)){
-if(data52.enabled === undefined){
-const err168 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+}
+else {
+const err168 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2039,8 +2036,12 @@ vErrors.push(err168);
 }
 errors++;
 }
-if(data52.nonMasqueradeCIDRs === undefined){
-const err169 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
+}
+if(data.masquerade !== undefined){
+let data52 = data.masquerade;
+if(data52 && typeof data52 == "object" && !Array.isArray(data52)){
+if(data52.enabled === undefined){
+const err169 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2049,8 +2050,8 @@ vErrors.push(err169);
 }
 errors++;
 }
-if(data52.table === undefined){
-const err170 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(data52.nonMasqueradeCIDRs === undefined){
+const err170 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2059,9 +2060,8 @@ vErrors.push(err170);
 }
 errors++;
 }
-for(const key8 in data52){
-if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
-const err171 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+if(data52.table === undefined){
+const err171 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2070,15 +2070,26 @@ vErrors.push(err171);
 }
 errors++;
 }
-}
-if(data52.enabled !== undefined){
-if(typeof data52.enabled !== "boolean"){
-const err172 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key8 in data52){
+if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
+const err172 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err172];
 }
 else {
 vErrors.push(err172);
+}
+errors++;
+}
+}
+if(data52.enabled !== undefined){
+if(typeof data52.enabled !== "boolean"){
+const err173 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err173];
+}
+else {
+vErrors.push(err173);
 }
 errors++;
 }
@@ -2089,19 +2100,7 @@ if(Array.isArray(data54)){
 const len3 = data54.length;
 for(let i4=0; i4<len3; i4++){
 if(typeof data54[i4] !== "string"){
-const err173 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i4,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err173];
-}
-else {
-vErrors.push(err173);
-}
-errors++;
-}
-}
-}
-else {
-const err174 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err174 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i4,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2111,11 +2110,9 @@ vErrors.push(err174);
 errors++;
 }
 }
-if(data52.table !== undefined){
-let data56 = data52.table;
-if(typeof data56 === "string"){
-if(!pattern10.test(data56)){
-const err175 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
+}
+else {
+const err175 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2125,8 +2122,11 @@ vErrors.push(err175);
 errors++;
 }
 }
-else {
-const err176 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data52.table !== undefined){
+let data56 = data52.table;
+if(typeof data56 === "string"){
+if(!pattern10.test(data56)){
+const err176 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2136,9 +2136,8 @@ vErrors.push(err176);
 errors++;
 }
 }
-}
 else {
-const err177 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err177 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2148,11 +2147,9 @@ vErrors.push(err177);
 errors++;
 }
 }
-if(data.pluginTimeoutSeconds !== undefined){
-let data57 = data.pluginTimeoutSeconds;
-if((typeof data57 == "number") && (isFinite(data57))){
-if(data57 <= 0 || isNaN(data57)){
-const err178 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+}
+else {
+const err178 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2162,8 +2159,11 @@ vErrors.push(err178);
 errors++;
 }
 }
-else {
-const err179 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.pluginTimeoutSeconds !== undefined){
+let data57 = data.pluginTimeoutSeconds;
+if((typeof data57 == "number") && (isFinite(data57))){
+if(data57 <= 0 || isNaN(data57)){
+const err179 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2173,10 +2173,8 @@ vErrors.push(err179);
 errors++;
 }
 }
-if(data.maxRequestBytes !== undefined){
-let data58 = data.maxRequestBytes;
-if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
-const err180 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err180 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2185,14 +2183,27 @@ vErrors.push(err180);
 }
 errors++;
 }
-if((typeof data58 == "number") && (isFinite(data58))){
-if(data58 < 1024 || isNaN(data58)){
-const err181 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+}
+if(data.maxRequestBytes !== undefined){
+let data58 = data.maxRequestBytes;
+if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
+const err181 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err181];
 }
 else {
 vErrors.push(err181);
+}
+errors++;
+}
+if((typeof data58 == "number") && (isFinite(data58))){
+if(data58 < 1024 || isNaN(data58)){
+const err182 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+if(vErrors === null){
+vErrors = [err182];
+}
+else {
+vErrors.push(err182);
 }
 errors++;
 }
@@ -2202,17 +2213,7 @@ if(data.server !== undefined){
 let data59 = data.server;
 if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
 if(data59.readTimeoutSeconds === undefined){
-const err182 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
-if(vErrors === null){
-vErrors = [err182];
-}
-else {
-vErrors.push(err182);
-}
-errors++;
-}
-if(data59.writeTimeoutSeconds === undefined){
-const err183 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
+const err183 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2221,8 +2222,8 @@ vErrors.push(err183);
 }
 errors++;
 }
-if(data59.maxConnections === undefined){
-const err184 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
+if(data59.writeTimeoutSeconds === undefined){
+const err184 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2231,8 +2232,8 @@ vErrors.push(err184);
 }
 errors++;
 }
-if(data59.httpHost === undefined){
-const err185 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
+if(data59.maxConnections === undefined){
+const err185 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2241,8 +2242,8 @@ vErrors.push(err185);
 }
 errors++;
 }
-if(data59.httpPort === undefined){
-const err186 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
+if(data59.httpHost === undefined){
+const err186 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2251,8 +2252,8 @@ vErrors.push(err186);
 }
 errors++;
 }
-if(data59.metricsHost === undefined){
-const err187 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsHost"},message:"must have required property '"+"metricsHost"+"'"};
+if(data59.httpPort === undefined){
+const err187 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2261,8 +2262,8 @@ vErrors.push(err187);
 }
 errors++;
 }
-if(data59.metricsPort === undefined){
-const err188 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsPort"},message:"must have required property '"+"metricsPort"+"'"};
+if(data59.metricsHost === undefined){
+const err188 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsHost"},message:"must have required property '"+"metricsHost"+"'"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2271,9 +2272,8 @@ vErrors.push(err188);
 }
 errors++;
 }
-for(const key9 in data59){
-if(!(((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort"))){
-const err189 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data59.metricsPort === undefined){
+const err189 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsPort"},message:"must have required property '"+"metricsPort"+"'"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2282,12 +2282,9 @@ vErrors.push(err189);
 }
 errors++;
 }
-}
-if(data59.readTimeoutSeconds !== undefined){
-let data60 = data59.readTimeoutSeconds;
-if((typeof data60 == "number") && (isFinite(data60))){
-if(data60 <= 0 || isNaN(data60)){
-const err190 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+for(const key9 in data59){
+if(!(((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort"))){
+const err190 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2297,8 +2294,11 @@ vErrors.push(err190);
 errors++;
 }
 }
-else {
-const err191 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59.readTimeoutSeconds !== undefined){
+let data60 = data59.readTimeoutSeconds;
+if((typeof data60 == "number") && (isFinite(data60))){
+if(data60 <= 0 || isNaN(data60)){
+const err191 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2308,11 +2308,8 @@ vErrors.push(err191);
 errors++;
 }
 }
-if(data59.writeTimeoutSeconds !== undefined){
-let data61 = data59.writeTimeoutSeconds;
-if((typeof data61 == "number") && (isFinite(data61))){
-if(data61 <= 0 || isNaN(data61)){
-const err192 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err192 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2322,8 +2319,11 @@ vErrors.push(err192);
 errors++;
 }
 }
-else {
-const err193 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59.writeTimeoutSeconds !== undefined){
+let data61 = data59.writeTimeoutSeconds;
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 <= 0 || isNaN(data61)){
+const err193 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2333,10 +2333,8 @@ vErrors.push(err193);
 errors++;
 }
 }
-if(data59.maxConnections !== undefined){
-let data62 = data59.maxConnections;
-if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
-const err194 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err194 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2345,9 +2343,11 @@ vErrors.push(err194);
 }
 errors++;
 }
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 < 1 || isNaN(data62)){
-const err195 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data59.maxConnections !== undefined){
+let data62 = data59.maxConnections;
+if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
+const err195 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2356,11 +2356,9 @@ vErrors.push(err195);
 }
 errors++;
 }
-}
-}
-if(data59.httpHost !== undefined){
-if(typeof data59.httpHost !== "string"){
-const err196 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data62 == "number") && (isFinite(data62))){
+if(data62 < 1 || isNaN(data62)){
+const err196 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2370,10 +2368,10 @@ vErrors.push(err196);
 errors++;
 }
 }
-if(data59.httpPort !== undefined){
-let data64 = data59.httpPort;
-if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
-const err197 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data59.httpHost !== undefined){
+if(typeof data59.httpHost !== "string"){
+const err197 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2382,9 +2380,11 @@ vErrors.push(err197);
 }
 errors++;
 }
-if((typeof data64 == "number") && (isFinite(data64))){
-if(data64 > 65535 || isNaN(data64)){
-const err198 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data59.httpPort !== undefined){
+let data64 = data59.httpPort;
+if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
+const err198 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2393,8 +2393,9 @@ vErrors.push(err198);
 }
 errors++;
 }
-if(data64 < -1 || isNaN(data64)){
-const err199 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data64 == "number") && (isFinite(data64))){
+if(data64 > 65535 || isNaN(data64)){
+const err199 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2403,11 +2404,8 @@ vErrors.push(err199);
 }
 errors++;
 }
-}
-}
-if(data59.metricsHost !== undefined){
-if(typeof data59.metricsHost !== "string"){
-const err200 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data64 < -1 || isNaN(data64)){
+const err200 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2417,10 +2415,10 @@ vErrors.push(err200);
 errors++;
 }
 }
-if(data59.metricsPort !== undefined){
-let data66 = data59.metricsPort;
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err201 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data59.metricsHost !== undefined){
+if(typeof data59.metricsHost !== "string"){
+const err201 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2429,9 +2427,11 @@ vErrors.push(err201);
 }
 errors++;
 }
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 > 65535 || isNaN(data66)){
-const err202 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data59.metricsPort !== undefined){
+let data66 = data59.metricsPort;
+if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
+const err202 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2440,8 +2440,9 @@ vErrors.push(err202);
 }
 errors++;
 }
-if(data66 < -1 || isNaN(data66)){
-const err203 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 > 65535 || isNaN(data66)){
+const err203 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2450,11 +2451,8 @@ vErrors.push(err203);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err204 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data66 < -1 || isNaN(data66)){
+const err204 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2464,11 +2462,10 @@ vErrors.push(err204);
 errors++;
 }
 }
-if(data.shutdownTimeoutSeconds !== undefined){
-let data67 = data.shutdownTimeoutSeconds;
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 0 || isNaN(data67)){
-const err205 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err205 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2478,8 +2475,11 @@ vErrors.push(err205);
 errors++;
 }
 }
-else {
-const err206 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.shutdownTimeoutSeconds !== undefined){
+let data67 = data.shutdownTimeoutSeconds;
+if((typeof data67 == "number") && (isFinite(data67))){
+if(data67 < 0 || isNaN(data67)){
+const err206 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2489,10 +2489,8 @@ vErrors.push(err206);
 errors++;
 }
 }
-if(data.nice !== undefined){
-let data68 = data.nice;
-if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
-const err207 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err207 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2501,9 +2499,11 @@ vErrors.push(err207);
 }
 errors++;
 }
-if((typeof data68 == "number") && (isFinite(data68))){
-if(data68 > 19 || isNaN(data68)){
-const err208 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
+}
+if(data.nice !== undefined){
+let data68 = data.nice;
+if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
+const err208 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2512,13 +2512,24 @@ vErrors.push(err208);
 }
 errors++;
 }
-if(data68 < -20 || isNaN(data68)){
-const err209 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 > 19 || isNaN(data68)){
+const err209 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err209];
 }
 else {
 vErrors.push(err209);
+}
+errors++;
+}
+if(data68 < -20 || isNaN(data68)){
+const err210 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+if(vErrors === null){
+vErrors = [err210];
+}
+else {
+vErrors.push(err210);
 }
 errors++;
 }
@@ -2530,17 +2541,7 @@ const _errs168 = errors;
 let valid22 = false;
 const _errs169 = errors;
 if(typeof data69 !== "string"){
-const err210 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err210];
-}
-else {
-vErrors.push(err210);
-}
-errors++;
-}
-if("trace" !== data69){
-const err211 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+const err211 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2549,12 +2550,8 @@ vErrors.push(err211);
 }
 errors++;
 }
-var _valid3 = _errs169 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs171 = errors;
-if(typeof data69 !== "string"){
-const err212 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("trace" !== data69){
+const err212 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2563,8 +2560,12 @@ vErrors.push(err212);
 }
 errors++;
 }
-if("debug" !== data69){
-const err213 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+var _valid3 = _errs169 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs171 = errors;
+if(typeof data69 !== "string"){
+const err213 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2573,12 +2574,8 @@ vErrors.push(err213);
 }
 errors++;
 }
-var _valid3 = _errs171 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs173 = errors;
-if(typeof data69 !== "string"){
-const err214 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("debug" !== data69){
+const err214 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2587,8 +2584,12 @@ vErrors.push(err214);
 }
 errors++;
 }
-if("info" !== data69){
-const err215 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+var _valid3 = _errs171 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs173 = errors;
+if(typeof data69 !== "string"){
+const err215 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2597,12 +2598,8 @@ vErrors.push(err215);
 }
 errors++;
 }
-var _valid3 = _errs173 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs175 = errors;
-if(typeof data69 !== "string"){
-const err216 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("info" !== data69){
+const err216 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2611,8 +2608,12 @@ vErrors.push(err216);
 }
 errors++;
 }
-if("warning" !== data69){
-const err217 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+var _valid3 = _errs173 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs175 = errors;
+if(typeof data69 !== "string"){
+const err217 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2621,12 +2622,8 @@ vErrors.push(err217);
 }
 errors++;
 }
-var _valid3 = _errs175 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs177 = errors;
-if(typeof data69 !== "string"){
-const err218 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("warning" !== data69){
+const err218 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2635,8 +2632,12 @@ vErrors.push(err218);
 }
 errors++;
 }
-if("error" !== data69){
-const err219 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+var _valid3 = _errs175 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs177 = errors;
+if(typeof data69 !== "string"){
+const err219 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2645,12 +2646,8 @@ vErrors.push(err219);
 }
 errors++;
 }
-var _valid3 = _errs177 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs179 = errors;
-if(typeof data69 !== "string"){
-const err220 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("error" !== data69){
+const err220 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2659,13 +2656,27 @@ vErrors.push(err220);
 }
 errors++;
 }
-if("fatal" !== data69){
-const err221 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+var _valid3 = _errs177 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs179 = errors;
+if(typeof data69 !== "string"){
+const err221 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err221];
 }
 else {
 vErrors.push(err221);
+}
+errors++;
+}
+if("fatal" !== data69){
+const err222 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err222];
+}
+else {
+vErrors.push(err222);
 }
 errors++;
 }
@@ -2677,12 +2688,12 @@ valid22 = valid22 || _valid3;
 }
 }
 if(!valid22){
-const err222 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err223 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err222];
+vErrors = [err223];
 }
 else {
-vErrors.push(err222);
+vErrors.push(err223);
 }
 errors++;
 }
@@ -2698,23 +2709,11 @@ vErrors = null;
 }
 }
 }
-if(data.logFormat !== undefined){
-let data70 = data.logFormat;
-const _errs182 = errors;
-let valid23 = false;
-const _errs183 = errors;
-if(typeof data70 !== "string"){
-const err223 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err223];
-}
-else {
-vErrors.push(err223);
-}
-errors++;
-}
-if("json" !== data70){
-const err224 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if(data.policy !== undefined){
+let data70 = data.policy;
+if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
+if(data70.enabled === undefined){
+const err224 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2723,12 +2722,8 @@ vErrors.push(err224);
 }
 errors++;
 }
-var _valid4 = _errs183 === errors;
-valid23 = valid23 || _valid4;
-if(!valid23){
-const _errs185 = errors;
-if(typeof data70 !== "string"){
-const err225 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data70.table === undefined){
+const err225 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2737,8 +2732,9 @@ vErrors.push(err225);
 }
 errors++;
 }
-if("text" !== data70){
-const err226 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+for(const key10 in data70){
+if(!((key10 === "enabled") || (key10 === "table"))){
+const err226 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2747,11 +2743,10 @@ vErrors.push(err226);
 }
 errors++;
 }
-var _valid4 = _errs185 === errors;
-valid23 = valid23 || _valid4;
 }
-if(!valid23){
-const err227 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(data70.enabled !== undefined){
+if(typeof data70.enabled !== "boolean"){
+const err227 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2760,11 +2755,111 @@ vErrors.push(err227);
 }
 errors++;
 }
+}
+if(data70.table !== undefined){
+let data72 = data70.table;
+if(typeof data72 === "string"){
+if(!pattern11.test(data72)){
+const err228 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+if(vErrors === null){
+vErrors = [err228];
+}
 else {
-errors = _errs182;
+vErrors.push(err228);
+}
+errors++;
+}
+}
+else {
+const err229 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err229];
+}
+else {
+vErrors.push(err229);
+}
+errors++;
+}
+}
+}
+else {
+const err230 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err230];
+}
+else {
+vErrors.push(err230);
+}
+errors++;
+}
+}
+if(data.logFormat !== undefined){
+let data73 = data.logFormat;
+const _errs189 = errors;
+let valid24 = false;
+const _errs190 = errors;
+if(typeof data73 !== "string"){
+const err231 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err231];
+}
+else {
+vErrors.push(err231);
+}
+errors++;
+}
+if("json" !== data73){
+const err232 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err232];
+}
+else {
+vErrors.push(err232);
+}
+errors++;
+}
+var _valid4 = _errs190 === errors;
+valid24 = valid24 || _valid4;
+if(!valid24){
+const _errs192 = errors;
+if(typeof data73 !== "string"){
+const err233 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err233];
+}
+else {
+vErrors.push(err233);
+}
+errors++;
+}
+if("text" !== data73){
+const err234 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err234];
+}
+else {
+vErrors.push(err234);
+}
+errors++;
+}
+var _valid4 = _errs192 === errors;
+valid24 = valid24 || _valid4;
+}
+if(!valid24){
+const err235 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err235];
+}
+else {
+vErrors.push(err235);
+}
+errors++;
+}
+else {
+errors = _errs189;
 if(vErrors !== null){
-if(_errs182){
-vErrors.length = _errs182;
+if(_errs189){
+vErrors.length = _errs189;
 }
 else {
 vErrors = null;
@@ -2774,12 +2869,12 @@ vErrors = null;
 }
 }
 else {
-const err228 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err236 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err228];
+vErrors = [err236];
 }
 else {
-vErrors.push(err228);
+vErrors.push(err236);
 }
 errors++;
 }

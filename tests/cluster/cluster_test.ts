@@ -259,6 +259,9 @@ async function ferryLeftovers(node: string): Promise<string[]> {
   }
   if ((await ferryRoutes(node)).trim()) left.push("routes proto 199");
   if (await has("nft", "list", "table", "inet", "ferry")) left.push("nft table inet ferry");
+  if (await has("nft", "list", "table", "inet", "ferry-policy")) {
+    left.push("nft table inet ferry-policy");
+  }
   return left;
 }
 

@@ -9,7 +9,7 @@ const link = (name: string) => run("ip", "link", "show", name).then(() => true, 
 
 Deno.test({
   name:
-    "uninstalling a node removes the conflist, the shim, Ferry's links, bridge, routes, nftables table and state, and only those",
+    "uninstalling a node removes the conflist, the shim, Ferry's links, bridge, routes, nftables tables and state, and only those",
   ignore: !IS_ROOT,
   fn: async () => {
     const t = uniqueToken().slice(0, 6);
@@ -21,6 +21,7 @@ Deno.test({
       bridge,
       vxlanDevice: `fv${t}`,
       nftTable: table,
+      policyTable: `${table}p`,
       stateDir: `${dir}/state`,
       socketDir: `${dir}/run`,
     };
@@ -37,6 +38,7 @@ Deno.test({
       await run("ip", "link", "add", port, "type", "veth", "peer", "name", other);
       await run("ip", "link", "set", port, "master", bridge);
       await run("nft", "add", "table", "inet", table);
+      await run("nft", "add", "table", "inet", `${table}p`);
       const removed = await uninstallNode(node);
       assertEquals(
         await Promise.all(
@@ -49,6 +51,7 @@ Deno.test({
       assert(await exists(`${node.confDir}/20-other.conflist`), "another conflist stays");
       assertEquals([await link(bridge), await link(port)], [false, false]);
       assert(!(await run("nft", "list", "tables")).includes(`inet ${table}`));
+      assert(!(await run("nft", "list", "tables")).includes(`inet ${table}p`), "the policy table");
       assertEquals([await exists(node.stateDir), await exists(node.socketDir)], [false, false]);
       assert(
         removed.includes(`bridge ${bridge}`) && removed.includes(`link ${port}`),
@@ -60,6 +63,7 @@ Deno.test({
       await run("ip", "link", "del", bridge).catch(() => {});
       await run("ip", "link", "del", port).catch(() => {});
       await run("nft", "delete", "table", "inet", table).catch(() => {});
+      await run("nft", "delete", "table", "inet", `${table}p`).catch(() => {});
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     }
   },

@@ -24,7 +24,7 @@
  * namespaces must exist; CRDs register their resources (served versions, scope); bearer tokens.
  *
  * What it does not model: RBAC and admission beyond namespace existence, strategic merge and JSON
- * patch (415), subresources other than the object itself, finalizers and garbage collection,
+ * patch (415), subresources other than the object itself (`/status` is the object), finalizers and garbage collection,
  * server-side apply, structural-schema pruning and validation of custom resources, protobuf,
  * `sendInitialEvents`, watch-cache timing (events arrive at once, unless a test stalls the cache:
  * `stallWatchCache`), and API discovery documents.
@@ -37,6 +37,7 @@ import {
   EVENTS,
   LEASES,
   NAMESPACES,
+  NETWORK_POLICIES,
   NODES,
   PODS,
   type ResourceType,
@@ -97,6 +98,7 @@ const BUILTIN = [
   EVENTS,
   CRDS,
   LEASES,
+  NETWORK_POLICIES,
   { ...EVENTS, group: "events.k8s.io" },
 ];
 
@@ -328,7 +330,8 @@ export class KubeStandin {
     if (segs[0] === "namespaces" && segs.length >= 3) [, namespace, plural, name, ...rest] = segs;
     else [plural, name, ...rest] = segs;
     const rt = this.#types.get(`${group}/${version}/${plural}`);
-    if (!rt || rest.length > 0) {
+    // `/status` is the object itself here (the stand-in keeps no separate status).
+    if (!rt || rest.length > 1 || (rest.length === 1 && (rest[0] !== "status" || !name))) {
       throw new ApiFailure(
         404,
         "NotFound",

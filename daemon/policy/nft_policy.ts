@@ -1,0 +1,195 @@
+/**
+ * The verdicts of this node's pods as one nftables table (family inet), pure: a verdict map per
+ * direction and family keyed by pod address jumps to the pod's chain; a chain holds one rule per
+ * allowing (rule, peers, ports) combination ending in `return` (allowed so far: the other
+ * direction is looked at next), then a counted `drop`. The base chains accept established and
+ * related traffic first, then look at the sender's egress chain and the receiver's ingress chain:
+ * `forward` for everything between pods, to and from other nodes and the outside (kube-proxy has
+ * already translated a Service address to the backend's), `input` for a pod's traffic to its own
+ * node. Traffic from the node to its pods (the kubelet's probes) leaves through `output`, which
+ * the table does not hook: always allowed, as the API documents.
+ *
+ * The whole table is replaced in one `nft -f` transaction ({@link policyScript}); nothing else of
+ * the node's rules is touched.
+ *
+ * @module
+ */
+import { formatCidr, parseCidr } from "../ipam/cidr.ts";
+import type { AllowRule, PodVerdict, PortMatch } from "./compile.ts";
+
+const V6 = (ip: string) => ip.includes(":");
+
+/** `{ a, b }` or undefined when empty (nft has no empty anonymous set). */
+function set(items: string[]): string | undefined {
+  return items.length ? `{ ${items.join(", ")} }` : undefined;
+}
+
+function cidr(text: string): string {
+  return formatCidr(parseCidr(text.includes("/") ? text : `${text}/${V6(text) ? 128 : 32}`));
+}
+
+/** Port matches grouped by protocol: `meta l4proto tcp th dport { 80, 90-99 }`. */
+function portExprs(ports: "any" | PortMatch[]): string[] {
+  if (ports === "any") return [""];
+  const byProto = new Map<string, string[] | "all">();
+  for (const p of ports) {
+    const proto = p.protocol.toLowerCase();
+    const known = byProto.get(proto);
+    if (known === "all") continue;
+    if (p.port === undefined) {
+      byProto.set(proto, "all");
+      continue;
+    }
+    const text = p.endPort !== undefined && p.endPort > p.port
+      ? `${p.port}-${p.endPort}`
+      : `${p.port}`;
+    byProto.set(proto, [...(known ?? []), text]);
+  }
+  return [...byProto].map(([proto, list]) =>
+    list === "all"
+      ? `meta l4proto ${proto}`
+      : `meta l4proto ${proto} th dport ${set([...new Set(list)])}`
+  );
+}
+
+/** Address matches of one family, for `saddr` (ingress) or `daddr` (egress). */
+function peerExprs(
+  peers: AllowRule["peers"],
+  family: 4 | 6,
+  field: "saddr" | "daddr",
+): string[] {
+  const ipKw = family === 6 ? "ip6" : "ip";
+  if (peers === "any") return [family === 6 ? "meta nfproto ipv6" : "meta nfproto ipv4"];
+  const mine = (ip: string) => V6(ip) === (family === 6);
+  const out: string[] = [];
+  const ips = set(peers.ips.filter(mine));
+  if (ips) out.push(`${ipKw} ${field} ${ips}`);
+  for (const b of peers.blocks) {
+    if (!mine(b.cidr.split("/")[0])) continue;
+    const except = set(b.except.filter((e) => mine(e.split("/")[0])).map(cidr));
+    out.push(`${ipKw} ${field} ${cidr(b.cidr)}${except ? ` ${ipKw} ${field} != ${except}` : ""}`);
+  }
+  return out;
+}
+
+/**
+ * The lines of one pod's chain for one direction. The first allows the pod's own addresses: a pod
+ * cannot block access to itself (through a Service, its traffic comes back to it hairpinned
+ * over the bridge).
+ */
+function chainLines(
+  rules: AllowRule[],
+  direction: "ingress" | "egress",
+  pod: string,
+  own: string[],
+): string[] {
+  const field = direction === "ingress" ? "saddr" : "daddr";
+  const lines: string[] = [];
+  for (const family of [4, 6] as const) {
+    const mine = set(own.filter((ip) => V6(ip) === (family === 6)));
+    if (mine) lines.push(`${family === 6 ? "ip6" : "ip"} ${field} ${mine} return`);
+  }
+  for (const r of rules) {
+    const note = `comment "${r.policy} ${direction}[${r.rule}]"`;
+    if (r.triples) {
+      for (const family of [4, 6] as const) {
+        const ipKw = family === 6 ? "ip6" : "ip";
+        const elems = set(
+          r.triples.filter((t) => V6(t.ip) === (family === 6)).map((t) =>
+            `${t.ip} . ${t.protocol.toLowerCase()} . ${t.port}`
+          ),
+        );
+        if (elems) {
+          lines.push(`${ipKw} daddr . meta l4proto . th dport ${elems} counter return ${note}`);
+        }
+      }
+      continue;
+    }
+    for (const family of [4, 6] as const) {
+      for (const peer of peerExprs(r.peers, family, field)) {
+        for (const port of portExprs(r.ports)) {
+          lines.push(`${[peer, port].filter(Boolean).join(" ")} counter return ${note}`);
+        }
+      }
+    }
+  }
+  lines.push(`counter drop comment "${pod}: no ${direction} rule allows it"`);
+  return lines;
+}
+
+/**
+ * The table's definition, or undefined when no pod of the node is isolated (then there is no
+ * table at all: no rule for any packet to pass).
+ */
+export function renderPolicyTable(table: string, verdicts: PodVerdict[]): string | undefined {
+  if (!verdicts.length) return undefined;
+  const maps = {
+    in4: [] as string[],
+    in6: [] as string[],
+    eg4: [] as string[],
+    eg6: [] as string[],
+  };
+  const chains: string[] = [];
+  const mapped = new Set<string>();
+  verdicts.forEach((v, i) => {
+    const pod = `${v.pod.namespace}/${v.pod.name}`;
+    for (
+      const [direction, rules, key] of [
+        ["ingress", v.ingress, "in"],
+        ["egress", v.egress, "eg"],
+      ] as const
+    ) {
+      if (!rules) continue;
+      const chain = `${key}-${i}`;
+      chains.push(
+        `  chain ${chain} {\n${
+          chainLines(rules, direction, pod, v.pod.ips).map((l) => `    ${l}\n`).join("")
+        }  }`,
+      );
+      for (const ip of v.pod.ips) {
+        // One chain per address (a map key twice would fail the whole transaction).
+        if (mapped.has(`${key} ${ip}`)) continue;
+        mapped.add(`${key} ${ip}`);
+        maps[`${key}${V6(ip) ? 6 : 4}`].push(`${ip} : jump ${chain}`);
+      }
+    }
+  });
+  const map = (name: keyof typeof maps, type: string) => {
+    const elems = set(maps[name]);
+    return `  map ${name} {\n    type ${type} : verdict\n${
+      elems ? `    elements = ${elems}\n` : ""
+    }  }`;
+  };
+  return [
+    `table inet ${table} {`,
+    map("in4", "ipv4_addr"),
+    map("in6", "ipv6_addr"),
+    map("eg4", "ipv4_addr"),
+    map("eg6", "ipv6_addr"),
+    ...chains,
+    "  chain forward {",
+    "    type filter hook forward priority filter; policy accept;",
+    "    ct state established,related accept",
+    "    ip saddr vmap @eg4",
+    "    ip6 saddr vmap @eg6",
+    "    ip daddr vmap @in4",
+    "    ip6 daddr vmap @in6",
+    "  }",
+    "  chain input {",
+    "    type filter hook input priority filter; policy accept;",
+    "    ct state established,related accept",
+    "    ip saddr vmap @eg4",
+    "    ip6 saddr vmap @eg6",
+    "  }",
+    "}",
+  ].join("\n") + "\n";
+}
+
+/**
+ * One `nft -f` script that replaces the table whole (or removes it when `definition` is
+ * undefined): declaring it first makes the delete valid whether or not it exists, and the three
+ * commands are one transaction, so packets see the old rules or the new, never none.
+ */
+export function policyScript(table: string, definition: string | undefined): string {
+  return `table inet ${table}\ndelete table inet ${table}\n${definition ?? ""}`;
+}

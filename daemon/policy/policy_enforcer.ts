@@ -1,0 +1,333 @@
+/**
+ * NetworkPolicy on this node: the cluster's policies, namespaces and pods (kept by watches, each
+ * object stripped to what policies read), compiled into the verdicts of the node's own pods
+ * ({@link compilePolicies}) and written as one nftables table ({@link renderPolicyTable}). Any
+ * change marks the table dirty; one pass at a time recompiles it and, when its text changed,
+ * replaces it in one transaction.
+ *
+ * A new pod's rules are in place before its ADD answers: the ADD path hands over the pod and the
+ * addresses it was just given ({@link PolicyEnforcer.plugged}); when some policy selects the pod
+ * the table is rewritten before the answer, so a pod under a deny-all policy is never reachable,
+ * not even for a moment. A pod no policy selects costs the ADD one selector walk and nothing
+ * else (its address joins other pods' peer sets right after).
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
+import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import { DirtyLoop } from "../dirty_loop.ts";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import type { Nft } from "../cluster/masquerade.ts";
+import {
+  compilePolicies,
+  ipInBlock,
+  type NamedPort,
+  type PolicyPod,
+  policySelects,
+  type PolicyView,
+  type Protocol,
+} from "./compile.ts";
+import { policyScript, renderPolicyTable } from "./nft_policy.ts";
+import type { Labels } from "./selector.ts";
+
+/** What the enforcer needs. */
+export interface PolicyEnforcerDeps {
+  /** This node's name (its pods are enforced on here). */
+  nodeName: string;
+  /** The nftables table (family inet) it owns. */
+  table: string;
+  /** Applies rulesets. */
+  nft: Nft;
+  /** Whether the watches have listed everything once (before that nothing is written). */
+  synced: () => boolean;
+  /** Where it says what it did. */
+  logger: Logger;
+}
+
+/** Counts for stats. */
+export interface PolicyStats {
+  /** Policies known. */
+  policies: number;
+  /** Pods of this node isolated by some policy. */
+  isolatedPods: number;
+  /** Table writes, and failed ones. */
+  writes: number;
+  /** Failed writes. */
+  failures: number;
+}
+
+const RETRY_MS = 1000;
+const SYNC_WAIT_MS = 20_000;
+
+const key = (ns: string | undefined, name: string | undefined) =>
+  `${ns ?? "default"}/${name ?? ""}`;
+
+/** A pod stripped to what policies read (an informer's transform). */
+export function slimPolicyPod(pod: Pod): Pod {
+  const m = pod.metadata ?? {};
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      labels: m.labels,
+    },
+    spec: {
+      nodeName: pod.spec?.nodeName,
+      hostNetwork: pod.spec?.hostNetwork,
+      containers: (pod.spec?.containers ?? []).map((c) => ({
+        name: "",
+        ports: (c.ports ?? []).filter((p) => p.name).map((p) => ({
+          name: p.name,
+          containerPort: p.containerPort,
+          protocol: p.protocol,
+        })),
+      })),
+    },
+    status: { phase: pod.status?.phase, podIPs: pod.status?.podIPs },
+  };
+}
+
+/** A NetworkPolicy stripped to its spec. */
+export function slimPolicy(p: NetworkPolicy): NetworkPolicy {
+  const m = p.metadata ?? {};
+  return {
+    metadata: { name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion },
+    spec: p.spec,
+  };
+}
+
+/** A Namespace stripped to its labels. */
+export function slimNamespace(n: Namespace): Namespace {
+  const m = n.metadata ?? {};
+  return { metadata: { name: m.name, resourceVersion: m.resourceVersion, labels: m.labels } };
+}
+
+function toPolicyPod(pod: Pod): PolicyPod & { node?: string } {
+  const ports: NamedPort[] = (pod.spec?.containers ?? []).flatMap((c) =>
+    (c.ports ?? []).filter((p) => p.name).map((p) => ({
+      name: p.name!,
+      port: p.containerPort,
+      protocol: (p.protocol ?? "TCP") as Protocol,
+    }))
+  );
+  const phase = pod.status?.phase;
+  return {
+    namespace: pod.metadata?.namespace ?? "default",
+    name: pod.metadata?.name ?? "",
+    labels: pod.metadata?.labels ?? {},
+    ips: (pod.status?.podIPs ?? []).map((p) => p.ip!).filter(Boolean),
+    hostNetwork: !!pod.spec?.hostNetwork,
+    done: phase === "Succeeded" || phase === "Failed",
+    ports,
+    node: pod.spec?.nodeName,
+  };
+}
+
+/**
+ * The enforcer.
+ *
+ * @example
+ * ```ts
+ * const policy = new PolicyEnforcer({ nodeName, table: "ferry-policy", nft, synced, logger });
+ * podInformerHandlers = { upsert: (p) => policy.podUpserted(p), remove: (p) => policy.podRemoved(p) };
+ * ```
+ */
+export class PolicyEnforcer {
+  readonly #d: PolicyEnforcerDeps;
+  readonly #policies = new Map<string, NetworkPolicy>();
+  readonly #namespaces = new Map<string, Labels>();
+  readonly #pods = new Map<string, PolicyPod & { node?: string }>();
+  /** Addresses this node's ADDs gave, before the pod's status carries them. */
+  readonly #plugged = new Map<string, { labels: Labels; ips: string[] }>();
+  readonly #loop: DirtyLoop;
+  #written: string | undefined = "";
+  #stats: PolicyStats = { policies: 0, isolatedPods: 0, writes: 0, failures: 0 };
+  #closed = false;
+  #lastError: string | undefined;
+  #syncTimer?: ReturnType<typeof setTimeout>;
+
+  /** Creates the enforcer; nothing is written before the watches have synced. */
+  constructor(deps: PolicyEnforcerDeps) {
+    this.#d = deps;
+    this.#loop = new DirtyLoop(() => this.#pass(), () => !this.#closed && deps.synced());
+  }
+
+  /** A NetworkPolicy appeared or changed. */
+  policyUpserted(p: NetworkPolicy): void {
+    this.#policies.set(key(p.metadata?.namespace, p.metadata?.name), p);
+    this.#loop.kick();
+  }
+
+  /** A NetworkPolicy is gone. */
+  policyRemoved(p: NetworkPolicy): void {
+    this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#loop.kick();
+  }
+
+  /** A Namespace appeared or changed. */
+  namespaceUpserted(n: Namespace): void {
+    this.#namespaces.set(n.metadata?.name ?? "", n.metadata?.labels ?? {});
+    this.#loop.kick();
+  }
+
+  /** A Namespace is gone. */
+  namespaceRemoved(n: Namespace): void {
+    this.#namespaces.delete(n.metadata?.name ?? "");
+    this.#loop.kick();
+  }
+
+  /** A pod (of any node) appeared or changed. */
+  podUpserted(p: Pod): void {
+    const pod = toPolicyPod(p);
+    this.#pods.set(key(pod.namespace, pod.name), pod);
+    this.#loop.kick();
+  }
+
+  /** A pod is gone. */
+  podRemoved(p: Pod): void {
+    const k = key(p.metadata?.namespace, p.metadata?.name);
+    this.#pods.delete(k);
+    this.#plugged.delete(k);
+    this.#loop.kick();
+  }
+
+  /** Writes the table once the watches have synced (and after every change from then on). */
+  start(): void {
+    const wait = () => {
+      if (this.#closed) return;
+      if (this.#d.synced()) this.#loop.kick();
+      else this.#syncTimer = setTimeout(wait, 200);
+    };
+    wait();
+  }
+
+  /**
+   * An ADD of this node gave `ips` to a pod: its rules are in place when this resolves (code 5
+   * when they cannot be written: the ADD must fail rather than leave the pod open). Pods no
+   * policy selects need none, so for them this returns at once and the table follows.
+   */
+  async plugged(pod: { namespace: string; name: string; labels: Labels }, ips: string[]) {
+    const k = key(pod.namespace, pod.name);
+    this.#plugged.set(k, { labels: pod.labels, ips });
+    // Policies not all known yet (the daemon just started): whether one selects the pod cannot
+    // be told, so the answer waits for the watches (the runtime retries a code 11).
+    for (const started = Date.now(); !this.#d.synced();) {
+      if (Date.now() - started > SYNC_WAIT_MS) {
+        throw new CniError(
+          CNI_ERROR.TRY_AGAIN_LATER,
+          `the network policies are not all known yet; ${k} is not plugged before they are`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const self = this.#localPod(k);
+    const isolated = self && [...this.#policies.values()].some((p) => policySelects(p, self));
+    this.#loop.kick();
+    if (!isolated) return;
+    await this.#loop.idle();
+    if (this.#lastError) {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `the network policy rules of ${k} could not be written`,
+        this.#lastError,
+      );
+    }
+  }
+
+  /** A DEL of this node took a pod's addresses away. */
+  unplugged(pod: { namespace: string; name: string }): void {
+    if (this.#plugged.delete(key(pod.namespace, pod.name))) this.#loop.kick();
+  }
+
+  /** Counts. */
+  stats(): PolicyStats {
+    return { ...this.#stats, policies: this.#policies.size };
+  }
+
+  /** The cluster as the compiler sees it, this node's ADDs' addresses included. */
+  view(): PolicyView {
+    const pods = new Map(this.#pods);
+    // An address an ADD just gave is that pod's, whatever an older pod's status still says (its
+    // sandbox gone, the address handed out again).
+    const fresh = new Set([...this.#plugged.values()].flatMap((p) => p.ips));
+    for (const [k, pod] of pods) {
+      if (!this.#plugged.has(k) && pod.ips.some((ip) => fresh.has(ip))) {
+        pods.set(k, { ...pod, ips: pod.ips.filter((ip) => !fresh.has(ip)) });
+      }
+    }
+    for (const k of this.#plugged.keys()) pods.set(k, this.#localPod(k)!);
+    return {
+      policies: [...this.#policies.values()],
+      namespaces: this.#namespaces,
+      pods: [...pods.values()],
+    };
+  }
+
+  #localPod(k: string): (PolicyPod & { node?: string }) | undefined {
+    const known = this.#pods.get(k);
+    const plugged = this.#plugged.get(k);
+    if (!plugged) return known;
+    const [namespace, name] = [k.slice(0, k.indexOf("/")), k.slice(k.indexOf("/") + 1)];
+    return {
+      namespace,
+      name,
+      ports: known?.ports ?? [],
+      hostNetwork: false,
+      done: false,
+      ...known,
+      labels: plugged.labels,
+      ips: [...new Set([...(known?.ips ?? []), ...plugged.ips])],
+      node: this.#d.nodeName,
+    };
+  }
+
+  async #pass(): Promise<void> {
+    const view = this.view();
+    const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
+    const verdicts = compilePolicies(view, local, ipInBlock);
+    const definition = renderPolicyTable(this.#d.table, verdicts);
+    this.#stats.isolatedPods = verdicts.length;
+    if (definition === this.#written) return;
+    try {
+      await this.#d.nft.apply(policyScript(this.#d.table, definition));
+      this.#stats.writes++;
+      if ((this.#written === undefined || this.#written === "") !== (definition === undefined)) {
+        this.#d.logger.info(
+          definition === undefined
+            ? "network policy: no pod of this node is isolated; table {table} removed"
+            : "network policy: table {table} written for {pods} isolated pod(s)",
+          { table: this.#d.table, pods: verdicts.length },
+        );
+      }
+      this.#written = definition;
+      this.#lastError = undefined;
+    } catch (e) {
+      this.#stats.failures++;
+      const error = e instanceof Error ? e.message : String(e);
+      if (error !== this.#lastError) {
+        this.#d.logger.error("network policy: cannot write table {table}: {error}", {
+          table: this.#d.table,
+          error,
+        });
+      }
+      this.#lastError = error;
+      // Tried again shortly; the ADDs waiting meanwhile fail (their rules are not in place).
+      setTimeout(() => this.#loop.kick(), RETRY_MS);
+    }
+  }
+
+  /** Waits for the pass under way (and those it triggered). */
+  idle(): Promise<void> {
+    return this.#loop.idle();
+  }
+
+  /** Stops writing (the table stays; the uninstall removes it). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#syncTimer);
+    await this.#loop.idle().catch(() => {});
+  }
+}

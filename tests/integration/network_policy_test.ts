@@ -1,0 +1,173 @@
+// NetworkPolicy enforced by the node daemons on the simulated cluster (daemon/dev/cluster_sim.ts),
+// on the stand-in or, in `test:real`, on a real kube-apiserver: TCP between pods on one node
+// (bridged) and across nodes (routed), a deny-all policy, an allowing rule by pod label and named
+// port, namespace selectors, egress, a pod created under a policy, and the table gone once the
+// policies are. Needs root and nft.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import { type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { IS_ROOT, run, type TestNetns } from "../../daemon/dev/netns.ts";
+import { NAMESPACES, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import { eventually } from "./_cluster.ts";
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
+const PORT = 8080;
+
+/** A TCP server in `ns` on PORT that accepts and closes; stopped by the returned function. */
+function listen(ns: TestNetns): () => void {
+  const child = new Deno.Command("ip", {
+    args: [
+      "netns",
+      "exec",
+      ns.name,
+      "python3",
+      "-c",
+      "import socket\ns=socket.socket(socket.AF_INET6 if False else socket.AF_INET)\n" +
+      `s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('0.0.0.0',${PORT}))\n` +
+      "s.listen(64)\nwhile True:\n  c,_=s.accept()\n  c.close()\n",
+    ],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  return () => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+  };
+}
+
+/** Whether a TCP connection from `from` to `to`:PORT is accepted within 1 s. */
+async function connects(from: SimPod, to: SimPod): Promise<boolean> {
+  const out = await new Deno.Command("ip", {
+    args: [
+      "netns",
+      "exec",
+      from.ns.name,
+      "python3",
+      "-c",
+      `import socket\nsocket.create_connection(('${to.ip}',${PORT}),timeout=1).close()`,
+    ],
+    stdout: "null",
+    stderr: "null",
+  }).output();
+  return out.success;
+}
+
+function policy(name: string, spec: NetworkPolicy["spec"]): NetworkPolicy {
+  return { metadata: { name, namespace: "default" }, spec };
+}
+
+Deno.test({
+  name:
+    "NetworkPolicy on two nodes: deny-all isolates a pod on its node and across nodes; a rule by label and named port lets one client in; egress limits a client; a pod created under a policy is never open; no policy, no table",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
+      const [n0, n1] = c.nodes;
+      const ports = [{ name: "http", containerPort: PORT }];
+      const db = await c.addPod(n0, "db", 0, { labels: { app: "db" }, ports });
+      const near = await c.addPod(n0, "near", 0, { labels: { app: "other" }, ports });
+      const web = await c.addPod(n1, "web", 0, { labels: { app: "web" }, ports });
+      const stops = [db, near, web].map((p) => listen(p.ns));
+      const created: string[] = [];
+      const apply = async (p: NetworkPolicy) => {
+        await c.client.create(NETWORK_POLICIES, p);
+        created.push(p.metadata!.name!);
+      };
+      try {
+        await eventually(async () => await connects(web, db) && await connects(near, db), "open");
+        // Deny-all ingress for app=db: nothing gets in, on its node or from the other.
+        await apply(policy("db-deny", {
+          podSelector: { matchLabels: { app: "db" } },
+          policyTypes: ["Ingress"],
+        }));
+        await eventually(
+          async () => !(await connects(web, db)) && !(await connects(near, db)),
+          "db isolated",
+        );
+        assert(await connects(db, web), "egress of db is not isolated");
+        // Allowed: app=web on the port db names "http"; app=other stays out.
+        await apply(policy("db-from-web", {
+          podSelector: { matchLabels: { app: "db" } },
+          ingress: [{
+            from: [{ podSelector: { matchLabels: { app: "web" } } }],
+            ports: [{ port: "http" }],
+          }],
+        }));
+        await eventually(() => connects(web, db), "web reaches db");
+        assertEquals(await connects(near, db), false, "other still out");
+        // A namespace selector that does not match default lets nobody more in; one that does
+        // (a label on default) lets every pod of it in.
+        await apply(policy("db-from-team", {
+          podSelector: { matchLabels: { app: "db" } },
+          ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: "blue" } } }] }],
+        }));
+        await new Promise((r) => setTimeout(r, 1000));
+        assertEquals(await connects(near, db), false);
+        await c.client.patchMerge(NAMESPACES, undefined, "default", {
+          metadata: { labels: { team: "blue" } },
+        });
+        try {
+          await eventually(() => connects(near, db), "a namespace selector lets near in");
+        } finally {
+          await c.client.patchMerge(NAMESPACES, undefined, "default", {
+            metadata: { labels: { team: null } },
+          });
+        }
+        await eventually(async () => !(await connects(near, db)), "label gone, near out again");
+        // A new pod under the policies: closed to app=other from its first moment.
+        const db2 = await c.addPod(n1, "db2", 0, { labels: { app: "db" }, ports });
+        stops.push(listen(db2.ns));
+        for (let i = 0; i < 10; i++) {
+          assertEquals(await connects(near, db2), false, "db2 reachable by app=other");
+        }
+        await eventually(() => connects(web, db2), "web reaches the new db");
+        // Egress: web may reach only app=db on 8080.
+        await apply(policy("web-out", {
+          podSelector: { matchLabels: { app: "web" } },
+          policyTypes: ["Egress"],
+          egress: [{
+            to: [{ podSelector: { matchLabels: { app: "db" } } }],
+            ports: [{ port: PORT }],
+          }],
+        }));
+        await eventually(async () => !(await connects(web, near)), "web's egress limited");
+        assert(await connects(web, db), "web still reaches db");
+        const table = await run(
+          "ip",
+          "netns",
+          "exec",
+          n0.ns.name,
+          "nft",
+          "list",
+          "table",
+          "inet",
+          "ferry-policy",
+        );
+        assert(table.includes("db-from-web"), table);
+        // Every policy gone: open again, and no table on any node.
+        for (const name of created.splice(0)) {
+          await c.client.delete(NETWORK_POLICIES, "default", name);
+        }
+        await eventually(
+          async () => await connects(near, db) && await connects(web, near),
+          "open again",
+        );
+        for (const n of c.nodes) {
+          await eventually(async () =>
+            (await new Deno.Command("ip", {
+              args: ["netns", "exec", n.ns.name, "nft", "list", "table", "inet", "ferry-policy"],
+              stdout: "null",
+              stderr: "null",
+            }).output()).code !== 0, `${n.name} has no policy table`);
+        }
+      } finally {
+        for (const stop of stops) stop();
+        for (const name of created) {
+          await c.client.delete(NETWORK_POLICIES, "default", name).catch(() => {});
+        }
+      }
+    }),
+});
