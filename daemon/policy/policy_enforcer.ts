@@ -278,7 +278,8 @@ export class PolicyEnforcer {
       hostNetwork: false,
       done: false,
       ...known,
-      labels: plugged.labels,
+      // The watch's labels once it has the pod: they follow relabelling, the ADD's do not.
+      labels: known?.labels ?? plugged.labels,
       ips: [...new Set([...(known?.ips ?? []), ...plugged.ips])],
       node: this.#d.nodeName,
     };

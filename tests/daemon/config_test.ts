@@ -101,16 +101,32 @@ Deno.test("an unreadable or non-JSON file is a clear error", async () => {
 });
 
 Deno.test("the command line takes --config and the override flags, and refuses others", () => {
-  assertEquals(parseDaemonArgs(["--config", "/c.json", "--socket", "/s", "--node-name", "n1"]), {
-    configFile: "/c.json",
-    overrides: {
-      socket: "/s",
-      nodeName: "n1",
-      kubeconfig: undefined,
-      stateDir: undefined,
-      standalone: undefined,
+  assertEquals(
+    parseDaemonArgs([
+      "--config",
+      "/c.json",
+      "--socket",
+      "/s",
+      "--node-name",
+      "n1",
+      "--sysctl-dir",
+      "/host/proc/sys",
+      "--staged-conflist",
+      "/var/lib/ferry/cni/10-ferry.conflist",
+    ]),
+    {
+      configFile: "/c.json",
+      overrides: {
+        socket: "/s",
+        nodeName: "n1",
+        kubeconfig: undefined,
+        stateDir: undefined,
+        sysctlDir: "/host/proc/sys",
+        stagedConflist: "/var/lib/ferry/cni/10-ferry.conflist",
+        standalone: undefined,
+      },
     },
-  });
+  );
   assertEquals(parseDaemonArgs(["--standalone"]).overrides.standalone, true);
   assertThrows(() => parseDaemonArgs(["--sockte", "/s"]), ConfigError);
 });

@@ -7,7 +7,7 @@ import { assert, assertEquals } from "deno-std/assert/mod.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { IS_ROOT, run, type TestNetns } from "../../daemon/dev/netns.ts";
-import { NAMESPACES, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import { NAMESPACES, NETWORK_POLICIES, PODS } from "../../daemon/k8s/resources.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
 
@@ -61,7 +61,7 @@ function policy(name: string, spec: NetworkPolicy["spec"]): NetworkPolicy {
 
 Deno.test({
   name:
-    "NetworkPolicy on two nodes: deny-all isolates a pod on its node and across nodes; a rule by label and named port lets one client in; egress limits a client; a pod created under a policy is never open; no policy, no table",
+    "NetworkPolicy on two nodes: deny-all isolates a pod on its node and across nodes; a rule by label and named port lets one client in; egress limits a client; a pod created under a policy is never open; a relabelled pod follows its labels; no policy, no table",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
@@ -124,6 +124,15 @@ Deno.test({
           assertEquals(await connects(near, db2), false, "db2 reachable by app=other");
         }
         await eventually(() => connects(web, db2), "web reaches the new db");
+        // A pod relabelled into a policy's selection is isolated; relabelled out, open again.
+        await c.client.patchMerge(PODS, "default", near.name, {
+          metadata: { labels: { app: "db" } },
+        });
+        await eventually(async () => !(await connects(db, near)), "near, now app=db, isolated");
+        await c.client.patchMerge(PODS, "default", near.name, {
+          metadata: { labels: { app: "other" } },
+        });
+        await eventually(() => connects(db, near), "near, app=other again, open");
         // Egress: web may reach only app=db on 8080.
         await apply(policy("web-out", {
           podSelector: { matchLabels: { app: "web" } },
