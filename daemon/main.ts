@@ -469,6 +469,7 @@ export async function startDaemon(
     },
     gc: () => gc?.stats() ?? { released: 0, failed: 0, sweeps: 0 },
     ipamCheck: () => nodeCheck?.stats() ?? { conflicts: 0, leaked: 0 },
+    policyRules: () => kube?.policy?.ruleCounts() ?? [],
   });
   try {
     // The socket first: a second daemon for the same node stops here, before it touches the

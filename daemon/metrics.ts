@@ -33,6 +33,8 @@ export interface MetricsSources {
   gc?: () => { released: number; failed: number; sweeps: number };
   /** The node's own `ipam check` after the last sweep. */
   ipamCheck?: () => { conflicts: number; leaked: number };
+  /** NetworkPolicy: packets counted by each rule of the policy table. */
+  policyRules?: () => { comment: string; packets: number }[];
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -145,6 +147,26 @@ export class FerryMetrics {
         "ferry_ipam_leaked_addresses",
         "Addresses this node's last ipam check found allocated to no recorded interface",
         () => [[{}, sources.ipamCheck?.().leaked ?? 0]],
+      ),
+      new Gauge(
+        "ferry_policy_allowed_packets",
+        "NetworkPolicy: packets each allowing rule let through since the policy table was last " +
+          "written, by policy (namespace/name) and rule (ingress[i], egress[i])",
+        () =>
+          (sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
+            const m = /^(\S+) ((?:ingress|egress)\[\d+\])$/.exec(r.comment);
+            return m ? [[{ policy: m[1], rule: m[2] }, r.packets]] : [];
+          }),
+      ),
+      new Gauge(
+        "ferry_policy_denied_packets",
+        "NetworkPolicy: packets dropped for a pod of this node because no rule allowed them, " +
+          "since the policy table was last written, by pod (namespace/name) and direction",
+        () =>
+          (sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
+            const m = /^(\S+): no (ingress|egress) rule allows it$/.exec(r.comment);
+            return m ? [[{ pod: m[1], direction: m[2] }, r.packets]] : [];
+          }),
       ),
     ];
   }

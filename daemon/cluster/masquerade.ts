@@ -52,6 +52,8 @@ export interface Nft {
   apply(ruleset: string): Promise<void>;
   /** Deletes the table; a missing one is fine. */
   remove(table: string): Promise<void>;
+  /** `nft -j list table inet <table>`: its JSON, or undefined when there is no such table. */
+  listJson?(table: string): Promise<string | undefined>;
 }
 
 /**
@@ -76,6 +78,16 @@ export class NftRunner implements Nft {
     if (!out.success) {
       throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
     }
+  }
+
+  /** `nft -j list table inet <table>`; undefined when the table does not exist. */
+  async listJson(table: string): Promise<string | undefined> {
+    const out = await new Deno.Command("nft", {
+      args: ["-j", "list", "table", "inet", table],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    return out.success ? new TextDecoder().decode(out.stdout) : undefined;
   }
 
   /** `nft delete table inet <table>`. */

@@ -184,3 +184,25 @@ export function renderPolicyTable(table: string, verdicts: PodVerdict[]): string
 export function policyScript(table: string, definition: string | undefined): string {
   return `table inet ${table}\ndelete table inet ${table}\n${definition ?? ""}`;
 }
+
+/** Packets counted by one commented rule of the table. */
+export interface RuleCount {
+  /** What the rule is: `ns/policy ingress[i]` for an allowing rule, `ns/pod: no … rule allows it` for a drop. */
+  comment: string;
+  /** Packets it counted since the table was last written. */
+  packets: number;
+}
+
+/** The counted rules of `nft -j list table` output (pure). */
+export function ruleCounts(json: string): RuleCount[] {
+  const out: RuleCount[] = [];
+  const doc = JSON.parse(json) as {
+    nftables?: { rule?: { comment?: string; expr?: { counter?: { packets: number } }[] } }[];
+  };
+  for (const item of doc.nftables ?? []) {
+    const rule = item.rule;
+    const counter = rule?.expr?.find((e) => e.counter)?.counter;
+    if (rule?.comment && counter) out.push({ comment: rule.comment, packets: counter.packets });
+  }
+  return out;
+}

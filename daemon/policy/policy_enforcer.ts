@@ -28,7 +28,7 @@ import {
   type PolicyView,
   type Protocol,
 } from "./compile.ts";
-import { policyScript, renderPolicyTable } from "./nft_policy.ts";
+import { policyScript, renderPolicyTable, type RuleCount, ruleCounts } from "./nft_policy.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */
@@ -59,6 +59,7 @@ export interface PolicyStats {
 
 const RETRY_MS = 1000;
 const SYNC_WAIT_MS = 20_000;
+const COUNT_EVERY_MS = 10_000;
 
 const key = (ns: string | undefined, name: string | undefined) =>
   `${ns ?? "default"}/${name ?? ""}`;
@@ -148,6 +149,8 @@ export class PolicyEnforcer {
   #closed = false;
   #lastError: string | undefined;
   #syncTimer?: ReturnType<typeof setTimeout>;
+  #countTimer?: ReturnType<typeof setInterval>;
+  #counts: RuleCount[] = [];
 
   /** Creates the enforcer; nothing is written before the watches have synced. */
   constructor(deps: PolicyEnforcerDeps) {
@@ -195,7 +198,16 @@ export class PolicyEnforcer {
   }
 
   /** Writes the table once the watches have synced (and after every change from then on). */
-  start(): void {
+  start(countEveryMs = COUNT_EVERY_MS): void {
+    // The rules' counters, read now and then for the metrics (not at each scrape: a process).
+    this.#countTimer = setInterval(() => {
+      if (this.#written && this.#d.nft.listJson) {
+        this.#d.nft.listJson(this.#d.table).then(
+          (json) => (this.#counts = json ? ruleCounts(json) : []),
+          () => {},
+        );
+      } else this.#counts = [];
+    }, countEveryMs);
     const wait = () => {
       if (this.#closed) return;
       if (this.#d.synced()) this.#loop.kick();
@@ -240,6 +252,14 @@ export class PolicyEnforcer {
   /** A DEL of this node took a pod's addresses away. */
   unplugged(pod: { namespace: string; name: string }): void {
     if (this.#plugged.delete(key(pod.namespace, pod.name))) this.#loop.kick();
+  }
+
+  /**
+   * Packets each rule of the table counted since the table was last written (read every 10 s):
+   * allowing rules by policy and rule, drops by pod and direction.
+   */
+  ruleCounts(): RuleCount[] {
+    return this.#counts;
   }
 
   /** Counts. */
@@ -329,6 +349,7 @@ export class PolicyEnforcer {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#syncTimer);
+    clearInterval(this.#countTimer);
     await this.#loop.idle().catch(() => {});
   }
 }

@@ -2,7 +2,7 @@
 // address, allow rules that return and a default drop; no isolated pod, no table.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { compilePolicies, ipInBlock, type PolicyView } from "../../../daemon/policy/compile.ts";
-import { policyScript, renderPolicyTable } from "../../../daemon/policy/nft_policy.ts";
+import { policyScript, renderPolicyTable, ruleCounts } from "../../../daemon/policy/nft_policy.ts";
 import { IS_ROOT } from "../../../daemon/dev/netns.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
@@ -77,4 +77,32 @@ Deno.test({
     const out = await child.output();
     assertEquals(out.code, 0, new TextDecoder().decode(out.stderr) + script);
   },
+});
+
+Deno.test("the counters of the table's commented rules are read from nft's JSON", () => {
+  const json = JSON.stringify({
+    nftables: [
+      { metainfo: { version: "1.0.6" } },
+      { chain: { name: "in-0" } },
+      {
+        rule: {
+          chain: "in-0",
+          comment: "a/db-in ingress[0]",
+          expr: [{ match: {} }, { counter: { packets: 7, bytes: 420 } }, { return: null }],
+        },
+      },
+      {
+        rule: {
+          chain: "in-0",
+          comment: "a/db: no ingress rule allows it",
+          expr: [{ counter: { packets: 3, bytes: 180 } }, { drop: null }],
+        },
+      },
+      { rule: { chain: "forward", expr: [{ match: {} }, { accept: null }] } },
+    ],
+  });
+  assertEquals(ruleCounts(json), [
+    { comment: "a/db-in ingress[0]", packets: 7 },
+    { comment: "a/db: no ingress rule allows it", packets: 3 },
+  ]);
 });
