@@ -13,8 +13,9 @@
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
+import { TOOLS } from "../tests/cluster/_realcluster.ts";
 
-const H = new URL("../../shared/tools/realcluster/", import.meta.url).pathname;
+const H = TOOLS;
 const REPO = new URL("../", import.meta.url).pathname;
 const RC = "/opt/realcluster";
 const NODES = ["rc-node1", "rc-node2", "rc-node3"];

@@ -8,8 +8,21 @@
 
 /** This checkout (read only by the shared scripts). */
 export const REPO = new URL("../../", import.meta.url).pathname;
-/** The shared scripts, beside the checkout. */
-export const TOOLS = new URL("../../../shared/tools/realcluster/", import.meta.url).pathname;
+/**
+ * The shared scripts: `FERRY_REALCLUSTER_TOOLS` when set (`.ci/run` sets it), else beside the
+ * checkout (`../shared/tools/realcluster`), else the shared folder of this machine.
+ */
+export const TOOLS = await (async () => {
+  const candidates = [
+    Deno.env.get("FERRY_REALCLUSTER_TOOLS"),
+    new URL("../../../shared/tools/realcluster/", import.meta.url).pathname,
+    "/work/shared/tools/realcluster/",
+  ].filter((d): d is string => !!d).map((d) => d.endsWith("/") ? d : `${d}/`);
+  for (const d of candidates) {
+    if (await Deno.stat(`${d}start.sh`).then(() => true, () => false)) return d;
+  }
+  return candidates[1];
+})();
 /** Where the cluster is built. */
 export const RC = "/opt/realcluster";
 /** Its kubeconfig. */
