@@ -13,24 +13,17 @@
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
-import { TOOLS } from "../tests/cluster/_realcluster.ts";
+import {
+  appPods,
+  kubectl,
+  NODES,
+  RC,
+  REPO,
+  script,
+  uninstallFerry,
+} from "../tests/cluster/_realcluster.ts";
 
-const H = TOOLS;
-const REPO = new URL("../", import.meta.url).pathname;
-const RC = "/opt/realcluster";
-const NODES = ["rc-node1", "rc-node2", "rc-node3"];
-const env = { ...Deno.env.toObject(), KUBECONFIG: `${RC}/kubeconfig` };
 const CLK_TCK = 100;
-
-async function sh(cmd: string, args: string[]): Promise<string> {
-  const out = await new Deno.Command(cmd, { args, env, stdout: "piped", stderr: "piped" }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  if (!out.success) {
-    throw new Error(`${cmd} ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}${text}`);
-  }
-  return text;
-}
-const kubectl = (...args: string[]) => sh("kubectl", args);
 
 function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
@@ -60,25 +53,13 @@ async function sandboxTimes(node: string, since: number): Promise<number[]> {
 
 /** Each Ferry daemon's RSS (MiB) and CPU seconds so far. */
 async function ferryUsage(): Promise<Record<string, { rssMiB: number; cpuS: number }>> {
-  const pods = JSON.parse(
-    await kubectl(
-      "get",
-      "pods",
-      "-n",
-      "kube-system",
-      "-l",
-      "app.kubernetes.io/name=ferry",
-      "-o",
-      "json",
-    ),
-  ) as { items: { metadata: { name: string }; spec: { nodeName: string } }[] };
   const out: Record<string, { rssMiB: number; cpuS: number }> = {};
-  for (const p of pods.items) {
+  for (const p of await appPods("ferry")) {
     const status = await kubectl(
       "exec",
       "-n",
       "kube-system",
-      p.metadata.name,
+      p.name,
       "-c",
       "ferry",
       "--",
@@ -90,7 +71,7 @@ async function ferryUsage(): Promise<Record<string, { rssMiB: number; cpuS: numb
     const stat = status.trim().split("\n").at(-1)!;
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     const cpu = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
-    out[p.spec.nodeName] = { rssMiB: Math.round(rssKb / 102.4) / 10, cpuS: cpu };
+    out[p.node] = { rssMiB: Math.round(rssKb / 102.4) / 10, cpuS: cpu };
   }
   return out;
 }
@@ -161,27 +142,8 @@ if (import.meta.main) {
   for (const cni of flags.cnis.split(",")) {
     if (cni === "ref") {
       // Ferry out the operator's way, the reference plugins in.
-      await kubectl(
-        "delete",
-        "-n",
-        "kube-system",
-        "daemonset",
-        "ferry",
-        "--ignore-not-found",
-        "--wait=true",
-      );
-      await kubectl("apply", "-k", `${REPO}deploy/uninstall`);
-      await kubectl(
-        "rollout",
-        "status",
-        "-n",
-        "kube-system",
-        "ds/ferry-uninstall",
-        "--timeout=180s",
-      );
-      await kubectl("delete", "-k", `${REPO}deploy/uninstall`, "--wait=true");
-      await kubectl("delete", "-k", `${REPO}deploy`, "--ignore-not-found", "--wait=true");
-      await sh("bash", [`${H}use-cni.sh`, "ref"]);
+      await uninstallFerry();
+      await script("use-cni.sh", ["ref"]);
       await kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=120s");
     }
     for (const n of sizes) {

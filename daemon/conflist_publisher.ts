@@ -45,15 +45,18 @@ export class ConflistPublisher {
   #published = 0;
   #lastError = "";
 
+  /** Where the conflist goes. */
+  readonly target: string;
+  readonly #tmp: string;
+  /** The staged text, read once: the install wrote it before the daemon started. */
+  #want?: string;
+
   /** Creates the publisher (not started). */
   constructor(deps: ConflistPublisherDeps) {
     this.#d = deps;
-  }
-
-  /** Where the conflist goes. */
-  get target(): string {
-    const name = this.#d.staged.slice(this.#d.staged.lastIndexOf("/") + 1);
-    return `${this.#d.confDir}/${name}`;
+    const name = deps.staged.slice(deps.staged.lastIndexOf("/") + 1);
+    this.target = `${deps.confDir}/${name}`;
+    this.#tmp = `${deps.confDir}/.${name}.tmp-${Deno.pid}`;
   }
 
   /** How many times it was written into the config directory. */
@@ -89,14 +92,11 @@ export class ConflistPublisher {
    */
   async publishIfReady(): Promise<boolean> {
     if (!this.#d.ready()) return false;
-    const want = await Deno.readTextFile(this.#d.staged);
+    const want = this.#want ??= await Deno.readTextFile(this.#d.staged);
     const have = await Deno.readTextFile(this.target).catch(() => undefined);
     if (have === want) return false;
-    const tmp = `${this.#d.confDir}/.${
-      this.target.slice(this.#d.confDir.length + 1)
-    }.tmp-${Deno.pid}`;
-    await Deno.writeTextFile(tmp, want);
-    await Deno.rename(tmp, this.target);
+    await Deno.writeTextFile(this.#tmp, want);
+    await Deno.rename(this.#tmp, this.target);
     this.#published++;
     this.#d.logger.info(
       have === undefined

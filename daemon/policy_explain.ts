@@ -17,9 +17,7 @@ import { NAMESPACES, NETWORK_POLICIES, PODS } from "./k8s/resources.ts";
 import { HttpTransport } from "./k8s/transport.ts";
 import { type PolicyPod, policySelects, type PolicyView, type Protocol } from "./policy/compile.ts";
 import { explain } from "./policy/explain.ts";
-import { PolicyEnforcer } from "./policy/policy_enforcer.ts";
-import type { Nft } from "./cluster/masquerade.ts";
-import { getLogger } from "@logtape/logtape";
+import { policyPodOf } from "./policy/policy_enforcer.ts";
 
 /** Reads the cluster as policies see it. */
 export async function readPolicyView(client: KubeClient): Promise<PolicyView> {
@@ -28,19 +26,14 @@ export async function readPolicyView(client: KubeClient): Promise<PolicyView> {
     client.listAll<Namespace>(NAMESPACES, {}),
     client.listAll<Pod>(PODS, {}),
   ]);
-  // The enforcer's own conversion, so the explanation reads pods exactly as the nodes do.
-  const nowhere: Nft = { apply: () => Promise.resolve(), remove: () => Promise.resolve() };
-  const e = new PolicyEnforcer({
-    nodeName: "",
-    table: "explain",
-    nft: nowhere,
-    synced: () => false,
-    logger: getLogger(["ferry", "explain"]),
-  });
-  for (const p of policies.items) e.policyUpserted(p);
-  for (const n of namespaces.items) e.namespaceUpserted(n);
-  for (const p of pods.items) e.podUpserted(p);
-  return e.view();
+  // The nodes' own conversion of pods, so the explanation reads them exactly as the nodes do.
+  return {
+    policies: policies.items,
+    namespaces: new Map(
+      namespaces.items.map((n) => [n.metadata?.name ?? "", n.metadata?.labels ?? {}]),
+    ),
+    pods: pods.items.map(policyPodOf),
+  };
 }
 
 /** `NS/NAME` to a pod of the view, or an address. */

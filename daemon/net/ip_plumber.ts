@@ -6,7 +6,7 @@
  * @module
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import { IpCommandError, type IpRunner } from "./ip_runner.ts";
+import { IpCommandError, type IpRunner, PROC_SYS } from "./ip_runner.ts";
 import { planBridge, planSublink, planVeth } from "./link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "./plumber.ts";
 
@@ -38,7 +38,7 @@ export class IpPlumber implements Plumber {
   constructor(ip: IpRunner, options: IpPlumberOptions = {}) {
     this.#ip = ip;
     this.#forwarding = options.forwarding ?? true;
-    this.#sysctlDir = options.sysctlDir ?? "/proc/sys";
+    this.#sysctlDir = options.sysctlDir ?? PROC_SYS;
   }
 
   /** Creates (when missing) and configures the bridge; repeating it is harmless. */

@@ -44,6 +44,9 @@ function sysctlsThenIp(ipArgs: string[]): string {
   }`;
 }
 
+/** Where sysctls are written unless a mount of the host's is given (see {@link SpawningIpRunner}). */
+export const PROC_SYS = "/proc/sys";
+
 /** Runs iproute2 batches. */
 export interface IpRunner {
   /** Runs `lines` as one batch (in `netns` when given); resolves to stdout; throws {@link IpCommandError}. */
@@ -66,7 +69,7 @@ export class SpawningIpRunner implements IpRunner {
    * whose `/proc/sys` is read-only) a bind mount of the host's `/proc/sys/net` at `DIR/net`,
    * which shows each namespace its own entries as `/proc/sys/net` does.
    */
-  constructor(sysctlDir = "/proc/sys") {
+  constructor(sysctlDir = PROC_SYS) {
     this.#sysctlDir = sysctlDir;
   }
 
@@ -108,7 +111,7 @@ export class SpawningIpRunner implements IpRunner {
 }
 
 /** Writes one sysctl (`path` below `dir`) of the daemon's own (host) namespace. */
-export async function writeSysctl(path: string, value: string, dir = "/proc/sys"): Promise<void> {
+export async function writeSysctl(path: string, value: string, dir = PROC_SYS): Promise<void> {
   try {
     await Deno.writeTextFile(`${dir}/${path}`, value);
   } catch (e) {

@@ -106,7 +106,8 @@ export function slimNamespace(n: Namespace): Namespace {
   return { metadata: { name: m.name, resourceVersion: m.resourceVersion, labels: m.labels } };
 }
 
-function toPolicyPod(pod: Pod): PolicyPod & { node?: string } {
+/** A pod as policies read it, with its node. */
+export function policyPodOf(pod: Pod): PolicyPod & { node?: string } {
   const ports: NamedPort[] = (pod.spec?.containers ?? []).flatMap((c) =>
     (c.ports ?? []).filter((p) => p.name).map((p) => ({
       name: p.name!,
@@ -184,7 +185,7 @@ export class PolicyEnforcer {
 
   /** A pod (of any node) appeared or changed. */
   podUpserted(p: Pod): void {
-    const pod = toPolicyPod(p);
+    const pod = policyPodOf(p);
     this.#pods.set(key(pod.namespace, pod.name), pod);
     this.#loop.kick();
   }
@@ -306,6 +307,12 @@ export class PolicyEnforcer {
   }
 
   async #pass(): Promise<void> {
+    // No policy and no table: nothing can be isolated (a pod event of a cluster without policies
+    // costs no walk of every pod).
+    if (this.#policies.size === 0 && this.#written === undefined) {
+      this.#stats.isolatedPods = 0;
+      return;
+    }
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
     const verdicts = compilePolicies(view, local, ipInBlock);

@@ -163,3 +163,50 @@ export async function e2e(
   const failed = text.split("\n").filter((l) => l.startsWith("FAIL "));
   return { passed, failed, text };
 }
+
+/** The pods labelled `app.kubernetes.io/name=<app>` in kube-system, with their nodes. */
+export async function appPods(app: string): Promise<{ name: string; node: string }[]> {
+  const list = await kubectlJson<
+    { items: { metadata: { name: string }; spec: { nodeName: string } }[] }
+  >("get", "pods", "-n", "kube-system", "-l", `app.kubernetes.io/name=${app}`);
+  return list.items.map((p) => ({ name: p.metadata.name, node: p.spec.nodeName }));
+}
+
+/** The pod of DaemonSet app `app` (Ferry's by default) on `node`. */
+export async function podOn(node: string, app = "ferry"): Promise<string> {
+  return (await appPods(app)).find((p) => p.node === node)!.name;
+}
+
+/**
+ * The uninstall as the README gives it: the DaemonSet deleted, `deploy/uninstall` applied and
+ * rolled out (each node cleaned by its init step; what it removed is printed), then both deleted.
+ */
+export async function uninstallFerry(): Promise<void> {
+  await kubectl(
+    "delete",
+    "-n",
+    "kube-system",
+    "daemonset",
+    "ferry",
+    "--ignore-not-found",
+    "--wait=true",
+    "--timeout=120s",
+  );
+  await until(async () => (await appPods("ferry")).length === 0, "Ferry's pods gone", 120_000);
+  await kubectl("apply", "-k", `${REPO}deploy/uninstall`);
+  await kubectl("rollout", "status", "-n", "kube-system", "ds/ferry-uninstall", "--timeout=180s");
+  for (const p of await appPods("ferry-uninstall")) {
+    console.log(
+      `${p.node}: ${await kubectl("logs", "-n", "kube-system", p.name, "-c", "uninstall")}`,
+    );
+  }
+  await kubectl("delete", "-k", `${REPO}deploy/uninstall`, "--wait=true");
+  await kubectl(
+    "delete",
+    "-k",
+    `${REPO}deploy`,
+    "--ignore-not-found",
+    "--wait=true",
+    "--timeout=120s",
+  );
+}

@@ -17,10 +17,12 @@ import {
   nodeexec,
   NODES,
   type PodInfo,
+  podOn,
   pods,
   REPO,
   script,
   TOOLS,
+  uninstallFerry,
   until,
 } from "./_realcluster.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
@@ -183,70 +185,6 @@ async function ferryReady(): Promise<void> {
   await kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=180s");
 }
 
-/** The Ferry pod on `node`. */
-async function ferryPodOn(node: string): Promise<string> {
-  const list = await kubectlJson<
-    { items: { metadata: { name: string }; spec: { nodeName: string } }[] }
-  >(
-    "get",
-    "pods",
-    "-n",
-    "kube-system",
-    "-l",
-    "app.kubernetes.io/name=ferry",
-  );
-  return list.items.find((p) => p.spec.nodeName === node)!.metadata.name;
-}
-
-/**
- * The uninstall as the README gives it: the DaemonSet deleted, `deploy/uninstall` applied and
- * rolled out (each node cleaned by its init step), then both deleted.
- */
-async function uninstall(): Promise<void> {
-  await kubectl(
-    "delete",
-    "-n",
-    "kube-system",
-    "daemonset",
-    "ferry",
-    "--wait=true",
-    "--timeout=120s",
-  );
-  await until(
-    async () =>
-      (await exec("kubectl", [
-        "get",
-        "pods",
-        "-n",
-        "kube-system",
-        "-l",
-        "app.kubernetes.io/name=ferry",
-        "-o",
-        "name",
-      ])).out.trim() === "",
-    "Ferry's pods gone",
-    120_000,
-  );
-  await kubectl("apply", "-k", `${REPO}deploy/uninstall`);
-  await kubectl("rollout", "status", "-n", "kube-system", "ds/ferry-uninstall", "--timeout=180s");
-  for (const n of NODES) {
-    const pod = (await kubectlJson<
-      { items: { metadata: { name: string }; spec: { nodeName: string } }[] }
-    >("get", "pods", "-n", "kube-system", "-l", "app.kubernetes.io/name=ferry-uninstall"))
-      .items.find((p) => p.spec.nodeName === n)!.metadata.name;
-    console.log(`${n}: ${await kubectl("logs", "-n", "kube-system", pod, "-c", "uninstall")}`);
-  }
-  await kubectl("delete", "-k", `${REPO}deploy/uninstall`, "--wait=true");
-  await kubectl(
-    "delete",
-    "-k",
-    `${REPO}deploy`,
-    "--ignore-not-found",
-    "--wait=true",
-    "--timeout=120s",
-  );
-}
-
 /** What Ferry leaves on a node: nothing once uninstalled. */
 async function ferryLeftovers(node: string): Promise<string[]> {
   const left: string[] = [];
@@ -340,7 +278,7 @@ Deno.test({
             "logs",
             "-n",
             "kube-system",
-            await ferryPodOn(held),
+            await podOn(held),
             "-c",
             "ferry",
           );
@@ -386,7 +324,7 @@ Deno.test({
         "the daemons run unprivileged with NET_ADMIN, SYS_ADMIN and SYS_NICE only; Prometheus can scrape each through its pod's address; the log reads as sentences",
         async () => {
           for (const n of NODES) {
-            const pod = await ferryPodOn(n);
+            const pod = await podOn(n);
             const status = await kubectl(
               "exec",
               "-n",
@@ -461,7 +399,7 @@ Deno.test({
             "pod",
             "-n",
             "kube-system",
-            await ferryPodOn(node),
+            await podOn(node),
             "--wait=true",
           );
           await ferryReady();
@@ -709,7 +647,7 @@ Deno.test({
         "the uninstall (deploy/uninstall) leaves nothing of Ferry on any node",
         async () => {
           await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=180s");
-          await uninstall();
+          await uninstallFerry();
           for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
         },
       );
@@ -740,7 +678,7 @@ Deno.test({
           assertEquals(run.failed, [], run.text);
           assert(run.passed >= 4, run.text);
           await ipamCheck();
-          await uninstall();
+          await uninstallFerry();
           for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
         },
       );

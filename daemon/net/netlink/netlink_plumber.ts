@@ -11,6 +11,7 @@ import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { defaultRoutes, planVeth } from "../link_plan.ts";
 import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
 import { type NetlinkSys, SyscallError } from "./libc.ts";
+import { PROC_SYS } from "../ip_runner.ts";
 import {
   delLink,
   dumpLinksOf,
@@ -50,7 +51,7 @@ export class NetlinkPlumber implements Plumber {
   constructor(
     sys: NetlinkSys,
     rest: Plumber,
-    sysctlDir = "/proc/sys",
+    sysctlDir = PROC_SYS,
     offThread = new RouteSocketPool(sys),
   ) {
     this.#sys = sys;
