@@ -210,3 +210,98 @@ export async function uninstallFerry(): Promise<void> {
     "--timeout=120s",
   );
 }
+
+/** A node's kubelet as `start.sh` runs it: enough to start it again once its node is deleted. */
+export interface Kubelet {
+  /** The node. */
+  node: string;
+  /** Its command line (nsenter execs the kubelet, so this is the kubelet's own). */
+  cmdline: string[];
+}
+
+/**
+ * Drains `node` and deletes it from the API (`kubectl drain`, `kubectl delete node`), then waits
+ * until the control plane's pod GC has deleted the pods bound to it (after its quarantine of about
+ * 40 s: a node registered again before that keeps them, and their addresses). Returns its kubelet,
+ * still running, for {@link registerAgain}.
+ */
+export async function deleteNode(node: string): Promise<Kubelet> {
+  const pid = (await Deno.readTextFile(`/run/realcluster/pids/kubelet-${node}.pid`)).trim();
+  const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0").filter(Boolean);
+  await kubectl(
+    "drain",
+    node,
+    "--ignore-daemonsets",
+    "--delete-emptydir-data",
+    "--force",
+    "--timeout=180s",
+  );
+  await kubectl("delete", "node", node);
+  await until(
+    async () => {
+      const all = await kubectlJson<{ items: { spec: { nodeName?: string } }[] }>(
+        "get",
+        "pods",
+        "-A",
+      );
+      return !all.items.some((p) => p.spec.nodeName === node);
+    },
+    `the pods of ${node} deleted by the pod GC`,
+    180_000,
+  );
+  return { node, cmdline };
+}
+
+/**
+ * Adds a deleted node back: its kubelet restarted in the node's namespaces registers it again.
+ * Waits until it is Ready (and has a podCIDR, when `podCIDR`).
+ */
+export async function registerAgain(kubelet: Kubelet, podCIDR: boolean): Promise<void> {
+  const { node, cmdline } = kubelet;
+  const pidFile = `/run/realcluster/pids/kubelet-${node}.pid`;
+  const pid = (await Deno.readTextFile(pidFile)).trim();
+  Deno.kill(Number(pid), "SIGTERM");
+  await until(
+    async () => (await exec("kill", ["-0", pid])).code !== 0,
+    "the kubelet stopped",
+    30_000,
+  );
+  const started = await exec("bash", [
+    "-c",
+    `nohup nsenter --net=/run/netns/${node} --mount=/run/realcluster/ns/${node}.mnt ` +
+    `--uts=/run/realcluster/ns/${node}.uts -- "$@" ` +
+    `>>${RC}/nodes/${node}/logs/kubelet.log 2>&1 </dev/null & echo $!`,
+    "--",
+    ...cmdline,
+  ]);
+  await Deno.writeTextFile(pidFile, started.out.trim() + "\n");
+  await until(
+    async () => {
+      const n = await kubectlJson<
+        { spec: { podCIDR?: string }; status: { conditions: { type: string; status: string }[] } }
+      >("get", "node", node);
+      return (!podCIDR || !!n.spec.podCIDR) &&
+        n.status.conditions.some((c) => c.type === "Ready" && c.status === "True");
+    },
+    `${node} registered again${podCIDR ? ", with a podCIDR," : ""} and Ready`,
+    240_000,
+  );
+}
+
+/** The Events of namespace `ns` with `reason` about the object called `name`. */
+export async function eventsAbout(
+  ns: string,
+  name: string,
+  reason: string,
+): Promise<{ message: string; source?: { component?: string; host?: string } }[]> {
+  return (await kubectlJson<
+    { items: { message: string; source?: { component?: string; host?: string } }[] }
+  >(
+    "get",
+    "events",
+    "-n",
+    ns,
+    "--field-selector",
+    `involvedObject.name=${name},reason=${reason}`,
+  )).items;
+}

@@ -10,7 +10,9 @@
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import {
   CLUSTER_BUILT,
+  deleteNode,
   e2e,
+  eventsAbout,
   exec,
   kubectl,
   kubectlJson,
@@ -19,6 +21,7 @@ import {
   type PodInfo,
   podOn,
   pods,
+  registerAgain,
   REPO,
   script,
   TOOLS,
@@ -64,6 +67,23 @@ function server(name: string, node: string, annotations: Record<string, string> 
     },
   };
 }
+
+/** A pod on every node serving HTTP on 8080 (the traffic between nodes runs between them). */
+const TRAFFIC = {
+  apiVersion: "apps/v1",
+  kind: "DaemonSet",
+  metadata: { name: "traffic", namespace: NS },
+  spec: {
+    selector: { matchLabels: { app: "traffic" } },
+    template: {
+      metadata: { labels: { app: "traffic" } },
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        containers: [{ name: "c", image: AGNHOST, args: ["netexec", "--http-port=8080"] }],
+      },
+    },
+  },
+};
 
 /** Waits until every pod of `selector` in the suite's namespace is Ready; returns them. */
 async function ready(selector: string, count: number): Promise<PodInfo[]> {
@@ -288,25 +308,7 @@ Deno.test({
           await until(() => nodeReady(held), `${held} Ready once its Ferry is`, 180_000);
           await ferryReady();
           await kubectl("create", "namespace", NS);
-          await apply({
-            apiVersion: "apps/v1",
-            kind: "DaemonSet",
-            metadata: { name: "traffic", namespace: NS },
-            spec: {
-              selector: { matchLabels: { app: "traffic" } },
-              template: {
-                metadata: { labels: { app: "traffic" } },
-                spec: {
-                  terminationGracePeriodSeconds: 1,
-                  containers: [{
-                    name: "c",
-                    image: AGNHOST,
-                    args: ["netexec", "--http-port=8080"],
-                  }],
-                },
-              },
-            },
-          });
+          await apply(TRAFFIC);
         },
       );
 
@@ -522,7 +524,22 @@ Deno.test({
           assertEquals(status[1].ips, ["192.168.177.11"]);
           // Across nodes over the second network.
           await reaches("nad1", "192.168.177.12", (t) => t === "nad2");
-          await kubectl("delete", "pod", "-n", NS, "nad1", "nad2", "--wait=true");
+          // A pod naming a NAD that does not exist gets no sandbox, and an Event that says why.
+          await apply(server("nad-missing", NODES[0], {
+            "k8s.v1.cni.cncf.io/networks": "no-such-network",
+          }));
+          let said: { message: string; source?: { component?: string; host?: string } }[] = [];
+          await until(
+            async () =>
+              (said = await eventsAbout(NS, "nad-missing", "InvalidNetworkSelection")).length > 0,
+            "an InvalidNetworkSelection Event about nad-missing",
+          );
+          assert(said[0].message.includes("no-such-network"), said[0].message);
+          assertEquals(said[0].source?.component, "ferry");
+          assertEquals(said[0].source?.host, NODES[0]);
+          const stuck = await pods(NS, "app=nad-missing");
+          assertEquals(stuck.map((p) => [p.ready, p.ip]), [[false, ""]]);
+          await kubectl("delete", "pod", "-n", NS, "nad1", "nad2", "nad-missing", "--wait=true");
           await ipamCheck();
         },
       );
@@ -553,72 +570,14 @@ Deno.test({
           const old = traffic.find((p) => p.node === gone)!.name;
           const cidr =
             (await kubectlJson<{ spec: { podCIDR: string } }>("get", "node", gone)).spec.podCIDR;
-          const pidFile = `/run/realcluster/pids/kubelet-${gone}.pid`;
-          const pid = (await Deno.readTextFile(pidFile)).trim();
-          const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0").filter(
-            Boolean,
-          );
-          await kubectl(
-            "drain",
-            gone,
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--force",
-            "--timeout=180s",
-          );
-          await kubectl("delete", "node", gone);
+          const kubelet = await deleteNode(gone);
           for (const n of NODES.filter((n) => n !== gone)) {
             await until(
               async () => !(await ferryRoutes(n)).includes(cidr),
               `${n} drops its route to ${cidr}`,
             );
           }
-          // The control plane's pod GC deletes the pods bound to a node that is gone (after its
-          // quarantine of about 40 s); a node re-registered before that keeps them, addresses of
-          // its old podCIDR and all (seen here: then no new pod comes).
-          await until(
-            async () => {
-              const all = await kubectlJson<{ items: { spec: { nodeName?: string } }[] }>(
-                "get",
-                "pods",
-                "-A",
-              );
-              return !all.items.some((p) => p.spec.nodeName === gone);
-            },
-            `the pods of ${gone} deleted by the pod GC`,
-            180_000,
-          );
-          // Added back: its kubelet restarted registers it again.
-          Deno.kill(Number(pid), "SIGTERM");
-          await until(
-            async () => (await exec("kill", ["-0", pid])).code !== 0,
-            "the kubelet stopped",
-            30_000,
-          );
-          const started = await exec("bash", [
-            "-c",
-            // In the node's namespaces, as start.sh runs it (nsenter execs the kubelet: one pid).
-            `nohup nsenter --net=/run/netns/${gone} --mount=/run/realcluster/ns/${gone}.mnt ` +
-            `--uts=/run/realcluster/ns/${gone}.uts -- "$@" ` +
-            `>>/opt/realcluster/nodes/${gone}/logs/kubelet.log 2>&1 </dev/null & echo $!`,
-            "--",
-            ...cmdline,
-          ]);
-          await Deno.writeTextFile(pidFile, started.out.trim() + "\n");
-          await until(
-            async () => {
-              const node = await kubectlJson<
-                {
-                  spec: { podCIDR?: string };
-                  status: { conditions: { type: string; status: string }[] };
-                }
-              >("get", "node", gone);
-              return !!node.spec.podCIDR &&
-                node.status.conditions.some((c) => c.type === "Ready" && c.status === "True");
-            },
-            `${gone} registered again, with a podCIDR, Ready`,
-            240_000,
-          );
+          await registerAgain(kubelet, true);
           await ferryReady();
           // The node's new traffic pod (the old one went with the node), in its new podCIDR.
           const range = parseCidr(
@@ -653,7 +612,7 @@ Deno.test({
       );
 
       await alone(
-        "pool IPAM on nodes without podCIDRs (deploy/overlays/pool): blocks claimed, Networking Granular Checks: Pods pass, ipam check clean",
+        "pool IPAM on nodes without podCIDRs (deploy/overlays/pool): blocks claimed, Networking Granular Checks: Pods pass; a node deleted has its blocks reclaimed and its routes gone, and added back claims anew; ipam check clean",
         async () => {
           await script("stop.sh", ["--clean"]);
           await script("start.sh", [], { NODE_CIDRS: "0" });
@@ -678,6 +637,48 @@ Deno.test({
           assertEquals(run.failed, [], run.text);
           assert(run.passed >= 4, run.text);
           await ipamCheck();
+
+          // A node drained and deleted: the others reclaim its blocks, and their routes to them go.
+          await kubectl("create", "namespace", NS);
+          await apply(TRAFFIC);
+          await ready("app=traffic", NODES.length);
+          const gone = NODES[2];
+          const blocksOf = async (node: string) =>
+            (await kubectlJson<{ items: { spec: { node: string; cidr: string } }[] }>(
+              "get",
+              "ipblocks",
+            )).items.filter((b) => b.spec.node === node).map((b) => b.spec.cidr);
+          const held = await blocksOf(gone);
+          assert(held.length > 0, `${gone} holds a block for its traffic pod`);
+          const kubelet = await deleteNode(gone);
+          await until(
+            async () => (await blocksOf(gone)).length === 0,
+            `the blocks of ${gone} (${held.join(", ")}) reclaimed`,
+            180_000,
+          );
+          for (const n of NODES.filter((n) => n !== gone)) {
+            await until(
+              async () => {
+                const routes = await ferryRoutes(n);
+                return held.every((cidr) => !routes.includes(cidr));
+              },
+              `${n} drops its routes to ${held.join(", ")}`,
+            );
+          }
+          await ipamCheck();
+          // Added back: it claims a block again, and its new pod reaches the others.
+          await registerAgain(kubelet, false);
+          await ferryReady();
+          const back = await ready("app=traffic", NODES.length);
+          const fresh = back.find((p) => p.node === gone)!;
+          assert((await blocksOf(gone)).length > 0, `${gone} claimed a block again`);
+          await reaches(
+            back.find((p) => p.node === NODES[0])!.name,
+            fresh.ip,
+            (t) => t === fresh.name,
+          );
+          await ipamCheck();
+          await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=180s");
           await uninstallFerry();
           for (const n of NODES) assertEquals(await ferryLeftovers(n), [], n);
         },
