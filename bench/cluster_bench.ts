@@ -19,7 +19,8 @@ import { type SimFloor, type SimPod, withSimCluster } from "../daemon/dev/cluste
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
-import type { DaemonStats } from "../daemon/main.ts";
+import { clusterBenchReport } from "./report.ts";
+import type { DaemonStats } from "../daemon/daemon.ts";
 
 /** What one run measured. */
 export interface ClusterBench {
@@ -174,38 +175,6 @@ function worstPhases(stats: DaemonStats[]): Record<string, { p50: number; p99: n
   return out;
 }
 
-function markdown(r: ClusterBench): string {
-  return [
-    "# Ferry cluster benchmark",
-    "",
-    `${r.date}, ${navigator.hardwareConcurrency} CPUs, API: ${r.api}, IPAM: ${r.ipam}`,
-    "",
-    "| measure | value | target |",
-    "| --- | --- | --- |",
-    `| ${r.pods} pods over ${r.nodes} nodes (${r.concurrency} ADDs at once), first ADD to last answer | ${r.allPluggedMs} ms | ≤ ${r.targets.allPluggedMs} ms |`,
-    ...(r.floors.harnessMs
-      ? [
-        `| the same burst without Ferry: API pod, namespace, \`/bin/true\` (the harness's floor) | ${r.floors.harnessMs} ms | |`,
-        `| the same burst with only the shim's cold start (VERSION, no daemon work) | ${r.floors.shimStartMs} ms | |`,
-        `| Ferry's own share (all plugged less the shim-start floor) | ${
-          r.allPluggedMs - r.floors.shimStartMs
-        } ms | |`,
-      ]
-      : []),
-    `| per pod: created in the API, namespace made, ADD through the shim; p50 / p90 / p99 / max | ${r.add.p50} / ${r.add.p90} / ${r.add.p99} / ${r.add.max} ms | |`,
-    `| API writes per ADD for addresses (pool mode: block claims and updates) | ${r.ipamWritesPerAdd} | ≤ ${r.targets.apiWritesPerAdd} |`,
-    `| API writes per ADD in all (with the pod's attachments annotation) | ${r.apiWritesPerAdd} | |`,
-    `| API requests per ADD, by method | ${JSON.stringify(r.apiRequestsPerAdd)} | |`,
-    `| API round trips an ADD waited for | ${r.apiCallsOnCniPath} | |`,
-    ...Object.entries(r.addPhases).map(([phase, p]) =>
-      `| daemon ADD phase ${phase}, p50 / p99 (worst node) | ${p.p50} / ${p.p99} ms | |`
-    ),
-    "",
-    `- ${r.targets.met ? "met" : "NOT met"}: targets`,
-    "",
-  ].join("\n");
-}
-
 if (import.meta.main) {
   if (!IS_ROOT) {
     console.error("bench:cluster needs root (it plugs real network namespaces)");
@@ -232,6 +201,6 @@ if (import.meta.main) {
   const result = kubeconfig === real ? await withRealApiserver(bench) : await bench();
   const dir = new URL("./results/", import.meta.url);
   await Deno.writeTextFile(new URL("cluster.json", dir), JSON.stringify(result, null, 2) + "\n");
-  await Deno.writeTextFile(new URL("cluster.md", dir), markdown(result));
-  console.log(markdown(result));
+  await Deno.writeTextFile(new URL("cluster.md", dir), clusterBenchReport(result));
+  console.log(clusterBenchReport(result));
 }

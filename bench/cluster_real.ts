@@ -22,6 +22,7 @@ import {
   script,
   uninstallFerry,
 } from "../tests/cluster/_realcluster.ts";
+import { clusterRealReport } from "./report.ts";
 
 const CLK_TCK = 100;
 
@@ -163,27 +164,7 @@ if (import.meta.main) {
     `${REPO}bench/results/cluster_real.json`,
     JSON.stringify(result, null, 2) + "\n",
   );
-  const rows = runs.map((r) =>
-    `| ${r.cni} | ${r.pods} | ${(r.allReadyMs / 1000).toFixed(1)} | ${
-      NODES.map((n) => `${r.sandbox[n].p50Ms} / ${r.sandbox[n].p99Ms}`).join(" | ")
-    } | ${
-      r.ferry
-        ? NODES.map((n) => `${r.ferry![n]?.rssMiB ?? "-"} MiB, ${r.ferry![n]?.cpuS ?? "-"} s`).join(
-          "; ",
-        )
-        : "-"
-    } |`
-  );
-  const md = [
-    `# Pods on the real three-node cluster (${result.date.slice(0, 10)}, ${result.machine})`,
-    "",
-    "A Deployment of pause pods spread by the scheduler; all Ready: from its creation to the rollout's end; RunPodSandbox from containerd's log (ms, p50 / p99 per node); Ferry's daemons: resident memory after the burst, CPU spent during it.",
-    "",
-    "| CNI | pods | all Ready (s) | rc-node1 | rc-node2 | rc-node3 | Ferry daemons |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
-    ...rows,
-    "",
-  ].join("\n");
+  const md = clusterRealReport(result);
   await Deno.writeTextFile(`${REPO}bench/results/cluster_real.md`, md);
   console.log(md);
 }

@@ -41,8 +41,9 @@ import { unixRequest } from "../lib/unix_http.ts";
 import { cdfChart, type ChartPanel } from "./cdf_chart.ts";
 import { DEFAULT_MAX_IDLE as NETLINK_IDLE } from "../daemon/net/netlink/socket_pool.ts";
 import { type NodeBench, runNodeBench } from "./node_bench.ts";
-import { QUIET_MS } from "../daemon/idle_trim.ts";
-import { type PhaseSummary as Series, summarize } from "../daemon/phase_stats.ts";
+import { QUIET_MS } from "../daemon/runtime/idle_trim.ts";
+import { type PhaseSummary as Series, summarize } from "../daemon/telemetry/phase_stats.ts";
+import { cniBenchReport, type CniBenchResult } from "./report.ts";
 
 /** What to run. */
 interface BenchOptions {
@@ -391,7 +392,7 @@ async function main(o: BenchOptions): Promise<void> {
       await batch(25, ops("ADD", ferryConf, pods, namespaces));
       memory.push(await processSample(pid, `${o.pods} pods plugged`));
       // What a node sees once its pods have started: the daemon gives freed memory back after a
-      // quiet spell (daemon/idle_trim.ts). The target is judged on the sample above.
+      // quiet spell (daemon/runtime/idle_trim.ts). The target is judged on the sample above.
       const quiet = 2 * QUIET_MS + 2000;
       await new Promise((r) => setTimeout(r, quiet));
       memory.push(
@@ -533,55 +534,19 @@ async function main(o: BenchOptions): Promise<void> {
   };
   const dirUrl = new URL("./results/", import.meta.url);
   await Deno.mkdir(dirUrl, { recursive: true });
-  await Deno.writeTextFile(
-    new URL("latest.json", dirUrl),
-    JSON.stringify(
-      {
-        machine,
-        options: o,
-        results,
-        figures,
-        memory,
-        addPhases: phases,
-        shimModules,
-        node: nodeBench?.runs,
-        targets,
-      },
-      null,
-      2,
-    ) + "\n",
-  );
-  const table = [
-    "| series (ms) | n | p50 | p90 | p99 | max |",
-    "| --- | --- | --- | --- | --- | --- |",
-    ...Object.entries(results).map(([k, s]) =>
-      `| ${k} | ${s.n} | ${s.p50} | ${s.p90} | ${s.p99} | ${s.max} |`
-    ),
-  ].join("\n");
-  const figureTable = [
-    "| figure | value |",
-    "| --- | --- |",
-    ...Object.entries(figures).map(([k, v]) => `| ${k} | ${v} |`),
-  ].join("\n");
-  const memoryTable = [
-    "| daemon | RSS (MB) | of which private (MB) | open fds |",
-    "| --- | --- | --- | --- |",
-    ...memory.map((m) => `| ${m.at} | ${m.rssMb} | ${m.rssAnonMb} | ${m.fds} |`),
-  ].join("\n");
-  const targetLines = targets.map((t) =>
-    `- ${t.met ? "met" : "NOT met"}: ${t.what} (measured: ${t.measured})`
-  ).join("\n");
-  const caption = `${machine.date}, ${machine.cpus} CPUs, Deno ${machine.deno}, ` +
-    `kernel ${machine.kernel}`;
-  await Deno.writeTextFile(
-    new URL("latest.md", dirUrl),
-    `# Ferry benchmark\n\n${caption}; libcni (Debian) as the client; reference = Debian's ` +
-      `bridge + host-local\n\n${table}\n\n${figureTable}\n\n${memoryTable}\n\n` +
-      `The shim's bundle by module (bytes): ${
-        Object.entries(shimModules).map(([m, b]) => `${m} ${b}`).join(", ")
-      }\n\n` +
-      (nodeBench ? `${nodeBench.table}\n\n` : "") + `${targetLines}\n`,
-  );
+  const report: CniBenchResult = {
+    machine,
+    options: o,
+    results,
+    figures,
+    memory,
+    addPhases: phases,
+    shimModules,
+    node: nodeBench?.runs,
+    targets,
+  } as CniBenchResult;
+  await Deno.writeTextFile(new URL("latest.json", dirUrl), JSON.stringify(report, null, 2) + "\n");
+  await Deno.writeTextFile(new URL("latest.md", dirUrl), cniBenchReport(report));
   const panels: ChartPanel[] = [
     {
       title: "One pod at a time: ADD through libcni",
@@ -610,8 +575,14 @@ async function main(o: BenchOptions): Promise<void> {
       ],
     },
   ];
-  await Deno.writeTextFile(new URL("latest.svg", dirUrl), cdfChart(panels, caption));
-  console.log(`${table}\n\n${figureTable}\n\n${memoryTable}\n\n${targetLines}`);
+  await Deno.writeTextFile(
+    new URL("latest.svg", dirUrl),
+    cdfChart(
+      panels,
+      `${machine.date}, ${machine.cpus} CPUs, Deno ${machine.deno}, kernel ${machine.kernel}`,
+    ),
+  );
+  console.log(cniBenchReport(report));
 }
 
 if (import.meta.main) {

@@ -13,6 +13,7 @@ import { installNadCrd } from "../daemon/dev/crds.ts";
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS } from "../daemon/k8s/resources.ts";
 import type { KubeObject } from "../daemon/k8s/client.ts";
+import { multinetReport } from "./report.ts";
 
 /** What one run measured (ms). */
 export interface MultinetBench {
@@ -87,22 +88,6 @@ export async function multinetBench(pods: number): Promise<MultinetBench> {
   });
 }
 
-function markdown(r: MultinetBench): string {
-  return [
-    "# Ferry multi-network benchmark",
-    "",
-    `${r.date}, ${navigator.hardwareConcurrency} CPUs, API stand-in, one pod at a time (${r.pods} per series)`,
-    "",
-    "| pod ADD (pod created in the API, namespace, shim ADD) | p50 | p90 |",
-    "| --- | --- | --- |",
-    `| default network only | ${r.defaultOnly.p50} ms | ${r.defaultOnly.p90} ms |`,
-    `| default network + two macvlan NADs (host-local) | ${r.twoExtra.p50} ms | ${r.twoExtra.p90} ms |`,
-    "",
-    `- two extra networks cost ${r.ratio}× the default network's p50`,
-    "",
-  ].join("\n");
-}
-
 if (import.meta.main) {
   if (!IS_ROOT) {
     console.error("bench:multinet needs root (it plugs real network namespaces)");
@@ -112,6 +97,6 @@ if (import.meta.main) {
   const result = await multinetBench(Number(flags.pods));
   const dir = new URL("./results/", import.meta.url);
   await Deno.writeTextFile(new URL("multinet.json", dir), JSON.stringify(result, null, 2) + "\n");
-  await Deno.writeTextFile(new URL("multinet.md", dir), markdown(result));
-  console.log(markdown(result));
+  await Deno.writeTextFile(new URL("multinet.md", dir), multinetReport(result));
+  console.log(multinetReport(result));
 }

@@ -51,8 +51,6 @@ function phaseP99s(addPhases: Record<string, { p99: number }> | undefined): Reco
 export interface NodeBench {
   /** Every burst. */
   runs: NodeRun[];
-  /** A markdown table of them. */
-  table: string;
   /** Targets of issue 18 met or not. */
   targets: { what: string; met: boolean; measured: string }[];
 }
@@ -107,16 +105,7 @@ export async function runNodeBench(
     }
     return out;
   });
-  const table = [
-    "| real node (kubelet + containerd) | pods | all Running (s) | RunPodSandbox p50 / p90 (ms) | daemon ADD p99 (ms) |",
-    "| --- | --- | --- | --- | --- |",
-    ...runs.map((r) =>
-      `| ${r.cni} | ${r.pods} | ${r.allRunningS} | ${r.runPodSandboxP50Ms} / ${r.runPodSandboxP90Ms} | ${
-        r.daemonAddP99Ms ?? ""
-      } |`
-    ),
-  ].join("\n");
-  return { runs, table, targets };
+  return { runs, targets };
 }
 
 /** The bursts, reference plugins first, with the apiserver up; the node is left stopped and clean. */

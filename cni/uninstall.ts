@@ -12,7 +12,7 @@
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
-import { loadConfig } from "../daemon/config.ts";
+import { loadConfig } from "../daemon/config/config.ts";
 import { FERRY_ROUTE_PROTOCOL } from "../daemon/cluster/route_table.ts";
 import { HOST_LINK_PREFIX } from "../daemon/net/naming.ts";
 import { INSTALLED_FILES } from "./install.ts";

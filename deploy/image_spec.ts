@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { DAEMON_RUN_FLAGS } from "../daemon/runtime_flags.ts";
+import { DAEMON_RUN_FLAGS } from "../daemon/runtime/runtime_flags.ts";
 
 /** The Debian release the image is made of. */
 export const DEBIAN_SUITE = "bookworm";
@@ -68,7 +68,7 @@ export const IMAGE_ENV: Record<string, string> = {
 /** Modules whose dependencies are cached in the image (nothing is fetched at run time). */
 export const IMAGE_CACHED = ["daemon/main.ts", "cni/install.ts"];
 
-/** The entrypoint: the daemon, with the flags of `daemon/runtime_flags.ts`. */
+/** The entrypoint: the daemon, with the flags of `daemon/runtime/runtime_flags.ts`. */
 export const IMAGE_ENTRYPOINT = [
   "deno",
   "run",

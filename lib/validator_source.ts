@@ -18,7 +18,7 @@ import {
 import { CniReplySchema, CniRequestSchema } from "./envelope.ts";
 // The daemon's own schemas are rendered here too (build time only), so that the daemon loads
 // neither TypeBox nor ajv when it runs.
-import { DaemonConfigSchema } from "../daemon/config_schema.ts";
+import { DaemonConfigSchema } from "../daemon/config/schema.ts";
 import { IpvlanConfSchema, MacvlanConfSchema } from "../daemon/drivers/sublink_schema.ts";
 import { NadBridgeConfSchema } from "../daemon/drivers/nad_bridge_schema.ts";
 

@@ -11,12 +11,12 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import type { DaemonConfig } from "../config.ts";
-import { type DefaultNetwork, rangesOf } from "../default_network.ts";
+import type { DaemonConfig } from "../config/config.ts";
+import { type DefaultNetwork, rangesOf } from "../service/default_network.ts";
 import { masqueradeRuleset, type Nft } from "./masquerade.ts";
 import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
 import type { PoolMap } from "./pool_map.ts";
-import { DirtyLoop } from "../dirty_loop.ts";
+import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import type { FamilyAllocator } from "../ipam/allocator.ts";
 import { type IpPoolObject, parsePool } from "../ipam/ip_pools.ts";
 import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { feedStdin } from "../child_input.ts";
+import { feedStdin } from "../runtime/child_input.ts";
 
 /**
  * The ruleset text for `nft -f`: creates the table if missing, deletes it and creates it again

@@ -25,7 +25,7 @@ import { type SimCluster, type SimNode, type SimPod, withSimCluster } from "./cl
 import { IPBLOCKS, IPPOOLS, PODS } from "../k8s/resources.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
 import { clusterFindings, type Finding } from "../ipam/integrity.ts";
-import { readClusterState } from "../ipam_check.ts";
+import { readClusterState } from "../tools/ipam_check.ts";
 import { IS_ROOT, run } from "./netns.ts";
 
 /** What to do. */

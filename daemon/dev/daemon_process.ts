@@ -8,7 +8,7 @@
  */
 import { HEALTHZ_PATH, READYZ_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
-import { DAEMON_RUN_FLAGS } from "../runtime_flags.ts";
+import { DAEMON_RUN_FLAGS } from "../runtime/runtime_flags.ts";
 
 /**
  * Waits (bounded) until the daemon on `socket` answers `/healthz` (or, with `ready`, `/readyz`

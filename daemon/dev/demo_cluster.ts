@@ -11,7 +11,7 @@
 import { type SimPod, withSimCluster } from "./cluster_sim.ts";
 import { pingOnce, run } from "./netns.ts";
 import { FERRY_ROUTE_PROTOCOL } from "../cluster/route_table.ts";
-import type { DaemonStats } from "../main.ts";
+import type { DaemonStats } from "../daemon.ts";
 import { STATS_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 

@@ -14,8 +14,8 @@ import { install, installUnder } from "../../cni/install.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { PODS } from "../k8s/resources.ts";
 import { HttpTransport } from "../k8s/transport.ts";
-import { resolveConfig } from "../config.ts";
-import { setupLogging } from "../log.ts";
+import { resolveConfig } from "../config/config.ts";
+import { setupLogging } from "../telemetry/log.ts";
 import { startDaemon } from "../main.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 

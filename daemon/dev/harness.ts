@@ -5,8 +5,9 @@
  *
  * @module
  */
-import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../config.ts";
-import { type Daemon, type DaemonOverrides, startDaemon } from "../main.ts";
+import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../config/config.ts";
+import type { Daemon, DaemonOverrides } from "../daemon.ts";
+import { startDaemon } from "../main.ts";
 import { install, installUnder } from "../../cni/install.ts";
 import { uniqueToken } from "./netns.ts";
 import { DaemonProcess } from "./daemon_process.ts";

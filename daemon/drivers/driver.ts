@@ -9,7 +9,7 @@
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import type { Plumber } from "../net/plumber.ts";
-import type { Attachment, AttachmentKey } from "../attachment_store.ts";
+import type { Attachment, AttachmentKey } from "../service/attachment_store.ts";
 
 /** The names of the drivers. */
 export type DriverName = "bridge" | "macvlan" | "ipvlan" | "delegate" | "nad-bridge";

@@ -45,8 +45,8 @@ import {
   type PoolFamily,
 } from "./ip_pools.ts";
 import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
-import { DirtyLoop } from "../dirty_loop.ts";
-import { sleep } from "../sleep.ts";
+import { DirtyLoop } from "../runtime/dirty_loop.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 /** The API side of blocks (`IPBlock` objects). */
 export interface BlockApi {

@@ -14,7 +14,7 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { KubeApiError } from "./errors.ts";
-import { sleep } from "../sleep.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 /** A pod by namespace and name (and UID, when known). */
 export interface PodKey {

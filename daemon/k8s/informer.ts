@@ -13,7 +13,7 @@ import { KubeApiError } from "./errors.ts";
 import type { ResourceType } from "./resources.ts";
 import type { WatchEvent } from "./watch_stream.ts";
 import type { KubeStatus } from "./errors.ts";
-import { sleep } from "../sleep.ts";
+import { sleep } from "../runtime/sleep.ts";
 
 /** A watch stream outlived its own timeout by the margin: cut it and watch again. */
 class StreamOverdue extends Error {

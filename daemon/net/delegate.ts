@@ -6,13 +6,13 @@
  *
  * @module
  */
-import { Deadline } from "../deadline.ts";
+import { Deadline } from "../runtime/deadline.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { convertResult, upgradeResult } from "../../lib/cni/versions.ts";
 import { checkShape } from "../../lib/validate.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
-import { feedStdin } from "../child_input.ts";
+import { feedStdin } from "../runtime/child_input.ts";
 import { concatBytes } from "../../lib/bytes.ts";
 
 /** One plugin invocation. */

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { feedStdin } from "../child_input.ts";
+import { feedStdin } from "../runtime/child_input.ts";
 
 /** An `ip` run that failed. */
 export class IpCommandError extends Error {

@@ -16,7 +16,7 @@
 import type { Logger } from "@logtape/logtape";
 import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
-import { DirtyLoop } from "../dirty_loop.ts";
+import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import {

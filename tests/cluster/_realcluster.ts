@@ -178,7 +178,7 @@ export async function podOn(node: string, app = "ferry"): Promise<string> {
 }
 
 /**
- * The uninstall as the README gives it: the DaemonSet deleted, `deploy/uninstall` applied and
+ * The uninstall as docs/install.md gives it: the DaemonSet deleted, `deploy/uninstall` applied and
  * rolled out (each node cleaned by its init step; what it removed is printed), then both deleted.
  */
 export async function uninstallFerry(): Promise<void> {

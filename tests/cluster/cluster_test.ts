@@ -156,7 +156,7 @@ async function ipamCheck(): Promise<void> {
     "run",
     "--allow-all",
     "--frozen",
-    `${REPO}daemon/ipam_check.ts`,
+    `${REPO}daemon/tools/ipam_check.ts`,
     "--kubeconfig",
     "/opt/realcluster/kubeconfig",
   ]);
@@ -373,7 +373,7 @@ Deno.test({
       );
 
       await alone(
-        "NetworkPolicy: a sample of the upstream Netpol e2e specs passes (the whole set is run by hand: README)",
+        "NetworkPolicy: a sample of the upstream Netpol e2e specs passes (the whole set is run by hand: docs/network-policy.md)",
         async () => {
           const run = await e2e("ferry-netpol", NETPOL_SAMPLE, "SCTP");
           assertEquals(run.failed, [], run.text);

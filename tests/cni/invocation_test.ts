@@ -79,7 +79,7 @@ Deno.test("an unsupported or missing cniVersion is incompatible (1)", () => {
 });
 
 Deno.test("the config's schema is left to the daemon: the shim forwards it as given", () => {
-  // The daemon answers code 7 for it (tests/daemon/request_test.ts, and the bad-input corpus
+  // The daemon answers code 7 for it (tests/daemon/server/request_test.ts, and the bad-input corpus
   // through the real shim); the shim compiles no schema validator at its start.
   const conf = { cniVersion: "1.0.0", type: "ferry", ipam: { type: 3 } };
   const inv = parseInvocation(ENV, JSON.stringify(conf));

@@ -2,7 +2,7 @@
 // second daemon on the same socket, and a graceful SIGTERM that removes the socket.
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { HEALTHZ_PATH } from "../../lib/socket_api.ts";
-import { abandonedWork } from "../../daemon/main.ts";
+import { abandonedWork } from "../../daemon/daemon.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { removeBridge, testSubnet } from "../../daemon/dev/harness.ts";
 import { IS_ROOT, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";

@@ -3,7 +3,7 @@
 // namespaces and state, all removed also when it fails. Only the test's own namespaces are pinged.
 import { assert, assertEquals, assertMatch, assertRejects } from "deno-std/assert/mod.js";
 import { startDaemon } from "../../daemon/main.ts";
-import { SocketInUseError } from "../../daemon/socket_server.ts";
+import { SocketInUseError } from "../../daemon/server/socket_server.ts";
 import { cniEnv, netconf, testSubnet6, withFerry } from "../../daemon/dev/harness.ts";
 import {
   hostLinkExists,

@@ -423,7 +423,7 @@ async function ipamCheck(
       "run",
       "--allow-all",
       "--frozen",
-      new URL("../../daemon/ipam_check.ts", import.meta.url).pathname,
+      new URL("../../daemon/tools/ipam_check.ts", import.meta.url).pathname,
       "--kubeconfig",
       c.kubeconfig,
       "--json",

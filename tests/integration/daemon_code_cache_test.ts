@@ -1,4 +1,4 @@
-// The daemon runs without V8's code cache (`--no-code-cache` in daemon/runtime_flags.ts): the
+// The daemon runs without V8's code cache (`--no-code-cache` in daemon/runtime/runtime_flags.ts): the
 // cache is a SQLite file in DENO_DIR that Deno maps into the process, megabytes of the daemon's
 // resident memory for compiling its modules a little sooner once at start. Needs root (the daemon
 // runs in a namespace of the test's own).

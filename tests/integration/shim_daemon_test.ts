@@ -12,6 +12,7 @@ import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
 import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
+import { startDaemon } from "../../daemon/main.ts";
 import {
   hostLinkExists,
   ipIn,
@@ -439,6 +440,100 @@ Deno.test({
             assertEquals(await ferry.records(), []);
             assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
             assertEquals(await hostLinkExists(hostLinkName(id2, "eth0")), false);
+          } finally {
+            gated.open();
+          }
+        }),
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "a DEL answered while the kernel removes the link has its record off the disk already: a daemon killed then releases the address and the link at its next start",
+  ...opts,
+  fn: async () => {
+    const gated = gatedUnplugNetlink();
+    await withFerry(
+      { daemon: { plumber: gated.plumber } },
+      (ferry) =>
+        withNetns(1, async ([ns]) => {
+          try {
+            const id = `c${uniqueToken()}`;
+            assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
+            const files = async (dir: string) =>
+              (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name)
+                .filter((n) => !n.startsWith("."));
+            const held = async () => {
+              const out: string[] = [];
+              for (const pool of await files(`${ferry.config.stateDir}/ipam`)) {
+                out.push(...await files(`${ferry.config.stateDir}/ipam/${pool}`));
+              }
+              return out;
+            };
+            assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
+            // Answered, the link's removal held up: the daemon is killed now, as far as the
+            // node's files go. The address is still allocated, but no record names it.
+            assertEquals(gated.removing(), 1);
+            assertEquals((await held()).length, 1);
+            assertEquals(await files(`${ferry.config.stateDir}/attachments`), []);
+            assert(await hostLinkExists(hostLinkName(id, "eth0")));
+            // The next daemon of the node (same state and bridge) starts: it settles what the
+            // runtime was told is gone.
+            const next = await startDaemon({
+              ...ferry.config,
+              socket: `${ferry.dir}/run/next.sock`,
+            });
+            try {
+              assertEquals(await held(), []);
+              assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+            } finally {
+              await next.stop();
+            }
+          } finally {
+            gated.open();
+          }
+        }),
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "an ADD that finds its range full while a DEL is finishing waits for that DEL and gets the address it gives back, not 101",
+  ...opts,
+  fn: async () => {
+    const gated = gatedUnplugNetlink();
+    const n = Math.floor(Math.random() * 1024);
+    const base = `10.${100 + (n >> 8)}.${n & 255}`;
+    await withFerry(
+      {
+        daemon: { plumber: gated.plumber },
+        // One allocatable address (.2), and no quarantine after a release.
+        config: {
+          network: { subnet: `${base}.0/29`, rangeStart: `${base}.2`, rangeEnd: `${base}.2` },
+          ipam: { reuseDelaySeconds: 0 },
+        },
+      },
+      (ferry) =>
+        withNetns(2, async ([ns1, ns2]) => {
+          try {
+            const [a, b] = [`a${uniqueToken()}`, `b${uniqueToken()}`];
+            assertEquals((await ferry.shim(env("ADD", ns1, a), netconf())).code, 0);
+            assertEquals((await ferry.shim(env("DEL", ns1, a), netconf())).code, 0);
+            assertEquals(ferry.daemon().stats().finishingDels, 1);
+            let answered = false;
+            const add = ferry.shim(env("ADD", ns2, b), netconf()).then((r) => {
+              answered = true;
+              return r;
+            });
+            await new Promise((r) => setTimeout(r, 400));
+            assertEquals(answered, false, "the ADD waits for the DEL that frees the address");
+            gated.open();
+            const second = await add;
+            assertEquals(second.code, 0, second.stdout + second.stderr);
+            assertEquals(podAddress(second.json!), `${base}.2`);
+            assertEquals((await ferry.shim(env("DEL", ns2, b), netconf())).code, 0);
           } finally {
             gated.open();
           }

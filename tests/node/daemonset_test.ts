@@ -341,7 +341,7 @@ Deno.test({
       // (containerd still runs here; stop.sh stops it)
       await run("ctr", ...CTR, "images", "rm", IMAGE, UPGRADED).catch(() => {});
       await sh(`${TOOLS}/stop.sh`, "--clean").catch(() => {});
-      // What uninstalling leaves on a node (README "Uninstall"): the shim, its Deno and bundle,
+      // What uninstalling leaves on a node (docs/install.md, "Uninstall"): the shim, its Deno and bundle,
       // the conflist, Ferry's bridge, its nftables table and state.
       for (const f of ["ferry", "ferry-deno", "ferry-shim.js"]) {
         await Deno.remove(`${HOST_BIN}/${f}`).catch(() => {});

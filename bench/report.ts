@@ -1,0 +1,372 @@
+/**
+ * The benchmarks' results as Markdown, rendered from their JSON in `bench/results/` and nowhere
+ * else: each benchmark writes its `.md` beside its `.json` with these renderers, and
+ * `deno task docs` puts the same tables, with machine and date, into `docs/performance.md`.
+ * Pure: JSON in, text out.
+ *
+ * @module
+ */
+
+/** A latency series: count and percentiles (ms). */
+interface Series {
+  n: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+/** A target of a benchmark, met or not. */
+interface Target {
+  what: string;
+  met: boolean;
+  measured: string;
+}
+
+/** `bench/results/latest.json`: the CNI benchmark (`deno task bench`). */
+export interface CniBenchResult {
+  machine: { cpus: number; deno: string; kernel: string; date: string };
+  results: Record<string, Series>;
+  figures: Record<string, number | string>;
+  memory: { at: string; rssMb: number; rssAnonMb: number; fds: number }[];
+  shimModules: Record<string, number>;
+  node?: {
+    cni: string;
+    pods: number;
+    allRunningS: number;
+    runPodSandboxP50Ms?: number;
+    runPodSandboxP90Ms?: number;
+    daemonAddP99Ms?: number;
+  }[];
+  targets: Target[];
+}
+
+/** `bench/results/cluster.json`: pods over simulated nodes (`deno task bench:cluster`). */
+export interface ClusterBenchResult {
+  date: string;
+  cpus?: number;
+  api: string;
+  nodes: number;
+  pods: number;
+  concurrency: number;
+  ipam: string;
+  allPluggedMs: number;
+  floors: { harnessMs?: number; shimStartMs: number };
+  add: { p50: number; p90: number; p99: number; max: number };
+  apiRequestsPerAdd: Record<string, number>;
+  apiWritesPerAdd: number;
+  ipamWritesPerAdd: number;
+  apiCallsOnCniPath: number;
+  addPhases: Record<string, { p50: number; p99: number }>;
+  targets: { allPluggedMs: number; apiWritesPerAdd: number; met: boolean };
+}
+
+/** `bench/results/cluster_real.json`: pods on the real three-node cluster. */
+export interface ClusterRealResult {
+  date: string;
+  machine: string;
+  cluster: string;
+  runs: {
+    cni: string;
+    pods: number;
+    allReadyMs: number;
+    sandbox: Record<string, { n: number; p50Ms: number; p99Ms: number }>;
+    ferry?: Record<string, { rssMiB?: number; cpuS?: number }>;
+  }[];
+}
+
+/** `bench/results/multinet.json`: a pod's ADD with two extra networks. */
+export interface MultinetResult {
+  date: string;
+  cpus?: number;
+  pods: number;
+  defaultOnly: { p50: number; p90: number };
+  twoExtra: { p50: number; p90: number };
+  ratio: number;
+}
+
+/** `bench/results/chaos.json`: the crash run (`deno task chaos`). */
+export interface ChaosResult {
+  date: string;
+  options: { pods: number; concurrency: number; kills: number; apiOutageSeconds: number };
+  durationMs: number;
+  adds: { ok: number; tryAgainLater: number; other: number };
+  dels: { ok: number; failed: number };
+  kills: number;
+  duplicateAddresses: unknown[];
+  leaked: { allocations: unknown[]; records: unknown[]; hostLinks: unknown[] };
+  violations: unknown[];
+  ok: boolean;
+}
+
+/** `bench/results/chaos_cluster*.json`: address integrity under faults (`deno task chaos:cluster`). */
+export interface ChaosClusterResult {
+  date: string;
+  options: {
+    nodes: number;
+    pods: number;
+    concurrency: number;
+    blockSize: number;
+    kills: number;
+    apiOutageSeconds: number;
+  };
+  api: string;
+  durationMs: number;
+  adds: { ok: number; givenUp: number; failed: number };
+  faults: unknown[];
+  checks: number;
+  duplicates: unknown[];
+  integrityFindings: unknown[];
+  leaked: { allocations: unknown[]; records: unknown[]; findings: unknown[] };
+  violations: unknown[];
+  ok: boolean;
+}
+
+/** A Markdown table. */
+function table(head: string[], rows: (string | number)[][]): string {
+  return [
+    `| ${head.join(" | ")} |`,
+    `| ${head.map(() => "---").join(" | ")} |`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ].join("\n");
+}
+
+/**
+ * The CNI benchmark: every series, the figures, memory, the shim's modules, the real node's
+ * bursts and the targets.
+ *
+ * @example
+ * ```ts
+ * cniBenchReport(JSON.parse(await Deno.readTextFile("bench/results/latest.json")), "#");
+ * ```
+ */
+export function cniBenchReport(r: CniBenchResult, heading = "#"): string {
+  const m = r.machine;
+  return [
+    `${heading} Ferry benchmark (\`deno task bench\`)`,
+    "",
+    `${m.date}, ${m.cpus} CPUs, Deno ${m.deno}, kernel ${m.kernel}; libcni (Debian) as the client; ` +
+    "reference = Debian's bridge + host-local",
+    "",
+    table(
+      ["series (ms)", "n", "p50", "p90", "p99", "max"],
+      Object.entries(r.results).map(([k, s]) => [k, s.n, s.p50, s.p90, s.p99, s.max]),
+    ),
+    "",
+    table(["figure", "value"], Object.entries(r.figures).map(([k, v]) => [k, v])),
+    "",
+    table(
+      ["daemon", "RSS (MB)", "of which private (MB)", "open fds"],
+      r.memory.map((x) => [x.at, x.rssMb, x.rssAnonMb, x.fds]),
+    ),
+    "",
+    `The shim's bundle by module (bytes): ${
+      Object.entries(r.shimModules).map(([k, b]) => `${k} ${b}`).join(", ")
+    }`,
+    "",
+    ...(r.node?.length
+      ? [
+        table(
+          [
+            "real node (kubelet + containerd)",
+            "pods",
+            "all Running (s)",
+            "RunPodSandbox p50 / p90 (ms)",
+            "daemon ADD p99 (ms)",
+          ],
+          r.node.map((n) => [
+            n.cni,
+            n.pods,
+            n.allRunningS,
+            `${n.runPodSandboxP50Ms} / ${n.runPodSandboxP90Ms}`,
+            n.daemonAddP99Ms ?? "",
+          ]),
+        ),
+        "",
+      ]
+      : []),
+    ...r.targets.map((t) => `- ${t.met ? "met" : "NOT met"}: ${t.what} (measured: ${t.measured})`),
+    "",
+  ].join("\n");
+}
+
+/** Pods over simulated nodes: time to all plugged against its floors, API writes, ADD phases. */
+export function clusterBenchReport(r: ClusterBenchResult, heading = "#"): string {
+  const rows: (string | number)[][] = [
+    [
+      `${r.pods} pods over ${r.nodes} nodes (${r.concurrency} ADDs at once), first ADD to last answer`,
+      `${r.allPluggedMs} ms`,
+      `≤ ${r.targets.allPluggedMs} ms`,
+    ],
+  ];
+  if (r.floors.harnessMs) {
+    rows.push(
+      [
+        "the same burst without Ferry: API pod, namespace, `/bin/true` (the harness's floor)",
+        `${r.floors.harnessMs} ms`,
+        "",
+      ],
+      [
+        "the same burst with only the shim's cold start (VERSION, no daemon work)",
+        `${r.floors.shimStartMs} ms`,
+        "",
+      ],
+      [
+        "Ferry's own share (all plugged less the shim-start floor)",
+        `${r.allPluggedMs - r.floors.shimStartMs} ms`,
+        "",
+      ],
+    );
+  }
+  rows.push(
+    [
+      "per pod: created in the API, namespace made, ADD through the shim; p50 / p90 / p99 / max",
+      `${r.add.p50} / ${r.add.p90} / ${r.add.p99} / ${r.add.max} ms`,
+      "",
+    ],
+    [
+      "API writes per ADD for addresses (pool mode: block claims and updates)",
+      r.ipamWritesPerAdd,
+      `≤ ${r.targets.apiWritesPerAdd}`,
+    ],
+    ["API writes per ADD in all (with the pod's attachments annotation)", r.apiWritesPerAdd, ""],
+    ["API requests per ADD, by method", JSON.stringify(r.apiRequestsPerAdd), ""],
+    ["API round trips an ADD waited for", r.apiCallsOnCniPath, ""],
+    ...Object.entries(r.addPhases).map(([phase, p]) => [
+      `daemon ADD phase ${phase}, p50 / p99 (worst node)`,
+      `${p.p50} / ${p.p99} ms`,
+      "",
+    ]),
+  );
+  return [
+    `${heading} Pods over simulated nodes (\`deno task bench:cluster\`)`,
+    "",
+    `${r.date}, ${r.cpus ?? 2} CPUs, API: ${r.api}, IPAM: ${r.ipam}`,
+    "",
+    table(["measure", "value", "target"], rows),
+    "",
+    `- ${r.targets.met ? "met" : "NOT met"}: targets`,
+    "",
+  ].join("\n");
+}
+
+/** Pods on the real three-node cluster, Ferry against the reference plugins. */
+export function clusterRealReport(r: ClusterRealResult, heading = "#"): string {
+  const nodes = [...new Set(r.runs.flatMap((x) => Object.keys(x.sandbox)))].sort();
+  return [
+    `${heading} Pods on the real three-node cluster (\`deno task bench:cluster-real\`)`,
+    "",
+    `${r.date}, ${r.machine}, ${r.cluster}. A Deployment of pause pods spread by the scheduler; ` +
+    "all Ready: from its creation to the rollout's end; RunPodSandbox from containerd's log (ms, " +
+    "p50 / p99 per node); Ferry's daemons: resident memory after the burst, CPU spent during it.",
+    "",
+    table(
+      ["CNI", "pods", "all Ready (s)", ...nodes, "Ferry daemons"],
+      r.runs.map((x) => [
+        x.cni,
+        x.pods,
+        (x.allReadyMs / 1000).toFixed(1),
+        ...nodes.map((n) => `${x.sandbox[n]?.p50Ms ?? "-"} / ${x.sandbox[n]?.p99Ms ?? "-"}`),
+        x.ferry
+          ? nodes.map((n) => `${x.ferry![n]?.rssMiB ?? "-"} MiB, ${x.ferry![n]?.cpuS ?? "-"} s`)
+            .join("; ")
+          : "-",
+      ]),
+    ),
+    "",
+  ].join("\n");
+}
+
+/** A pod's ADD with two extra macvlan networks against the default network only. */
+export function multinetReport(r: MultinetResult, heading = "#"): string {
+  return [
+    `${heading} Multiple networks (\`deno task bench:multinet\`)`,
+    "",
+    `${r.date}, ${r.cpus ?? 2} CPUs, API stand-in, one pod at a time (${r.pods} per series)`,
+    "",
+    table(["pod ADD (pod created in the API, namespace, shim ADD)", "p50", "p90"], [
+      ["default network only", `${r.defaultOnly.p50} ms`, `${r.defaultOnly.p90} ms`],
+      [
+        "default network + two macvlan NADs (host-local)",
+        `${r.twoExtra.p50} ms`,
+        `${r.twoExtra.p90} ms`,
+      ],
+    ]),
+    "",
+    `- two extra networks cost ${r.ratio}× the default network's p50`,
+    "",
+  ].join("\n");
+}
+
+/** The crash run: what churned, what was killed, and that nothing was lost, doubled or leaked. */
+export function chaosReport(r: ChaosResult, heading = "#"): string {
+  const o = r.options;
+  const leaked = r.leaked.allocations.length + r.leaked.records.length + r.leaked.hostLinks.length;
+  return [
+    `${heading} Crash run (\`deno task chaos\`)`,
+    "",
+    `${r.date}: ${o.pods} pods, ${o.concurrency} at a time, ${r.kills} SIGKILLs of the daemon, ` +
+    `the API away for ${o.apiOutageSeconds} s; ${(r.durationMs / 1000).toFixed(0)} s`,
+    "",
+    table(["outcome", "count"], [
+      ["ADDs answered with a result", r.adds.ok],
+      ["ADDs answered 11 (try again later), then retried", r.adds.tryAgainLater],
+      ["ADDs failed otherwise", r.adds.other],
+      ["DELs succeeded / failed", `${r.dels.ok} / ${r.dels.failed}`],
+      ["addresses on two pods", r.duplicateAddresses.length],
+      ["left afterwards (allocations, records, host links)", leaked],
+      ["rule violations", r.violations.length],
+    ]),
+    "",
+    `- ${r.ok ? "passed" : "FAILED"}`,
+    "",
+  ].join("\n");
+}
+
+/** Address integrity under faults over simulated pool-IPAM nodes. */
+export function chaosClusterReport(r: ChaosClusterResult, heading = "#"): string {
+  const o = r.options;
+  const leaked = r.leaked.allocations.length + r.leaked.records.length +
+    r.leaked.findings.length;
+  return [
+    `${heading} Address integrity under faults, API: ${r.api} (\`deno task chaos:cluster\`)`,
+    "",
+    `${r.date}: ${o.nodes} nodes, ${o.pods} pods, ${o.concurrency} at a time, /${o.blockSize} ` +
+    `blocks, ${r.faults.length} faults (${o.kills} SIGKILLs, the API away for ` +
+    `${o.apiOutageSeconds} s, blocks deleted and re-pointed, an impostor, an overlapping pool); ` +
+    `${(r.durationMs / 1000).toFixed(0)} s`,
+    "",
+    table(["outcome", "count"], [
+      ["ADDs that succeeded", `${r.adds.ok} of ${o.pods}`],
+      ["ADDs given up / failed", `${r.adds.givenUp} / ${r.adds.failed}`],
+      ["checks of the ground truth and `ipam check`", r.checks],
+      ["addresses on two pods at any check", r.duplicates.length],
+      ["`ipam check` findings", r.integrityFindings.length],
+      ["left afterwards (allocations, records, findings)", leaked],
+      ["rule violations", r.violations.length],
+    ]),
+    "",
+    `- ${r.ok ? "passed" : "FAILED"}`,
+    "",
+  ].join("\n");
+}
+
+/** Each result file of `bench/results/` and its renderer, in the page's order. */
+export const REPORTS: { file: string; render: (json: never, heading: string) => string }[] = [
+  { file: "latest.json", render: cniBenchReport },
+  { file: "cluster_real.json", render: clusterRealReport },
+  { file: "cluster.json", render: clusterBenchReport },
+  { file: "multinet.json", render: multinetReport },
+  { file: "chaos.json", render: chaosReport },
+  { file: "chaos_cluster.json", render: chaosClusterReport },
+  { file: "chaos_cluster_real.json", render: chaosClusterReport },
+];
+
+/**
+ * Every result of `results` (file name → parsed JSON) that has a renderer, as sections under
+ * `heading`; files missing from `results` are left out.
+ */
+export function resultSections(results: Record<string, unknown>, heading = "##"): string {
+  return REPORTS.filter((r) => results[r.file] !== undefined)
+    .map((r) => r.render(results[r.file] as never, heading)).join("\n");
+}

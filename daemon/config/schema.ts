@@ -1,0 +1,322 @@
+/**
+ * The schema of the daemon's configuration file, and its type. Only `deno task gen` evaluates the
+ * schema (to render `lib/_generated/validateDaemonConfig.js`), and `deno task docs` (to render
+ * `docs/configuration.md` from its descriptions: every key's meaning is written here, once); the
+ * daemon imports the type alone, so neither TypeBox nor ajv is loaded at run time.
+ *
+ * @module
+ */
+import { type Static, Type } from "@sinclair/typebox";
+
+/** The schema of the daemon configuration file. */
+export const DaemonConfigSchema = Type.Object({
+  socket: Type.String({
+    pattern: "^/",
+    description: "unix socket of the shim↔daemon API (0600, parent directory 0700)",
+  }),
+  nodeName: Type.String({
+    minLength: 1,
+    description:
+      "this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`",
+  }),
+  kubeconfig: Type.Optional(
+    Type.String({
+      description:
+        "API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)",
+    }),
+  ),
+  allowInsecureTls: Type.Boolean({
+    description:
+      "accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)",
+  }),
+  standalone: Type.Boolean({
+    description:
+      "no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)",
+  }),
+  podWaitSeconds: Type.Number({
+    exclusiveMinimum: 0,
+    description:
+      "how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11",
+  }),
+  apiRequestTimeoutSeconds: Type.Number({
+    exclusiveMinimum: 0,
+    description:
+      "an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)",
+  }),
+  watch: Type.Object({
+    timeoutSeconds: Type.Integer({
+      minimum: 1,
+      description:
+        "`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal",
+    }),
+    unhealthyAfterSeconds: Type.Number({
+      exclusiveMinimum: 0,
+      description:
+        "`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter",
+    }),
+    resyncSeconds: Type.Number({
+      minimum: 0,
+      description: "period of re-delivering the watch cache to its consumers (0: never)",
+    }),
+    requestTimeoutSeconds: Type.Number({
+      exclusiveMinimum: 0,
+      description:
+        "a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)",
+    }),
+  }, { additionalProperties: false }),
+  stateDir: Type.String({
+    pattern: "^/",
+    description:
+      "attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC",
+  }),
+  stagedConflist: Type.String({
+    description:
+      "a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none",
+  }),
+  cniConfDir: Type.String({
+    pattern: "^/",
+    description: "the runtime's CNI config directory, where `stagedConflist` goes",
+  }),
+  sysctlDir: Type.String({
+    pattern: "^/",
+    description:
+      "where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)",
+  }),
+  network: Type.Object({
+    subnet: Type.String({
+      description:
+        "`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix",
+    }),
+    rangeStart: Type.Optional(Type.String({
+      description: "first allocatable address of `subnet` (default: its second host)",
+    })),
+    rangeEnd: Type.Optional(Type.String({
+      description: "last allocatable address of `subnet` (default: its last host)",
+    })),
+    gateway: Type.Optional(Type.String({
+      description:
+        "the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it",
+    })),
+    subnet6: Type.Optional(Type.String({
+      description:
+        "the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family",
+    })),
+    bridge: Type.String({
+      pattern: "^[^\\s/:]{1,15}$",
+      description:
+        "the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)",
+    }),
+    forwarding: Type.Boolean({
+      description:
+        "set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator",
+    }),
+    plumbing: Type.Union([Type.Literal("netlink"), Type.Literal("iproute2")], {
+      description:
+        "`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load",
+    }),
+    mtu: Type.Integer({
+      minimum: 576,
+      maximum: 65535,
+      description:
+        "MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)",
+    }),
+  }, { additionalProperties: false }),
+  ipam: Type.Object({
+    mode: Type.Union(
+      [
+        Type.Literal("local"),
+        Type.Literal("kubernetes"),
+        Type.Literal("pool"),
+        Type.Literal("auto"),
+      ],
+      {
+        description:
+          "where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start",
+      },
+    ),
+    pools: Type.Array(Type.String({ pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" }), {
+      minItems: 1,
+      description: "pool mode: the IPPools this node claims blocks of, in order of preference",
+    }),
+    reuseDelaySeconds: Type.Integer({
+      minimum: 0,
+      maximum: 3600,
+      description: "a released address is not handed out again for this long (quarantine)",
+    }),
+    blockReleaseSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86400,
+      description:
+        "pool mode: a block that stays empty this long is given back (the node's first block of each family stays)",
+    }),
+  }, { additionalProperties: false }),
+  // Items typed as strings (an enum, not a union of literals), so that ajv checks uniqueness
+  // without its deep-equality helper, which generated code would have to import.
+  multiVifDrivers: Type.Array(
+    Type.Unsafe<"npwg" | "noop">({ type: "string", enum: ["npwg", "noop"] }),
+    {
+      uniqueItems: true,
+      description:
+        "drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off",
+    },
+  ),
+  multiNetwork: Type.Object({
+    allowCrossNamespace: Type.Boolean({
+      description: "a pod may select a NetworkAttachmentDefinition of another namespace",
+    }),
+    interfacePrefix: Type.String({
+      pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$",
+      description: "names of additional interfaces without an explicit one: net → net1, net2, …",
+    }),
+    configDir: Type.String({
+      description:
+        "where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)",
+    }),
+    allowedTypes: Type.Array(Type.String({ pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$" }), {
+      description:
+        'plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `["macvlan", "bridge", "static", "host-local", "tuning"]` keeps tenants off `host-device` and the rest',
+    }),
+  }, { additionalProperties: false }),
+  gc: Type.Object({
+    graceSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86400,
+      description: "the reconcile loop never releases an attachment younger than this",
+    }),
+    intervalSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86400,
+      description:
+        "how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs",
+    }),
+    maxRetries: Type.Integer({
+      minimum: 0,
+      maximum: 100,
+      description: "retries of a failed release before it is given up (a Warning Event)",
+    }),
+    reclaimIntervalSeconds: Type.Integer({
+      minimum: 1,
+      maximum: 3600,
+      description:
+        "pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)",
+    }),
+    leaseNamespace: Type.String({
+      pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+      description:
+        "where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`",
+    }),
+  }, { additionalProperties: false }),
+  routing: Type.Object({
+    mode: Type.Union([Type.Literal("none"), Type.Literal("host-gw"), Type.Literal("vxlan")], {
+      description:
+        "`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`",
+    }),
+    vxlan: Type.Object({
+      vni: Type.Integer({
+        minimum: 1,
+        maximum: 16777215,
+        description: "the overlay's VXLAN network identifier",
+      }),
+      port: Type.Integer({ minimum: 1, maximum: 65535, description: "UDP port of the overlay" }),
+      device: Type.String({ pattern: "^[^\\s/:]{1,15}$", description: "the VXLAN device" }),
+    }, { additionalProperties: false }),
+  }, { additionalProperties: false }),
+  masquerade: Type.Object({
+    enabled: Type.Boolean({
+      description:
+        "traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)",
+    }),
+    nonMasqueradeCIDRs: Type.Array(Type.String(), {
+      description: "more destinations that see the pods' own addresses",
+    }),
+    table: Type.String({
+      pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$",
+      description: "the nftables table (family `inet`) Ferry owns and replaces whole",
+    }),
+  }, { additionalProperties: false }),
+  pluginTimeoutSeconds: Type.Number({
+    exclusiveMinimum: 0,
+    description:
+      "a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way",
+  }),
+  maxRequestBytes: Type.Integer({
+    minimum: 1024,
+    description: "largest request body on the socket; larger requests get CNI error 6",
+  }),
+  server: Type.Object({
+    readTimeoutSeconds: Type.Number({
+      exclusiveMinimum: 0,
+      description:
+        "a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed",
+    }),
+    writeTimeoutSeconds: Type.Number({
+      exclusiveMinimum: 0,
+      description: "a client must take its answer within this",
+    }),
+    maxConnections: Type.Integer({
+      minimum: 1,
+      description:
+        "connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers",
+    }),
+    httpHost: Type.String({
+      description:
+        "where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own",
+    }),
+    httpPort: Type.Integer({
+      minimum: -1,
+      maximum: 65535,
+      description:
+        "the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal",
+    }),
+    metricsHost: Type.String({
+      description:
+        "where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost",
+    }),
+    metricsPort: Type.Integer({
+      minimum: -1,
+      maximum: 65535,
+      description:
+        "the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)",
+    }),
+  }, { additionalProperties: false }),
+  shutdownTimeoutSeconds: Type.Number({
+    minimum: 0,
+    description:
+      "how long SIGTERM waits for in-flight requests; plugins still running then are killed. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)",
+  }),
+  nice: Type.Integer({
+    minimum: -20,
+    maximum: 19,
+    description:
+      "the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority",
+  }),
+  logLevel: Type.Union([
+    Type.Literal("trace"),
+    Type.Literal("debug"),
+    Type.Literal("info"),
+    Type.Literal("warning"),
+    Type.Literal("error"),
+    Type.Literal("fatal"),
+  ], {
+    description:
+      "every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)",
+  }),
+  policy: Type.Object({
+    enabled: Type.Boolean({
+      description:
+        "enforce Kubernetes NetworkPolicy on this node's pods (needs the API; see network-policy.md)",
+    }),
+    table: Type.String({
+      pattern: "^[A-Za-z][A-Za-z0-9_-]*$",
+      description:
+        "the nftables table (family `inet`) the policies are written to; it exists only while some pod of the node is isolated",
+    }),
+  }, { additionalProperties: false }),
+  logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
+    description:
+      "`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences",
+  }),
+}, { additionalProperties: false });
+
+/** The daemon configuration. */
+export type DaemonConfig = Static<typeof DaemonConfigSchema>;
