@@ -8,6 +8,7 @@
 import type { DaemonConfig } from "./config/config.ts";
 import type { InformerStats } from "./k8s/informer.ts";
 import type { PolicyStats } from "./policy/policy_enforcer.ts";
+import type { MultiPolicyStats } from "./policy/multi_policy_enforcer.ts";
 import type { AddPhase, PhaseSummary } from "./telemetry/phase_stats.ts";
 import type { SocketStatus } from "./server/socket_server.ts";
 import type { NodeCheckStats } from "./ipam/node_check.ts";
@@ -52,6 +53,11 @@ export interface Daemon {
 export interface DaemonStats {
   /** NetworkPolicy: policies known, this node's isolated pods, table writes and failures. */
   policy?: PolicyStats;
+  /**
+   * MultiNetworkPolicy: policies known, this node's isolated additional interfaces, pod
+   * namespaces with a table, writes and failures.
+   */
+  multiPolicy?: MultiPolicyStats;
   /** CNI requests served, by command. */
   cniRequests: Record<string, number>;
   /** The process's memory (`Deno.memoryUsage()`), in bytes. */

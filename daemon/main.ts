@@ -138,6 +138,7 @@ export async function startDaemon(
     logger: getLogger(["ferry", "cni"]),
     pods: kube?.pods,
     policy: kube?.policy,
+    multiPolicy: kube?.multiPolicy,
     multiVif: kube
       ? multiVifSide({ config, kube, localSubnets: () => network.subnets(), ip: plumbing.ip })
       : undefined,

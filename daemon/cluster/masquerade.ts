@@ -54,6 +54,8 @@ export interface Nft {
   remove(table: string): Promise<void>;
   /** `nft -j list table inet <table>`: its JSON, or undefined when there is no such table. */
   listJson?(table: string): Promise<string | undefined>;
+  /** Runs a ruleset as one transaction inside the network namespace at path `netns`. */
+  applyIn?(netns: string, ruleset: string): Promise<void>;
 }
 
 /**
@@ -66,9 +68,18 @@ export interface Nft {
  */
 export class NftRunner implements Nft {
   /** Runs `nft -f -` with the ruleset on stdin. */
-  async apply(ruleset: string): Promise<void> {
-    const child = new Deno.Command("nft", {
-      args: ["-f", "-"],
+  apply(ruleset: string): Promise<void> {
+    return this.#run("nft", ["-f", "-"], ruleset);
+  }
+
+  /** The same inside the network namespace at path `netns` (`nsenter --net`). */
+  applyIn(netns: string, ruleset: string): Promise<void> {
+    return this.#run("nsenter", [`--net=${netns}`, "--", "nft", "-f", "-"], ruleset);
+  }
+
+  async #run(cmd: string, args: string[], ruleset: string): Promise<void> {
+    const child = new Deno.Command(cmd, {
+      args,
       stdin: "piped",
       stdout: "null",
       stderr: "piped",

@@ -304,12 +304,12 @@ export const DaemonConfigSchema = Type.Object({
   policy: Type.Object({
     enabled: Type.Boolean({
       description:
-        "enforce Kubernetes NetworkPolicy on this node's pods (needs the API; see network-policy.md)",
+        "enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)",
     }),
     table: Type.String({
       pattern: "^[A-Za-z][A-Za-z0-9_-]*$",
       description:
-        "the nftables table (family `inet`) the policies are written to; it exists only while some pod of the node is isolated",
+        "the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated",
     }),
   }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {

@@ -19,7 +19,7 @@ import { install, installUnder } from "../../cni/install.ts";
 import { IPBLOCKS, IPPOOLS, LEASES, NODES, PODS } from "../k8s/resources.ts";
 import { nodeLeaseName } from "../cluster/node_identity.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
-import { installPoolCrds } from "./crds.ts";
+import { installMultiPolicyCrd, installNadCrd, installPoolCrds } from "./crds.ts";
 import { Libc } from "../net/netlink/libc.ts";
 import { cniEnv, netconf, runShimAt, type ShimRun } from "./harness.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
@@ -168,6 +168,11 @@ export interface SimOptions {
    * run `ipam.mode` auto (which picks the pool) unless `config` says otherwise.
    */
   pool?: { blockSize?: { ipv4?: number; ipv6?: number } };
+  /**
+   * Installs the NetworkAttachmentDefinition and MultiNetworkPolicy CRDs before the daemons
+   * start (a daemon lists MultiNetworkPolicies again only now and then while they are not served).
+   */
+  multiNetworkPolicy?: boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -286,6 +291,10 @@ export async function withSimCluster<T>(
     );
     await run("ip", "-n", outside.name, "addr", "add", `${internet}/32`, "dev", "lo");
     const apiPort = Number(apiUrl.port || (apiUrl.protocol === "https:" ? 443 : 80));
+    if (options.multiNetworkPolicy) {
+      await installNadCrd(client);
+      await installMultiPolicyCrd(client);
+    }
     if (options.pool) {
       await installPoolCrds(client);
       pool = {

@@ -11,6 +11,7 @@ import {
   CRDS,
   IPBLOCKS,
   IPPOOLS,
+  MULTI_NETWORK_POLICIES,
   NETWORK_ATTACHMENT_DEFINITIONS,
   type ResourceType,
 } from "../k8s/resources.ts";
@@ -35,6 +36,11 @@ export function installNadCrd(client: KubeClient): Promise<void> {
   return installCrds(client, ["network-attachment-definitions.yaml"], [
     NETWORK_ATTACHMENT_DEFINITIONS,
   ]);
+}
+
+/** Creates the MultiNetworkPolicy CRD unless it exists, and waits until it is served. */
+export function installMultiPolicyCrd(client: KubeClient): Promise<void> {
+  return installCrds(client, ["multi-networkpolicies.yaml"], [MULTI_NETWORK_POLICIES]);
 }
 
 async function installCrds(

@@ -84,6 +84,12 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "multi-network: one watch of the NetworkAttachmentDefinitions pods select",
   },
   {
+    group: "k8s.cni.cncf.io",
+    resource: "multi-networkpolicies",
+    verbs: ["list", "watch"],
+    why: "MultiNetworkPolicy: the policies enforced on the node's pods' additional interfaces",
+  },
+  {
     group: "",
     resource: "events",
     verbs: ["create"],

@@ -65,6 +65,13 @@ export interface InformerOptions {
    * the storage. Default false.
    */
   firstListFromCache?: boolean;
+  /**
+   * A resource the server does not serve (its list answers 404: a CRD not installed) counts as
+   * one with no objects: the informer delivers an empty list, reports itself synced and healthy,
+   * and lists again every `backoffMaxMs`, so objects appear once the CRD is installed. For
+   * optional resources (MultiNetworkPolicy). Default false: a 404 is a failure like any other.
+   */
+  missingIsEmpty?: boolean;
 }
 
 /** An informer's {@link InformerOptions} and what it keeps of its objects. */
@@ -116,6 +123,8 @@ export class Informer<T extends KubeObject> {
   readonly #abort = new AbortController();
   readonly #synced = Promise.withResolvers<void>();
   #isSynced = false;
+  /** The server answered 404 to the last list (`missingIsEmpty`). */
+  #missing = false;
   #failingSince: number | undefined;
   #loop?: Promise<void>;
   #resync?: ReturnType<typeof setInterval>;
@@ -146,6 +155,7 @@ export class Informer<T extends KubeObject> {
       requestTimeoutMs: 30_000,
       random: Math.random,
       firstListFromCache: false,
+      missingIsEmpty: false,
       transform: (obj) => obj,
       ...options,
     };
@@ -241,6 +251,22 @@ export class Informer<T extends KubeObject> {
       } catch (e) {
         if (signal.aborted) break;
         if (e instanceof StreamOverdue) continue;
+        if (this.#o.missingIsEmpty && e instanceof KubeApiError && e.isNotFound) {
+          // Listed again from scratch: a 404 on the watch means the resource went away.
+          if (rv !== undefined) {
+            rv = undefined;
+            continue;
+          }
+          if (!this.#missing) {
+            this.#log.info("{resource}: not served by the API server; none until it is", {
+              resource: this.#rt.plural,
+            });
+          }
+          this.#missing = true;
+          this.#deliverEmpty();
+          await sleep(this.#o.backoffMaxMs, signal);
+          continue;
+        }
         if (e instanceof KubeApiError && e.isGone) {
           this.#log.info("{resource}: resourceVersion {rv} expired, re-listing", {
             resource: this.#rt.plural,
@@ -292,6 +318,18 @@ export class Informer<T extends KubeObject> {
   }
 
   /** Lists everything, reconciles the cache with it, and returns the list's resourceVersion. */
+  /** A resource not served: whatever was cached is gone, and the (empty) first list is in. */
+  #deliverEmpty(): void {
+    for (const [key, obj] of [...this.#cache]) {
+      this.#cache.delete(key);
+      this.#handlers.remove(obj);
+    }
+    if (!this.#isSynced) {
+      this.#isSynced = true;
+      this.#synced.resolve();
+    }
+  }
+
   async #relist(signal: AbortSignal): Promise<string> {
     const { items, resourceVersion } = await this.#kube.listAll<T>(this.#rt, {
       ...this.#select,
@@ -300,6 +338,10 @@ export class Informer<T extends KubeObject> {
       signal,
     });
     this.stats.lists++;
+    if (this.#missing) {
+      this.#missing = false;
+      this.#log.info("{resource}: now served", { resource: this.#rt.plural });
+    }
     const seen = new Set<string>();
     for (const listed of items) {
       const obj = this.#o.transform(listed);

@@ -25,6 +25,7 @@ import { networkStatus } from "../multivif/network_status.ts";
 import { NadCache, type NadObject } from "../multivif/nad_cache.ts";
 import { policySide } from "../policy/policy_watches.ts";
 import type { PolicyEnforcer } from "../policy/policy_enforcer.ts";
+import type { MultiPolicyEnforcer } from "../policy/multi_policy_enforcer.ts";
 import { AnnotationWriter } from "./annotation_writer.ts";
 import { KubeClient } from "./client.ts";
 import { Informer } from "./informer.ts";
@@ -71,6 +72,8 @@ export interface KubeSide {
   poolWatch?: { start(): void; stop(): Promise<void> };
   /** NetworkPolicy on this node's pods (`policy.enabled`). */
   policy?: PolicyEnforcer;
+  /** MultiNetworkPolicy on this node's pods' additional interfaces (`policy.enabled`). */
+  multiPolicy?: MultiPolicyEnforcer;
   /** The API, for the pool IPAM's block writes. */
   client: KubeClient;
   /**
@@ -86,7 +89,13 @@ export interface KubeSide {
   /** Its counters, as `GET /v1/stats` shows them. */
   stats(): Pick<
     DaemonStats,
-    "annotationWrites" | "apiRequests" | "podWatch" | "policy" | "registry" | "nodes"
+    | "annotationWrites"
+    | "apiRequests"
+    | "podWatch"
+    | "policy"
+    | "multiPolicy"
+    | "registry"
+    | "nodes"
   >;
   /** Writes this node's VXLAN endpoint into its Node's annotations. */
   publishVtep(vtep: Vtep): Promise<void>;
@@ -180,7 +189,7 @@ export async function connectKube(
     };
     if (config.ipam.mode === "pool") poolWatch.start();
   }
-  const policy = config.policy.enabled
+  const policies = config.policy.enabled
     ? policySide({
       kube,
       watcher,
@@ -188,11 +197,15 @@ export async function connectKube(
       nodeName: config.nodeName,
       table: config.policy.table,
       nft: new NftRunner(),
+      store,
+      labelsOf: (namespace, name) => registry.get(namespace, name)?.labels,
+      netnsExists: (path) => Deno.stat(path).then(() => true, () => false),
       logger: getLogger(["ferry", "policy"]),
     })
     : undefined;
+  const policy = policies?.enforcer;
   watcher.start();
-  policy?.start();
+  policies?.start();
   // One merge patch per ADD carries both of Ferry's annotations (the value is their JSON).
   const annotations = new AnnotationWriter(
     (pod, value) =>
@@ -254,6 +267,7 @@ export async function connectKube(
     nads,
     poolWatch,
     policy,
+    multiPolicy: policies?.multi,
     client: kube,
     event,
     stats: () => ({
@@ -265,6 +279,7 @@ export async function connectKube(
       apiRequests: { ...transport.counts },
       podWatch: watcher.stats().pods,
       policy: policy?.stats(),
+      multiPolicy: policies?.multi.stats(),
       registry: { pods: registry.size, waiting: registry.waiting },
       nodes: nodes?.size,
     }),
@@ -281,7 +296,7 @@ export async function connectKube(
       await annotations.flush(AbortSignal.timeout(5000));
       // No more retries; a write still in flight ends with the client below.
       void annotations.close();
-      await policy?.close();
+      await policies?.close();
       await watcher.stop();
       await nadInformer?.stop();
       http.close();

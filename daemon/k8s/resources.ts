@@ -66,6 +66,14 @@ export const NETWORK_ATTACHMENT_DEFINITIONS: ResourceType = {
   kind: "NetworkAttachmentDefinition",
   namespaced: true,
 };
+/** The Network Plumbing Working Group's MultiNetworkPolicies (`deploy/base/crds/multi-networkpolicies.yaml`). */
+export const MULTI_NETWORK_POLICIES: ResourceType = {
+  group: "k8s.cni.cncf.io",
+  version: "v1beta1",
+  plural: "multi-networkpolicies",
+  kind: "MultiNetworkPolicy",
+  namespaced: true,
+};
 /** Ferry's cluster IP pools (`deploy/base/crds/ippools.yaml`). */
 export const IPPOOLS: ResourceType = {
   group: "ferry.dev",

@@ -29,6 +29,8 @@ import {
   type Protocol,
 } from "./compile.ts";
 import { policyScript, renderPolicyTable, type RuleCount, ruleCounts } from "./nft_policy.ts";
+import type { NetworkedPod } from "./multi_policy.ts";
+import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */
@@ -43,6 +45,8 @@ export interface PolicyEnforcerDeps {
   synced: () => boolean;
   /** Where it says what it did. */
   logger: Logger;
+  /** Called when a pod or a namespace of the cluster changed (MultiNetworkPolicy reads them too). */
+  changed?: () => void;
 }
 
 /** Counts for stats. */
@@ -74,6 +78,9 @@ export function slimPolicyPod(pod: Pod): Pod {
       uid: m.uid,
       resourceVersion: m.resourceVersion,
       labels: m.labels,
+      ...(m.annotations?.[NETWORK_STATUS_ANNOTATION]
+        ? { annotations: { [NETWORK_STATUS_ANNOTATION]: m.annotations[NETWORK_STATUS_ANNOTATION] } }
+        : {}),
     },
     spec: {
       nodeName: pod.spec?.nodeName,
@@ -106,8 +113,28 @@ export function slimNamespace(n: Namespace): Namespace {
   return { metadata: { name: m.name, resourceVersion: m.resourceVersion, labels: m.labels } };
 }
 
-/** A pod as policies read it, with its node. */
-export function policyPodOf(pod: Pod): PolicyPod & { node?: string } {
+/**
+ * A pod's addresses per additional network, from its `network-status` (the default network's
+ * entry left out: its addresses are the pod's own); empty when there is none or it is malformed.
+ */
+export function networksOf(pod: Pod): Record<string, string[]> {
+  const raw = pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+  if (!raw) return {};
+  try {
+    const entries = JSON.parse(raw) as { name?: unknown; ips?: unknown; default?: unknown }[];
+    const out: Record<string, string[]> = {};
+    for (const e of Array.isArray(entries) ? entries : []) {
+      if (e?.default === true || typeof e?.name !== "string" || !Array.isArray(e.ips)) continue;
+      out[e.name] = [...(out[e.name] ?? []), ...e.ips.filter((ip) => typeof ip === "string")];
+    }
+    return out;
+  } catch {
+    return {};
+  }
+}
+
+/** A pod as policies read it, with its node and its addresses on additional networks. */
+export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
   const ports: NamedPort[] = (pod.spec?.containers ?? []).flatMap((c) =>
     (c.ports ?? []).filter((p) => p.name).map((p) => ({
       name: p.name!,
@@ -125,6 +152,7 @@ export function policyPodOf(pod: Pod): PolicyPod & { node?: string } {
     done: phase === "Succeeded" || phase === "Failed",
     ports,
     node: pod.spec?.nodeName,
+    networks: networksOf(pod),
   };
 }
 
@@ -141,7 +169,7 @@ export class PolicyEnforcer {
   readonly #d: PolicyEnforcerDeps;
   readonly #policies = new Map<string, NetworkPolicy>();
   readonly #namespaces = new Map<string, Labels>();
-  readonly #pods = new Map<string, PolicyPod & { node?: string }>();
+  readonly #pods = new Map<string, NetworkedPod & { node?: string }>();
   /** Addresses this node's ADDs gave, before the pod's status carries them. */
   readonly #plugged = new Map<string, { labels: Labels; ips: string[] }>();
   readonly #loop: DirtyLoop;
@@ -175,12 +203,14 @@ export class PolicyEnforcer {
   namespaceUpserted(n: Namespace): void {
     this.#namespaces.set(n.metadata?.name ?? "", n.metadata?.labels ?? {});
     this.#loop.kick();
+    this.#d.changed?.();
   }
 
   /** A Namespace is gone. */
   namespaceRemoved(n: Namespace): void {
     this.#namespaces.delete(n.metadata?.name ?? "");
     this.#loop.kick();
+    this.#d.changed?.();
   }
 
   /** A pod (of any node) appeared or changed. */
@@ -188,6 +218,7 @@ export class PolicyEnforcer {
     const pod = policyPodOf(p);
     this.#pods.set(key(pod.namespace, pod.name), pod);
     this.#loop.kick();
+    this.#d.changed?.();
   }
 
   /** A pod is gone. */
@@ -196,6 +227,7 @@ export class PolicyEnforcer {
     this.#pods.delete(k);
     this.#plugged.delete(k);
     this.#loop.kick();
+    this.#d.changed?.();
   }
 
   /** Writes the table once the watches have synced (and after every change from then on). */
@@ -266,6 +298,21 @@ export class PolicyEnforcer {
   /** Counts. */
   stats(): PolicyStats {
     return { ...this.#stats, policies: this.#policies.size };
+  }
+
+  /** Every pod of the cluster as the watch has it, with its addresses per network. */
+  clusterPods(): NetworkedPod[] {
+    return [...this.#pods.values()];
+  }
+
+  /** A pod of the cluster as the watch has it. */
+  pod(namespace: string, name: string): NetworkedPod | undefined {
+    return this.#pods.get(key(namespace, name));
+  }
+
+  /** Namespace labels, by name. */
+  namespaceLabels(): Map<string, Labels> {
+    return this.#namespaces;
   }
 
   /** The cluster as the compiler sees it, this node's ADDs' addresses included. */

@@ -1,7 +1,11 @@
 /**
  * The watches NetworkPolicy needs, feeding a {@link PolicyEnforcer}: NetworkPolicies, Namespaces
  * (their labels) and the pods of the whole cluster, each stripped to what policies read as it
- * arrives, so a large cluster's pods cost little memory. Built once by the composition root.
+ * arrives, so a large cluster's pods cost little memory; and MultiNetworkPolicies, feeding a
+ * {@link MultiPolicyEnforcer} that reads the same pods and namespaces and this node's additional
+ * interfaces. The MultiNetworkPolicy watch is not the daemon's readiness: a cluster without its
+ * CRD has none, and the watch lists again now and then in case it is installed. Built once by the
+ * kube side.
  *
  * @module
  */
@@ -13,7 +17,12 @@ import { Informer, type InformerOptions } from "../k8s/informer.ts";
 import { NAMESPACES, NETWORK_POLICIES, PODS } from "../k8s/resources.ts";
 import type { Watcher } from "../k8s/watcher.ts";
 import type { Nft } from "../cluster/masquerade.ts";
+import { MULTI_NETWORK_POLICIES } from "../k8s/resources.ts";
+import type { AttachmentStore } from "../service/attachment_store.ts";
 import { PolicyEnforcer, slimNamespace, slimPolicy, slimPolicyPod } from "./policy_enforcer.ts";
+import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts";
+import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
+import type { Labels } from "./selector.ts";
 
 /** What the policy side needs. */
 export interface PolicySideDeps {
@@ -27,23 +36,66 @@ export interface PolicySideDeps {
   nodeName: string;
   /** The table. */
   table: string;
-  /** Applies rulesets. */
-  nft: Nft;
+  /** Applies rulesets, on the node and inside pods' namespaces. */
+  nft: Required<Pick<Nft, "apply" | "remove" | "applyIn">> & Nft;
+  /** This node's attachment records (its pods' additional interfaces). */
+  store: AttachmentStore;
+  /** The labels of a pod of this node from its own watch (before the cluster-wide one has it). */
+  labelsOf: (namespace: string, name: string) => Labels | undefined;
+  /** Whether a network namespace path still exists. */
+  netnsExists: (path: string) => Promise<boolean>;
   /** Where to log. */
   logger: Logger;
 }
 
+/** The policy side: NetworkPolicy on the node, MultiNetworkPolicy in its pods. */
+export interface PolicySide {
+  /** NetworkPolicy (the default network). */
+  enforcer: PolicyEnforcer;
+  /** MultiNetworkPolicy (additional networks). */
+  multi: MultiPolicyEnforcer;
+  /** Starts both (the NetworkPolicy informers start with the daemon's watcher). */
+  start(): void;
+  /** Stops both. */
+  close(): Promise<void>;
+}
+
 /**
- * Adds the three informers to the watcher and returns the enforcer they feed (the watcher
- * starts them with the others).
+ * Adds the three NetworkPolicy informers to the watcher (it starts them with the others), makes
+ * the MultiNetworkPolicy informer, and returns the enforcers they feed.
+ *
+ * @example
+ * ```ts
+ * const policy = policySide({ kube, watcher, watchOptions, nodeName, table, nft, store, labelsOf, netnsExists, logger });
+ * watcher.start();
+ * policy.start();
+ * ```
  */
-export function policySide(d: PolicySideDeps): PolicyEnforcer {
-  const enforcer = new PolicyEnforcer({
+export function policySide(d: PolicySideDeps): PolicySide {
+  const multiInformer = new Informer<MultiPolicy & { metadata?: { name?: string } }>(
+    d.kube,
+    MULTI_NETWORK_POLICIES,
+    {},
+    { upsert: (p) => multi.policyUpserted(p), remove: (p) => multi.policyRemoved(p) },
+    d.logger,
+    { ...d.watchOptions, transform: slimMultiPolicy, missingIsEmpty: true },
+  );
+  const multi: MultiPolicyEnforcer = new MultiPolicyEnforcer({
+    table: d.table,
+    nft: d.nft,
+    interfaces: () => localInterfaces(d, enforcer),
+    cluster: { pods: () => enforcer.clusterPods(), namespaces: () => enforcer.namespaceLabels() },
+    synced: () => d.watcher.synced && multiInformer.isSynced,
+    netnsExists: d.netnsExists,
+    logger: d.logger,
+  });
+  const enforcer: PolicyEnforcer = new PolicyEnforcer({
     nodeName: d.nodeName,
     table: d.table,
     nft: d.nft,
     synced: () => d.watcher.synced,
     logger: d.logger,
+    changed: () => multi.changed(),
   });
   d.watcher.add(
     "networkpolicies",
@@ -78,5 +130,44 @@ export function policySide(d: PolicySideDeps): PolicyEnforcer {
       { ...d.watchOptions, transform: slimPolicyPod, firstListFromCache: true },
     ),
   );
-  return enforcer;
+  return {
+    enforcer,
+    multi,
+    start() {
+      enforcer.start();
+      multiInformer.start();
+      multi.start();
+    },
+    async close() {
+      await enforcer.close();
+      await multi.close();
+      await multiInformer.stop();
+    },
+  };
+}
+
+/** This node's additional interfaces (records with a parent), with their pods as policies see them. */
+function localInterfaces(d: PolicySideDeps, enforcer: PolicyEnforcer): LocalInterface[] {
+  const out: LocalInterface[] = [];
+  for (const r of d.store.list()) {
+    if (!r.parent || !r.pod) continue;
+    const { namespace, name } = r.pod;
+    const known = enforcer.pod(namespace, name);
+    out.push({
+      pod: known ?? {
+        namespace,
+        name,
+        labels: d.labelsOf(namespace, name) ?? {},
+        ips: [],
+        hostNetwork: false,
+        done: false,
+        ports: [],
+      },
+      netns: r.netns,
+      ifname: r.ifname,
+      network: r.network,
+      ips: (r.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
+    });
+  }
+  return out;
 }

@@ -74,6 +74,14 @@ export interface CniServiceDeps {
     ): Promise<void>;
     unplugged(pod: { namespace: string; name: string }): void;
   };
+  /**
+   * MultiNetworkPolicy: told of each ADD whose additional interfaces are recorded, before it
+   * answers (their rules are then in place), and of each DEL.
+   */
+  multiPolicy?: {
+    plugged(pod: { namespace: string; name: string }): Promise<void>;
+    changed(): void;
+  };
   /** Where ADD's phases are timed (`/v1/stats`); none when absent. */
   phases?: PhaseStats;
   /**
@@ -271,7 +279,7 @@ export class CniService {
       : undefined;
     const record = await this.#record(run, await this.#plugDefault(run, nads));
     if (pod && nads) await this.#plugExtrasOrUndo(run, pod, record, nads);
-    if (pod && this.#d.policy) await this.#enforcePolicy(run, pod, record);
+    if (pod && (this.#d.policy || this.#d.multiPolicy)) await this.#enforcePolicy(run, pod, record);
     if (pod && run.ref) {
       this.#d.pods!.registry.setContainerId(run.ref, key.containerId);
       this.#d.pods!.annotate(pod, record);
@@ -420,15 +428,18 @@ export class CniService {
   }
 
   /**
-   * Puts the pod's NetworkPolicy in place before the answer; when that fails, the ADD is undone
+   * Puts the pod's NetworkPolicy (and its additional interfaces' MultiNetworkPolicy) in place
+   * before the answer; when that fails, the ADD is undone
    * rather than answered with the pod open to what its policies deny.
    */
   async #enforcePolicy(run: AddRun, pod: RegisteredPod, record: Attachment): Promise<void> {
     try {
-      await this.#d.policy!.plugged(
+      await this.#d.policy?.plugged(
         pod,
         (record.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
       );
+      // The pod's additional interfaces, recorded by now (MultiNetworkPolicy).
+      await this.#d.multiPolicy?.plugged(pod);
     } catch (e) {
       await this.#release(run.key, run.req).catch(() => {});
       throw e;
@@ -562,6 +573,8 @@ export class CniService {
       this.#finishing.delete(work);
       if (this.#finishingAt.get(where) === work) this.#finishingAt.delete(where);
     };
+    // Its additional interfaces' records are gone: their namespace's policy table follows.
+    if (this.#d.multiPolicy) void work.then(() => this.#d.multiPolicy!.changed(), () => {});
     work.then(forget, (e) => {
       forget();
       if (!early) return; // the caller gets this error as the answer

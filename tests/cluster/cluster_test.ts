@@ -194,6 +194,34 @@ async function reaches(from: string, ip: string, expect: (text: string) => boole
   console.log(`${from} → ${ip}: first answer after ${Date.now() - started} ms`);
 }
 
+/**
+ * Whether `from` stops getting answers from `ip` within `ms` (a policy taking effect): three
+ * requests in a row must fail.
+ */
+async function blocked(from: string, ip: string, ms = 30_000): Promise<void> {
+  let failures = 0;
+  await until(
+    async () => {
+      const r = await exec("kubectl", [
+        "exec",
+        "-n",
+        NS,
+        from,
+        "--",
+        "curl",
+        "-s",
+        "-m",
+        "2",
+        `http://${ip}:8080/hostname`,
+      ]);
+      failures = r.code === 0 ? 0 : failures + 1;
+      return failures >= 3;
+    },
+    `${from} no longer reaches ${ip}`,
+    ms,
+  );
+}
+
 /** Ferry's routes (protocol 199) on `node`. */
 async function ferryRoutes(node: string): Promise<string> {
   return (await nodeexec(node, "ip", "route", "show", "proto", "199")).out;
@@ -524,6 +552,55 @@ Deno.test({
           assertEquals(status[1].ips, ["192.168.177.11"]);
           // Across nodes over the second network.
           await reaches("nad1", "192.168.177.12", (t) => t === "nad2");
+          // MultiNetworkPolicy on it: deny-all ingress closes nad2's macvlan to nad1 (its eth0
+          // stays open); a rule by label opens it again; without policies nothing is left in the pod.
+          await kubectl("apply", "-f", `${REPO}deploy/base/crds/multi-networkpolicies.yaml`);
+          await until(
+            async () =>
+              (await exec("kubectl", ["get", "multi-networkpolicies", "-n", NS])).code === 0,
+            "the MultiNetworkPolicy CRD",
+          );
+          const multiPolicy = (name: string, spec: unknown) =>
+            apply({
+              apiVersion: "k8s.cni.cncf.io/v1beta1",
+              kind: "MultiNetworkPolicy",
+              metadata: {
+                name,
+                namespace: NS,
+                annotations: { "k8s.v1.cni.cncf.io/policy-for": "underlay" },
+              },
+              spec,
+            });
+          await multiPolicy("nad2-deny", {
+            podSelector: { matchLabels: { app: "nad2" } },
+            policyTypes: ["Ingress"],
+          });
+          // The daemons list MultiNetworkPolicies again within 30 s of the CRD's installation.
+          await blocked("nad1", "192.168.177.12", 90_000);
+          const nad2 = (await pods(NS, "app=nad2"))[0];
+          await reaches("nad1", nad2.ip, (t) => t === "nad2");
+          await multiPolicy("nad2-from-nad1", {
+            podSelector: { matchLabels: { app: "nad2" } },
+            ingress: [{ from: [{ podSelector: { matchLabels: { app: "nad1" } } }] }],
+          });
+          await reaches("nad1", "192.168.177.12", (t) => t === "nad2");
+          await kubectl("delete", "multi-networkpolicies", "-n", NS, "--all");
+          await until(
+            async () => {
+              const stats = JSON.parse(
+                (await nodeexec(
+                  NODES[1],
+                  "curl",
+                  "-s",
+                  "--unix-socket",
+                  "/run/ferry/ferry.sock",
+                  "http://ferry/v1/stats",
+                )).out,
+              ) as { multiPolicy?: { tables: number; policies: number } };
+              return stats.multiPolicy?.policies === 0 && stats.multiPolicy.tables === 0;
+            },
+            `no MultiNetworkPolicy table left in the pods of ${NODES[1]}`,
+          );
           // A pod naming a NAD that does not exist gets no sandbox, and an Event that says why.
           await apply(server("nad-missing", NODES[0], {
             "k8s.v1.cni.cncf.io/networks": "no-such-network",

@@ -94,6 +94,8 @@ Deno.test({
           "configmaps",
           "events",
           "network-attachment-definitions.k8s.cni.cncf.io",
+          "multi-networkpolicies.k8s.cni.cncf.io",
+          "networkpolicies.networking.k8s.io",
           "ippools.ferry.dev",
           "ipblocks.ferry.dev",
           "leases.coordination.k8s.io",

@@ -305,3 +305,34 @@ Deno.test("a periodic resync re-delivers the cache to the handlers", () =>
       await removePods(client, [`r-${id}`]);
     }
   }));
+
+Deno.test("a resource the server does not serve is empty to an informer that allows it, which stays healthy; to any other it is a failure", () =>
+  withKube(async ({ client }) => {
+    const none = {
+      group: "nothing.ferry.dev",
+      version: "v1",
+      plural: "nothings",
+      kind: "Nothing",
+      namespaced: true,
+    };
+    const handlers = { upsert: () => {}, remove: () => {} };
+    const log = getLogger(["ferry", "test"]);
+    const optional = new Informer(client, none, {}, handlers, log, {
+      ...FAST,
+      missingIsEmpty: true,
+    });
+    const required = new Informer(client, none, {}, handlers, log, FAST);
+    optional.start();
+    required.start();
+    try {
+      await until(() => optional.isSynced);
+      assertEquals(optional.list(), []);
+      assert(optional.healthy);
+      await new Promise((r) => setTimeout(r, 500));
+      assertEquals(required.isSynced, false);
+      assert(required.stats.failures > 0);
+    } finally {
+      await optional.stop();
+      await required.stop();
+    }
+  }));

@@ -1,0 +1,251 @@
+/**
+ * MultiNetworkPolicy on this node: the cluster's MultiNetworkPolicies (their watch), with the
+ * pods and namespaces NetworkPolicy already watches and this node's additional interfaces (their
+ * attachment records), compiled into one nftables table per pod network namespace that needs one
+ * ({@link compileMultiPolicies}, {@link renderInterfaceTable}), written with `nft -f` inside that
+ * namespace in one transaction, and only when its text changed. A pod's additional interfaces
+ * traffic (macvlan above all) never meets the node's own hooks, so the rules must live in the
+ * pod, as multi-networkpolicy-iptables puts them.
+ *
+ * A new pod's rules are in place before its ADD answers: the ADD path calls
+ * {@link MultiPolicyEnforcer.plugged} once its extra interfaces are recorded.
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import type { Nft } from "../cluster/masquerade.ts";
+import { DirtyLoop } from "../runtime/dirty_loop.ts";
+import { ipInBlock } from "./compile.ts";
+import {
+  compileMultiPolicies,
+  type LocalInterface,
+  type MultiPolicy,
+  multiPolicySelects,
+  type NetworkedPod,
+  POLICY_FOR_ANNOTATION,
+} from "./multi_policy.ts";
+import { policyScript, renderInterfaceTable } from "./nft_policy.ts";
+import type { Labels } from "./selector.ts";
+
+/** What the enforcer needs. */
+export interface MultiPolicyEnforcerDeps {
+  /** The nftables table (family inet) it owns in each pod's namespace. */
+  table: string;
+  /** Applies rulesets inside a pod's namespace. */
+  nft: Required<Pick<Nft, "applyIn">>;
+  /** This node's additional interfaces, now. */
+  interfaces: () => LocalInterface[];
+  /** The cluster's pods, with their addresses per network, and namespace labels. */
+  cluster: { pods(): NetworkedPod[]; namespaces(): Map<string, Labels> };
+  /** Whether every watch it reads from has listed once (before that nothing is written). */
+  synced: () => boolean;
+  /** Whether a namespace path still exists (a table in a gone namespace went with it). */
+  netnsExists: (path: string) => Promise<boolean>;
+  /** Where it says what it did. */
+  logger: Logger;
+}
+
+/** Counts for stats. */
+export interface MultiPolicyStats {
+  /** MultiNetworkPolicies known. */
+  policies: number;
+  /** Additional interfaces of this node isolated by some of them. */
+  isolatedInterfaces: number;
+  /** Pod namespaces with a table now. */
+  tables: number;
+  /** Table writes, and failed ones. */
+  writes: number;
+  /** Failed writes. */
+  failures: number;
+}
+
+const RETRY_MS = 1000;
+const SYNC_WAIT_MS = 20_000;
+
+const key = (ns: string | undefined, name: string | undefined) =>
+  `${ns ?? "default"}/${name ?? ""}`;
+
+/** A MultiNetworkPolicy stripped to what is enforced: its name, networks and spec. */
+export function slimMultiPolicy(p: MultiPolicy): MultiPolicy {
+  const m = p.metadata ?? {};
+  const forNetworks = m.annotations?.[POLICY_FOR_ANNOTATION];
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      resourceVersion: m.resourceVersion,
+      ...(forNetworks !== undefined
+        ? { annotations: { [POLICY_FOR_ANNOTATION]: forNetworks } }
+        : {}),
+    },
+    spec: p.spec,
+  };
+}
+
+/**
+ * The enforcer.
+ *
+ * @example
+ * ```ts
+ * const multi = new MultiPolicyEnforcer({ table, nft, interfaces, cluster, synced, netnsExists, logger });
+ * multi.start();
+ * ```
+ */
+export class MultiPolicyEnforcer {
+  readonly #d: MultiPolicyEnforcerDeps;
+  readonly #policies = new Map<string, MultiPolicy>();
+  /** What is written in each pod namespace, by its path. */
+  readonly #written = new Map<string, string>();
+  /** The last failure to write each namespace's table. */
+  readonly #errors = new Map<string, string>();
+  readonly #loop: DirtyLoop;
+  #stats: MultiPolicyStats = {
+    policies: 0,
+    isolatedInterfaces: 0,
+    tables: 0,
+    writes: 0,
+    failures: 0,
+  };
+  #closed = false;
+  #syncTimer?: ReturnType<typeof setTimeout>;
+
+  /** Creates the enforcer; nothing is written before the watches have synced. */
+  constructor(deps: MultiPolicyEnforcerDeps) {
+    this.#d = deps;
+    this.#loop = new DirtyLoop(() => this.#pass(), () => !this.#closed && deps.synced());
+  }
+
+  /** A MultiNetworkPolicy appeared or changed. */
+  policyUpserted(p: MultiPolicy): void {
+    this.#policies.set(key(p.metadata?.namespace, p.metadata?.name), p);
+    this.#loop.kick();
+  }
+
+  /** A MultiNetworkPolicy is gone. */
+  policyRemoved(p: MultiPolicy): void {
+    this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#loop.kick();
+  }
+
+  /** Something it reads changed (a pod, a namespace, an interface of this node). */
+  changed(): void {
+    if (this.#policies.size || this.#written.size) this.#loop.kick();
+  }
+
+  /** Writes the tables once the watches have synced (and after every change from then on). */
+  start(): void {
+    const wait = () => {
+      if (this.#closed) return;
+      if (this.#d.synced()) this.#loop.kick();
+      else this.#syncTimer = setTimeout(wait, 200);
+    };
+    wait();
+  }
+
+  /**
+   * An ADD of this node plugged the pod's additional interfaces and recorded them: their rules
+   * are in place when this resolves (code 5 when they cannot be written: the ADD must fail rather
+   * than leave them open). A pod whose interfaces no policy selects returns at once.
+   */
+  async plugged(pod: { namespace: string; name: string }): Promise<void> {
+    const k = key(pod.namespace, pod.name);
+    const mine = this.#d.interfaces().filter((i) => key(i.pod.namespace, i.pod.name) === k);
+    if (!mine.length) return;
+    for (const started = Date.now(); !this.#d.synced();) {
+      if (Date.now() - started > SYNC_WAIT_MS) {
+        throw new CniError(
+          CNI_ERROR.TRY_AGAIN_LATER,
+          `the multi-network policies are not all known yet; ${k} is not plugged before they are`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const networks = mine.map((i) => i.network);
+    if (!multiPolicySelects([...this.#policies.values()], mine[0].pod, networks)) return;
+    this.#loop.kick();
+    await this.#loop.idle();
+    const error = this.#errors.get(mine[0].netns);
+    if (error) {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `the multi-network policy rules of ${k} could not be written`,
+        error,
+      );
+    }
+  }
+
+  /** Counts. */
+  stats(): MultiPolicyStats {
+    return { ...this.#stats, policies: this.#policies.size, tables: this.#written.size };
+  }
+
+  async #pass(): Promise<void> {
+    if (this.#policies.size === 0 && this.#written.size === 0) {
+      this.#stats.isolatedInterfaces = 0;
+      return;
+    }
+    const { table, cluster } = this.#d;
+    const verdicts = compileMultiPolicies(
+      {
+        policies: [...this.#policies.values()],
+        namespaces: cluster.namespaces(),
+        pods: cluster.pods(),
+      },
+      this.#d.interfaces(),
+      ipInBlock,
+    );
+    this.#stats.isolatedInterfaces = verdicts.length;
+    const wanted = new Map<string, string | undefined>();
+    for (const [netns, mine] of Map.groupBy(verdicts, (v) => v.netns)) {
+      wanted.set(netns, renderInterfaceTable(table, mine));
+    }
+    for (const netns of this.#written.keys()) if (!wanted.has(netns)) wanted.set(netns, undefined);
+    let failed = false;
+    for (const [netns, definition] of wanted) {
+      if (definition === this.#written.get(netns)) continue;
+      try {
+        await this.#d.nft.applyIn(netns, policyScript(table, definition));
+        this.#stats.writes++;
+        if (definition === undefined) this.#written.delete(netns);
+        else this.#written.set(netns, definition);
+        this.#errors.delete(netns);
+      } catch (e) {
+        if (!(await this.#d.netnsExists(netns))) {
+          // The pod's namespace is gone, and its table with it.
+          this.#written.delete(netns);
+          this.#errors.delete(netns);
+          continue;
+        }
+        failed = true;
+        this.#stats.failures++;
+        const error = e instanceof Error ? e.message : String(e);
+        if (this.#errors.get(netns) !== error) {
+          this.#d.logger.error(
+            "multi-network policy: cannot write table {table} in {netns}: {error}",
+            {
+              table,
+              netns,
+              error,
+            },
+          );
+        }
+        this.#errors.set(netns, error);
+      }
+    }
+    // Tried again shortly; the ADDs waiting meanwhile fail (their rules are not in place).
+    if (failed) setTimeout(() => this.#loop.kick(), RETRY_MS);
+  }
+
+  /** Waits for the pass under way (and those it triggered). */
+  idle(): Promise<void> {
+    return this.#loop.idle();
+  }
+
+  /** Stops writing (the tables stay with their pods). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#syncTimer);
+    await this.#loop.idle().catch(() => {});
+  }
+}
