@@ -351,12 +351,113 @@ export function chaosClusterReport(r: ChaosClusterResult, heading = "#"): string
   ].join("\n");
 }
 
+/** `bench/results/policy.json`: NetworkPolicy at scale (`deno task bench:policy`). */
+export interface PolicyBenchResult {
+  date: string;
+  machine: string;
+  scale: {
+    pods: number;
+    policies: number;
+    nodes: number;
+    localPods: number;
+    isolatedPods: number;
+    compileMs: number;
+    tableKiB: number;
+    tableRules: number;
+    nftWriteMs: number;
+  }[];
+  enforcement: {
+    pods: number;
+    policies: number;
+    nodes: number;
+    policyCreated: { n: number; p50Ms: number; p99Ms: number };
+    podLabelled: { n: number; p50Ms: number; p99Ms: number };
+    podStarted: { n: number; p50Ms: number; p99Ms: number };
+  };
+  memory: { pods: number; policies: number; rssMiB: Record<string, number> };
+  path: { case: string; addP50Ms: number; gbps: number; connsPerS: number }[];
+}
+
+/** NetworkPolicy at scale: compile and write, time to enforcement, memory, the pod's own path. */
+export function policyBenchReport(r: PolicyBenchResult, heading = "#"): string {
+  const off = r.path.find((p) => p.case === "policy off");
+  const ratio = (x: number, base?: number) => (base ? `${(x / base).toFixed(2)}×` : "");
+  const e = r.enforcement;
+  return [
+    `${heading} NetworkPolicy at scale (\`deno task bench:policy\`)`,
+    "",
+    `${r.date}, ${r.machine}`,
+    "",
+    "One node's recompile of its verdicts after any change, the table it writes, and the `nft -f` " +
+    "transaction that replaces it (100 pods per node):",
+    "",
+    table(
+      [
+        "pods",
+        "policies",
+        "this node's pods",
+        "isolated",
+        "compile (ms)",
+        "table (KiB)",
+        "rules",
+        "nft write (ms)",
+      ],
+      r.scale.map((x) => [
+        x.pods,
+        x.policies,
+        x.localPods,
+        x.isolatedPods,
+        x.compileMs,
+        x.tableKiB,
+        x.tableRules,
+        x.nftWriteMs,
+      ]),
+    ),
+    "",
+    `From the API write until every node that must show a change has written it (${e.pods} pods, ` +
+    `${e.policies} policies, ${e.nodes} nodes' watches and tables in one process on the same ` +
+    "cores; target p99 ≤ 1 s):",
+    "",
+    table(["change", "n", "p50 (ms)", "p99 (ms)"], [
+      ["a policy created", e.policyCreated.n, e.policyCreated.p50Ms, e.policyCreated.p99Ms],
+      ["a pod labelled into a policy", e.podLabelled.n, e.podLabelled.p50Ms, e.podLabelled.p99Ms],
+      [
+        "a peer pod started (its address set)",
+        e.podStarted.n,
+        e.podStarted.p50Ms,
+        e.podStarted.p99Ms,
+      ],
+    ]),
+    "",
+    `The daemon's resident memory with ${r.memory.pods} pods and ${r.memory.policies} policies in ` +
+    `the cluster: ${r.memory.rssMiB.on} MiB with policy on, ${r.memory.rssMiB.off} MiB with it off ` +
+    "(target ≤ 100 MB).",
+    "",
+    "Two pods of one node: the daemon's own ADD p50, TCP throughput (iperf3) and new connections " +
+    "per second, against policy off (targets: throughput ≥ 0.95×, connections ≥ 0.8×):",
+    "",
+    table(
+      ["case", "ADD p50 (ms)", "throughput (Gbit/s)", "", "connections/s", ""],
+      r.path.map((p) => [
+        p.case,
+        p.addP50Ms,
+        p.gbps,
+        ratio(p.gbps, off?.gbps),
+        p.connsPerS,
+        ratio(p.connsPerS, off?.connsPerS),
+      ]),
+    ),
+    "",
+  ].join("\n");
+}
+
 /** Each result file of `bench/results/` and its renderer, in the page's order. */
 export const REPORTS: { file: string; render: (json: never, heading: string) => string }[] = [
   { file: "latest.json", render: cniBenchReport },
   { file: "cluster_real.json", render: clusterRealReport },
   { file: "cluster.json", render: clusterBenchReport },
   { file: "multinet.json", render: multinetReport },
+  { file: "policy.json", render: policyBenchReport },
   { file: "chaos.json", render: chaosReport },
   { file: "chaos_cluster.json", render: chaosClusterReport },
   { file: "chaos_cluster_real.json", render: chaosClusterReport },

@@ -20,6 +20,7 @@ export const NEEDS: Need[] = [
   { path: "/usr/bin/ping", pkg: "iputils-ping", why: "proving host-to-pod reachability" },
   { path: "/usr/sbin/nft", pkg: "nftables", why: "masquerading pod egress" },
   { path: "/usr/bin/python3", pkg: "python3-minimal", why: "making a stale socket in a test" },
+  { path: "/usr/bin/iperf3", pkg: "iperf3", why: "TCP throughput between pods (bench:policy)" },
   {
     path: "/usr/lib/cni/tuning",
     pkg: "containernetworking-plugins",

@@ -88,6 +88,12 @@ export interface AllowRule {
   rule: number;
   /** The peers: every address, or these pod addresses and blocks. */
   peers: "any" | { ips: string[]; blocks: AddressBlock[] };
+  /**
+   * The same pod addresses by the peer that selects them (`key`: the selectors, in the policy's
+   * namespace for a pod selector alone), so that rules with the same peer share one set of
+   * addresses: what a pod joining or leaving a selector changes.
+   */
+  peerSets?: PeerSet[];
   /** The ports: every port, or these. */
   ports: "any" | PortMatch[];
   /**
@@ -95,6 +101,14 @@ export interface AllowRule {
    * number for the name); `peers` and `ports` are then "any" and not used.
    */
   triples?: { ip: string; protocol: Protocol; port: number }[];
+}
+
+/** The addresses one peer (its selectors) picks. */
+export interface PeerSet {
+  /** The peer's selectors, canonical: equal keys pick the same pods. */
+  key: string;
+  /** The addresses, sorted. */
+  ips: string[];
 }
 
 /** What one pod of the node may receive and send; `undefined`: not isolated that way. */
@@ -143,6 +157,45 @@ function selectedPods(
   });
 }
 
+/** JSON with object keys sorted, so equal selectors have equal text. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  if (v && typeof v === "object") {
+    return `{${
+      Object.keys(v).sort().map((k) =>
+        `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`
+      ).join(",")
+    }}`;
+  }
+  return JSON.stringify(v);
+}
+
+/** A peer's selectors as a key: the pods it picks depend on nothing else. */
+function peerKey(peer: NetworkPolicyPeer, policyNamespace: string): string {
+  const where = peer.namespaceSelector
+    ? `namespaces ${canonical(peer.namespaceSelector)}`
+    : `namespace ${policyNamespace}`;
+  return `${where} pods ${canonical(peer.podSelector ?? {})}`;
+}
+
+/** Pod addresses by peer key, computed once per compile (many pods share a policy's peers). */
+type PeerCache = Map<string, string[]>;
+
+function peerAddresses(
+  peer: NetworkPolicyPeer,
+  policyNamespace: string,
+  view: PolicyView,
+  cache: PeerCache,
+): PeerSet {
+  const key = peerKey(peer, policyNamespace);
+  let ips = cache.get(key);
+  if (!ips) {
+    ips = [...new Set(selectedPods(peer, policyNamespace, view).flatMap((p) => p.ips))].sort();
+    cache.set(key, ips);
+  }
+  return { key, ips };
+}
+
 function protocolOf(p: NetworkPolicyPort): Protocol {
   const proto = (p.protocol ?? "TCP").toUpperCase();
   return proto === "UDP" || proto === "SCTP" ? proto : "TCP";
@@ -170,6 +223,7 @@ function rulesOf(
   self: PolicyPod,
   view: PolicyView,
   inBlock: BlockTest,
+  cache: PeerCache,
 ): AllowRule[] {
   const ns = p.metadata?.namespace ?? "default";
   const policy = `${ns}/${p.metadata?.name ?? ""}`;
@@ -180,7 +234,10 @@ function rulesOf(
       ? (r as { from?: NetworkPolicyPeer[] }).from
       : (r as { to?: NetworkPolicyPeer[] }).to;
     const anyPeer = !peerList || peerList.length === 0;
-    const pods = anyPeer ? [] : peerList.flatMap((peer) => selectedPods(peer, ns, view));
+    const selecting = anyPeer
+      ? []
+      : peerList.filter((peer) => peer.podSelector || peer.namespaceSelector);
+    const peerSets = selecting.map((peer) => peerAddresses(peer, ns, view, cache));
     const blocks: AddressBlock[] = anyPeer
       ? []
       : peerList.flatMap((peer) =>
@@ -188,10 +245,11 @@ function rulesOf(
       );
     const peers: AllowRule["peers"] = anyPeer
       ? "any"
-      : { ips: [...new Set(pods.flatMap((pod) => pod.ips))].sort(), blocks };
+      : { ips: [...new Set(peerSets.flatMap((set) => set.ips))].sort(), blocks };
+    const sets = anyPeer ? {} : { peerSets };
     const portList = r.ports ?? [];
     if (portList.length === 0) {
-      out.push({ policy, rule: index, peers, ports: "any" });
+      out.push({ policy, rule: index, peers, ports: "any", ...sets });
       return;
     }
     const numeric: PortMatch[] = [];
@@ -213,9 +271,10 @@ function rulesOf(
         if (n !== undefined) numeric.push({ protocol, port: n });
       } else {
         // Named, egress: each receiving peer's own number.
-        const receivers = anyPeer
-          ? view.pods.filter(peerable)
-          : [...pods, ...podsIn(blocks, view, inBlock)];
+        const receivers = anyPeer ? view.pods.filter(peerable) : [
+          ...selecting.flatMap((peer) => selectedPods(peer, ns, view)),
+          ...podsIn(blocks, view, inBlock),
+        ];
         for (const pod of receivers) {
           const n = namedPort(pod, port.port, protocol);
           if (n === undefined) continue;
@@ -223,7 +282,7 @@ function rulesOf(
         }
       }
     }
-    if (numeric.length) out.push({ policy, rule: index, peers, ports: numeric });
+    if (numeric.length) out.push({ policy, rule: index, peers, ports: numeric, ...sets });
     if (triples.length) {
       out.push({ policy, rule: index, peers: "any", ports: "any", triples });
     }
@@ -246,6 +305,7 @@ export function compilePolicies(
   inBlock: BlockTest,
 ): PodVerdict[] {
   const out: PodVerdict[] = [];
+  const cache: PeerCache = new Map();
   for (const pod of local) {
     if (pod.hostNetwork || pod.ips.length === 0) continue;
     const selecting = view.policies.filter((p) => policySelects(p, pod));
@@ -254,10 +314,10 @@ export function compilePolicies(
     for (const p of selecting) {
       const types = policyTypes(p);
       if (types.ingress) {
-        (verdict.ingress ??= []).push(...rulesOf(p, "ingress", pod, view, inBlock));
+        (verdict.ingress ??= []).push(...rulesOf(p, "ingress", pod, view, inBlock, cache));
       }
       if (types.egress) {
-        (verdict.egress ??= []).push(...rulesOf(p, "egress", pod, view, inBlock));
+        (verdict.egress ??= []).push(...rulesOf(p, "egress", pod, view, inBlock, cache));
       }
     }
     if (verdict.ingress || verdict.egress) out.push(verdict);

@@ -9,13 +9,17 @@
  * node. Traffic from the node to its pods (the kubelet's probes) leaves through `output`, which
  * the table does not hook: always allowed, as the API documents.
  *
- * The whole table is replaced in one `nft -f` transaction ({@link policyScript}); nothing else of
- * the node's rules is touched.
+ * A peer's pod addresses are a named set, declared once and shared by every rule with that peer
+ * (the selectors of many policies are the same), so the table grows with the distinct peers, not
+ * with pods × rules; and when only the members of sets change (a pod joins or leaves a selector,
+ * gets or loses an address) the table is not replaced but its sets' elements are added and
+ * deleted ({@link policyUpdateScript}). Otherwise the whole table is replaced in one `nft -f`
+ * transaction ({@link policyScript}); nothing else of the node's rules is touched.
  *
  * @module
  */
 import { formatCidr, parseCidr } from "../ipam/cidr.ts";
-import type { AllowRule, PodVerdict, PortMatch } from "./compile.ts";
+import type { AllowRule, PeerSet, PodVerdict, PortMatch } from "./compile.ts";
 import type { InterfaceVerdict } from "./multi_policy.ts";
 
 const V6 = (ip: string) => ip.includes(":");
@@ -53,18 +57,64 @@ function portExprs(ports: "any" | PortMatch[]): string[] {
   );
 }
 
+/** The named sets of one table: a set per (peer, family), declared once, shared by its rules. */
+class NamedSets {
+  /** Name → its elements, in the order first declared. */
+  readonly elements = new Map<string, string[]>();
+  readonly #names = new Map<string, string>();
+  readonly #types = new Map<string, string>();
+
+  /** The name of `peer`'s set of `family` addresses, declared with them on first use. */
+  ref(peer: PeerSet, family: 4 | 6): string {
+    const id = `${family} ${peer.key}`;
+    let name = this.#names.get(id);
+    if (!name) {
+      name = `p${fnv1a(id)}`;
+      while (this.elements.has(name)) name += "x";
+      this.#names.set(id, name);
+      this.#types.set(name, family === 6 ? "ipv6_addr" : "ipv4_addr");
+      this.elements.set(name, peer.ips.filter((ip) => V6(ip) === (family === 6)));
+    }
+    return name;
+  }
+
+  /** The declarations, with their elements or without (the table's skeleton). */
+  declarations(withElements: boolean): string[] {
+    return [...this.elements].map(([name, elems]) => {
+      const members = withElements && elems.length ? ` elements = { ${elems.join(", ")} };` : "";
+      return `  set ${name} { type ${this.#types.get(name)};${members} }`;
+    });
+  }
+}
+
+/** FNV-1a of `text`, 8 hex digits. */
+function fnv1a(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h.toString(16).padStart(8, "0");
+}
+
 /** Address matches of one family, for `saddr` (ingress) or `daddr` (egress). */
 function peerExprs(
-  peers: AllowRule["peers"],
+  rule: AllowRule,
   family: 4 | 6,
   field: "saddr" | "daddr",
+  sets: NamedSets,
 ): string[] {
+  const { peers } = rule;
   const ipKw = family === 6 ? "ip6" : "ip";
   if (peers === "any") return [family === 6 ? "meta nfproto ipv6" : "meta nfproto ipv4"];
   const mine = (ip: string) => V6(ip) === (family === 6);
   const out: string[] = [];
-  const ips = set(peers.ips.filter(mine));
-  if (ips) out.push(`${ipKw} ${field} ${ips}`);
+  if (rule.peerSets) {
+    for (const peer of rule.peerSets) out.push(`${ipKw} ${field} @${sets.ref(peer, family)}`);
+  } else {
+    const ips = set(peers.ips.filter(mine));
+    if (ips) out.push(`${ipKw} ${field} ${ips}`);
+  }
   for (const b of peers.blocks) {
     if (!mine(b.cidr.split("/")[0])) continue;
     const except = set(b.except.filter((e) => mine(e.split("/")[0])).map(cidr));
@@ -78,7 +128,12 @@ function peerExprs(
  * (hairpinned back over the bridge) is judged like any other, as the upstream e2e specs expect;
  * only its loopback never reaches these hooks.
  */
-function chainLines(rules: AllowRule[], direction: "ingress" | "egress", pod: string): string[] {
+function chainLines(
+  rules: AllowRule[],
+  direction: "ingress" | "egress",
+  pod: string,
+  sets: NamedSets,
+): string[] {
   const field = direction === "ingress" ? "saddr" : "daddr";
   const lines: string[] = [];
   for (const r of rules) {
@@ -98,7 +153,7 @@ function chainLines(rules: AllowRule[], direction: "ingress" | "egress", pod: st
       continue;
     }
     for (const family of [4, 6] as const) {
-      for (const peer of peerExprs(r.peers, family, field)) {
+      for (const peer of peerExprs(r, family, field, sets)) {
         for (const port of portExprs(r.ports)) {
           lines.push(`${[peer, port].filter(Boolean).join(" ")} counter return ${note}`);
         }
@@ -109,12 +164,31 @@ function chainLines(rules: AllowRule[], direction: "ingress" | "egress", pod: st
   return lines;
 }
 
+/** A rendered table: its definition, and the same without its sets' elements, and those. */
+export interface RenderedTable {
+  /** The whole definition, the sets' elements included. */
+  definition: string;
+  /** The definition without the sets' elements: equal skeletons differ only in set members. */
+  skeleton: string;
+  /** Each named set's elements. */
+  sets: Map<string, string[]>;
+}
+
 /**
  * The table's definition, or undefined when no pod of the node is isolated (then there is no
  * table at all: no rule for any packet to pass).
  */
 export function renderPolicyTable(table: string, verdicts: PodVerdict[]): string | undefined {
+  return renderPolicyParts(table, verdicts)?.definition;
+}
+
+/** The table of {@link renderPolicyTable}, with its skeleton and sets apart. */
+export function renderPolicyParts(
+  table: string,
+  verdicts: PodVerdict[],
+): RenderedTable | undefined {
   if (!verdicts.length) return undefined;
+  const sets = new NamedSets();
   const maps = {
     in4: [] as string[],
     in6: [] as string[],
@@ -135,7 +209,7 @@ export function renderPolicyTable(table: string, verdicts: PodVerdict[]): string
       const chain = `${key}-${i}`;
       chains.push(
         `  chain ${chain} {\n${
-          chainLines(rules, direction, pod).map((l) => `    ${l}\n`).join("")
+          chainLines(rules, direction, pod, sets).map((l) => `    ${l}\n`).join("")
         }  }`,
       );
       for (const ip of v.pod.ips) {
@@ -152,29 +226,32 @@ export function renderPolicyTable(table: string, verdicts: PodVerdict[]): string
       elems ? `    elements = ${elems}\n` : ""
     }  }`;
   };
-  return [
-    `table inet ${table} {`,
-    map("in4", "ipv4_addr"),
-    map("in6", "ipv6_addr"),
-    map("eg4", "ipv4_addr"),
-    map("eg6", "ipv6_addr"),
-    ...chains,
-    "  chain forward {",
-    "    type filter hook forward priority filter; policy accept;",
-    "    ct state established,related accept",
-    "    ip saddr vmap @eg4",
-    "    ip6 saddr vmap @eg6",
-    "    ip daddr vmap @in4",
-    "    ip6 daddr vmap @in6",
-    "  }",
-    "  chain input {",
-    "    type filter hook input priority filter; policy accept;",
-    "    ct state established,related accept",
-    "    ip saddr vmap @eg4",
-    "    ip6 saddr vmap @eg6",
-    "  }",
-    "}",
-  ].join("\n") + "\n";
+  const text = (withElements: boolean) =>
+    [
+      `table inet ${table} {`,
+      ...sets.declarations(withElements),
+      map("in4", "ipv4_addr"),
+      map("in6", "ipv6_addr"),
+      map("eg4", "ipv4_addr"),
+      map("eg6", "ipv6_addr"),
+      ...chains,
+      "  chain forward {",
+      "    type filter hook forward priority filter; policy accept;",
+      "    ct state established,related accept",
+      "    ip saddr vmap @eg4",
+      "    ip6 saddr vmap @eg6",
+      "    ip daddr vmap @in4",
+      "    ip6 daddr vmap @in6",
+      "  }",
+      "  chain input {",
+      "    type filter hook input priority filter; policy accept;",
+      "    ct state established,related accept",
+      "    ip saddr vmap @eg4",
+      "    ip6 saddr vmap @eg6",
+      "  }",
+      "}",
+    ].join("\n") + "\n";
+  return { definition: text(true), skeleton: text(false), sets: sets.elements };
 }
 
 /**
@@ -190,6 +267,7 @@ export function renderInterfaceTable(
   verdicts: InterfaceVerdict[],
 ): string | undefined {
   if (!verdicts.length) return undefined;
+  const sets = new NamedSets();
   const chains: string[] = [];
   const input: string[] = [];
   const output: string[] = [];
@@ -205,7 +283,7 @@ export function renderInterfaceTable(
       const chain = `${key}-${i}`;
       chains.push(
         `  chain ${chain} {\n${
-          chainLines(rules, direction, who).map((l) => `    ${l}\n`).join("")
+          chainLines(rules, direction, who, sets).map((l) => `    ${l}\n`).join("")
         }  }`,
       );
       hook.push(`    ${match} "${v.ifname}" jump ${chain}`);
@@ -221,6 +299,7 @@ export function renderInterfaceTable(
   ];
   return [
     `table inet ${table} {`,
+    ...sets.declarations(true),
     ...chains,
     ...base("input", input),
     ...base("output", output),
@@ -235,6 +314,32 @@ export function renderInterfaceTable(
  */
 export function policyScript(table: string, definition: string | undefined): string {
   return `table inet ${table}\ndelete table inet ${table}\n${definition ?? ""}`;
+}
+
+/**
+ * The `nft -f` script that brings table `table`, written as `before`, to `after` by adding and
+ * deleting set elements alone, when their skeletons are the same; undefined when they are not
+ * (the table must be replaced), and an empty string when nothing changed. One transaction:
+ * packets see every set as it was or as it is.
+ */
+export function policyUpdateScript(
+  table: string,
+  before: RenderedTable,
+  after: RenderedTable,
+): string | undefined {
+  if (before.skeleton !== after.skeleton) return undefined;
+  const lines: string[] = [];
+  for (const [name, now] of after.sets) {
+    const was = new Set(before.sets.get(name) ?? []);
+    const is = new Set(now);
+    const added = now.filter((e) => !was.has(e));
+    const removed = [...was].filter((e) => !is.has(e));
+    if (removed.length) {
+      lines.push(`delete element inet ${table} ${name} { ${removed.join(", ")} }`);
+    }
+    if (added.length) lines.push(`add element inet ${table} ${name} { ${added.join(", ")} }`);
+  }
+  return lines.length ? lines.join("\n") + "\n" : "";
 }
 
 /** Packets counted by one commented rule of the table. */

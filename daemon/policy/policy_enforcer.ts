@@ -1,9 +1,10 @@
 /**
  * NetworkPolicy on this node: the cluster's policies, namespaces and pods (kept by watches, each
  * object stripped to what policies read), compiled into the verdicts of the node's own pods
- * ({@link compilePolicies}) and written as one nftables table ({@link renderPolicyTable}). Any
+ * ({@link compilePolicies}) and written as one nftables table ({@link renderPolicyParts}). Any
  * change marks the table dirty; one pass at a time recompiles it and, when its text changed,
- * replaces it in one transaction.
+ * writes it in one transaction: only the changed members of its address sets when nothing else
+ * changed (a pod joining a selector, an address set), the whole table otherwise.
  *
  * A new pod's rules are in place before its ADD answers: the ADD path hands over the pod and the
  * addresses it was just given ({@link PolicyEnforcer.plugged}); when some policy selects the pod
@@ -28,7 +29,14 @@ import {
   type PolicyView,
   type Protocol,
 } from "./compile.ts";
-import { policyScript, renderPolicyTable, type RuleCount, ruleCounts } from "./nft_policy.ts";
+import {
+  policyScript,
+  policyUpdateScript,
+  type RenderedTable,
+  renderPolicyParts,
+  type RuleCount,
+  ruleCounts,
+} from "./nft_policy.ts";
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import type { Labels } from "./selector.ts";
@@ -59,6 +67,8 @@ export interface PolicyStats {
   writes: number;
   /** Failed writes. */
   failures: number;
+  /** Writes that only added and deleted set elements (the rest replaced the table). */
+  setUpdates: number;
 }
 
 const RETRY_MS = 1000;
@@ -173,8 +183,9 @@ export class PolicyEnforcer {
   /** Addresses this node's ADDs gave, before the pod's status carries them. */
   readonly #plugged = new Map<string, { labels: Labels; ips: string[] }>();
   readonly #loop: DirtyLoop;
-  #written: string | undefined = "";
-  #stats: PolicyStats = { policies: 0, isolatedPods: 0, writes: 0, failures: 0 };
+  /** The table as last written; undefined: none; null: not known yet (the first pass writes it whole). */
+  #written: RenderedTable | undefined | null = null;
+  #stats: PolicyStats = { policies: 0, isolatedPods: 0, writes: 0, failures: 0, setUpdates: 0 };
   #closed = false;
   #lastError: string | undefined;
   #syncTimer?: ReturnType<typeof setTimeout>;
@@ -363,21 +374,26 @@ export class PolicyEnforcer {
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
     const verdicts = compilePolicies(view, local, ipInBlock);
-    const definition = renderPolicyTable(this.#d.table, verdicts);
+    const parts = renderPolicyParts(this.#d.table, verdicts);
     this.#stats.isolatedPods = verdicts.length;
-    if (definition === this.#written) return;
+    const before = this.#written;
+    if (before !== null && parts?.definition === before?.definition) return;
+    // Only set members changed: their elements are added and deleted, the rules and their
+    // counters stay; otherwise the table is replaced whole.
+    const update = before && parts ? policyUpdateScript(this.#d.table, before, parts) : undefined;
     try {
-      await this.#d.nft.apply(policyScript(this.#d.table, definition));
+      await this.#d.nft.apply(update ?? policyScript(this.#d.table, parts?.definition));
       this.#stats.writes++;
-      if ((this.#written === undefined || this.#written === "") !== (definition === undefined)) {
+      if (update !== undefined) this.#stats.setUpdates++;
+      if (!before !== !parts) {
         this.#d.logger.info(
-          definition === undefined
+          parts === undefined
             ? "network policy: no pod of this node is isolated; table {table} removed"
             : "network policy: table {table} written for {pods} isolated pod(s)",
           { table: this.#d.table, pods: verdicts.length },
         );
       }
-      this.#written = definition;
+      this.#written = parts;
       this.#lastError = undefined;
     } catch (e) {
       this.#stats.failures++;

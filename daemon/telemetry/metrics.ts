@@ -37,6 +37,21 @@ export interface MetricsSources {
   policyRules?: () => { comment: string; packets: number }[];
 }
 
+/**
+ * Samples with equal labels added up: one policy rule is several nft rules (a family, a peer, a
+ * pod of the node each), and a series may appear once.
+ */
+function summed(samples: [Labels, number][]): [Labels, number][] {
+  const by = new Map<string, [Labels, number]>();
+  for (const [labels, n] of samples) {
+    const key = JSON.stringify(Object.entries(labels).sort());
+    const known = by.get(key);
+    if (known) known[1] += n;
+    else by.set(key, [labels, n]);
+  }
+  return [...by.values()];
+}
+
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /**
@@ -153,20 +168,20 @@ export class FerryMetrics {
         "NetworkPolicy: packets each allowing rule let through since the policy table was last " +
           "written, by policy (namespace/name) and rule (ingress[i], egress[i])",
         () =>
-          (sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
+          summed((sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
             const m = /^(\S+) ((?:ingress|egress)\[\d+\])$/.exec(r.comment);
             return m ? [[{ policy: m[1], rule: m[2] }, r.packets]] : [];
-          }),
+          })),
       ),
       new Gauge(
         "ferry_policy_denied_packets",
         "NetworkPolicy: packets dropped for a pod of this node because no rule allowed them, " +
           "since the policy table was last written, by pod (namespace/name) and direction",
         () =>
-          (sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
+          summed((sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
             const m = /^(\S+): no (ingress|egress) rule allows it$/.exec(r.comment);
             return m ? [[{ pod: m[1], direction: m[2] }, r.packets]] : [];
-          }),
+          })),
       ),
     ];
   }

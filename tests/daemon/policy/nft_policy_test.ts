@@ -2,8 +2,15 @@
 // address, allow rules that return and a default drop; no isolated pod, no table.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { compilePolicies, ipInBlock, type PolicyView } from "../../../daemon/policy/compile.ts";
-import { policyScript, renderPolicyTable, ruleCounts } from "../../../daemon/policy/nft_policy.ts";
-import { IS_ROOT } from "../../../daemon/dev/netns.ts";
+import {
+  policyScript,
+  policyUpdateScript,
+  renderPolicyParts,
+  renderPolicyTable,
+  ruleCounts,
+} from "../../../daemon/policy/nft_policy.ts";
+import { IS_ROOT, run, withNetns } from "../../../daemon/dev/netns.ts";
+import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 
@@ -105,4 +112,84 @@ Deno.test("the counters of the table's commented rules are read from nft's JSON"
     { comment: "a/db-in ingress[0]", packets: 7 },
     { comment: "a/db: no ingress rule allows it", packets: 3 },
   ]);
+});
+
+Deno.test("rules with the same peer share one named set, declared once, whatever the pods selected", () => {
+  const two: PolicyView = {
+    ...view,
+    pods: [...view.pods, { ...view.pods[0], name: "db2", ips: ["10.1.0.9"] }],
+  };
+  const parts = renderPolicyParts("fp", compilePolicies(two, two.pods, ipInBlock))!;
+  const declared = [...parts.definition.matchAll(/^ {2}set (p[0-9a-f]+x*) /gm)].map((m) => m[1]);
+  assertEquals(new Set(declared).size, declared.length, "each set declared once");
+  // One peer (podSelector {} in namespace a) of each family, ingress and egress alike.
+  assertEquals(declared.length, 2, parts.definition);
+  const v4 = [...parts.sets.values()].find((e) => e.includes("10.1.0.6"))!;
+  assertEquals(v4, ["10.1.0.5", "10.1.0.6", "10.1.0.9"]);
+  assert(!parts.skeleton.includes("10.1.0.6"), "the skeleton has no set members");
+});
+
+Deno.test("a pod joining a selector changes set elements only; a new isolated pod replaces the table", () => {
+  const before = renderPolicyParts("fp", compilePolicies(view, view.pods.slice(0, 1), ipInBlock))!;
+  const joined: PolicyView = {
+    ...view,
+    pods: [...view.pods, { ...view.pods[1], name: "web2", ips: ["10.1.0.7"] }],
+  };
+  const after = renderPolicyParts(
+    "fp",
+    compilePolicies(joined, joined.pods.slice(0, 1), ipInBlock),
+  )!;
+  const script = policyUpdateScript("fp", before, after)!;
+  assertEquals(script.trim().split("\n").length, 1, script);
+  assert(/^add element inet fp p[0-9a-f]+x* \{ 10\.1\.0\.7 \}$/.test(script.trim()), script);
+  assertEquals(policyUpdateScript("fp", after, after), "");
+  // A second isolated pod needs a chain and map entries: no update, a replacement.
+  const db2 = { ...view.pods[0], name: "db2", ips: ["10.1.0.9"] };
+  const grown: PolicyView = { ...joined, pods: [...joined.pods, db2] };
+  const more = renderPolicyParts("fp", compilePolicies(grown, [grown.pods[0], db2], ipInBlock))!;
+  assertEquals(policyUpdateScript("fp", after, more), undefined);
+});
+
+Deno.test({
+  name: "nft applies a set-element update to the table it wrote",
+  ignore: !IS_ROOT || !hasNft,
+  fn: () =>
+    withNetns(1, async ([ns]) => {
+      const nft = new NftRunner();
+      const before = renderPolicyParts(
+        "fp",
+        compilePolicies(view, view.pods.slice(0, 1), ipInBlock),
+      )!;
+      await nft.applyIn(ns.path, policyScript("fp", before.definition));
+      const joined: PolicyView = {
+        ...view,
+        pods: [...view.pods, { ...view.pods[1], name: "web2", ips: ["10.1.0.7"] }],
+      };
+      const after = renderPolicyParts(
+        "fp",
+        compilePolicies(joined, joined.pods.slice(0, 1), ipInBlock),
+      )!;
+      await nft.applyIn(ns.path, policyUpdateScript("fp", before, after)!);
+      const listed = await run(
+        "ip",
+        "netns",
+        "exec",
+        ns.name,
+        "nft",
+        "list",
+        "table",
+        "inet",
+        "fp",
+      );
+      assert(listed.includes("10.1.0.7"), listed);
+      const gone = renderPolicyParts(
+        "fp",
+        compilePolicies(view, view.pods.slice(0, 1), ipInBlock),
+      )!;
+      await nft.applyIn(ns.path, policyUpdateScript("fp", after, gone)!);
+      assert(
+        !(await run("ip", "netns", "exec", ns.name, "nft", "list", "table", "inet", "fp"))
+          .includes("10.1.0.7"),
+      );
+    }),
 });
