@@ -115,22 +115,20 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
     throw new ConfigError("the configuration must be a JSON object");
   }
   const given = (file ?? {}) as Record<string, unknown>;
-  const routing = section(given.routing, DEFAULT_CONFIG.routing);
-  const merged = {
-    ...DEFAULT_CONFIG,
-    ...given,
-    network: section(given.network, DEFAULT_CONFIG.network),
-    watch: section(given.watch, DEFAULT_CONFIG.watch),
-    server: section(given.server, DEFAULT_CONFIG.server),
-    ipam: section(given.ipam, DEFAULT_CONFIG.ipam),
-    gc: section(given.gc, DEFAULT_CONFIG.gc),
-    multiNetwork: section(given.multiNetwork, DEFAULT_CONFIG.multiNetwork),
-    routing: isObject(routing)
-      ? { ...routing, vxlan: section(routing.vxlan, DEFAULT_CONFIG.routing.vxlan) }
-      : routing,
-    masquerade: section(given.masquerade, DEFAULT_CONFIG.masquerade),
-    ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
-  };
+  // Every section of the file goes over its defaults (a section given in part keeps the rest),
+  // and so does the one nested section (routing.vxlan).
+  const merged: Record<string, unknown> = { ...DEFAULT_CONFIG, ...given };
+  for (const [key, defaults] of Object.entries(DEFAULT_CONFIG)) {
+    if (isObject(defaults)) merged[key] = section(given[key], defaults);
+  }
+  const routing = merged.routing;
+  if (isObject(routing)) {
+    merged.routing = { ...routing, vxlan: section(routing.vxlan, DEFAULT_CONFIG.routing.vxlan) };
+  }
+  Object.assign(
+    merged,
+    Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
+  );
   const validate: ValidateFunction = validateDaemonConfig;
   if (!validate(merged)) {
     throw new ConfigError(

@@ -175,3 +175,18 @@ Deno.test("a dual-stack network needs an IPv4 subnet and an IPv6 subnet6, and sa
     'network.subnet6 "fd00::/200" is not a CIDR',
   );
 });
+
+Deno.test("every section given in part keeps the defaults of the keys it leaves out", () => {
+  assertEquals(resolveConfig({ policy: { enabled: false } }).policy, {
+    enabled: false,
+    table: DEFAULT_CONFIG.policy.table,
+  });
+  for (const [key, defaults] of Object.entries(DEFAULT_CONFIG)) {
+    if (typeof defaults !== "object" || Array.isArray(defaults)) continue;
+    assertEquals(
+      (resolveConfig({ [key]: {} }) as unknown as Record<string, unknown>)[key],
+      defaults,
+      key,
+    );
+  }
+});
