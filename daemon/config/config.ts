@@ -71,7 +71,13 @@ export const DEFAULT_CONFIG: DaemonConfig = {
   nice: -10,
   logLevel: "info",
   logFormat: "json",
-  policy: { enabled: true, table: "ferry-policy" },
+  policy: {
+    enabled: true,
+    table: "ferry-policy",
+    logDenied: false,
+    logGroup: 31742,
+    logPerSecond: 10,
+  },
 };
 
 /** Flags that override the file. */

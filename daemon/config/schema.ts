@@ -311,6 +311,22 @@ export const DaemonConfigSchema = Type.Object({
       description:
         "the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated",
     }),
+    logDenied: Type.Boolean({
+      description:
+        "write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads",
+    }),
+    logGroup: Type.Integer({
+      minimum: 1,
+      maximum: 65535,
+      description:
+        "the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)",
+    }),
+    logPerSecond: Type.Integer({
+      minimum: 1,
+      maximum: 10000,
+      description:
+        "denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)",
+    }),
   }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
     description:

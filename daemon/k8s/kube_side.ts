@@ -24,6 +24,8 @@ import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import { networkStatus } from "../multivif/network_status.ts";
 import { NadCache, type NadObject } from "../multivif/nad_cache.ts";
 import { policySide } from "../policy/policy_watches.ts";
+import type { NflogSys } from "../policy/nflog.ts";
+import { Libc } from "../net/netlink/libc.ts";
 import type { PolicyEnforcer } from "../policy/policy_enforcer.ts";
 import type { MultiPolicyEnforcer } from "../policy/multi_policy_enforcer.ts";
 import { AnnotationWriter } from "./annotation_writer.ts";
@@ -34,6 +36,20 @@ import { poolInformers } from "./pool_api.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "./resources.ts";
 import { CountingTransport, HttpTransport } from "./transport.ts";
 import { Watcher } from "./watcher.ts";
+
+/** The system calls the denied-connection log reads NFLOG with (libc; FFI must load). */
+function nflogSys(): NflogSys {
+  // Opened at the first call: a failure is the reader's to report, not the daemon's start.
+  let opened: Libc | undefined;
+  const libc = () => opened ??= Libc.open();
+  return {
+    netfilterSocket: (ms) => libc().netfilterSocket(ms),
+    send: (fd, msg) => libc().send(fd, msg),
+    recv: (fd, buf) => libc().recv(fd, buf),
+    recvOffThread: (fd, buf) => libc().recvOffThread(fd, buf),
+    close: (fd) => libc().close(fd),
+  };
+}
 
 /** What an Event is about. */
 export interface EventSubject {
@@ -200,6 +216,13 @@ export async function connectKube(
       store,
       labelsOf: (namespace, name) => registry.get(namespace, name)?.labels,
       netnsExists: (path) => Deno.stat(path).then(() => true, () => false),
+      deniedLog: config.policy.logDenied
+        ? {
+          group: config.policy.logGroup,
+          perSecond: config.policy.logPerSecond,
+          sys: nflogSys(),
+        }
+        : undefined,
       logger: getLogger(["ferry", "policy"]),
     })
     : undefined;

@@ -21,6 +21,15 @@
 import { formatCidr, parseCidr } from "../ipam/cidr.ts";
 import type { AllowRule, PeerSet, PodVerdict, PortMatch } from "./compile.ts";
 import type { InterfaceVerdict } from "./multi_policy.ts";
+import { denyPrefix } from "./nflog.ts";
+
+/** Logging of denied packets: the NFLOG group, and packets logged per second at most. */
+export interface DenyLog {
+  /** The NFLOG group. */
+  group: number;
+  /** Packets logged per second at most (the kernel's limit, per pod and direction). */
+  perSecond: number;
+}
 
 const V6 = (ip: string) => ip.includes(":");
 
@@ -133,6 +142,7 @@ function chainLines(
   direction: "ingress" | "egress",
   pod: string,
   sets: NamedSets,
+  log?: DenyLog,
 ): string[] {
   const field = direction === "ingress" ? "saddr" : "daddr";
   const lines: string[] = [];
@@ -160,6 +170,13 @@ function chainLines(
       }
     }
   }
+  if (log) {
+    lines.push(
+      `limit rate ${log.perSecond}/second log prefix "${
+        denyPrefix(direction, pod)
+      }" group ${log.group}`,
+    );
+  }
   lines.push(`counter drop comment "${pod}: no ${direction} rule allows it"`);
   return lines;
 }
@@ -178,14 +195,22 @@ export interface RenderedTable {
  * The table's definition, or undefined when no pod of the node is isolated (then there is no
  * table at all: no rule for any packet to pass).
  */
-export function renderPolicyTable(table: string, verdicts: PodVerdict[]): string | undefined {
-  return renderPolicyParts(table, verdicts)?.definition;
+export function renderPolicyTable(
+  table: string,
+  verdicts: PodVerdict[],
+  log?: DenyLog,
+): string | undefined {
+  return renderPolicyParts(table, verdicts, log)?.definition;
 }
 
-/** The table of {@link renderPolicyTable}, with its skeleton and sets apart. */
+/**
+ * The table of {@link renderPolicyTable}, with its skeleton and sets apart; with `log`, each
+ * drop is logged to an NFLOG group first (rate limited).
+ */
 export function renderPolicyParts(
   table: string,
   verdicts: PodVerdict[],
+  log?: DenyLog,
 ): RenderedTable | undefined {
   if (!verdicts.length) return undefined;
   const sets = new NamedSets();
@@ -209,7 +234,7 @@ export function renderPolicyParts(
       const chain = `${key}-${i}`;
       chains.push(
         `  chain ${chain} {\n${
-          chainLines(rules, direction, pod, sets).map((l) => `    ${l}\n`).join("")
+          chainLines(rules, direction, pod, sets, log).map((l) => `    ${l}\n`).join("")
         }  }`,
       );
       for (const ip of v.pod.ips) {

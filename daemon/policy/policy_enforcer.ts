@@ -26,10 +26,13 @@ import {
   type NamedPort,
   type PolicyPod,
   policySelects,
+  policyTypes,
   type PolicyView,
   type Protocol,
 } from "./compile.ts";
+import type { DeniedConnection, DeniedPacket } from "./nflog.ts";
 import {
+  type DenyLog,
   policyScript,
   policyUpdateScript,
   type RenderedTable,
@@ -55,6 +58,8 @@ export interface PolicyEnforcerDeps {
   logger: Logger;
   /** Called when a pod or a namespace of the cluster changed (MultiNetworkPolicy reads them too). */
   changed?: () => void;
+  /** Log denied packets to this NFLOG group (`policy.logDenied`). */
+  log?: DenyLog;
 }
 
 /** Counts for stats. */
@@ -326,6 +331,27 @@ export class PolicyEnforcer {
     return this.#namespaces;
   }
 
+  /**
+   * What a logged denied packet was: the pod of its drop rule, the pod (or address) at the other
+   * end, and the policies that isolate the pod that way.
+   */
+  describe(packet: DeniedPacket): DeniedConnection | undefined {
+    const direction = packet.prefix.startsWith("in ") ? "ingress" : "egress";
+    const pod = packet.prefix.slice(3);
+    const self = this.#pods.get(pod) ?? this.#localPod(pod);
+    if (!self) return undefined;
+    const peerIp = direction === "ingress" ? packet.src : packet.dst;
+    const peer = [...this.#pods.values()].find((p) => p.ips.includes(peerIp));
+    return {
+      pod,
+      direction,
+      peer: peer ? `${peer.namespace}/${peer.name}` : peerIp,
+      policies: [...this.#policies.values()]
+        .filter((p) => policySelects(p, self) && policyTypes(p)[direction])
+        .map((p) => `${p.metadata?.namespace ?? "default"}/${p.metadata?.name}`),
+    };
+  }
+
   /** The cluster as the compiler sees it, this node's ADDs' addresses included. */
   view(): PolicyView {
     const pods = new Map(this.#pods);
@@ -374,7 +400,7 @@ export class PolicyEnforcer {
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
     const verdicts = compilePolicies(view, local, ipInBlock);
-    const parts = renderPolicyParts(this.#d.table, verdicts);
+    const parts = renderPolicyParts(this.#d.table, verdicts, this.#d.log);
     this.#stats.isolatedPods = verdicts.length;
     const before = this.#written;
     if (before !== null && parts?.definition === before?.definition) return;

@@ -23,6 +23,7 @@ import { PolicyEnforcer, slimNamespace, slimPolicy, slimPolicyPod } from "./poli
 import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts";
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
 import type { Labels } from "./selector.ts";
+import { DeniedLog, type NflogSys } from "./nflog.ts";
 
 /** What the policy side needs. */
 export interface PolicySideDeps {
@@ -44,6 +45,8 @@ export interface PolicySideDeps {
   labelsOf: (namespace: string, name: string) => Labels | undefined;
   /** Whether a network namespace path still exists. */
   netnsExists: (path: string) => Promise<boolean>;
+  /** Denied connections logged (`policy.logDenied`): the NFLOG group, the rate, the system calls. */
+  deniedLog?: { group: number; perSecond: number; sys: NflogSys };
   /** Where to log. */
   logger: Logger;
 }
@@ -96,7 +99,16 @@ export function policySide(d: PolicySideDeps): PolicySide {
     synced: () => d.watcher.synced,
     logger: d.logger,
     changed: () => multi.changed(),
+    log: d.deniedLog && { group: d.deniedLog.group, perSecond: d.deniedLog.perSecond },
   });
+  const denied = d.deniedLog &&
+    new DeniedLog({
+      sys: d.deniedLog.sys,
+      group: d.deniedLog.group,
+      perSecond: d.deniedLog.perSecond,
+      describe: (packet) => enforcer.describe(packet),
+      logger: d.logger,
+    });
   d.watcher.add(
     "networkpolicies",
     new Informer<NetworkPolicy>(
@@ -134,11 +146,19 @@ export function policySide(d: PolicySideDeps): PolicySide {
     enforcer,
     multi,
     start() {
+      try {
+        denied?.start();
+      } catch (e) {
+        d.logger.error("network policy: denied connections are not logged: {error}", {
+          error: e instanceof Error ? e.message : String(e),
+        });
+      }
       enforcer.start();
       multiInformer.start();
       multi.start();
     },
     async close() {
+      await denied?.close();
       await enforcer.close();
       await multi.close();
       await multiInformer.stop();

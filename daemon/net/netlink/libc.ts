@@ -40,6 +40,7 @@ const AF_NETLINK = 16;
 const SOCK_RAW = 3;
 const SOCK_CLOEXEC = 0o2000000;
 const NETLINK_ROUTE = 0;
+const NETLINK_NETFILTER = 12;
 const O_RDONLY = 0;
 const O_WRONLY = 1;
 const O_CLOEXEC = 0o2000000;
@@ -182,6 +183,23 @@ export class Libc implements NetlinkSys {
       this.#c.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE),
     );
     const timeout = new BigInt64Array([5n, 0n]);
+    this.#c.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new Uint8Array(timeout.buffer), 16);
+    return fd;
+  }
+
+  /**
+   * A NETLINK_NETFILTER socket (nfnetlink: NFLOG) in the calling thread's namespace, with a
+   * receive timeout of `timeoutMs`, so that a reader blocked in it looks up now and then.
+   */
+  netfilterSocket(timeoutMs: number): number {
+    const fd = this.#check(
+      "socket(AF_NETLINK, NETLINK_NETFILTER)",
+      this.#c.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER),
+    );
+    const timeout = new BigInt64Array([
+      BigInt(Math.floor(timeoutMs / 1000)),
+      BigInt((timeoutMs % 1000) * 1000),
+    ]);
     this.#c.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new Uint8Array(timeout.buffer), 16);
     return fd;
   }

@@ -178,8 +178,8 @@ Deno.test("a dual-stack network needs an IPv4 subnet and an IPv6 subnet6, and sa
 
 Deno.test("every section given in part keeps the defaults of the keys it leaves out", () => {
   assertEquals(resolveConfig({ policy: { enabled: false } }).policy, {
+    ...DEFAULT_CONFIG.policy,
     enabled: false,
-    table: DEFAULT_CONFIG.policy.table,
   });
   for (const [key, defaults] of Object.entries(DEFAULT_CONFIG)) {
     if (typeof defaults !== "object" || Array.isArray(defaults)) continue;
