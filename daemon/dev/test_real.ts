@@ -21,6 +21,7 @@ export const KUBE_FACING_TESTS = [
   "tests/integration/chaos_cluster_test.ts",
   "tests/integration/network_policy_test.ts",
   "tests/integration/multi_network_policy_test.ts",
+  "tests/integration/network_policy_table_test.ts",
   "tests/deploy/",
 ];
 
