@@ -180,3 +180,86 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "a policy changed while connections are open: an established connection keeps flowing both ways, new ones follow the change (denied, then allowed again)",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [n0] = c.nodes;
+      const srv = await c.addPod(n0, "srv", 0, { labels: { app: "srv" } });
+      const cli = await c.addPod(n0, "cli", 0, { labels: { role: "client" } });
+      // An echo server, and a client that holds one connection open, echoing every 100 ms and
+      // writing a line per round trip (or its failure) until told to stop.
+      const echo = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          srv.ns.name,
+          "python3",
+          "-c",
+          "import socket, threading\ns=socket.socket()\n" +
+          "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n" +
+          `s.bind(('0.0.0.0',${PORT}))\ns.listen(64)\n` +
+          "def serve(c):\n  while True:\n    d=c.recv(64)\n    if not d: break\n    c.sendall(d)\n" +
+          "while True:\n  c,_=s.accept()\n  threading.Thread(target=serve,args=(c,),daemon=True).start()\n",
+        ],
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+      const stopFile = await Deno.makeTempFile();
+      await Deno.remove(stopFile);
+      const created: string[] = [];
+      let held: Deno.ChildProcess | undefined;
+      try {
+        await eventually(() => connects(cli, srv), "open");
+        held = new Deno.Command("ip", {
+          args: [
+            "netns",
+            "exec",
+            cli.ns.name,
+            "python3",
+            "-c",
+            "import socket, time, os\n" +
+            `s=socket.create_connection(('${srv.ip}',${PORT}),timeout=0.5)\n` +
+            `while not os.path.exists('${stopFile}'):\n` +
+            "  try:\n    s.sendall(b'x')\n    ok = s.recv(8) == b'x'\n  except Exception:\n    ok = False\n" +
+            "  print('ok' if ok else 'fail', flush=True)\n  time.sleep(0.1)\n",
+          ],
+          stdout: "piped",
+          stderr: "null",
+        }).spawn();
+        await new Promise((r) => setTimeout(r, 500));
+        await c.client.create(
+          NETWORK_POLICIES,
+          policy("srv-closed", {
+            podSelector: { matchLabels: { app: "srv" } },
+            policyTypes: ["Ingress"],
+          }),
+        );
+        created.push("srv-closed");
+        await eventually(async () => !(await connects(cli, srv)), "new connections denied");
+        // Longer than the held connection's half-second wait for each echo.
+        await new Promise((r) => setTimeout(r, 2000));
+        await c.client.delete(NETWORK_POLICIES, "default", created.pop()!);
+        await eventually(() => connects(cli, srv), "new connections allowed again");
+        await new Promise((r) => setTimeout(r, 500));
+        await Deno.writeTextFile(stopFile, "");
+        const out = new TextDecoder().decode((await held.output()).stdout).trim().split("\n");
+        assert(out.length >= 5, out.join(" "));
+        assertEquals(out.filter((l) => l !== "ok"), [], "the established connection never failed");
+      } finally {
+        await Deno.writeTextFile(stopFile, "").catch(() => {});
+        for (const name of created) {
+          await c.client.delete(NETWORK_POLICIES, "default", name).catch(() => {});
+        }
+        try {
+          echo.kill("SIGKILL");
+        } catch { /* gone */ }
+        await echo.status;
+        await held?.status;
+        await Deno.remove(stopFile).catch(() => {});
+      }
+    }),
+});
