@@ -26,6 +26,8 @@ import type { DaemonStats } from "../daemon/daemon.ts";
 export interface ClusterBench {
   /** When, where. */
   date: string;
+  /** The machine's CPUs. */
+  cpus?: number;
   /** The API: "stand-in" or the real server's kubeconfig. */
   api: string;
   /** Nodes and pods. */
@@ -142,6 +144,7 @@ export async function clusterBench(
       const targets = { allPluggedMs: 10_000, apiWritesPerAdd: 1 };
       return {
         date: new Date().toISOString(),
+        cpus: navigator.hardwareConcurrency,
         api: options.kubeconfig || "stand-in",
         nodes: options.nodes,
         pods: options.pods,

@@ -19,6 +19,8 @@ import { multinetReport } from "./report.ts";
 export interface MultinetBench {
   /** When. */
   date: string;
+  /** The machine's CPUs. */
+  cpus?: number;
   /** Pods per series. */
   pods: number;
   /** ADD p50 / p90 of a pod on the default network only. */
@@ -77,6 +79,7 @@ export async function multinetBench(pods: number): Promise<MultinetBench> {
       const twoExtra = { p50: quantile(multi, 0.5), p90: quantile(multi, 0.9) };
       return {
         date: new Date().toISOString(),
+        cpus: navigator.hardwareConcurrency,
         pods,
         defaultOnly,
         twoExtra,

@@ -6,6 +6,10 @@
  *
  * @module
  */
+import type { ClusterBench } from "./cluster_bench.ts";
+import type { MultinetBench } from "./multinet_bench.ts";
+import type { ChaosReport } from "../daemon/dev/chaos.ts";
+import type { ClusterChaosReport } from "../daemon/dev/chaos_cluster.ts";
 
 /** A latency series: count and percentiles (ms). */
 interface Series {
@@ -42,24 +46,7 @@ export interface CniBenchResult {
 }
 
 /** `bench/results/cluster.json`: pods over simulated nodes (`deno task bench:cluster`). */
-export interface ClusterBenchResult {
-  date: string;
-  cpus?: number;
-  api: string;
-  nodes: number;
-  pods: number;
-  concurrency: number;
-  ipam: string;
-  allPluggedMs: number;
-  floors: { harnessMs?: number; shimStartMs: number };
-  add: { p50: number; p90: number; p99: number; max: number };
-  apiRequestsPerAdd: Record<string, number>;
-  apiWritesPerAdd: number;
-  ipamWritesPerAdd: number;
-  apiCallsOnCniPath: number;
-  addPhases: Record<string, { p50: number; p99: number }>;
-  targets: { allPluggedMs: number; apiWritesPerAdd: number; met: boolean };
-}
+export type ClusterBenchResult = ClusterBench;
 
 /** `bench/results/cluster_real.json`: pods on the real three-node cluster. */
 export interface ClusterRealResult {
@@ -76,51 +63,16 @@ export interface ClusterRealResult {
 }
 
 /** `bench/results/multinet.json`: a pod's ADD with two extra networks. */
-export interface MultinetResult {
-  date: string;
-  cpus?: number;
-  pods: number;
-  defaultOnly: { p50: number; p90: number };
-  twoExtra: { p50: number; p90: number };
-  ratio: number;
-}
+export type MultinetResult = MultinetBench;
 
 /** `bench/results/chaos.json`: the crash run (`deno task chaos`). */
-export interface ChaosResult {
-  date: string;
-  options: { pods: number; concurrency: number; kills: number; apiOutageSeconds: number };
-  durationMs: number;
-  adds: { ok: number; tryAgainLater: number; other: number };
-  dels: { ok: number; failed: number };
-  kills: number;
-  duplicateAddresses: unknown[];
-  leaked: { allocations: unknown[]; records: unknown[]; hostLinks: unknown[] };
-  violations: unknown[];
-  ok: boolean;
-}
+export type ChaosResult = ChaosReport & { date: string };
 
 /** `bench/results/chaos_cluster*.json`: address integrity under faults (`deno task chaos:cluster`). */
-export interface ChaosClusterResult {
-  date: string;
-  options: {
-    nodes: number;
-    pods: number;
-    concurrency: number;
-    blockSize: number;
-    kills: number;
-    apiOutageSeconds: number;
-  };
-  api: string;
-  durationMs: number;
-  adds: { ok: number; givenUp: number; failed: number };
-  faults: unknown[];
-  checks: number;
-  duplicates: unknown[];
-  integrityFindings: unknown[];
-  leaked: { allocations: unknown[]; records: unknown[]; findings: unknown[] };
-  violations: unknown[];
-  ok: boolean;
-}
+export type ChaosClusterResult = ClusterChaosReport & { date: string };
+
+/** " on N CPUs" when the result says how many. */
+const cpus = (n?: number) => (n ? `, ${n} CPUs` : "");
 
 /** A Markdown table. */
 function table(head: string[], rows: (string | number)[][]): string {
@@ -241,7 +193,7 @@ export function clusterBenchReport(r: ClusterBenchResult, heading = "#"): string
   return [
     `${heading} Pods over simulated nodes (\`deno task bench:cluster\`)`,
     "",
-    `${r.date}, ${r.cpus ?? 2} CPUs, API: ${r.api}, IPAM: ${r.ipam}`,
+    `${r.date}${cpus(r.cpus)}, API: ${r.api}, IPAM: ${r.ipam}`,
     "",
     table(["measure", "value", "target"], rows),
     "",
@@ -282,7 +234,7 @@ export function multinetReport(r: MultinetResult, heading = "#"): string {
   return [
     `${heading} Multiple networks (\`deno task bench:multinet\`)`,
     "",
-    `${r.date}, ${r.cpus ?? 2} CPUs, API stand-in, one pod at a time (${r.pods} per series)`,
+    `${r.date}${cpus(r.cpus)}, API stand-in, one pod at a time (${r.pods} per series)`,
     "",
     table(["pod ADD (pod created in the API, namespace, shim ADD)", "p50", "p90"], [
       ["default network only", `${r.defaultOnly.p50} ms`, `${r.defaultOnly.p90} ms`],

@@ -163,6 +163,22 @@ async function ipamCheck(): Promise<void> {
   assertEquals(r.code, 0, `ipam check:\n${r.out}${r.err}`);
 }
 
+/** Pod `from` asks `ip`'s HTTP server for its hostname (2 s at most). */
+function askHostname(from: string, ip: string) {
+  return exec("kubectl", [
+    "exec",
+    "-n",
+    NS,
+    from,
+    "--",
+    "curl",
+    "-s",
+    "-m",
+    "2",
+    `http://${ip}:8080/hostname`,
+  ]);
+}
+
 /**
  * Whether `from` gets `expect` from `ip`'s HTTP server within 30 s (the server in a pod just made
  * Ready may not listen yet: agnhost has no readiness probe); how long the first answer took is
@@ -173,18 +189,7 @@ async function reaches(from: string, ip: string, expect: (text: string) => boole
   let last = "";
   await until(
     async () => {
-      const r = await exec("kubectl", [
-        "exec",
-        "-n",
-        NS,
-        from,
-        "--",
-        "curl",
-        "-s",
-        "-m",
-        "2",
-        `http://${ip}:8080/hostname`,
-      ]);
+      const r = await askHostname(from, ip);
       last = `exit ${r.code}: ${r.out}${r.err}`.trim();
       return r.code === 0 && expect(r.out.trim());
     },
@@ -202,18 +207,7 @@ async function blocked(from: string, ip: string, ms = 30_000): Promise<void> {
   let failures = 0;
   await until(
     async () => {
-      const r = await exec("kubectl", [
-        "exec",
-        "-n",
-        NS,
-        from,
-        "--",
-        "curl",
-        "-s",
-        "-m",
-        "2",
-        `http://${ip}:8080/hostname`,
-      ]);
+      const r = await askHostname(from, ip);
       failures = r.code === 0 ? 0 : failures + 1;
       return failures >= 3;
     },

@@ -391,6 +391,21 @@ function gatedUnplugNetlink(): {
   return { plumber: real, open, removing: () => removing };
 }
 
+/** The names in a state directory, its temporary files aside. */
+async function filesIn(dir: string): Promise<string[]> {
+  return (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name)
+    .filter((n) => !n.startsWith("."));
+}
+
+/** The addresses a daemon's state directory holds, read from the disk (not waiting for DELs). */
+async function heldOnDisk(stateDir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const pool of await filesIn(`${stateDir}/ipam`)) {
+    out.push(...await filesIn(`${stateDir}/ipam/${pool}`));
+  }
+  return out;
+}
+
 Deno.test({
   name:
     "DEL is answered while the kernel removes the link; its address is released only after, and an ADD into the same namespace and name waits for it",
@@ -406,20 +421,11 @@ Deno.test({
             const id = `c${uniqueToken()}`;
             const add = await ferry.shim(env("ADD", ns, id), netconf());
             assertEquals(add.code, 0, add.stdout);
-            const onDisk = async () => {
-              const out: string[] = [];
-              for await (const pool of Deno.readDir(`${ferry.config.stateDir}/ipam`)) {
-                for await (const f of Deno.readDir(`${ferry.config.stateDir}/ipam/${pool.name}`)) {
-                  if (!f.name.startsWith(".")) out.push(f.name);
-                }
-              }
-              return out;
-            };
             const del = await ferry.shim(env("DEL", ns, id), netconf());
             assertEquals(del.code, 0, del.stdout);
             // Answered, the removal under way: the address is still held, the DEL still finishing.
             assertEquals(gated.removing(), 1);
-            assertEquals((await onDisk()).length, 1);
+            assertEquals((await heldOnDisk(ferry.config.stateDir)).length, 1);
             assertEquals(ferry.daemon().stats().finishingDels, 1);
             let readdDone = false;
             // Another container in the same namespace (a runtime that reuses one) and interface.
@@ -461,22 +467,12 @@ Deno.test({
           try {
             const id = `c${uniqueToken()}`;
             assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
-            const files = async (dir: string) =>
-              (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name)
-                .filter((n) => !n.startsWith("."));
-            const held = async () => {
-              const out: string[] = [];
-              for (const pool of await files(`${ferry.config.stateDir}/ipam`)) {
-                out.push(...await files(`${ferry.config.stateDir}/ipam/${pool}`));
-              }
-              return out;
-            };
             assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
             // Answered, the link's removal held up: the daemon is killed now, as far as the
             // node's files go. The address is still allocated, but no record names it.
             assertEquals(gated.removing(), 1);
-            assertEquals((await held()).length, 1);
-            assertEquals(await files(`${ferry.config.stateDir}/attachments`), []);
+            assertEquals((await heldOnDisk(ferry.config.stateDir)).length, 1);
+            assertEquals(await filesIn(`${ferry.config.stateDir}/attachments`), []);
             assert(await hostLinkExists(hostLinkName(id, "eth0")));
             // The next daemon of the node (same state and bridge) starts: it settles what the
             // runtime was told is gone.
@@ -485,7 +481,7 @@ Deno.test({
               socket: `${ferry.dir}/run/next.sock`,
             });
             try {
-              assertEquals(await held(), []);
+              assertEquals(await heldOnDisk(ferry.config.stateDir), []);
               assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
             } finally {
               await next.stop();
