@@ -90,7 +90,6 @@ export function slimPolicyPod(pod: Pod): Pod {
     metadata: {
       name: m.name,
       namespace: m.namespace,
-      uid: m.uid,
       resourceVersion: m.resourceVersion,
       labels: m.labels,
       ...(m.annotations?.[NETWORK_STATUS_ANNOTATION]
@@ -99,17 +98,23 @@ export function slimPolicyPod(pod: Pod): Pod {
     },
     spec: {
       nodeName: pod.spec?.nodeName,
-      hostNetwork: pod.spec?.hostNetwork,
-      containers: (pod.spec?.containers ?? []).map((c) => ({
-        name: "",
-        ports: (c.ports ?? []).filter((p) => p.name).map((p) => ({
-          name: p.name,
-          containerPort: p.containerPort,
-          protocol: p.protocol,
-        })),
-      })),
+      ...(pod.spec?.hostNetwork ? { hostNetwork: true } : {}),
+      // Only containers that name ports, and only those ports: what a named port resolves to.
+      containers: (pod.spec?.containers ?? []).filter((c) => c.ports?.some((p) => p.name)).map(
+        (c) => ({
+          name: "",
+          ports: c.ports!.filter((p) => p.name).map((p) => ({
+            name: p.name,
+            containerPort: p.containerPort,
+            protocol: p.protocol,
+          })),
+        }),
+      ),
     },
-    status: { phase: pod.status?.phase, podIPs: pod.status?.podIPs },
+    status: {
+      phase: pod.status?.phase,
+      podIPs: pod.status?.podIPs?.map((p) => ({ ip: p.ip })),
+    },
   };
 }
 
@@ -158,18 +163,24 @@ export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
     }))
   );
   const phase = pod.status?.phase;
-  return {
+  const networks = networksOf(pod);
+  const out: NetworkedPod & { node?: string } = {
     namespace: pod.metadata?.namespace ?? "default",
     name: pod.metadata?.name ?? "",
-    labels: pod.metadata?.labels ?? {},
+    labels: pod.metadata?.labels ?? NO_LABELS,
     ips: (pod.status?.podIPs ?? []).map((p) => p.ip!).filter(Boolean),
     hostNetwork: !!pod.spec?.hostNetwork,
     done: phase === "Succeeded" || phase === "Failed",
-    ports,
+    ports: ports.length ? ports : NO_PORTS,
     node: pod.spec?.nodeName,
-    networks: networksOf(pod),
   };
+  // Most pods have no additional network: no object of their own for it.
+  return Object.keys(networks).length ? { ...out, networks } : out;
 }
+
+/** Shared by every pod without labels, or without named ports (a cluster's pods are many). */
+const NO_LABELS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+const NO_PORTS: NamedPort[] = Object.freeze([]) as unknown as NamedPort[];
 
 /**
  * The enforcer.
