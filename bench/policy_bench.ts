@@ -365,7 +365,8 @@ async function daemonMemory(pods: number, policies: number) {
       try {
         await daemon.start();
         await waitForDaemon(socket, log, { ready: true, timeoutMs: 120_000 });
-        await new Promise((r) => setTimeout(r, 5000));
+        // Past the quiet spell after the first lists, when the daemon gives freed memory back.
+        await new Promise((r) => setTimeout(r, 15_000));
         const status = await Deno.readTextFile(`/proc/${daemon.pid}/status`);
         rss[enabled ? "on" : "off"] = round(Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024);
       } finally {

@@ -326,7 +326,13 @@ export interface PolicyBenchResult {
     podLabelled: { n: number; p50Ms: number; p99Ms: number };
     podStarted: { n: number; p50Ms: number; p99Ms: number };
   };
-  memory: { pods: number; policies: number; rssMiB: Record<string, number> };
+  memory: {
+    pods: number;
+    policies: number;
+    rssMiB: Record<string, number>;
+    /** When measured, if not with the rest (a partial run, `--parts memory`). */
+    date?: string;
+  };
   path: { case: string; addP50Ms: number; gbps: number; connsPerS: number }[];
 }
 
@@ -383,7 +389,7 @@ export function policyBenchReport(r: PolicyBenchResult, heading = "#"): string {
     "",
     `The daemon's resident memory with ${r.memory.pods} pods and ${r.memory.policies} policies in ` +
     `the cluster: ${r.memory.rssMiB.on} MiB with policy on, ${r.memory.rssMiB.off} MiB with it off ` +
-    "(target ≤ 100 MB).",
+    `(target ≤ 100 MB)${r.memory.date ? `; measured ${r.memory.date}` : ""}.`,
     "",
     "Two pods of one node: the daemon's own ADD p50, TCP throughput (iperf3) and new connections " +
     "per second, against policy off (targets: throughput ≥ 0.95×, connections ≥ 0.8×):",

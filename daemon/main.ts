@@ -121,6 +121,8 @@ export async function startDaemon(
   const healthy = () => kube?.watcher.healthy ?? true;
   const trim = mallocTrim();
   const trimmer = trim ? new IdleTrimmer(trim, overrides.trimQuietMs) : undefined;
+  // The first lists (a cluster's pods, with policy) free memory given back once quiet after them.
+  void kube?.watcher.firstSync().then(() => trimmer?.touch());
   const phases = new PhaseStats(1024, (phase, ms) => metrics.phase(phase, ms));
   const service = new CniService({
     phases,

@@ -54,6 +54,11 @@ export class Watcher {
     await Promise.all([...this.#informers.values()].map((i) => i.stop()));
   }
 
+  /** Resolves once every informer now in the set has delivered its first list. */
+  async firstSync(): Promise<void> {
+    await Promise.all([...this.#informers.values()].map((i) => i.synced));
+  }
+
   /** True when every informer has delivered its first list. */
   get synced(): boolean {
     return [...this.#informers.values()].every((i) => i.isSynced);

@@ -658,3 +658,21 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "the daemon gives the memory its first lists freed back once it is quiet after them, with no request at all",
+  ...opts,
+  fn: () =>
+    withKube((k) =>
+      withFerry({
+        config: { podWaitSeconds: 20 },
+        overrides: { standalone: false, kubeconfig: k.kubeconfig, nodeName: `trim-${k.id}` },
+        daemon: { trimQuietMs: 300 },
+      }, async (ferry) => {
+        await until(() => ferry.daemon().ready());
+        await until(() => ferry.daemon().stats().memoryTrims === 1, 5000);
+        assertEquals(ferry.daemon().stats().cniRequests, {}, "no request was served");
+      })
+    ),
+});
