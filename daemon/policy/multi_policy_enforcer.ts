@@ -149,6 +149,8 @@ export class MultiPolicyEnforcer {
    * than leave them open). A pod whose interfaces no policy selects returns at once.
    */
   async plugged(pod: { namespace: string; name: string }): Promise<void> {
+    // No MultiNetworkPolicy (the usual case once synced): nothing to look up on the ADD path.
+    if (this.#policies.size === 0 && this.#d.synced()) return;
     const k = key(pod.namespace, pod.name);
     const mine = this.#d.interfaces().filter((i) => key(i.pod.namespace, i.pod.name) === k);
     if (!mine.length) return;

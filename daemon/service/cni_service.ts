@@ -332,7 +332,7 @@ export class CniService {
    * DEL gave back is there for the ADD that follows it.
    */
   async #plugFreeing(run: AddRun): Promise<DefaultPlug> {
-    const finishing = [...this.#finishing];
+    const finishing = this.#finishing.size ? [...this.#finishing] : [];
     try {
       return await this.#plugWithDriver(run);
     } catch (e) {

@@ -11,7 +11,7 @@ import { hostLinkName } from "../../daemon/net/naming.ts";
 import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
-import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
+import { cniEnv, netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
 import { startDaemon } from "../../daemon/main.ts";
 import {
   hostLinkExists,
@@ -20,6 +20,7 @@ import {
   linkInNetns,
   pingOnce,
   run,
+  type TestNetns,
   uniqueToken,
   withNetns,
 } from "../../daemon/dev/netns.ts";
@@ -391,6 +392,33 @@ function gatedUnplugNetlink(): {
   return { plumber: real, open, removing: () => removing };
 }
 
+/**
+ * A daemon whose link removals wait for `gated.open()` (`config` over the test defaults) and
+ * `count` namespaces; the gate opens in any case before the daemon stops (its stop waits for DELs).
+ */
+async function withGatedFerry<T>(
+  config: Record<string, unknown>,
+  count: number,
+  fn: (
+    ferry: TestFerry,
+    ns: TestNetns[],
+    gated: ReturnType<typeof gatedUnplugNetlink>,
+  ) => Promise<T>,
+): Promise<T> {
+  const gated = gatedUnplugNetlink();
+  return await withFerry(
+    { daemon: { plumber: gated.plumber }, config },
+    (ferry) =>
+      withNetns(count, async (ns) => {
+        try {
+          return await fn(ferry, ns, gated);
+        } finally {
+          gated.open();
+        }
+      }),
+  );
+}
+
 /** The names in a state directory, its temporary files aside. */
 async function filesIn(dir: string): Promise<string[]> {
   return (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name)
@@ -411,46 +439,36 @@ Deno.test({
     "DEL is answered while the kernel removes the link; its address is released only after, and an ADD into the same namespace and name waits for it",
   ...opts,
   fn: async () => {
-    const gated = gatedUnplugNetlink();
-    await withFerry(
-      { daemon: { plumber: gated.plumber } },
-      (ferry) =>
-        withNetns(1, async ([ns]) => {
-          // The gate opens in any case before the daemon stops (its stop waits for DELs).
-          try {
-            const id = `c${uniqueToken()}`;
-            const add = await ferry.shim(env("ADD", ns, id), netconf());
-            assertEquals(add.code, 0, add.stdout);
-            const del = await ferry.shim(env("DEL", ns, id), netconf());
-            assertEquals(del.code, 0, del.stdout);
-            // Answered, the removal under way: the address is still held, the DEL still finishing.
-            assertEquals(gated.removing(), 1);
-            assertEquals((await heldOnDisk(ferry.config.stateDir)).length, 1);
-            assertEquals(ferry.daemon().stats().finishingDels, 1);
-            let readdDone = false;
-            // Another container in the same namespace (a runtime that reuses one) and interface.
-            const id2 = `c${uniqueToken()}`;
-            const readd = ferry.shim(env("ADD", ns, id2), netconf()).then((r) => {
-              readdDone = true;
-              return r;
-            });
-            await new Promise((r) => setTimeout(r, 300));
-            assertEquals(readdDone, false, "the ADD waits for the old link to go");
-            gated.open();
-            await ferry.daemon().idle();
-            const again = await readd;
-            assertEquals(again.code, 0, again.stdout);
-            assertEquals(ferry.daemon().stats().finishingDels, 0);
-            assertEquals((await ferry.shim(env("DEL", ns, id2), netconf())).code, 0);
-            assertEquals(await ferry.allocations(), []);
-            assertEquals(await ferry.records(), []);
-            assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-            assertEquals(await hostLinkExists(hostLinkName(id2, "eth0")), false);
-          } finally {
-            gated.open();
-          }
-        }),
-    );
+    await withGatedFerry({}, 1, async (ferry, [ns], gated) => {
+      const id = `c${uniqueToken()}`;
+      const add = await ferry.shim(env("ADD", ns, id), netconf());
+      assertEquals(add.code, 0, add.stdout);
+      const del = await ferry.shim(env("DEL", ns, id), netconf());
+      assertEquals(del.code, 0, del.stdout);
+      // Answered, the removal under way: the address is still held, the DEL still finishing.
+      assertEquals(gated.removing(), 1);
+      assertEquals((await heldOnDisk(ferry.config.stateDir)).length, 1);
+      assertEquals(ferry.daemon().stats().finishingDels, 1);
+      let readdDone = false;
+      // Another container in the same namespace (a runtime that reuses one) and interface.
+      const id2 = `c${uniqueToken()}`;
+      const readd = ferry.shim(env("ADD", ns, id2), netconf()).then((r) => {
+        readdDone = true;
+        return r;
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      assertEquals(readdDone, false, "the ADD waits for the old link to go");
+      gated.open();
+      await ferry.daemon().idle();
+      const again = await readd;
+      assertEquals(again.code, 0, again.stdout);
+      assertEquals(ferry.daemon().stats().finishingDels, 0);
+      assertEquals((await ferry.shim(env("DEL", ns, id2), netconf())).code, 0);
+      assertEquals(await ferry.allocations(), []);
+      assertEquals(await ferry.records(), []);
+      assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+      assertEquals(await hostLinkExists(hostLinkName(id2, "eth0")), false);
+    });
   },
 });
 
@@ -459,38 +477,29 @@ Deno.test({
     "a DEL answered while the kernel removes the link has its record off the disk already: a daemon killed then releases the address and the link at its next start",
   ...opts,
   fn: async () => {
-    const gated = gatedUnplugNetlink();
-    await withFerry(
-      { daemon: { plumber: gated.plumber } },
-      (ferry) =>
-        withNetns(1, async ([ns]) => {
-          try {
-            const id = `c${uniqueToken()}`;
-            assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
-            assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
-            // Answered, the link's removal held up: the daemon is killed now, as far as the
-            // node's files go. The address is still allocated, but no record names it.
-            assertEquals(gated.removing(), 1);
-            assertEquals((await heldOnDisk(ferry.config.stateDir)).length, 1);
-            assertEquals(await filesIn(`${ferry.config.stateDir}/attachments`), []);
-            assert(await hostLinkExists(hostLinkName(id, "eth0")));
-            // The next daemon of the node (same state and bridge) starts: it settles what the
-            // runtime was told is gone.
-            const next = await startDaemon({
-              ...ferry.config,
-              socket: `${ferry.dir}/run/next.sock`,
-            });
-            try {
-              assertEquals(await heldOnDisk(ferry.config.stateDir), []);
-              assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
-            } finally {
-              await next.stop();
-            }
-          } finally {
-            gated.open();
-          }
-        }),
-    );
+    await withGatedFerry({}, 1, async (ferry, [ns], gated) => {
+      const id = `c${uniqueToken()}`;
+      assertEquals((await ferry.shim(env("ADD", ns, id), netconf())).code, 0);
+      assertEquals((await ferry.shim(env("DEL", ns, id), netconf())).code, 0);
+      // Answered, the link's removal held up: the daemon is killed now, as far as the
+      // node's files go. The address is still allocated, but no record names it.
+      assertEquals(gated.removing(), 1);
+      assertEquals((await heldOnDisk(ferry.config.stateDir)).length, 1);
+      assertEquals(await filesIn(`${ferry.config.stateDir}/attachments`), []);
+      assert(await hostLinkExists(hostLinkName(id, "eth0")));
+      // The next daemon of the node (same state and bridge) starts: it settles what the
+      // runtime was told is gone.
+      const next = await startDaemon({
+        ...ferry.config,
+        socket: `${ferry.dir}/run/next.sock`,
+      });
+      try {
+        assertEquals(await heldOnDisk(ferry.config.stateDir), []);
+        assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+      } finally {
+        await next.stop();
+      }
+    });
   },
 });
 
@@ -499,41 +508,33 @@ Deno.test({
     "an ADD that finds its range full while a DEL is finishing waits for that DEL and gets the address it gives back, not 101",
   ...opts,
   fn: async () => {
-    const gated = gatedUnplugNetlink();
     const n = Math.floor(Math.random() * 1024);
     const base = `10.${100 + (n >> 8)}.${n & 255}`;
-    await withFerry(
+    await withGatedFerry(
       {
-        daemon: { plumber: gated.plumber },
         // One allocatable address (.2), and no quarantine after a release.
-        config: {
-          network: { subnet: `${base}.0/29`, rangeStart: `${base}.2`, rangeEnd: `${base}.2` },
-          ipam: { reuseDelaySeconds: 0 },
-        },
+        network: { subnet: `${base}.0/29`, rangeStart: `${base}.2`, rangeEnd: `${base}.2` },
+        ipam: { reuseDelaySeconds: 0 },
       },
-      (ferry) =>
-        withNetns(2, async ([ns1, ns2]) => {
-          try {
-            const [a, b] = [`a${uniqueToken()}`, `b${uniqueToken()}`];
-            assertEquals((await ferry.shim(env("ADD", ns1, a), netconf())).code, 0);
-            assertEquals((await ferry.shim(env("DEL", ns1, a), netconf())).code, 0);
-            assertEquals(ferry.daemon().stats().finishingDels, 1);
-            let answered = false;
-            const add = ferry.shim(env("ADD", ns2, b), netconf()).then((r) => {
-              answered = true;
-              return r;
-            });
-            await new Promise((r) => setTimeout(r, 400));
-            assertEquals(answered, false, "the ADD waits for the DEL that frees the address");
-            gated.open();
-            const second = await add;
-            assertEquals(second.code, 0, second.stdout + second.stderr);
-            assertEquals(podAddress(second.json!), `${base}.2`);
-            assertEquals((await ferry.shim(env("DEL", ns2, b), netconf())).code, 0);
-          } finally {
-            gated.open();
-          }
-        }),
+      2,
+      async (ferry, [ns1, ns2], gated) => {
+        const [a, b] = [`a${uniqueToken()}`, `b${uniqueToken()}`];
+        assertEquals((await ferry.shim(env("ADD", ns1, a), netconf())).code, 0);
+        assertEquals((await ferry.shim(env("DEL", ns1, a), netconf())).code, 0);
+        assertEquals(ferry.daemon().stats().finishingDels, 1);
+        let answered = false;
+        const add = ferry.shim(env("ADD", ns2, b), netconf()).then((r) => {
+          answered = true;
+          return r;
+        });
+        await new Promise((r) => setTimeout(r, 400));
+        assertEquals(answered, false, "the ADD waits for the DEL that frees the address");
+        gated.open();
+        const second = await add;
+        assertEquals(second.code, 0, second.stdout + second.stderr);
+        assertEquals(podAddress(second.json!), `${base}.2`);
+        assertEquals((await ferry.shim(env("DEL", ns2, b), netconf())).code, 0);
+      },
     );
   },
 });

@@ -16,9 +16,8 @@ import { MultiPolicyEnforcer } from "../../../daemon/policy/multi_policy_enforce
 import { networksOf } from "../../../daemon/policy/policy_enforcer.ts";
 import { policyScript, renderInterfaceTable } from "../../../daemon/policy/nft_policy.ts";
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
+import { assertNftAccepts, HAS_NFT } from "./_nft.ts";
 import { IS_ROOT } from "../../../daemon/dev/netns.ts";
-
-const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 
 function pod(name: string, labels: Record<string, string>, networks = {}): NetworkedPod {
   return {
@@ -136,7 +135,7 @@ Deno.test("the pod table jumps from the interface to its chains, passes neighbou
 
 Deno.test({
   name: "nft accepts the pod table as written",
-  ignore: !IS_ROOT || !hasNft,
+  ignore: !IS_ROOT || !HAS_NFT,
   fn: async () => {
     const namespaces = new Map([["a", {}]]);
     const both = mnp("both", "blue", {
@@ -154,17 +153,7 @@ Deno.test({
       ipInBlock,
     );
     const script = policyScript("fp", renderInterfaceTable("fp", verdicts));
-    const child = new Deno.Command("nft", {
-      args: ["-c", "-f", "-"],
-      stdin: "piped",
-      stderr: "piped",
-    })
-      .spawn();
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(script));
-    await w.close();
-    const out = await child.output();
-    assertEquals(out.code, 0, new TextDecoder().decode(out.stderr) + script);
+    await assertNftAccepts(script);
   },
 });
 

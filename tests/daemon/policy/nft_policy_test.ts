@@ -9,10 +9,9 @@ import {
   renderPolicyTable,
   ruleCounts,
 } from "../../../daemon/policy/nft_policy.ts";
+import { assertNftAccepts, HAS_NFT } from "./_nft.ts";
 import { IS_ROOT, run, withNetns } from "../../../daemon/dev/netns.ts";
 import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
-
-const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 
 const view: PolicyView = {
   namespaces: new Map([["a", {}]]),
@@ -67,22 +66,13 @@ Deno.test("the table maps each isolated pod's addresses to its chains, rules ret
 
 Deno.test({
   name: "nft accepts the table as written",
-  ignore: !IS_ROOT || !hasNft,
+  ignore: !IS_ROOT || !HAS_NFT,
   fn: async () => {
     const script = policyScript(
       "fp",
       renderPolicyTable("fp", compilePolicies(view, view.pods, ipInBlock)),
     );
-    const child = new Deno.Command("nft", {
-      args: ["-c", "-f", "-"],
-      stdin: "piped",
-      stderr: "piped",
-    }).spawn();
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(script));
-    await w.close();
-    const out = await child.output();
-    assertEquals(out.code, 0, new TextDecoder().decode(out.stderr) + script);
+    await assertNftAccepts(script);
   },
 });
 
@@ -114,6 +104,12 @@ Deno.test("the counters of the table's commented rules are read from nft's JSON"
   ]);
 });
 
+/** The view with a second app=web pod (10.1.0.7): a pod joining the peer of db's rules. */
+const joined: PolicyView = {
+  ...view,
+  pods: [...view.pods, { ...view.pods[1], name: "web2", ips: ["10.1.0.7"] }],
+};
+
 Deno.test("rules with the same peer share one named set, declared once, whatever the pods selected", () => {
   const two: PolicyView = {
     ...view,
@@ -131,10 +127,6 @@ Deno.test("rules with the same peer share one named set, declared once, whatever
 
 Deno.test("a pod joining a selector changes set elements only; a new isolated pod replaces the table", () => {
   const before = renderPolicyParts("fp", compilePolicies(view, view.pods.slice(0, 1), ipInBlock))!;
-  const joined: PolicyView = {
-    ...view,
-    pods: [...view.pods, { ...view.pods[1], name: "web2", ips: ["10.1.0.7"] }],
-  };
   const after = renderPolicyParts(
     "fp",
     compilePolicies(joined, joined.pods.slice(0, 1), ipInBlock),
@@ -152,7 +144,7 @@ Deno.test("a pod joining a selector changes set elements only; a new isolated po
 
 Deno.test({
   name: "nft applies a set-element update to the table it wrote",
-  ignore: !IS_ROOT || !hasNft,
+  ignore: !IS_ROOT || !HAS_NFT,
   fn: () =>
     withNetns(1, async ([ns]) => {
       const nft = new NftRunner();
@@ -161,10 +153,6 @@ Deno.test({
         compilePolicies(view, view.pods.slice(0, 1), ipInBlock),
       )!;
       await nft.applyIn(ns.path, policyScript("fp", before.definition));
-      const joined: PolicyView = {
-        ...view,
-        pods: [...view.pods, { ...view.pods[1], name: "web2", ips: ["10.1.0.7"] }],
-      };
       const after = renderPolicyParts(
         "fp",
         compilePolicies(joined, joined.pods.slice(0, 1), ipInBlock),
