@@ -14,6 +14,8 @@
  *   spent synchronously inside pod namespaces, ADD phases, RSS and open file descriptors at
  *   start, with `--pods` pods plugged, across `--churn` ADD/DEL pairs on its socket, and after
  *   everything is deleted;
+ * - NetworkPolicy's cost on the daemon's ADD: policy off, no policy, 100 policies none of which
+ *   selects the pods, 100 of which one isolates them (`policyAddCost` of `bench/policy_bench.ts`);
  * - with `--node`, where the realkubelet node is built (`../shared/tools/realkubelet`), 20 and 50
  *   pods created with kubectl until all Running, reference plugins and Ferry in turn.
  *
@@ -44,6 +46,7 @@ import { type NodeBench, runNodeBench } from "./node_bench.ts";
 import { QUIET_MS } from "../daemon/runtime/idle_trim.ts";
 import { type PhaseSummary as Series, summarize } from "../daemon/telemetry/phase_stats.ts";
 import { cniBenchReport, type CniBenchResult } from "./report.ts";
+import { type PolicyAddCase, policyAddCost } from "./policy_bench.ts";
 
 /** What to run. */
 interface BenchOptions {
@@ -448,6 +451,13 @@ async function main(o: BenchOptions): Promise<void> {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 
+  // 7. What NetworkPolicy costs an ADD (a simulated node with the API, its own namespace: the
+  // node's nftables are not the benchmark's to write).
+  console.log("NetworkPolicy's cost on the ADD");
+  const policyCost = await policyAddCost(o.n);
+  const policyAdd = (c: PolicyAddCase["case"]) => policyCost.find((r) => r.case === c)!.addP50Ms;
+  for (const r of policyCost) figures[`daemon ADD p50, ${r.case} (ms)`] = r.addP50Ms;
+
   const floor100 = figures["100 at once: floor wall, median of 2 (ms)"];
   const at = (name: string) => memory.find((m) => m.at.startsWith(name));
   const plugged = at(`${o.pods} pods plugged`)!, afterChurn = at("after the churn")!;
@@ -522,6 +532,19 @@ async function main(o: BenchOptions): Promise<void> {
         "reuse)",
       met: afterChurn.fds <= plugged.fds + 4 && end.fds <= start.fds + 4 + NETLINK_IDLE,
       measured: `${start.fds} → ${plugged.fds} → ${afterChurn.fds} → ${end.fds}`,
+    },
+    {
+      what: "ADD p50 with 100 NetworkPolicies present ≤ with none + 1 ms, whether one isolates " +
+        "the pods or none selects them (issue 35; the daemon's own handling on a simulated node)",
+      met: Math.max(
+        policyAdd("100 policies, one isolating the pods"),
+        policyAdd("100 policies, none selecting the pods"),
+      ) <= policyAdd("no policy") + 1,
+      measured: `${policyAdd("100 policies, one isolating the pods")} (one isolating), ${
+        policyAdd("100 policies, none selecting the pods")
+      } (none selecting) vs ${policyAdd("no policy")} ms (${
+        policyAdd("policy off")
+      } ms with policy off)`,
     },
     ...(nodeBench?.targets ?? []),
   ];

@@ -153,7 +153,7 @@ export async function compileAndWrite(pods: number, policies: number) {
     isolatedPods: verdicts.length,
     compileMs: round(median(times)),
     tableKiB: round(table.length / 1024),
-    tableRules: table.split("\n").filter((l) => /counter (return|drop)/.test(l)).length,
+    tableRules: table.split("\n").filter((l) => /counter (accept|drop)/.test(l)).length,
     nftWriteMs: round(median(writes)),
   };
 }
@@ -500,14 +500,57 @@ async function podPath(adds: number) {
   const rows = [];
   for (const k of cases) {
     rows.push(
-      await withSimCluster({ nodes: 1, config: { policy: { enabled: k.enabled } } }, async (c) => {
-        await benchPolicies(c, k.count, k.selecting);
+      await onSimNode(k, async (c) => {
         const addMs = await addP50(c, adds, { app: "bench" });
-        const tcp = await tcpBetween(c);
-        return { case: k.label, addP50Ms: round(addMs, 2), ...tcp };
+        return { case: k.label, addP50Ms: round(addMs, 2), ...await tcpBetween(c) };
       }),
     );
     console.log(JSON.stringify(rows.at(-1)));
+  }
+  return rows;
+}
+
+/** A one-node simulated cluster with policy on or off and `count` policies (`selecting`: one more isolating app=bench). */
+function onSimNode<T>(
+  k: { enabled: boolean; count: number; selecting: boolean },
+  fn: (c: SimCluster) => Promise<T>,
+): Promise<T> {
+  return withSimCluster({ nodes: 1, config: { policy: { enabled: k.enabled } } }, async (c) => {
+    await benchPolicies(c, k.count, k.selecting);
+    return fn(c);
+  });
+}
+
+/** The daemon's ADD p50 in one case of {@link policyAddCost}. */
+export interface PolicyAddCase {
+  /** The case. */
+  case:
+    | "policy off"
+    | "no policy"
+    | "100 policies, none selecting the pods"
+    | "100 policies, one isolating the pods";
+  /** The daemon's own ADD p50 (ms). */
+  addP50Ms: number;
+}
+
+/**
+ * What NetworkPolicy costs an ADD (the daemon's own p50 over `adds` pods added one at a time, a
+ * one-node simulated cluster on the API stand-in per case): with policy off, with no policy, and
+ * with 100 policies of which none selects the pods or one isolates them (the first of them
+ * waits for the table's pass, every later one writes its own chain in-process). `deno task bench`
+ * reports it against its budget.
+ */
+export async function policyAddCost(adds: number): Promise<PolicyAddCase[]> {
+  const cases = [
+    { label: "policy off", enabled: false, count: 0, selecting: false },
+    { label: "no policy", enabled: true, count: 0, selecting: false },
+    { label: "100 policies, none selecting the pods", enabled: true, count: 100, selecting: false },
+    { label: "100 policies, one isolating the pods", enabled: true, count: 99, selecting: true },
+  ] as const;
+  const rows: PolicyAddCase[] = [];
+  for (const k of cases) {
+    const addMs = await onSimNode(k, (c) => addP50(c, adds, { app: "bench" }));
+    rows.push({ case: k.label, addP50Ms: round(addMs, 2) });
   }
   return rows;
 }

@@ -72,6 +72,13 @@ export interface InformerOptions {
    * optional resources (MultiNetworkPolicy). Default false: a 404 is a failure like any other.
    */
   missingIsEmpty?: boolean;
+  /**
+   * Whether the cache keeps the objects (default true). False: it keeps only what it needs itself
+   * (name, namespace, resourceVersion), for an owner that keeps its own copy of what it reads (a
+   * whole cluster's pods, held once instead of twice); `list()` then returns those stubs, a
+   * relist's removals hand them to `remove`, and there is no resync.
+   */
+  keepObjects?: boolean;
 }
 
 /** An informer's {@link InformerOptions} and what it keeps of its objects. */
@@ -156,6 +163,7 @@ export class Informer<T extends KubeObject> {
       random: Math.random,
       firstListFromCache: false,
       missingIsEmpty: false,
+      keepObjects: true,
       transform: (obj) => obj,
       ...options,
     };
@@ -186,7 +194,7 @@ export class Informer<T extends KubeObject> {
   /** Starts listing and watching. */
   start(): void {
     this.#loop ??= this.#run();
-    if (this.#o.resyncMs > 0) {
+    if (this.#o.resyncMs > 0 && this.#o.keepObjects) {
       this.#resync = setInterval(() => {
         for (const obj of this.#cache.values()) this.#handlers.upsert(obj, "resync");
       }, this.#o.resyncMs);
@@ -311,13 +319,19 @@ export class Informer<T extends KubeObject> {
         this.#cache.delete(keyOf(obj));
         this.#handlers.remove(obj);
       } else {
-        this.#cache.set(keyOf(obj), obj);
+        this.#cache.set(keyOf(obj), this.#kept(obj));
         this.#handlers.upsert(obj, "event");
       }
     }
   }
 
-  /** Lists everything, reconciles the cache with it, and returns the list's resourceVersion. */
+  /** What the cache keeps of `obj`: itself, or with `keepObjects: false` its identity. */
+  #kept(obj: T): T {
+    if (this.#o.keepObjects) return obj;
+    const { name, namespace, resourceVersion } = obj.metadata ?? {};
+    return { metadata: { name, namespace, resourceVersion } } as T;
+  }
+
   /** A resource not served: whatever was cached is gone, and the (empty) first list is in. */
   #deliverEmpty(): void {
     for (const [key, obj] of [...this.#cache]) {
@@ -330,6 +344,7 @@ export class Informer<T extends KubeObject> {
     }
   }
 
+  /** Lists everything, reconciles the cache with it, and returns the list's resourceVersion. */
   async #relist(signal: AbortSignal): Promise<string> {
     const { items, resourceVersion } = await this.#kube.listAll<T>(this.#rt, {
       ...this.#select,
@@ -348,7 +363,7 @@ export class Informer<T extends KubeObject> {
       const key = keyOf(obj);
       seen.add(key);
       const before = this.#cache.get(key);
-      this.#cache.set(key, obj);
+      this.#cache.set(key, this.#kept(obj));
       if (!before || before.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
         this.#handlers.upsert(obj, "relist");
       }

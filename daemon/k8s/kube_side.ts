@@ -25,6 +25,7 @@ import { networkStatus } from "../multivif/network_status.ts";
 import { NadCache, type NadObject } from "../multivif/nad_cache.ts";
 import { policySide } from "../policy/policy_watches.ts";
 import type { NflogSys } from "../policy/nflog.ts";
+import type { NftSys } from "../policy/nft_netlink.ts";
 import { Libc } from "../net/netlink/libc.ts";
 import type { PolicyEnforcer } from "../policy/policy_enforcer.ts";
 import type { MultiPolicyEnforcer } from "../policy/multi_policy_enforcer.ts";
@@ -37,8 +38,11 @@ import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "./resources.ts";
 import { CountingTransport, HttpTransport } from "./transport.ts";
 import { Watcher } from "./watcher.ts";
 
-/** The system calls the denied-connection log reads NFLOG with (libc; FFI must load). */
-function nflogSys(): NflogSys {
+/**
+ * The system calls of NETLINK_NETFILTER (libc; FFI must load): the denied-connection log reads
+ * NFLOG with them, the policy table's ADD writes go through them.
+ */
+function netfilterSys(): NflogSys & NftSys {
   // Opened at the first call: a failure is the reader's to report, not the daemon's start.
   let opened: Libc | undefined;
   const libc = () => opened ??= Libc.open();
@@ -46,6 +50,7 @@ function nflogSys(): NflogSys {
     netfilterSocket: (ms) => libc().netfilterSocket(ms),
     send: (fd, msg) => libc().send(fd, msg),
     recv: (fd, buf) => libc().recv(fd, buf),
+    tryRecv: (fd, buf) => libc().tryRecv(fd, buf),
     recvOffThread: (fd, buf) => libc().recvOffThread(fd, buf),
     close: (fd) => libc().close(fd),
   };
@@ -205,6 +210,7 @@ export async function connectKube(
     };
     if (config.ipam.mode === "pool") poolWatch.start();
   }
+  const netfilter = netfilterSys();
   const policies = config.policy.enabled
     ? policySide({
       kube,
@@ -213,6 +219,7 @@ export async function connectKube(
       nodeName: config.nodeName,
       table: config.policy.table,
       nft: new NftRunner(),
+      netfilter,
       store,
       labelsOf: (namespace, name) => registry.get(namespace, name)?.labels,
       netnsExists: (path) => Deno.stat(path).then(() => true, () => false),
@@ -220,7 +227,7 @@ export async function connectKube(
         ? {
           group: config.policy.logGroup,
           perSecond: config.policy.logPerSecond,
-          sys: nflogSys(),
+          sys: netfilter,
         }
         : undefined,
       logger: getLogger(["ferry", "policy"]),

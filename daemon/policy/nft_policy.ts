@@ -1,20 +1,23 @@
 /**
- * The verdicts of this node's pods as one nftables table (family inet), pure: a verdict map per
- * direction and family keyed by pod address jumps to the pod's chain; a chain holds one rule per
- * allowing (rule, peers, ports) combination ending in `return` (allowed so far: the other
- * direction is looked at next), then a counted `drop`. The base chains accept established and
- * related traffic first, then look at the sender's egress chain and the receiver's ingress chain:
- * `forward` for everything between pods, to and from other nodes and the outside (kube-proxy has
- * already translated a Service address to the backend's), `input` for a pod's traffic to its own
- * node. Traffic from the node to its pods (the kubelet's probes) leaves through `output`, which
- * the table does not hook: always allowed, as the API documents.
+ * The verdicts of this node's pods as one nftables table (family inet), pure. The base chains
+ * accept established and related traffic first, then look up the sender's and the receiver's
+ * address in a verdict map per direction and family, which jumps to the allowing rules of that
+ * pod: one rule per allowing (rule, peers, ports) combination, ending in `return` (allowed so
+ * far: the other direction is looked at next), shared by every pod the same rules isolate (the
+ * chain is named for its content). A packet that no rule allowed goes on, by a second map keyed
+ * by the pod's address, to the pod's own chain: logged (with `policy.logDenied`), counted as the
+ * pod's and dropped. A pod that nothing is allowed for goes there at once. `forward` carries
+ * everything between pods, to and from other nodes and the outside (kube-proxy has already
+ * translated a Service address to the backend's); `input` a pod's traffic to its own node.
+ * Traffic from the node to its pods (the kubelet's probes) leaves through `output`, which the
+ * table does not hook: always allowed, as the API documents.
  *
  * A peer's pod addresses are a named set, declared once and shared by every rule with that peer
- * (the selectors of many policies are the same), so the table grows with the distinct peers, not
- * with pods × rules; and when only the members of sets change (a pod joins or leaves a selector,
- * gets or loses an address) the table is not replaced but its sets' elements are added and
- * deleted ({@link policyUpdateScript}). Otherwise the whole table is replaced in one `nft -f`
- * transaction ({@link policyScript}); nothing else of the node's rules is touched.
+ * (the selectors of many policies are the same), so the table grows with the distinct peers and
+ * rule combinations, not with pods × rules. After its first write the table is changed in place
+ * ({@link policyUpdateScript}): a pod joining or leaving a selector changes set elements; a new
+ * pod that the same rules isolate adds its own chain and map entries ({@link podAddition}, what
+ * its ADD writes). Nothing else of the node's rules is touched.
  *
  * @module
  */
@@ -87,12 +90,13 @@ class NamedSets {
     return name;
   }
 
-  /** The declarations, with their elements or without (the table's skeleton). */
-  declarations(withElements: boolean): string[] {
-    return [...this.elements].map(([name, elems]) => {
-      const members = withElements && elems.length ? ` elements = { ${elems.join(", ")} };` : "";
-      return `  set ${name} { type ${this.#types.get(name)};${members} }`;
-    });
+  /** The sets as declared, with their elements. */
+  collections(): Map<string, NamedCollection> {
+    return new Map(
+      [...this.elements].map((
+        [name, elements],
+      ) => [name, { type: this.#types.get(name)!, elements }]),
+    );
   }
 }
 
@@ -133,16 +137,15 @@ function peerExprs(
 }
 
 /**
- * The lines of one pod's chain for one direction. A pod's traffic to itself through a Service
- * (hairpinned back over the bridge) is judged like any other, as the upstream e2e specs expect;
- * only its loopback never reaches these hooks.
+ * The allowing rules of one direction, each ending in `return`: allowed so far, the base chain
+ * looks at the other direction next. A pod's traffic to itself through a Service (hairpinned back
+ * over the bridge) is judged like any other, as the upstream e2e specs expect; only its loopback
+ * never reaches these hooks.
  */
-function chainLines(
+function allowLines(
   rules: AllowRule[],
   direction: "ingress" | "egress",
-  pod: string,
   sets: NamedSets,
-  log?: DenyLog,
 ): string[] {
   const field = direction === "ingress" ? "saddr" : "daddr";
   const lines: string[] = [];
@@ -170,25 +173,132 @@ function chainLines(
       }
     }
   }
-  if (log) {
-    lines.push(
-      `limit rate ${log.perSecond}/second log prefix "${
-        denyPrefix(direction, pod)
-      }" group ${log.group}`,
-    );
-  }
-  lines.push(`counter drop comment "${pod}: no ${direction} rule allows it"`);
   return lines;
 }
 
-/** A rendered table: its definition, and the same without its sets' elements, and those. */
+/** The closing rules of a chain: the denied packet logged (rate limited), then counted and dropped. */
+function denyLines(direction: "ingress" | "egress", who: string, log?: DenyLog): string[] {
+  return [
+    ...(log ? [podRuleText({ log: { prefix: denyPrefix(direction, who), ...log } })] : []),
+    podRuleText({ drop: `${who}: no ${direction} rule allows it` }),
+  ];
+}
+
+/**
+ * A rule of a pod's own chain, where what no rule allowed ends: the denied packet logged, or the
+ * counted drop (named for the pod: its drops are counted and logged as its own). These two kinds
+ * are all the rules a new pod's ADD writes, so they are also written in-process
+ * (`nft_netlink.ts`).
+ */
+export type PodRule =
+  | { log: { prefix: string; group: number; perSecond: number } }
+  | { drop: string };
+
+/** A pod rule as nft writes it. */
+export function podRuleText(r: PodRule): string {
+  if ("log" in r) {
+    return `limit rate ${r.log.perSecond}/second log prefix "${r.log.prefix}" group ${r.log.group}`;
+  }
+  return `counter drop comment "${r.drop}"`;
+}
+
+/**
+ * One entry of a verdict map: a pod's address jumps to a chain. The maps `in4`, `in6`, `eg4`,
+ * `eg6` (by direction and family) lead from the base chains to the pod's allowing chain; `ind4`,
+ * `ind6`, `egd4`, `egd6` lead from the end of an allowing chain to the pod's own chain, where what
+ * none of its rules allowed is dropped.
+ */
+export interface MapEntry {
+  /** The map. */
+  map: string;
+  /** The pod's address. */
+  ip: string;
+  /** The chain. */
+  chain: string;
+}
+
+/** The verdict maps, by direction and family; `d`: the maps to the pods' own chains. */
+const MAPS = ["in4", "in6", "eg4", "eg6", "ind4", "ind6", "egd4", "egd6"];
+
+/** What one isolated pod adds to the table. */
+export interface PodParts {
+  /** Its allowing chains, named for their content (equal rules, one chain). */
+  allow: Map<string, string[]>;
+  /** Its own chains. */
+  chains: Map<string, PodRule[]>;
+  /** Its addresses' entries in the verdict maps. */
+  entries: MapEntry[];
+}
+
+/**
+ * The parts of one isolated pod. Names already in `taken` (chain name → lines) are not reused for
+ * other content: an allowing chain of the same content is shared, a pod chain is the pod's alone.
+ */
+function podParts(
+  v: PodVerdict,
+  sets: NamedSets,
+  taken: Map<string, string[]>,
+  log?: DenyLog,
+): PodParts {
+  const who = `${v.pod.namespace}/${v.pod.name}`;
+  const out: PodParts = { allow: new Map(), chains: new Map(), entries: [] };
+  for (
+    const [direction, rules, key] of [
+      ["ingress", v.ingress, "in"],
+      ["egress", v.egress, "eg"],
+    ] as const
+  ) {
+    if (!rules) continue;
+    const pod: PodRule[] = [];
+    if (log) pod.push({ log: { prefix: denyPrefix(direction, who), ...log } });
+    pod.push({ drop: `${who}: no ${direction} rule allows it` });
+    let chain = `${key}-${fnv1a(who)}`;
+    while (taken.has(chain)) chain += "x";
+    out.chains.set(chain, pod);
+    const lines = allowLines(rules, direction, sets);
+    let allow: string | undefined;
+    if (lines.length) {
+      // What no rule allowed goes on to the pod's own chain, by the pod's address: the packet's
+      // destination for ingress, its source for egress.
+      const field = direction === "ingress" ? "daddr" : "saddr";
+      lines.push(`ip ${field} vmap @${key}d4`, `ip6 ${field} vmap @${key}d6`, "drop");
+      allow = `a${fnv1a(`${direction}\n${lines.join("\n")}`)}`;
+      while (taken.has(allow) && taken.get(allow)!.join("\n") !== lines.join("\n")) allow += "x";
+      out.allow.set(allow, lines);
+    }
+    for (const ip of v.pod.ips) {
+      const family = V6(ip) ? 6 : 4;
+      // Nothing allowed at all: straight to the pod's own chain.
+      out.entries.push({ map: `${key}${family}`, ip, chain: allow ?? chain });
+      if (allow) out.entries.push({ map: `${key}d${family}`, ip, chain });
+    }
+  }
+  return out;
+}
+
+/**
+ * The parts one pod adds to the table, alone: what an ADD writes before it answers when its
+ * allowing chains are in the table already (the full table holds the same, named the same, unless
+ * a hash collision renamed one: then the names differ and the ADD takes the slow way).
+ */
+export function renderPodParts(v: PodVerdict, log?: DenyLog): PodParts {
+  return podParts(v, new NamedSets(), new Map(), log);
+}
+
+/** A named set or verdict map of the table. */
+export interface NamedCollection {
+  /** Its type: `ipv4_addr`, or `ipv4_addr : verdict` for a map. */
+  type: string;
+  /** Its elements as nft writes them (`10.0.0.1`, `10.0.0.1 : jump in-…`). */
+  elements: string[];
+}
+
+/** The policy table, apart from its fixed base chains. */
 export interface RenderedTable {
-  /** The whole definition, the sets' elements included. */
-  definition: string;
-  /** The definition without the sets' elements: equal skeletons differ only in set members. */
-  skeleton: string;
-  /** Each named set's elements. */
-  sets: Map<string, string[]>;
+  /** The named sets (peers) and the four verdict maps, by name. */
+  sets: Map<string, NamedCollection>;
+  /** The regular chains (allowing chains, pod chains) and their rules, by name. */
+  chains: Map<string, string[]>;
 }
 
 /**
@@ -200,83 +310,89 @@ export function renderPolicyTable(
   verdicts: PodVerdict[],
   log?: DenyLog,
 ): string | undefined {
-  return renderPolicyParts(table, verdicts, log)?.definition;
+  const parts = renderPolicyParts(verdicts, log);
+  return parts && tableDefinition(table, parts);
 }
 
 /**
- * The table of {@link renderPolicyTable}, with its skeleton and sets apart; with `log`, each
- * drop is logged to an NFLOG group first (rate limited).
+ * The table of {@link renderPolicyTable} as its parts; with `log`, each drop is logged to an
+ * NFLOG group first (rate limited).
  */
 export function renderPolicyParts(
-  table: string,
   verdicts: PodVerdict[],
   log?: DenyLog,
 ): RenderedTable | undefined {
   if (!verdicts.length) return undefined;
-  const sets = new NamedSets();
-  const maps = {
-    in4: [] as string[],
-    in6: [] as string[],
-    eg4: [] as string[],
-    eg6: [] as string[],
-  };
-  const chains: string[] = [];
+  const named = new NamedSets();
+  const chains = new Map<string, string[]>();
+  const maps: Record<string, string[]> = Object.fromEntries(MAPS.map((m) => [m, []]));
   const mapped = new Set<string>();
-  verdicts.forEach((v, i) => {
-    const pod = `${v.pod.namespace}/${v.pod.name}`;
-    for (
-      const [direction, rules, key] of [
-        ["ingress", v.ingress, "in"],
-        ["egress", v.egress, "eg"],
-      ] as const
-    ) {
-      if (!rules) continue;
-      const chain = `${key}-${i}`;
-      chains.push(
-        `  chain ${chain} {\n${
-          chainLines(rules, direction, pod, sets, log).map((l) => `    ${l}\n`).join("")
-        }  }`,
-      );
-      for (const ip of v.pod.ips) {
-        // One chain per address (a map key twice would fail the whole transaction).
-        if (mapped.has(`${key} ${ip}`)) continue;
-        mapped.add(`${key} ${ip}`);
-        maps[`${key}${V6(ip) ? 6 : 4}`].push(`${ip} : jump ${chain}`);
-      }
+  for (const v of verdicts) {
+    const parts = podParts(v, named, chains, log);
+    for (const [name, lines] of parts.allow) chains.set(name, lines);
+    for (const [name, rules] of parts.chains) chains.set(name, rules.map(podRuleText));
+    for (const e of parts.entries) {
+      // One chain per address (a map key twice would fail the whole transaction).
+      if (mapped.has(`${e.map} ${e.ip}`)) continue;
+      mapped.add(`${e.map} ${e.ip}`);
+      maps[e.map].push(mapElement(e));
     }
-  });
-  const map = (name: keyof typeof maps, type: string) => {
-    const elems = set(maps[name]);
-    return `  map ${name} {\n    type ${type} : verdict\n${
-      elems ? `    elements = ${elems}\n` : ""
-    }  }`;
-  };
-  const text = (withElements: boolean) =>
-    [
-      `table inet ${table} {`,
-      ...sets.declarations(withElements),
-      map("in4", "ipv4_addr"),
-      map("in6", "ipv6_addr"),
-      map("eg4", "ipv4_addr"),
-      map("eg6", "ipv6_addr"),
-      ...chains,
-      "  chain forward {",
-      "    type filter hook forward priority filter; policy accept;",
-      "    ct state established,related accept",
-      "    ip saddr vmap @eg4",
-      "    ip6 saddr vmap @eg6",
-      "    ip daddr vmap @in4",
-      "    ip6 daddr vmap @in6",
-      "  }",
-      "  chain input {",
-      "    type filter hook input priority filter; policy accept;",
-      "    ct state established,related accept",
-      "    ip saddr vmap @eg4",
-      "    ip6 saddr vmap @eg6",
-      "  }",
-      "}",
-    ].join("\n") + "\n";
-  return { definition: text(true), skeleton: text(false), sets: sets.elements };
+  }
+  const sets = named.collections();
+  for (const [name, elements] of Object.entries(maps)) {
+    sets.set(name, {
+      type: `${name.endsWith("6") ? "ipv6_addr" : "ipv4_addr"} : verdict`,
+      elements,
+    });
+  }
+  return { sets, chains };
+}
+
+/** A verdict map's element as nft writes it. */
+function mapElement(e: MapEntry): string {
+  return `${e.ip} : jump ${e.chain}`;
+}
+
+/**
+ * The base chains: established and related traffic first, then the sender's verdict and the
+ * receiver's; a pod's traffic to its own node, the sender's. One base chain per hook: each is
+ * walked by every packet.
+ */
+const BASE_CHAINS = [
+  "  chain forward {",
+  "    type filter hook forward priority filter; policy accept;",
+  "    ct state established,related accept",
+  "    ip saddr vmap @eg4",
+  "    ip6 saddr vmap @eg6",
+  "    ip daddr vmap @in4",
+  "    ip6 daddr vmap @in6",
+  "  }",
+  "  chain input {",
+  "    type filter hook input priority filter; policy accept;",
+  "    ct state established,related accept",
+  "    ip saddr vmap @eg4",
+  "    ip6 saddr vmap @eg6",
+  "  }",
+];
+
+/** A set's or map's declaration. */
+function declaration(name: string, c: NamedCollection): string {
+  const kind = c.type.includes(":") ? "map" : "set";
+  const members = c.elements.length ? ` elements = { ${c.elements.join(", ")} };` : "";
+  return `  ${kind} ${name} { type ${c.type};${members} }`;
+}
+
+/** The whole definition of a rendered table. */
+export function tableDefinition(table: string, parts: RenderedTable): string {
+  return [
+    `table inet ${table} {`,
+    ...[...parts.sets].map(([name, c]) => declaration(name, c)),
+    ...[...parts.chains].map(([name, lines]) =>
+      `  chain ${name} {\n${lines.map((l) => `    ${l}\n`).join("")}  }`
+    ),
+    ...BASE_CHAINS,
+    "}",
+  ].join("\n") + "\n";
 }
 
 /**
@@ -308,7 +424,9 @@ export function renderInterfaceTable(
       const chain = `${key}-${i}`;
       chains.push(
         `  chain ${chain} {\n${
-          chainLines(rules, direction, who, sets).map((l) => `    ${l}\n`).join("")
+          [...allowLines(rules, direction, sets), ...denyLines(direction, who)].map((l) =>
+            `    ${l}\n`
+          ).join("")
         }  }`,
       );
       hook.push(`    ${match} "${v.ifname}" jump ${chain}`);
@@ -324,7 +442,7 @@ export function renderInterfaceTable(
   ];
   return [
     `table inet ${table} {`,
-    ...sets.declarations(true),
+    ...[...sets.collections()].map(([name, c]) => declaration(name, c)),
     ...chains,
     ...base("input", input),
     ...base("output", output),
@@ -342,36 +460,118 @@ export function policyScript(table: string, definition: string | undefined): str
 }
 
 /**
- * The `nft -f` script that brings table `table`, written as `before`, to `after` by adding and
- * deleting set elements alone, when their skeletons are the same; undefined when they are not
- * (the table must be replaced), and an empty string when nothing changed. One transaction:
- * packets see every set as it was or as it is.
+ * The `nft -f` script that brings table `table`, written as `before`, to `after` in place, or an
+ * empty string when nothing changed. One transaction, ordered so that every reference is valid
+ * at each step: new sets and chains first, then the rules of new and changed chains, then the
+ * sets' and maps' elements, then what is gone (its rules flushed before any chain or set is
+ * deleted). Packets see the table as it was or as it is; the rules of unchanged chains keep
+ * their counters.
  */
 export function policyUpdateScript(
   table: string,
   before: RenderedTable,
   after: RenderedTable,
-): string | undefined {
-  if (before.skeleton !== after.skeleton) return undefined;
-  const lines: string[] = [];
-  for (const [name, now] of after.sets) {
-    const was = new Set(before.sets.get(name) ?? []);
-    const is = new Set(now);
-    const added = now.filter((e) => !was.has(e));
-    const removed = [...was].filter((e) => !is.has(e));
-    if (removed.length) {
-      lines.push(`delete element inet ${table} ${name} { ${removed.join(", ")} }`);
-    }
-    if (added.length) lines.push(`add element inet ${table} ${name} { ${added.join(", ")} }`);
+): string {
+  const t = `inet ${table}`;
+  const kind = (c: NamedCollection) => (c.type.includes(":") ? "map" : "set");
+  const adds: string[] = [];
+  const changed: string[] = [];
+  const rules: string[] = [];
+  const removals: string[] = [];
+  const additions: string[] = [];
+  const gone: string[] = [];
+  const deletes: string[] = [];
+  for (const [name, c] of after.sets) {
+    const was = before.sets.get(name);
+    if (was && was.type !== c.type) return policyScript(table, tableDefinition(table, after));
+    if (!was) adds.push(`add ${kind(c)} ${t} ${name} { type ${c.type}; }`);
+    const had = new Set(was?.elements ?? []);
+    const has = new Set(c.elements);
+    // A map's element is deleted by its key alone.
+    const removed = [...had].filter((e) => !has.has(e)).map((e) => e.split(" : ")[0]);
+    const added = c.elements.filter((e) => !had.has(e));
+    if (removed.length) removals.push(`delete element ${t} ${name} { ${removed.join(", ")} }`);
+    if (added.length) additions.push(`add element ${t} ${name} { ${added.join(", ")} }`);
   }
+  for (const [name, lines] of after.chains) {
+    const was = before.chains.get(name);
+    if (was && was.join("\n") === lines.join("\n")) continue;
+    if (was) changed.push(`flush chain ${t} ${name}`);
+    else adds.push(`add chain ${t} ${name}`);
+    for (const line of lines) rules.push(`add rule ${t} ${name} ${line}`);
+  }
+  for (const name of before.chains.keys()) {
+    if (after.chains.has(name)) continue;
+    gone.push(`flush chain ${t} ${name}`);
+    deletes.push(`delete chain ${t} ${name}`);
+  }
+  for (const [name, c] of before.sets) {
+    if (!after.sets.has(name)) deletes.push(`delete ${kind(c)} ${t} ${name}`);
+  }
+  const lines = [...adds, ...changed, ...rules, ...removals, ...additions, ...gone, ...deletes];
   return lines.length ? lines.join("\n") + "\n" : "";
+}
+
+/** The operations an ADD writes for one pod: its chains, their rules, its map entries. */
+export type NftOp =
+  | { chain: string }
+  | { chain: string; rule: PodRule }
+  | { entry: MapEntry };
+
+/** Operations as an `nft -f` script (one transaction). */
+export function opsScript(table: string, ops: NftOp[]): string {
+  return ops.map((op) =>
+    "entry" in op
+      ? `add element inet ${table} ${op.entry.map} { ${mapElement(op.entry)} }`
+      : "rule" in op
+      ? `add rule inet ${table} ${op.chain} ${podRuleText(op.rule)}`
+      : `add chain inet ${table} ${op.chain}`
+  ).join("\n") + "\n";
+}
+
+/**
+ * What an ADD writes for one pod, when the table as written (`written`) holds every allowing
+ * chain it jumps to and no entry of its addresses: its chains and map entries as operations, and
+ * the table with them. Undefined when that does not hold (a new combination of rules, an address
+ * still mapped): then the whole pass writes it.
+ */
+export function podAddition(
+  written: RenderedTable,
+  pod: PodParts,
+): { ops: NftOp[]; table: RenderedTable } | undefined {
+  for (const [name, lines] of pod.allow) {
+    if (written.chains.get(name)?.join("\n") !== lines.join("\n")) return undefined;
+  }
+  const ops: NftOp[] = [];
+  const chains = new Map(written.chains);
+  for (const [name, rules] of pod.chains) {
+    const text = rules.map(podRuleText);
+    const was = written.chains.get(name);
+    if (was) {
+      if (was.join("\n") !== text.join("\n")) return undefined;
+      continue;
+    }
+    ops.push({ chain: name }, ...rules.map((rule) => ({ chain: name, rule })));
+    chains.set(name, text);
+  }
+  const sets = new Map(written.sets);
+  for (const e of pod.entries) {
+    const map = sets.get(e.map);
+    if (!map) return undefined;
+    const element = mapElement(e);
+    if (map.elements.includes(element)) continue;
+    if (map.elements.some((x) => x.startsWith(`${e.ip} :`))) return undefined;
+    sets.set(e.map, { ...map, elements: [...map.elements, element] });
+    ops.push({ entry: e });
+  }
+  return { ops, table: { sets, chains } };
 }
 
 /** Packets counted by one commented rule of the table. */
 export interface RuleCount {
   /** What the rule is: `ns/policy ingress[i]` for an allowing rule, `ns/pod: no … rule allows it` for a drop. */
   comment: string;
-  /** Packets it counted since the table was last written. */
+  /** Packets it counted since its chain was written. */
   packets: number;
 }
 

@@ -2,21 +2,25 @@
  * NetworkPolicy on this node: the cluster's policies, namespaces and pods (kept by watches, each
  * object stripped to what policies read), compiled into the verdicts of the node's own pods
  * ({@link compilePolicies}) and written as one nftables table ({@link renderPolicyParts}). Any
- * change marks the table dirty; one pass at a time recompiles it and, when its text changed,
- * writes it in one transaction: only the changed members of its address sets when nothing else
- * changed (a pod joining a selector, an address set), the whole table otherwise.
+ * change marks the table dirty; one pass at a time recompiles it and, when it changed, brings the
+ * table there in one `nft -f` transaction, in place: what changed of its sets, maps and chains
+ * ({@link policyUpdateScript}). Only the first write (and the last) replace it whole.
  *
  * A new pod's rules are in place before its ADD answers: the ADD path hands over the pod and the
- * addresses it was just given ({@link PolicyEnforcer.plugged}); when some policy selects the pod
- * the table is rewritten before the answer, so a pod under a deny-all policy is never reachable,
- * not even for a moment. A pod no policy selects costs the ADD one selector walk and nothing
- * else (its address joins other pods' peer sets right after).
+ * addresses it was just given ({@link PolicyEnforcer.plugged}), so a pod under a deny-all policy
+ * is never reachable, not even for a moment. When the policies that select it already isolate
+ * another pod of the node the same way, the pod's allowing rules are in the table already: the
+ * ADD writes the pod's own chains and its verdict map entries in-process (one netlink batch,
+ * `nft_netlink.ts`) and answers; its address joins other pods' peer sets right after, in the
+ * next pass. Otherwise (a new combination of rules, an address still mapped to a pod just gone)
+ * the ADD waits for the pass. A pod no policy selects costs the ADD one selector walk and nothing
+ * else.
  *
  * @module
  */
 import type { Logger } from "@logtape/logtape";
 import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
-import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import type { NetworkPolicy, NetworkPolicyEgressRule } from "kubernetes-types/networking/v1.d.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { Nft } from "../cluster/masquerade.ts";
@@ -33,12 +37,17 @@ import {
 import type { DeniedConnection, DeniedPacket } from "./nflog.ts";
 import {
   type DenyLog,
+  type NftOp,
+  opsScript,
+  podAddition,
   policyScript,
   policyUpdateScript,
   type RenderedTable,
+  renderPodParts,
   renderPolicyParts,
   type RuleCount,
   ruleCounts,
+  tableDefinition,
 } from "./nft_policy.ts";
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
@@ -52,6 +61,11 @@ export interface PolicyEnforcerDeps {
   table: string;
   /** Applies rulesets. */
   nft: Nft;
+  /**
+   * Writes an ADD's operations in-process (`NftNetlink`); without it they go through
+   * `nft.apply` as a script.
+   */
+  writer?: { write(table: string, ops: NftOp[]): Promise<void> };
   /** Whether the watches have listed everything once (before that nothing is written). */
   synced: () => boolean;
   /** Where it says what it did. */
@@ -72,8 +86,10 @@ export interface PolicyStats {
   writes: number;
   /** Failed writes. */
   failures: number;
-  /** Writes that only added and deleted set elements (the rest replaced the table). */
+  /** Writes that changed the table in place (the rest replaced it whole). */
   setUpdates: number;
+  /** ADDs that wrote their pod's own chains and entries themselves (no pass waited for). */
+  podWrites: number;
 }
 
 const RETRY_MS = 1000;
@@ -178,6 +194,13 @@ export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
   return Object.keys(networks).length ? { ...out, networks } : out;
 }
 
+/** Whether a policy allows egress to a port by its name. */
+function namesEgressPorts(p: NetworkPolicy): boolean {
+  return (p.spec?.egress ?? []).some((r: NetworkPolicyEgressRule) =>
+    (r.ports ?? []).some((port) => typeof port.port === "string" && !/^\d+$/.test(port.port))
+  );
+}
+
 /** Shared by every pod without labels, or without named ports (a cluster's pods are many). */
 const NO_LABELS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 const NO_PORTS: NamedPort[] = Object.freeze([]) as unknown as NamedPort[];
@@ -201,11 +224,21 @@ export class PolicyEnforcer {
   readonly #loop: DirtyLoop;
   /** The table as last written; undefined: none; null: not known yet (the first pass writes it whole). */
   #written: RenderedTable | undefined | null = null;
-  #stats: PolicyStats = { policies: 0, isolatedPods: 0, writes: 0, failures: 0, setUpdates: 0 };
+  #stats: PolicyStats = {
+    policies: 0,
+    isolatedPods: 0,
+    writes: 0,
+    failures: 0,
+    setUpdates: 0,
+    podWrites: 0,
+  };
+  /** The table's writer: a pass and an ADD's own write never run at once. */
+  #writing: Promise<unknown> = Promise.resolve();
   #closed = false;
   #lastError: string | undefined;
   #syncTimer?: ReturnType<typeof setTimeout>;
   #countTimer?: ReturnType<typeof setInterval>;
+  #kickTimer?: ReturnType<typeof setTimeout>;
   #counts: RuleCount[] = [];
 
   /** Creates the enforcer; nothing is written before the watches have synced. */
@@ -296,9 +329,17 @@ export class PolicyEnforcer {
       await new Promise((r) => setTimeout(r, 50));
     }
     const self = this.#localPod(k);
-    const isolated = self && [...this.#policies.values()].some((p) => policySelects(p, self));
+    const selecting = self
+      ? [...this.#policies.values()].filter((p) => policySelects(p, self))
+      : [];
+    if (
+      !selecting.length ||
+      (self && await this.#exclusive(() => this.#writePod(self, selecting)))
+    ) {
+      this.#kickAfterAnswer();
+      return;
+    }
     this.#loop.kick();
-    if (!isolated) return;
     await this.#loop.idle();
     if (this.#lastError) {
       throw new CniError(
@@ -311,11 +352,11 @@ export class PolicyEnforcer {
 
   /** A DEL of this node took a pod's addresses away. */
   unplugged(pod: { namespace: string; name: string }): void {
-    if (this.#plugged.delete(key(pod.namespace, pod.name))) this.#loop.kick();
+    if (this.#plugged.delete(key(pod.namespace, pod.name))) this.#kickAfterAnswer();
   }
 
   /**
-   * Packets each rule of the table counted since the table was last written (read every 10 s):
+   * Packets each rule of the table counted since its chain was written (read every 10 s):
    * allowing rules by policy and rule, drops by pod and direction.
    */
   ruleCounts(): RuleCount[] {
@@ -401,7 +442,68 @@ export class PolicyEnforcer {
     };
   }
 
-  async #pass(): Promise<void> {
+  /**
+   * Starts a pass once the request under way has answered: a pass's compile is synchronous, and
+   * started at once it would run before the answer is written (the ADD's or DEL's promise settles
+   * after the loop's).
+   */
+  #kickAfterAnswer(): void {
+    this.#kickTimer ??= setTimeout(() => {
+      this.#kickTimer = undefined;
+      this.#loop.kick();
+    }, 0);
+  }
+
+  /** Runs `fn` when no other write to the table runs. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#writing.then(fn, fn);
+    this.#writing = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Writes a just-plugged pod's own chains and verdict map entries, when the table as written
+   * holds the allowing chains they jump to; false when it does not (or the write failed), and
+   * the pass must write the pod.
+   */
+  async #writePod(self: PolicyPod, selecting: NetworkPolicy[]): Promise<boolean> {
+    const written = this.#written;
+    // Egress to named ports lists each peer's own number: only the whole view tells them.
+    if (!written || selecting.some(namesEgressPorts)) return false;
+    // The pod's rules name their peers' sets, not their members: no pod of the view is read.
+    const view = { policies: selecting, namespaces: this.#namespaces, pods: [] };
+    const [verdict] = compilePolicies(view, [self], ipInBlock);
+    const addition = verdict && podAddition(written, renderPodParts(verdict, this.#d.log));
+    if (!addition) return false;
+    try {
+      const { writer, nft, table } = this.#d;
+      if (addition.ops.length) {
+        await (writer
+          ? writer.write(table, addition.ops)
+          : nft.apply(opsScript(table, addition.ops)));
+      }
+    } catch (e) {
+      this.#d.logger.warn(
+        "network policy: writing {pod}'s chains failed ({error}); the pass writes them",
+        {
+          pod: `${self.namespace}/${self.name}`,
+          error: e instanceof Error ? e.message : String(e),
+        },
+      );
+      // What the kernel holds is not known for sure now: the next pass replaces the table.
+      this.#written = null;
+      return false;
+    }
+    this.#written = addition.table;
+    this.#stats.podWrites++;
+    return true;
+  }
+
+  #pass(): Promise<void> {
+    return this.#exclusive(() => this.#compileAndWrite());
+  }
+
+  async #compileAndWrite(): Promise<void> {
     // No policy and no table: nothing can be isolated (a pod event of a cluster without policies
     // costs no walk of every pod).
     if (this.#policies.size === 0 && this.#written === undefined) {
@@ -411,15 +513,19 @@ export class PolicyEnforcer {
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
     const verdicts = compilePolicies(view, local, ipInBlock);
-    const parts = renderPolicyParts(this.#d.table, verdicts, this.#d.log);
+    const parts = renderPolicyParts(verdicts, this.#d.log);
     this.#stats.isolatedPods = verdicts.length;
     const before = this.#written;
-    if (before !== null && parts?.definition === before?.definition) return;
-    // Only set members changed: their elements are added and deleted, the rules and their
-    // counters stay; otherwise the table is replaced whole.
+    if (before === undefined && parts === undefined) return;
+    // In place while there is a table before and after (unchanged chains keep their counters);
+    // otherwise it is replaced whole, or removed.
     const update = before && parts ? policyUpdateScript(this.#d.table, before, parts) : undefined;
+    if (update === "") return;
+    const table = this.#d.table;
     try {
-      await this.#d.nft.apply(update ?? policyScript(this.#d.table, parts?.definition));
+      await this.#d.nft.apply(
+        update ?? policyScript(table, parts && tableDefinition(table, parts)),
+      );
       this.#stats.writes++;
       if (update !== undefined) this.#stats.setUpdates++;
       if (!before !== !parts) {
@@ -442,14 +548,18 @@ export class PolicyEnforcer {
         });
       }
       this.#lastError = error;
+      // An update in place that failed may have met a table changed behind the daemon's back
+      // (flushed by hand): the next try replaces it whole.
+      if (update !== undefined) this.#written = null;
       // Tried again shortly; the ADDs waiting meanwhile fail (their rules are not in place).
       setTimeout(() => this.#loop.kick(), RETRY_MS);
     }
   }
 
-  /** Waits for the pass under way (and those it triggered). */
-  idle(): Promise<void> {
-    return this.#loop.idle();
+  /** Waits for the pass under way (and those it triggered), or due after an answer. */
+  async idle(): Promise<void> {
+    while (this.#kickTimer) await new Promise((r) => setTimeout(r, 0));
+    await this.#loop.idle();
   }
 
   /** Stops writing (the table stays; the uninstall removes it). */
@@ -457,6 +567,7 @@ export class PolicyEnforcer {
     this.#closed = true;
     clearTimeout(this.#syncTimer);
     clearInterval(this.#countTimer);
+    clearTimeout(this.#kickTimer);
     await this.#loop.idle().catch(() => {});
   }
 }

@@ -24,6 +24,7 @@ import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
 import type { Labels } from "./selector.ts";
 import { DeniedLog, type NflogSys } from "./nflog.ts";
+import { NftNetlink, type NftSys } from "./nft_netlink.ts";
 
 /** What the policy side needs. */
 export interface PolicySideDeps {
@@ -39,6 +40,8 @@ export interface PolicySideDeps {
   table: string;
   /** Applies rulesets, on the node and inside pods' namespaces. */
   nft: Required<Pick<Nft, "apply" | "remove" | "applyIn">> & Nft;
+  /** NETLINK_NETFILTER, for the ADDs' own writes of their pods' chains (else through `nft`). */
+  netfilter?: NftSys;
   /** This node's attachment records (its pods' additional interfaces). */
   store: AttachmentStore;
   /** The labels of a pod of this node from its own watch (before the cluster-wide one has it). */
@@ -92,10 +95,12 @@ export function policySide(d: PolicySideDeps): PolicySide {
     netnsExists: d.netnsExists,
     logger: d.logger,
   });
+  const writer = d.netfilter && new NftNetlink(d.netfilter);
   const enforcer: PolicyEnforcer = new PolicyEnforcer({
     nodeName: d.nodeName,
     table: d.table,
     nft: d.nft,
+    writer,
     synced: () => d.watcher.synced,
     logger: d.logger,
     changed: () => multi.changed(),
@@ -139,7 +144,13 @@ export function policySide(d: PolicySideDeps): PolicySide {
       {},
       { upsert: (p) => enforcer.podUpserted(p), remove: (p) => enforcer.podRemoved(p) },
       d.logger,
-      { ...d.watchOptions, transform: slimPolicyPod, firstListFromCache: true },
+      // The enforcer keeps its own view of every pod: the informer keeps no second one.
+      {
+        ...d.watchOptions,
+        transform: slimPolicyPod,
+        firstListFromCache: true,
+        keepObjects: false,
+      },
     ),
   );
   return {
@@ -160,6 +171,7 @@ export function policySide(d: PolicySideDeps): PolicySide {
     async close() {
       await denied?.close();
       await enforcer.close();
+      writer?.close();
       await multi.close();
       await multiInformer.stop();
     },

@@ -433,6 +433,7 @@ export class CniService {
    * rather than answered with the pod open to what its policies deny.
    */
   async #enforcePolicy(run: AddRun, pod: RegisteredPod, record: Attachment): Promise<void> {
+    const started = performance.now();
     try {
       await this.#d.policy?.plugged(
         pod,
@@ -440,6 +441,7 @@ export class CniService {
       );
       // The pod's additional interfaces, recorded by now (MultiNetworkPolicy).
       await this.#d.multiPolicy?.plugged(pod);
+      this.#d.phases?.record("policy", performance.now() - started);
     } catch (e) {
       await this.#release(run.key, run.req).catch(() => {});
       throw e;

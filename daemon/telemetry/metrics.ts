@@ -165,8 +165,9 @@ export class FerryMetrics {
       ),
       new Gauge(
         "ferry_policy_allowed_packets",
-        "NetworkPolicy: packets each allowing rule let through since the policy table was last " +
-          "written, by policy (namespace/name) and rule (ingress[i], egress[i])",
+        "NetworkPolicy: packets each allowing rule let through since its chain was written (a " +
+          "gauge: a changed chain starts again), by policy (namespace/name) and rule " +
+          "(ingress[i], egress[i])",
         () =>
           summed((sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
             const m = /^(\S+) ((?:ingress|egress)\[\d+\])$/.exec(r.comment);
@@ -176,7 +177,7 @@ export class FerryMetrics {
       new Gauge(
         "ferry_policy_denied_packets",
         "NetworkPolicy: packets dropped for a pod of this node because no rule allowed them, " +
-          "since the policy table was last written, by pod (namespace/name) and direction",
+          "since the pod's chain was written, by pod (namespace/name) and direction",
         () =>
           summed((sources.policyRules?.() ?? []).flatMap((r): [Labels, number][] => {
             const m = /^(\S+): no (ingress|egress) rule allows it$/.exec(r.comment);

@@ -1,7 +1,7 @@
 /**
  * Where an ADD's time goes: the duration of each phase (waiting for the container's turn,
  * waiting for the pod to reach the watch, plugging and, within it, allocating addresses,
- * recording, the whole) over the most recent
+ * recording, putting its network policy in place, the whole) over the most recent
  * requests, summarised as percentiles for `GET /v1/stats`. A fixed window per phase, so memory
  * stays flat however many requests are served.
  *
@@ -9,7 +9,7 @@
  */
 
 /** The phases of an ADD. */
-export type AddPhase = "turn" | "podWait" | "plug" | "ipam" | "record" | "total";
+export type AddPhase = "turn" | "podWait" | "plug" | "ipam" | "record" | "policy" | "total";
 
 /** Percentiles of one phase, in milliseconds. */
 export interface PhaseSummary {

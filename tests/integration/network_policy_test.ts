@@ -10,6 +10,8 @@ import { IS_ROOT, run, type TestNetns } from "../../daemon/dev/netns.ts";
 import { NAMESPACES, NETWORK_POLICIES, PODS } from "../../daemon/k8s/resources.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import { STATS_PATH } from "../../lib/socket_api.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
@@ -61,7 +63,7 @@ function policy(name: string, spec: NetworkPolicy["spec"]): NetworkPolicy {
 
 Deno.test({
   name:
-    "NetworkPolicy on two nodes: deny-all isolates a pod on its node and across nodes; a rule by label and named port lets one client in; egress limits a client; a pod created under a policy is never open; a relabelled pod follows its labels; no policy, no table",
+    "NetworkPolicy on two nodes: deny-all isolates a pod on its node and across nodes; a rule by label and named port lets one client in; egress limits a client; a pod created under a policy is never open; a second pod the same rules isolate writes its own rules in-process and is limited from its first moment; a relabelled pod follows its labels; no policy, no table",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 2 }, async (c) => {
@@ -144,6 +146,19 @@ Deno.test({
         }));
         await eventually(async () => !(await connects(web, near)), "web's egress limited");
         assert(await connects(web, db), "web still reaches db");
+        // A second app=web pod on web's node: the rules that isolate web isolate it too, so its
+        // ADD writes its own chain and map entries in-process, and it is limited from its first
+        // moment all the same.
+        const web2 = await c.addPod(n1, "web2", 0, { labels: { app: "web" }, ports });
+        for (let i = 0; i < 10; i++) {
+          assertEquals(await connects(web2, near), false, "web2 reached app=other");
+        }
+        const stats = JSON.parse(
+          (await unixRequest(n1.socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(5000)))
+            .body,
+        ) as { policy?: { podWrites: number } };
+        assert((stats.policy?.podWrites ?? 0) >= 1, JSON.stringify(stats.policy));
+        await eventually(() => connects(web2, db), "web2 reaches db (now a peer there)");
         const table = await run(
           "ip",
           "netns",

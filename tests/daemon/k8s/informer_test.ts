@@ -306,6 +306,35 @@ Deno.test("a periodic resync re-delivers the cache to the handlers", () =>
     }
   }));
 
+Deno.test("an informer that keeps no objects hands them whole to its handlers, keeps only their identity, and does not resync", () =>
+  withKube(async ({ client, id }) => {
+    const node = `node-${id}`;
+    const name = `k-${id}`;
+    await client.create<Pod>(PODS, testPod(name, node, { labels: { v: "1" } }));
+    const { informer, seen, waitFor } = recordingInformer(client, node, {
+      ...FAST,
+      keepObjects: false,
+      resyncMs: 50,
+    });
+    try {
+      informer.start();
+      await informer.synced;
+      await client.patchMerge(PODS, "default", name, { metadata: { labels: { v: "2" } } });
+      await waitFor((s) => s.includes(`event:${name}:2`));
+      assertEquals(seen[0], `relist:${name}:1`, "the listed pod, labels and all");
+      const [kept] = informer.list();
+      const now = await client.get<Pod>(PODS, "default", name);
+      assertEquals(kept, {
+        metadata: { name, namespace: "default", resourceVersion: now.metadata!.resourceVersion },
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      assertEquals(seen.filter((x) => x.startsWith("resync:")), [], "nothing but stubs to resync");
+    } finally {
+      await informer.stop();
+      await removePods(client, [name]);
+    }
+  }));
+
 Deno.test("a resource the server does not serve is empty to an informer that allows it, which stays healthy; to any other it is a failure", () =>
   withKube(async ({ client }) => {
     const none = {

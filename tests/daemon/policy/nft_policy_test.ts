@@ -1,14 +1,23 @@
 // The policy table's text (daemon/policy/nft_policy.ts): what nft accepts, one map entry per pod
-// address, allow rules that return and a default drop; no isolated pod, no table.
-import { assert, assertEquals } from "deno-std/assert/mod.js";
+// address, allowing rules that return (shared by the pods the same rules isolate) and each pod's
+// own counted drop; no isolated pod, no table; updates in place that leave the table as a whole
+// write would; an ADD's own operations, written in-process, the same as nft writes them.
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { compilePolicies, ipInBlock, type PolicyView } from "../../../daemon/policy/compile.ts";
 import {
+  opsScript,
+  podAddition,
   policyScript,
   policyUpdateScript,
+  type RenderedTable,
+  renderPodParts,
   renderPolicyParts,
   renderPolicyTable,
   ruleCounts,
+  tableDefinition,
 } from "../../../daemon/policy/nft_policy.ts";
+import { nftBatch, NftNetlink } from "../../../daemon/policy/nft_netlink.ts";
+import { Libc } from "../../../daemon/net/netlink/libc.ts";
 import { assertNftAccepts, HAS_NFT } from "./_nft.ts";
 import { IS_ROOT, run, withNetns } from "../../../daemon/dev/netns.ts";
 import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
@@ -52,8 +61,21 @@ const view: PolicyView = {
 
 Deno.test("the table maps each isolated pod's addresses to its chains, rules return, the rest is dropped", () => {
   const text = renderPolicyTable("fp", compilePolicies(view, view.pods, ipInBlock))!;
-  assert(text.includes("10.1.0.5 : jump in-0"), text);
-  assert(text.includes("fd00::5 : jump in-0"), text);
+  // The base chain's map leads db's addresses to its allowing rules; what they do not allow goes
+  // on, by a second map, to db's own chain and its drop.
+  const allow = text.match(/map in4 \{[^}]*10\.1\.0\.5 : jump (a[0-9a-f]+)/)?.[1];
+  const own = text.match(/map ind4 \{[^}]*10\.1\.0\.5 : jump (in-[0-9a-f]+)/)?.[1];
+  assert(allow && own, text);
+  assert(text.includes(`fd00::5 : jump ${own}`), text);
+  assert(
+    new RegExp(`chain ${allow} \\{\\n(    .* return .*\\n)+    ip daddr vmap @ind4\\n`).test(text),
+    text,
+  );
+  assert(
+    new RegExp(`chain ${own} \\{\\n    counter drop comment "a/db: no ingress rule allows it"`)
+      .test(text),
+    text,
+  );
   assert(text.includes("ip saddr 10.0.0.0/8 ip saddr != { 10.1.0.0/16 }"), "CIDR normalised");
   assert(text.includes("meta l4proto udp th dport { 53-60 }"), text);
   assert(text.includes("meta l4proto sctp counter return"), text);
@@ -115,69 +137,244 @@ Deno.test("rules with the same peer share one named set, declared once, whatever
     ...view,
     pods: [...view.pods, { ...view.pods[0], name: "db2", ips: ["10.1.0.9"] }],
   };
-  const parts = renderPolicyParts("fp", compilePolicies(two, two.pods, ipInBlock))!;
-  const declared = [...parts.definition.matchAll(/^ {2}set (p[0-9a-f]+x*) /gm)].map((m) => m[1]);
+  const parts = renderPolicyParts(compilePolicies(two, two.pods, ipInBlock))!;
+  const definition = tableDefinition("fp", parts);
+  const declared = [...definition.matchAll(/^ {2}set (p[0-9a-f]+x*) /gm)].map((m) => m[1]);
   assertEquals(new Set(declared).size, declared.length, "each set declared once");
   // One peer (podSelector {} in namespace a) of each family, ingress and egress alike.
-  assertEquals(declared.length, 2, parts.definition);
-  const v4 = [...parts.sets.values()].find((e) => e.includes("10.1.0.6"))!;
-  assertEquals(v4, ["10.1.0.5", "10.1.0.6", "10.1.0.9"]);
-  assert(!parts.skeleton.includes("10.1.0.6"), "the skeleton has no set members");
+  assertEquals(declared.length, 2, definition);
+  const v4 = [...parts.sets.values()].find((c) => c.elements.includes("10.1.0.6"))!;
+  assertEquals(v4.elements, ["10.1.0.5", "10.1.0.6", "10.1.0.9"]);
+  // db and db2 are isolated by the same rules: one allowing chain per direction, two pods'
+  // own chains each.
+  const names = [...parts.chains.keys()];
+  assertEquals(names.filter((n) => n.startsWith("a")).length, 2, names.join(" "));
+  assertEquals(names.filter((n) => /^(in|eg)-/.test(n)).length, 4, names.join(" "));
 });
 
-Deno.test("a pod joining a selector changes set elements only; a new isolated pod replaces the table", () => {
-  const before = renderPolicyParts("fp", compilePolicies(view, view.pods.slice(0, 1), ipInBlock))!;
-  const after = renderPolicyParts(
-    "fp",
-    compilePolicies(joined, joined.pods.slice(0, 1), ipInBlock),
-  )!;
-  const script = policyUpdateScript("fp", before, after)!;
+Deno.test("a pod joining a selector changes set elements only; a new pod the same rules isolate adds its own chains and entries", () => {
+  const before = renderPolicyParts(compilePolicies(plain, plain.pods.slice(0, 1), ipInBlock))!;
+  const grownWeb: PolicyView = { ...plain, pods: joined.pods };
+  const after = renderPolicyParts(compilePolicies(grownWeb, grownWeb.pods.slice(0, 1), ipInBlock))!;
+  const script = policyUpdateScript("fp", before, after);
   assertEquals(script.trim().split("\n").length, 1, script);
   assert(/^add element inet fp p[0-9a-f]+x* \{ 10\.1\.0\.7 \}$/.test(script.trim()), script);
   assertEquals(policyUpdateScript("fp", after, after), "");
-  // A second isolated pod needs a chain and map entries: no update, a replacement.
+  // A second isolated pod: its own chains, their rules and its map entries; no allowing chain
+  // (it shares db's), no table replaced.
   const db2 = { ...view.pods[0], name: "db2", ips: ["10.1.0.9"] };
-  const grown: PolicyView = { ...joined, pods: [...joined.pods, db2] };
-  const more = renderPolicyParts("fp", compilePolicies(grown, [grown.pods[0], db2], ipInBlock))!;
-  assertEquals(policyUpdateScript("fp", after, more), undefined);
+  const grown: PolicyView = { ...plain, pods: [...joined.pods, db2] };
+  const more = renderPolicyParts(compilePolicies(grown, [grown.pods[0], db2], ipInBlock))!;
+  const lines = policyUpdateScript("fp", after, more).trim().split("\n");
+  assertEquals(lines.filter((l) => l.startsWith("add chain")).length, 2, lines.join("\n"));
+  assert(lines.every((l) => !/^add chain inet fp a/.test(l)), "no allowing chain added");
+  assert(lines.some((l) => /^add element inet fp ind4 \{ 10\.1\.0\.9 : jump in-/.test(l)));
+  assert(!lines.some((l) => /delete|flush/.test(l)), lines.join("\n"));
+});
+
+/** The table as `nft list` shows it in namespace `ns`. */
+function listed(ns: string): Promise<string> {
+  return run("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "fp");
+}
+
+/**
+ * The table's content in namespace `ns`, whatever the order the kernel keeps its chains, sets and
+ * elements in (they are listed as created): each chain's rules in their order, each set's and
+ * map's elements sorted, no handles.
+ */
+async function content(ns: string): Promise<string> {
+  const json = await run("ip", "netns", "exec", ns, "nft", "-j", "list", "table", "inet", "fp");
+  const items = (JSON.parse(json) as { nftables: Record<string, Record<string, unknown>>[] })
+    .nftables;
+  const chains: Record<string, unknown[]> = {};
+  const sets: Record<string, unknown> = {};
+  for (const item of items) {
+    const [kind, body] = Object.entries(item)[0];
+    if (kind === "chain") chains[body.name as string] ??= [];
+    if (kind === "rule") {
+      const { handle: _, ...rule } = body;
+      (chains[body.chain as string] ??= []).push(rule);
+    }
+    if (kind === "set" || kind === "map") {
+      const { handle: _, elem, ...set } = body;
+      sets[body.name as string] = {
+        ...set,
+        elem: ((elem ?? []) as unknown[]).map((e) => JSON.stringify(e)).sort(),
+      };
+    }
+  }
+  const sorted = (o: Record<string, unknown>) => Object.keys(o).sort().map((k) => [k, o[k]]);
+  return JSON.stringify({ chains: sorted(chains), sets: sorted(sets) }, null, 1);
+}
+
+/** A policy of namespace a: db isolated both ways, allowing `ports` in. */
+function dbPolicy(name: string, ports: number[]): PolicyView["policies"][number] {
+  return {
+    metadata: { namespace: "a", name },
+    spec: {
+      podSelector: { matchLabels: { app: "db" } },
+      policyTypes: ["Ingress", "Egress"],
+      ingress: [{
+        from: [{ podSelector: { matchLabels: { app: "web" } } }],
+        ports: ports.map((port) => ({ port })),
+      }],
+    },
+  };
+}
+
+Deno.test({
+  name: "every in-place update leaves the table exactly as writing it whole does",
+  ignore: !IS_ROOT || !HAS_NFT,
+  fn: () =>
+    withNetns(2, async ([inPlace, whole]) => {
+      const nft = new NftRunner();
+      const db2 = { ...view.pods[0], name: "db2", ips: ["10.1.0.9", "fd00::9"] };
+      const web2 = { ...view.pods[1], name: "web2", ips: ["10.1.0.7"] };
+      const pods = [...view.pods, db2, web2];
+      const steps: { what: string; view: PolicyView; local: string[] }[] = [
+        { what: "db isolated", view, local: ["db"] },
+        { what: "a web pod joins the peer", view: { ...view, pods }, local: ["db"] },
+        { what: "a second db pod", view: { ...view, pods }, local: ["db", "db2"] },
+        {
+          what: "a second policy: new allowing rules for both",
+          view: { ...view, pods, policies: [...view.policies, dbPolicy("more", [7000])] },
+          local: ["db", "db2"],
+        },
+        {
+          what: "the first policy gone, the second changed",
+          view: { ...view, pods, policies: [dbPolicy("more", [7001, 7002])] },
+          local: ["db", "db2"],
+        },
+        {
+          what: "db gone",
+          view: { ...view, pods, policies: [dbPolicy("more", [7001])] },
+          local: ["db2"],
+        },
+      ];
+      let before: RenderedTable | undefined;
+      for (const step of steps) {
+        const local = step.view.pods.filter((p) => step.local.includes(p.name));
+        const after = renderPolicyParts(compilePolicies(step.view, local, ipInBlock))!;
+        await nft.applyIn(
+          inPlace.path,
+          before
+            ? policyUpdateScript("fp", before, after)
+            : policyScript("fp", tableDefinition("fp", after)),
+        );
+        await nft.applyIn(whole.path, policyScript("fp", tableDefinition("fp", after)));
+        assertEquals(await content(inPlace.name), await content(whole.name), step.what);
+        before = after;
+      }
+    }),
+});
+
+/**
+ * The example's cluster with a policy that names no egress port (an ADD writes its pod itself
+ * only then: a named egress port resolves on every peer).
+ */
+const plain: PolicyView = { ...view, policies: [dbPolicy("db-in", [5432])] };
+
+/** The verdict of pod `name` of `v` computed as an ADD does: no pod of the view read. */
+function addVerdict(v: PolicyView, name: string) {
+  const pod = v.pods.find((p) => p.name === name)!;
+  return compilePolicies({ ...v, pods: [] }, [pod], ipInBlock)[0];
+}
+
+Deno.test("an ADD's own operations are the pod's chains and entries of the whole table, named the same", () => {
+  const db2 = { ...view.pods[0], name: "db2", ips: ["10.1.0.9", "fd00::9"] };
+  const grown: PolicyView = { ...plain, pods: [...plain.pods, db2] };
+  const written = renderPolicyParts(compilePolicies(plain, plain.pods.slice(0, 1), ipInBlock))!;
+  const addition = podAddition(written, renderPodParts(addVerdict(grown, "db2")))!;
+  assert(addition, "the table holds db2's allowing chains");
+  const script = opsScript("fp", addition.ops);
+  assert(script.includes("add element inet fp in4 { 10.1.0.9 : jump a"), script);
+  assert(script.includes("add element inet fp ind4 { 10.1.0.9 : jump in-"), script);
+  assert(script.includes("add element inet fp ind6 { fd00::9 : jump in-"), script);
+  // The next pass finds nothing left to do (db2 is nobody's peer here): the ADD wrote what the
+  // whole table holds of it, named the same.
+  const whole = renderPolicyParts(compilePolicies(grown, [grown.pods[0], db2], ipInBlock))!;
+  assertEquals(policyUpdateScript("fp", addition.table, whole), "");
+  // Written already: nothing to do; an address still mapped to another pod, or rules the table
+  // lacks: the pass must write it.
+  assertEquals(podAddition(addition.table, renderPodParts(addVerdict(grown, "db2")))!.ops, []);
+  const reused = { ...grown, pods: [...grown.pods, { ...db2, name: "db3" }] };
+  assertEquals(podAddition(addition.table, renderPodParts(addVerdict(reused, "db3"))), undefined);
+  const other = { ...grown, policies: [dbPolicy("more", [7000])] };
+  assertEquals(podAddition(addition.table, renderPodParts(addVerdict(other, "db2"))), undefined);
+});
+
+Deno.test("a batch is framed by its begin and end, one message per operation, each acknowledged", () => {
+  const { bytes, seqs } = nftBatch("fp", [
+    { chain: "in-1" },
+    { chain: "in-1", rule: { drop: "a/b: no ingress rule allows it" } },
+    { entry: { map: "in4", ip: "10.1.0.9", chain: "in-1" } },
+  ], 40);
+  assertEquals(seqs, [41, 42, 43]);
+  const view = new DataView(bytes.buffer);
+  const types: number[] = [];
+  const acked: boolean[] = [];
+  for (let at = 0; at < bytes.length;) {
+    types.push(view.getUint16(at + 4, true));
+    acked.push((view.getUint16(at + 6, true) & 0x4) !== 0);
+    at += (view.getUint32(at, true) + 3) & ~3;
+  }
+  // BATCH_BEGIN, NEWCHAIN, NEWRULE, NEWSETELEM (subsystem 10), BATCH_END.
+  assertEquals(types, [0x10, 0x0a03, 0x0a06, 0x0a0c, 0x11]);
+  assertEquals(acked, [false, true, true, true, false]);
 });
 
 Deno.test({
-  name: "nft applies a set-element update to the table it wrote",
+  name:
+    "an ADD's operations written in-process leave the table as nft writes them; a bad batch changes nothing",
   ignore: !IS_ROOT || !HAS_NFT,
   fn: () =>
-    withNetns(1, async ([ns]) => {
+    withNetns(2, async ([viaNetlink, viaNft]) => {
       const nft = new NftRunner();
-      const before = renderPolicyParts(
-        "fp",
+      const db2 = { ...view.pods[0], name: "db2", ips: ["10.1.0.9", "fd00::9"] };
+      const grown: PolicyView = { ...view, pods: [...view.pods, db2] };
+      const log = { group: 31742, perSecond: 10 };
+      const written = renderPolicyParts(
         compilePolicies(view, view.pods.slice(0, 1), ipInBlock),
+        log,
       )!;
-      await nft.applyIn(ns.path, policyScript("fp", before.definition));
-      const after = renderPolicyParts(
-        "fp",
-        compilePolicies(joined, joined.pods.slice(0, 1), ipInBlock),
-      )!;
-      await nft.applyIn(ns.path, policyUpdateScript("fp", before, after)!);
-      const listed = await run(
-        "ip",
-        "netns",
-        "exec",
-        ns.name,
-        "nft",
-        "list",
-        "table",
-        "inet",
-        "fp",
-      );
-      assert(listed.includes("10.1.0.7"), listed);
-      const gone = renderPolicyParts(
-        "fp",
-        compilePolicies(view, view.pods.slice(0, 1), ipInBlock),
-      )!;
-      await nft.applyIn(ns.path, policyUpdateScript("fp", after, gone)!);
-      assert(
-        !(await run("ip", "netns", "exec", ns.name, "nft", "list", "table", "inet", "fp"))
-          .includes("10.1.0.7"),
-      );
+      const addition = podAddition(written, renderPodParts(addVerdict(grown, "db2"), log))!;
+      for (const ns of [viaNetlink, viaNft]) {
+        await nft.applyIn(ns.path, policyScript("fp", tableDefinition("fp", written)));
+      }
+      const libc = Libc.open();
+      const home = libc.openRead("/proc/thread-self/ns/net");
+      const target = libc.openRead(viaNetlink.path);
+      const writer = new NftNetlink({
+        netfilterSocket: (ms) => libc.inNetns(target, home, () => libc.netfilterSocket(ms)),
+        send: (fd, msg) => libc.send(fd, msg),
+        recv: (fd, buf) => libc.recv(fd, buf),
+        tryRecv: (fd, buf) => libc.tryRecv(fd, buf),
+        close: (fd) => libc.close(fd),
+      });
+      try {
+        await writer.write("fp", addition.ops);
+        await nft.applyIn(viaNft.path, opsScript("fp", addition.ops));
+        const text = await listed(viaNetlink.name);
+        assertEquals(await content(viaNetlink.name), await content(viaNft.name));
+        assert(
+          text.includes(
+            'counter packets 0 bytes 0 drop comment "a/db2: no ingress rule allows it"',
+          ),
+          text,
+        );
+        assert(text.includes('log prefix "in a/db2" group 31742'), text);
+        // An entry jumping to a chain that does not exist fails the whole batch.
+        await assertRejects(() =>
+          writer.write("fp", [
+            { chain: "in-extra" },
+            { entry: { map: "in4", ip: "10.1.0.99", chain: "in-missing" } },
+          ])
+        );
+        assertEquals(await listed(viaNetlink.name), text, "nothing of the failed batch applied");
+      } finally {
+        writer.close();
+        libc.close(target);
+        libc.close(home);
+      }
     }),
 });

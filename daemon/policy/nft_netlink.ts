@@ -1,0 +1,287 @@
+/**
+ * The operations a new pod's ADD writes to the policy table (its chains, their few kinds of rules,
+ * its verdict map entries: {@link NftOp}), written in-process as one nf_tables netlink batch
+ * instead of through an `nft` process, the cost of which an ADD would otherwise pay before it
+ * answers. The bytes are pure functions here (layouts from `linux/netfilter/nf_tables.h` and
+ * `linux/netfilter/nfnetlink.h`, the attributes `nft --debug=netlink` shows for the same
+ * commands); {@link NftNetlink} sends them and reads the kernel's answers. Everything else of the
+ * table (sets, allowing rules, updates) is written by `nft -f`.
+ *
+ * @module
+ */
+import {
+  type Attr,
+  encodeAttrs,
+  frame,
+  ipBytes,
+  NL,
+  parseReplies,
+  str,
+} from "../net/netlink/messages.ts";
+import { concatBytes } from "../../lib/bytes.ts";
+import type { NftOp, PodRule } from "./nft_policy.ts";
+
+const NFNL_SUBSYS_NFTABLES = 10;
+const NFNL_MSG_BATCH_BEGIN = 0x10;
+const NFNL_MSG_BATCH_END = 0x11;
+const NFT_MSG_NEWCHAIN = 3;
+const NFT_MSG_NEWRULE = 6;
+const NFT_MSG_NEWSETELEM = 12;
+const NFPROTO_INET = 1;
+const NLM_F_APPEND = 0x800;
+
+const NFTA_CHAIN_TABLE = 1;
+const NFTA_CHAIN_NAME = 3;
+const NFTA_RULE_TABLE = 1;
+const NFTA_RULE_CHAIN = 2;
+const NFTA_RULE_EXPRESSIONS = 4;
+const NFTA_RULE_USERDATA = 7;
+const NFTA_LIST_ELEM = 1;
+const NFTA_EXPR_NAME = 1;
+const NFTA_EXPR_DATA = 2;
+const NFTA_IMMEDIATE_DREG = 1;
+const NFTA_IMMEDIATE_DATA = 2;
+const NFTA_DATA_VALUE = 1;
+const NFTA_DATA_VERDICT = 2;
+const NFTA_VERDICT_CODE = 1;
+const NFTA_VERDICT_CHAIN = 2;
+const NFTA_COUNTER_BYTES = 1;
+const NFTA_COUNTER_PACKETS = 2;
+const NFTA_LIMIT_RATE = 1;
+const NFTA_LIMIT_UNIT = 2;
+const NFTA_LIMIT_BURST = 3;
+const NFTA_LIMIT_TYPE = 4;
+const NFTA_LIMIT_FLAGS = 5;
+const NFTA_LOG_GROUP = 1;
+const NFTA_LOG_PREFIX = 2;
+const NFTA_SET_ELEM_LIST_TABLE = 1;
+const NFTA_SET_ELEM_LIST_SET = 2;
+const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
+const NFTA_SET_ELEM_KEY = 1;
+const NFTA_SET_ELEM_DATA = 2;
+const NFT_REG_VERDICT = 0;
+const NF_DROP = 0;
+const NFT_JUMP = -3;
+/** `NFTNL_UDATA_RULE_COMMENT`: a rule's comment, as nft stores it in the rule's user data. */
+const UDATA_RULE_COMMENT = 0;
+/** nft's burst for a packet limit it is given none for. */
+const LIMIT_BURST = 5;
+
+function be32(n: number): Uint8Array {
+  const out = new Uint8Array(4);
+  new DataView(out.buffer).setInt32(0, n, false);
+  return out;
+}
+
+function be64(n: number): Uint8Array {
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, BigInt(n), false);
+  return out;
+}
+
+function be16(n: number): Uint8Array {
+  const out = new Uint8Array(2);
+  new DataView(out.buffer).setUint16(0, n, false);
+  return out;
+}
+
+/** `struct nfgenmsg`: family, version 0, a resource id (big-endian). */
+function nfgenmsg(family: number, resId = 0): Uint8Array {
+  const out = new Uint8Array(4);
+  out[0] = family;
+  new DataView(out.buffer).setUint16(2, resId, false);
+  return out;
+}
+
+function verdict(code: number, chain?: string): Attr {
+  const v: Attr[] = [[NFTA_VERDICT_CODE, be32(code)]];
+  if (chain !== undefined) v.push([NFTA_VERDICT_CHAIN, str(chain)]);
+  return [NFTA_DATA_VERDICT, v];
+}
+
+function expr(name: string, data: Attr[]): Attr {
+  return [NFTA_LIST_ELEM, [[NFTA_EXPR_NAME, str(name)], [NFTA_EXPR_DATA, data]]];
+}
+
+function immediate(code: number, chain?: string): Attr {
+  return expr("immediate", [
+    [NFTA_IMMEDIATE_DREG, be32(NFT_REG_VERDICT)],
+    [NFTA_IMMEDIATE_DATA, [verdict(code, chain)]],
+  ]);
+}
+
+/** A rule's comment as nft keeps it: a type-length-value in the rule's user data. */
+function comment(text: string): Uint8Array {
+  const bytes = str(text);
+  if (bytes.length > 255) throw new Error(`a rule comment is at most 254 bytes: ${text}`);
+  return concatBytes([new Uint8Array([UDATA_RULE_COMMENT, bytes.length]), bytes]);
+}
+
+/** A pod rule's expressions, and its user data (the comment of a drop). */
+function ruleBody(r: PodRule): { exprs: Attr[]; userdata?: Uint8Array } {
+  if ("log" in r) {
+    return {
+      exprs: [
+        expr("limit", [
+          [NFTA_LIMIT_RATE, be64(r.log.perSecond)],
+          [NFTA_LIMIT_UNIT, be64(1)],
+          [NFTA_LIMIT_BURST, be32(LIMIT_BURST)],
+          [NFTA_LIMIT_TYPE, be32(0)],
+          [NFTA_LIMIT_FLAGS, be32(0)],
+        ]),
+        expr("log", [[NFTA_LOG_GROUP, be16(r.log.group)], [NFTA_LOG_PREFIX, str(r.log.prefix)]]),
+      ],
+    };
+  }
+  return {
+    exprs: [
+      expr("counter", [[NFTA_COUNTER_BYTES, be64(0)], [NFTA_COUNTER_PACKETS, be64(0)]]),
+      immediate(NF_DROP),
+    ],
+    userdata: comment(r.drop),
+  };
+}
+
+/** One operation's message. */
+function opMessage(table: string, op: NftOp, seq: number): Uint8Array {
+  const type = (msg: number) => (NFNL_SUBSYS_NFTABLES << 8) | msg;
+  const flags = NL.F_ACK | NL.F_CREATE;
+  if ("entry" in op) {
+    const { bytes } = ipBytes(op.entry.ip);
+    const attrs: Attr[] = [
+      [NFTA_SET_ELEM_LIST_TABLE, str(table)],
+      [NFTA_SET_ELEM_LIST_SET, str(op.entry.map)],
+      [NFTA_SET_ELEM_LIST_ELEMENTS, [[NFTA_LIST_ELEM, [
+        [NFTA_SET_ELEM_KEY, [[NFTA_DATA_VALUE, bytes]]],
+        [NFTA_SET_ELEM_DATA, [verdict(NFT_JUMP, op.entry.chain)]],
+      ]]]],
+    ];
+    return frame(
+      type(NFT_MSG_NEWSETELEM),
+      flags,
+      seq,
+      concatBytes([nfgenmsg(NFPROTO_INET), encodeAttrs(attrs)]),
+    );
+  }
+  if ("rule" in op) {
+    const { exprs, userdata } = ruleBody(op.rule);
+    const attrs: Attr[] = [
+      [NFTA_RULE_TABLE, str(table)],
+      [NFTA_RULE_CHAIN, str(op.chain)],
+      [NFTA_RULE_EXPRESSIONS, exprs],
+    ];
+    if (userdata) attrs.push([NFTA_RULE_USERDATA, userdata]);
+    return frame(
+      type(NFT_MSG_NEWRULE),
+      flags | NLM_F_APPEND,
+      seq,
+      concatBytes([nfgenmsg(NFPROTO_INET), encodeAttrs(attrs)]),
+    );
+  }
+  return frame(
+    type(NFT_MSG_NEWCHAIN),
+    flags,
+    seq,
+    concatBytes([
+      nfgenmsg(NFPROTO_INET),
+      encodeAttrs([[NFTA_CHAIN_TABLE, str(table)], [NFTA_CHAIN_NAME, str(op.chain)]]),
+    ]),
+  );
+}
+
+/**
+ * One transaction of `ops` on inet table `table`: the batch's begin and end around one message
+ * per operation, numbered from `seq`. Each operation asks for an acknowledgement: the kernel
+ * answers every one (0, or the error that aborted the whole batch) once the batch is done.
+ *
+ * @example
+ * ```ts
+ * const { bytes, seqs } = nftBatch("ferry-policy", [{ chain: "in-1" }], 1);
+ * ```
+ */
+export function nftBatch(
+  table: string,
+  ops: NftOp[],
+  seq: number,
+): { bytes: Uint8Array; seqs: number[] } {
+  const seqs = ops.map((_, i) => seq + 1 + i);
+  const batch = (type: number, s: number) => frame(type, 0, s, nfgenmsg(0, NFNL_SUBSYS_NFTABLES));
+  return {
+    bytes: concatBytes([
+      batch(NFNL_MSG_BATCH_BEGIN, seq),
+      ...ops.map((op, i) => opMessage(table, op, seqs[i])),
+      batch(NFNL_MSG_BATCH_END, seq + ops.length + 1),
+    ]),
+    seqs,
+  };
+}
+
+/** The system calls the writer needs (`Libc` in the daemon). */
+export interface NftSys {
+  /** A NETLINK_NETFILTER socket, in the calling thread's namespace, with a receive timeout. */
+  netfilterSocket(timeoutMs: number): number;
+  /** Sends one message (or batch). */
+  send(fd: number, msg: Uint8Array): void;
+  /** Receives (blocking up to the socket's timeout). */
+  recv(fd: number, buf: Uint8Array): number;
+  /** Receives what is queued, without waiting; undefined when nothing is. */
+  tryRecv(fd: number, buf: Uint8Array): number | undefined;
+  /** Closes. */
+  close(fd: number): void;
+}
+
+/**
+ * Writes operations through one NETLINK_NETFILTER socket of the daemon's own namespace (opened on
+ * first use, kept). The kernel handles a batch within the send, so its answers are waiting when
+ * the send returns: the JS thread waits for no process and no other thread.
+ *
+ * @example
+ * ```ts
+ * const writer = new NftNetlink(Libc.open());
+ * await writer.write("ferry-policy", ops);
+ * ```
+ */
+export class NftNetlink {
+  readonly #sys: NftSys;
+  #fd?: number;
+  #seq = 1;
+  readonly #buf = new Uint8Array(64 * 1024);
+
+  /** Creates the writer; no socket before the first write. */
+  constructor(sys: NftSys) {
+    this.#sys = sys;
+  }
+
+  /** Applies `ops` to inet table `table` as one transaction; throws with the kernel's errno. */
+  write(table: string, ops: NftOp[]): Promise<void> {
+    if (!ops.length) return Promise.resolve();
+    const sys = this.#sys;
+    const fd = this.#fd ??= sys.netfilterSocket(2000);
+    // Answers of an earlier batch that timed out are not this one's.
+    while (sys.tryRecv(fd, this.#buf) !== undefined) { /* drained */ }
+    const { bytes, seqs } = nftBatch(table, ops, this.#seq);
+    this.#seq += ops.length + 2;
+    sys.send(fd, bytes);
+    const waiting = new Set(seqs);
+    let failure: number | undefined;
+    while (waiting.size) {
+      const n = sys.recv(fd, this.#buf);
+      for (const reply of parseReplies(this.#buf.subarray(0, n))) {
+        if (reply.type !== NL.ERROR || !waiting.delete(reply.seq)) continue;
+        if (reply.error && failure === undefined) failure = -reply.error;
+      }
+    }
+    if (failure !== undefined) {
+      return Promise.reject(
+        new Error(`nf_tables batch on table ${table} failed: errno ${failure}`),
+      );
+    }
+    return Promise.resolve();
+  }
+
+  /** Closes the socket. */
+  close(): void {
+    if (this.#fd !== undefined) this.#sys.close(this.#fd);
+    this.#fd = undefined;
+  }
+}

@@ -1,0 +1,193 @@
+// How an ADD's pod gets its NetworkPolicy rules (daemon/policy/policy_enforcer.ts): the first pod
+// of a combination of rules waits for the pass that writes the table; a later one the same rules
+// isolate is written by its ADD alone (its chains and map entries, through the in-process
+// writer) and the pass after finds nothing of it left to write; a failed write of its own falls
+// back to the pass; an ADD's write never runs while a pass writes.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import { PolicyEnforcer } from "../../../daemon/policy/policy_enforcer.ts";
+import type { NftOp } from "../../../daemon/policy/nft_policy.ts";
+import { getLogger } from "@logtape/logtape";
+
+const policy = (name: string, app: string): NetworkPolicy => ({
+  metadata: { namespace: "a", name },
+  spec: {
+    podSelector: { matchLabels: { app } },
+    ingress: [{
+      from: [{ podSelector: { matchLabels: { role: "client" } } }],
+      ports: [{ port: 80 }],
+    }],
+  },
+});
+
+const pod = (name: string, ip: string, labels: Record<string, string>): Pod => ({
+  metadata: { name, namespace: "a", labels },
+  spec: { nodeName: "n1", containers: [] },
+  status: { phase: "Running", podIPs: [{ ip }] },
+});
+
+/** An enforcer whose nft and writer record what they are given; `gate` holds nft's writes. */
+function harness(opts: { writerFails?: boolean } = {}) {
+  const scripts: string[] = [];
+  const batches: NftOp[][] = [];
+  let gate: Promise<void> | undefined;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: async (script) => {
+        await gate;
+        scripts.push(script);
+      },
+      remove: () => Promise.resolve(),
+    },
+    writer: {
+      write: (_table, ops) => {
+        if (opts.writerFails) return Promise.reject(new Error("EPERM"));
+        batches.push(ops);
+        return Promise.resolve();
+      },
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("client", "10.1.0.2", { role: "client" }));
+  return {
+    e,
+    scripts,
+    batches,
+    hold(): () => void {
+      let release!: () => void;
+      gate = new Promise((r) => (release = r));
+      return release;
+    },
+  };
+}
+
+Deno.test("the first pod of its rules waits for the pass; the next one is written by its ADD alone, and the pass after has nothing of it left", async () => {
+  const { e, scripts, batches } = harness();
+  e.start();
+  await e.idle();
+  const started = scripts.length;
+  await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+  assertEquals(scripts.length, started + 1, "the table written before the first ADD answered");
+  assert(scripts.at(-1)!.includes("10.1.0.5 : jump in-"), scripts.at(-1));
+  assertEquals(batches, []);
+  await e.idle();
+  const written = scripts.length;
+  await e.plugged({ namespace: "a", name: "web2", labels: { app: "web" } }, ["10.1.0.6"]);
+  assertEquals(scripts.length, written, "no nft process before the second ADD answered");
+  assertEquals(batches.length, 1);
+  const [ops] = batches;
+  const chain = ops.find((op) => "chain" in op && !("rule" in op)) as { chain: string };
+  assert(chain, JSON.stringify(ops));
+  assert(
+    ops.some((op) => "rule" in op && "drop" in op.rule && op.rule.drop.startsWith("a/web2: ")),
+    "its own counted drop",
+  );
+  // Its address leads to the allowing rules web1 has already, and from their end to its own chain.
+  const entries = ops.flatMap((op) => "entry" in op ? [op.entry] : []);
+  assertEquals(entries.length, 2, JSON.stringify(entries));
+  assert(
+    /^a[0-9a-f]+$/.test(entries.find((e) => e.map === "in4")?.chain ?? ""),
+    JSON.stringify(entries),
+  );
+  assertEquals(entries.find((e) => e.map === "ind4"), {
+    map: "ind4",
+    ip: "10.1.0.6",
+    chain: chain.chain,
+  });
+  assertEquals(e.stats().podWrites, 1);
+  await e.idle();
+  assertEquals(scripts.length, written, "the pass found web2 written already");
+  await e.close();
+});
+
+Deno.test("a pod of new rules waits for the pass; one whose own write fails too, and the table is then written whole", async () => {
+  const { e, scripts, batches } = harness({ writerFails: true });
+  e.policyUpserted(policy("db-in", "db"));
+  e.start();
+  await e.idle();
+  await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+  await e.idle();
+  // db's rules are not in the table: no write of its own is even tried.
+  const before = scripts.length;
+  await e.plugged({ namespace: "a", name: "db1", labels: { app: "db" } }, ["10.1.0.7"]);
+  assertEquals(scripts.length, before + 1);
+  assert(scripts.at(-1)!.includes("10.1.0.7 : jump in-"), scripts.at(-1));
+  assert(!scripts.at(-1)!.includes("delete table"), "an update in place");
+  await e.idle();
+  // web2 shares web1's rules, but its own write fails: the pass writes it, replacing the table
+  // (what the kernel holds after a failed batch is not taken for known).
+  await e.plugged({ namespace: "a", name: "web2", labels: { app: "web" } }, ["10.1.0.6"]);
+  assertEquals(batches, []);
+  assertEquals(e.stats().podWrites, 0);
+  assert(scripts.at(-1)!.includes("delete table inet fp"), scripts.at(-1));
+  assert(scripts.at(-1)!.includes("10.1.0.6 : jump in-"), scripts.at(-1));
+  await e.close();
+});
+
+Deno.test("an ADD's own write waits while a pass writes the table", async () => {
+  const { e, scripts, batches, hold } = harness();
+  e.start();
+  await e.idle();
+  await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+  await e.idle();
+  const release = hold();
+  // A pass under way (a new peer), held inside its nft write.
+  e.podUpserted(pod("client2", "10.1.0.3", { role: "client" }));
+  await new Promise((r) => setTimeout(r, 20));
+  let answered = false;
+  const add = e.plugged({ namespace: "a", name: "web2", labels: { app: "web" } }, ["10.1.0.6"])
+    .then(() => (answered = true));
+  await new Promise((r) => setTimeout(r, 50));
+  assertEquals(answered, false, "the ADD waits for the pass");
+  assertEquals(batches, []);
+  release();
+  await add;
+  assertEquals(batches.length, 1);
+  assert(scripts.at(-1)!.includes("10.1.0.3"), "the pass wrote first");
+  await e.idle();
+  await e.close();
+});
+
+Deno.test("an update in place that fails (the table flushed behind the daemon's back) is tried again as a whole write", async () => {
+  const scripts: string[] = [];
+  let failNext = false;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: (script) => {
+        if (failNext) {
+          failNext = false;
+          return Promise.reject(new Error("Error: No such file or directory"));
+        }
+        scripts.push(script);
+        return Promise.resolve();
+      },
+      remove: () => Promise.resolve(),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start();
+  await e.idle();
+  assert(scripts.at(-1)!.includes("10.1.0.5 : jump in-"), scripts.at(-1));
+  failNext = true;
+  e.podUpserted(pod("client", "10.1.0.2", { role: "client" }));
+  await e.idle();
+  assertEquals(e.stats().failures, 1);
+  // The retry, a second later: the whole table, the new peer in it.
+  await new Promise((r) => setTimeout(r, 1300));
+  await e.idle();
+  assert(scripts.at(-1)!.startsWith("table inet fp\ndelete table inet fp\n"), scripts.at(-1));
+  assert(scripts.at(-1)!.includes("10.1.0.2"), scripts.at(-1));
+  await e.close();
+});
