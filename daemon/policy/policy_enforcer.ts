@@ -22,6 +22,7 @@ import type { Logger } from "@logtape/logtape";
 import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy, NetworkPolicyEgressRule } from "kubernetes-types/networking/v1.d.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
+import { KeyedMutex } from "../runtime/keyed_mutex.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import {
@@ -233,7 +234,7 @@ export class PolicyEnforcer {
     podWrites: 0,
   };
   /** The table's writer: a pass and an ADD's own write never run at once. */
-  #writing: Promise<unknown> = Promise.resolve();
+  readonly #writing = new KeyedMutex();
   #closed = false;
   #lastError: string | undefined;
   #syncTimer?: ReturnType<typeof setTimeout>;
@@ -456,9 +457,7 @@ export class PolicyEnforcer {
 
   /** Runs `fn` when no other write to the table runs. */
   #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#writing.then(fn, fn);
-    this.#writing = run.catch(() => {});
-    return run;
+    return this.#writing.run("table", fn);
   }
 
   /**

@@ -4,21 +4,13 @@
  * @module
  */
 import { assertEquals } from "deno-std/assert/mod.js";
+import { runWithInput } from "../../../daemon/dev/harness.ts";
 
 /** Whether the machine has nft. */
 export const HAS_NFT = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 
 /** Fails, with nft's complaint and the script, unless `nft -c` accepts `script`. */
 export async function assertNftAccepts(script: string): Promise<void> {
-  const child = new Deno.Command("nft", {
-    args: ["-c", "-f", "-"],
-    stdin: "piped",
-    stderr: "piped",
-  })
-    .spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(script));
-  await w.close();
-  const out = await child.output();
+  const out = await runWithInput("nft", ["-c", "-f", "-"], {}, script);
   assertEquals(out.code, 0, new TextDecoder().decode(out.stderr) + script);
 }
