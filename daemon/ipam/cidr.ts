@@ -40,6 +40,18 @@ export function parseIp(text: string): IpAddr {
 }
 
 function parseIpv6(text: string): bigint {
+  // A dotted IPv4 tail (`::ffff:10.0.0.1`, RFC 4291 2.2.3) stands for the last two groups.
+  const dot = text.lastIndexOf(":") + 1;
+  if (text.slice(dot).includes(".")) {
+    let v4: bigint;
+    try {
+      v4 = parseIp(text.slice(dot)).value;
+    } catch {
+      throw new Error(`invalid IPv6 address ${JSON.stringify(text)}`);
+    }
+    const tail = `${(v4 >> 16n).toString(16)}:${(v4 & 0xffffn).toString(16)}`;
+    return parseIpv6(text.slice(0, dot) + tail);
+  }
   const halves = text.split("::");
   if (halves.length > 2) throw new Error(`invalid IPv6 address ${JSON.stringify(text)}`);
   const groups = (s: string) => (s === "" ? [] : s.split(":"));

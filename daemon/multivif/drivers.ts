@@ -239,7 +239,7 @@ export class NpwgDriver implements MultiVifDriver {
       network: `${s.namespace}/${s.name}`,
       ifname,
       plugins: this.#d.guard
-        ? guardNadPlugins(nadPlugins(text, nad, s, podName), this.#d.guard, s, podName)
+        ? await guardNadPlugins(nadPlugins(text, nad, s, podName), this.#d.guard, s, podName)
         : nadPlugins(text, nad, s, podName),
     };
     if (s.defaultRoute?.length) attachment.defaultRoute = s.defaultRoute;

@@ -11,6 +11,7 @@ import type { KubeSide } from "../k8s/kube_side.ts";
 import type { IpRunner } from "../net/ip_runner.ts";
 import type { CniServiceDeps } from "../service/cni_service.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./drivers.ts";
+import { SystemNodeDevices } from "./node_devices.ts";
 
 /** What the multi-network side is built from. */
 export interface MultiVifSideDeps {
@@ -58,6 +59,11 @@ export function multiVifSide(deps: MultiVifSideDeps): NonNullable<CniServiceDeps
         guard: {
           allowedTypes: config.multiNetwork.allowedTypes,
           devices: [config.network.bridge, config.routing.vxlan.device],
+          node: new SystemNodeDevices(
+            ip,
+            [config.network.bridge, config.routing.vxlan.device],
+            config.network.bridge,
+          ),
           ranges: podRanges,
           stateDir: config.stateDir,
         },

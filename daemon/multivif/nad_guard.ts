@@ -19,14 +19,18 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
-import { type Cidr, cidrsOverlap, parseCidr } from "../ipam/cidr.ts";
+import { foldKeys } from "./json_keys.ts";
+import { addressesOf, type IpSpan, normalisedSpans, spansOverlap } from "./nad_addresses.ts";
+import type { NodeDevices, ProtectedDevice } from "./node_devices.ts";
 
 /** What the guard checks NADs against. */
 export interface NadGuard {
   /** Plugin and IPAM types a NAD may use; `*` allows every type. */
   allowedTypes: string[];
-  /** Devices Ferry owns on the node (its bridge, its VXLAN device). */
+  /** Devices Ferry owns on the node by configured name (its bridge, its VXLAN device). */
   devices: string[];
+  /** The node's devices now: Ferry's with their ports, altnames and MACs; sysfs lookups. */
+  node: NodeDevices;
   /** Ferry's pod ranges now (CIDR text): node podCIDRs, pools, local subnets. */
   ranges(): string[];
   /** Ferry's state directory: host-local's files are kept below it. */
@@ -36,29 +40,25 @@ export interface NadGuard {
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
 
-/** Fields of the reference plugins that name a node device. */
-const DEVICE_FIELDS = ["bridge", "master", "device"] as const;
+/** Keys (folded) of the reference plugins that name a node device by name or altname. */
+const NAME_FIELDS = ["bridge", "master", "device"] as const;
 
-/** Every CIDR or address (as a CIDR) an IPAM config or runtime config names. */
-function rangesOf(plugin: Record<string, unknown>): string[] {
-  const out: string[] = [];
-  const ipam = isObject(plugin.ipam) ? plugin.ipam : {};
-  const add = (v: unknown) => {
-    if (typeof v === "string" && v) {
-      out.push(v.includes("/") ? v : `${v}/${v.includes(":") ? 128 : 32}`);
-    }
-  };
-  add(ipam.subnet);
-  add(ipam.range); // whereabouts
-  for (const set of Array.isArray(ipam.ranges) ? ipam.ranges : []) {
-    for (const r of Array.isArray(set) ? set : []) if (isObject(r)) add(r.subnet);
-  }
-  for (const a of Array.isArray(ipam.addresses) ? ipam.addresses : []) {
-    if (isObject(a)) add(a.address);
-  }
-  const rc = isObject(plugin.runtimeConfig) ? plugin.runtimeConfig : {};
-  for (const ip of Array.isArray(rc.ips) ? rc.ips : []) add(ip);
-  return out;
+/** Where `host-device` looks up a PCI address and an auxiliary device (`runtimeConfig.deviceID`). */
+const SYS_BUS_PCI = "/sys/bus/pci/devices";
+const SYS_BUS_AUX = "/sys/bus/auxiliary/devices";
+
+/**
+ * A MAC as Go's `net.ParseMAC` reads it (`:`- or `-`-separated pairs, or `.`-separated groups of
+ * four; 6, 8 or 20 bytes), lower case with colons; undefined for anything else.
+ */
+export function normalisedMac(text: string): string | undefined {
+  const pairs = /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2})*$/i.test(text)
+    ? text.split(/[:-]/)
+    : /^[0-9a-f]{4}(\.[0-9a-f]{4})*$/i.test(text)
+    ? text.split(".").flatMap((g) => [g.slice(0, 2), g.slice(2)])
+    : undefined;
+  if (!pairs || ![6, 8, 20].includes(pairs.length)) return undefined;
+  return pairs.join(":").toLowerCase();
 }
 
 /** `path` with `.` and `..` resolved (absolute paths only); undefined for a relative one. */
@@ -73,8 +73,88 @@ function normalized(path: string): string | undefined {
   return "/" + parts.join("/");
 }
 
-/** Why `plugin` may not run, or undefined. */
-function refusal(plugin: Record<string, unknown>, guard: NadGuard): string | undefined {
+/** The protected device `name` is (by name or altname), if any. */
+function protectedBy(name: string, own: ProtectedDevice[]): string | undefined {
+  const d = own.find((d) => d.name === name || d.altnames.includes(name));
+  if (!d) return undefined;
+  return d.name === name
+    ? "is a device of Ferry's own network"
+    : `is an altname of ${d.name}, a device of Ferry's own network`;
+}
+
+/** Why the device keys of `plugin` (keys folded) may not be used, or undefined. */
+async function deviceRefusal(
+  plugin: Record<string, unknown>,
+  guard: NadGuard,
+): Promise<string | undefined> {
+  const own: ProtectedDevice[] = [
+    ...guard.devices.map((name) => ({ name, altnames: [] })),
+    ...await guard.node.protectedDevices(),
+  ];
+  for (const field of NAME_FIELDS) {
+    const v = plugin[field];
+    if (v === undefined) continue;
+    if (typeof v !== "string") return `its ${field} ${JSON.stringify(v)} is not a device name`;
+    const why = protectedBy(v, own);
+    if (why) return `its ${field} ${v} ${why}`;
+  }
+  if (plugin.hwaddr !== undefined) {
+    const mac = typeof plugin.hwaddr === "string" ? normalisedMac(plugin.hwaddr) : undefined;
+    if (!mac) return `its hwaddr ${JSON.stringify(plugin.hwaddr)} is not a MAC address`;
+    const d = own.find((d) => d.mac === mac);
+    if (d) {
+      return `its hwaddr ${plugin.hwaddr} is the MAC of ${d.name}, a device of Ferry's own network`;
+    }
+  }
+  const rc = isObject(plugin.runtimeconfig) ? plugin.runtimeconfig : {};
+  const paths: [string, unknown, string[]][] = [
+    ["kernelpath", plugin.kernelpath, [""]],
+    ["pciBusID", plugin.pcibusid, [SYS_BUS_PCI]],
+    ["runtimeConfig.deviceID", rc.deviceid, [SYS_BUS_PCI, SYS_BUS_AUX]],
+  ];
+  for (const [key, v, bases] of paths) {
+    if (v === undefined || v === "") continue;
+    if (typeof v !== "string") return `its ${key} ${JSON.stringify(v)} is not text`;
+    for (const base of bases) {
+      const dir = normalized(base ? `${base}/${v}` : v);
+      if (!dir) continue; // a relative kernelpath: host-device refuses it itself
+      for (const name of await guard.node.netdevsUnder(dir)) {
+        const why = protectedBy(name, own);
+        if (why) return `its ${key} ${v} is the device ${name}, which ${why}`;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** Why the addresses and ranges of `plugin` (keys folded) may not be used, or undefined. */
+function rangeRefusal(plugin: Record<string, unknown>, guard: NadGuard): string | undefined {
+  const { spans, invalid } = addressesOf(plugin);
+  if (invalid.length) {
+    const [{ key, value }] = invalid;
+    return `its ${key} ${JSON.stringify(value)} is not an address or range`;
+  }
+  const ferry = guard.ranges().flatMap((text) => {
+    try {
+      return normalisedSpans(text).map((span): { text: string; span: IpSpan } => ({ text, span }));
+    } catch {
+      return [];
+    }
+  });
+  for (const s of spans) {
+    if (!s.checked) continue;
+    const hit = ferry.find((f) => spansOverlap(f.span, s.span));
+    if (hit) return `its ${s.key} ${s.text} overlaps Ferry's pod range ${hit.text}`;
+  }
+  return undefined;
+}
+
+/** Why `plugin` (as given, and `folded`: its keys as a Go plugin reads them) may not run. */
+async function refusal(
+  plugin: Record<string, unknown>,
+  folded: Record<string, unknown>,
+  guard: NadGuard,
+): Promise<string | undefined> {
   const allowed = (t: string) => guard.allowedTypes.includes("*") || guard.allowedTypes.includes(t);
   const type = String(plugin.type);
   if (!allowed(type)) {
@@ -82,40 +162,19 @@ function refusal(plugin: Record<string, unknown>, guard: NadGuard): string | und
       guard.allowedTypes.join(", ") || "none"
     })`;
   }
-  const ipam = isObject(plugin.ipam) ? plugin.ipam : undefined;
-  if (ipam && typeof ipam.type === "string" && !allowed(ipam.type)) {
+  const ipam = isObject(folded.ipam) ? folded.ipam : undefined;
+  if (ipam && ipam.type !== undefined && (typeof ipam.type !== "string" || !allowed(ipam.type))) {
     return `IPAM type ${ipam.type} is not allowed (multiNetwork.allowedTypes: ${
       guard.allowedTypes.join(", ") || "none"
     })`;
   }
-  for (const field of DEVICE_FIELDS) {
-    const v = plugin[field];
-    if (typeof v === "string" && guard.devices.includes(v)) {
-      return `its ${field} ${v} is a device of Ferry's own network`;
-    }
-  }
-  const ferry = guard.ranges().flatMap((t) => {
-    try {
-      return [{ text: t, cidr: parseCidr(t) }];
-    } catch {
-      return [];
-    }
-  });
-  for (const text of rangesOf(plugin)) {
-    let cidr: Cidr;
-    try {
-      cidr = parseCidr(text);
-    } catch {
-      continue; // the plugin refuses it itself
-    }
-    const hit = ferry.find((f) => cidrsOverlap(f.cidr, cidr));
-    if (hit) return `its range ${text} overlaps Ferry's pod range ${hit.text}`;
-  }
-  if (ipam?.type === "host-local" && ipam.dataDir !== undefined) {
-    const dir = typeof ipam.dataDir === "string" ? normalized(ipam.dataDir) : undefined;
+  const why = await deviceRefusal(folded, guard) ?? rangeRefusal(folded, guard);
+  if (why) return why;
+  if (ipam?.type === "host-local" && ipam.datadir !== undefined) {
+    const dir = typeof ipam.datadir === "string" ? normalized(ipam.datadir) : undefined;
     const root = normalized(guard.stateDir)!;
     if (!dir || !(dir === root || dir.startsWith(root + "/"))) {
-      return `host-local's dataDir ${JSON.stringify(ipam.dataDir)} is outside Ferry's state ` +
+      return `host-local's dataDir ${JSON.stringify(ipam.datadir)} is outside Ferry's state ` +
         `directory ${root} (leave it out: host-local then keeps its files in ${root}/host-local)`;
     }
   }
@@ -124,23 +183,30 @@ function refusal(plugin: Record<string, unknown>, guard: NadGuard): string | und
 
 /**
  * Checks a NAD's plugins against `guard` and returns them ready to run (host-local's `dataDir`
- * set where the NAD named none).
+ * set where the NAD named none). Keys are read as a Go plugin reads them, in any case
+ * (`json_keys.ts`); a plugin with two keys one Go field would read is refused.
  *
  * @throws {CniError} code 7 naming the pod, the NAD, the plugin and why.
  * @example
  * ```ts
- * const plugins = guardNadPlugins(nadPlugins(text, nad, selection, pod), guard, nad, pod);
+ * const plugins = await guardNadPlugins(nadPlugins(text, nad, selection, pod), guard, nad, pod);
  * ```
  */
-export function guardNadPlugins(
+export async function guardNadPlugins(
   plugins: NetConf[],
   guard: NadGuard,
   nad: { namespace: string; name: string },
   pod: string,
-): NetConf[] {
-  return plugins.map((plugin, i) => {
+): Promise<NetConf[]> {
+  const out: NetConf[] = [];
+  for (const [i, plugin] of plugins.entries()) {
     const p = plugin as unknown as Record<string, unknown>;
-    const why = refusal(p, guard);
+    const { value, clash } = foldKeys(p);
+    const folded = value as Record<string, unknown>;
+    const why = clash
+      ? `its keys ${JSON.stringify(clash.keys[0])} and ${JSON.stringify(clash.keys[1])} ` +
+        `(${clash.at}) are one key to a Go plugin`
+      : await refusal(p, folded, guard);
     if (why) {
       throw new CniError(
         CNI_ERROR.INVALID_CONFIG,
@@ -149,12 +215,15 @@ export function guardNadPlugins(
       );
     }
     const ipam = isObject(p.ipam) ? p.ipam : undefined;
-    if (ipam?.type === "host-local" && ipam.dataDir === undefined) {
-      return {
-        ...p,
-        ipam: { ...ipam, dataDir: `${normalized(guard.stateDir)}/host-local` },
-      } as unknown as NetConf;
-    }
-    return plugin;
-  });
+    const fipam = isObject(folded.ipam) ? folded.ipam : undefined;
+    out.push(
+      fipam?.type === "host-local" && fipam.datadir === undefined
+        ? {
+          ...p,
+          ipam: { ...ipam, dataDir: `${normalized(guard.stateDir)}/host-local` },
+        } as unknown as NetConf
+        : plugin,
+    );
+  }
+  return out;
 }

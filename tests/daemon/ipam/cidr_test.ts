@@ -39,3 +39,19 @@ Deno.test("a prefix is normalised to its network and knows its members", () => {
   assertEquals(cidrContains(c, parseIp("fd00::1")), false);
   assertEquals(formatIp(addToIp(parseIp("fd00::ffff"), 1n)), "fd00::1:0");
 });
+
+Deno.test("an IPv6 address may end in dotted IPv4 (::ffff:10.0.0.1), as RFC 4291 writes mapped addresses", () => {
+  assertEquals(formatIp(parseIp("::ffff:10.77.1.2")), "::ffff:a4d:102");
+  assertEquals(parseIp("::ffff:10.77.1.2"), parseIp("::ffff:a4d:102"));
+  assertEquals(formatCidr(parseCidr("::ffff:10.77.1.2/120")), "::ffff:a4d:100/120");
+  for (
+    const bad of [
+      "::ffff:10.77.1",
+      "::ffff:10.77.1.2.3",
+      "::ffff:300.0.0.1",
+      "1:2:3:4:5:6:7:1.2.3.4",
+    ]
+  ) {
+    assertThrows(() => parseIp(bad), Error, undefined, bad);
+  }
+});
