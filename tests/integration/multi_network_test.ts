@@ -425,3 +425,77 @@ Deno.test({
         }),
     ),
 });
+
+Deno.test({
+  name:
+    "a NAD cannot give a pod another pod's address in another spelling (selection cni-args ips, IPv4-mapped static address): code 7, and the real pod keeps its address and neighbour entry",
+  ...opts,
+  fn: () =>
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          const victim = await c.addPod(node, "vic", 30_000);
+          const prefix = node.podCIDR.split("/")[1];
+          const victimMac = async () =>
+            (JSON.parse(await run("ip", "-n", victim.ns.name, "-j", "link", "show", "eth0")) as {
+              address: string;
+            }[])[0].address;
+          // Issue #42 item 3: a native bridge NAD with static IPAM, on a bridge of its own.
+          const viaArgs = `ia-${t}`;
+          await create(viaArgs, {
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge: `fyi${t}`,
+            ipam: { type: "static" },
+          });
+          const mapped = `im-${t}`;
+          await create(mapped, {
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge: `fyj${t}`,
+            ipam: {
+              type: "static",
+              addresses: [{ address: `::ffff:${victim.ip}/${96 + +prefix}` }],
+            },
+          });
+          for (
+            const [pod, selection, key] of [
+              [
+                "ima",
+                [{ name: viaArgs, "cni-args": { ips: [`${victim.ip}/${prefix}`] } }],
+                `args.cni.ips[0] ${victim.ip}/${prefix}`,
+              ],
+              ["imb", [{ name: mapped }], `ipam.addresses[0].address ::ffff:${victim.ip}`],
+            ] as const
+          ) {
+            const err = await assertRejects(() =>
+              c.addPod(node, pod, 0, {
+                annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(selection) },
+              })
+            );
+            assert(String(err).includes('"code":7'), `${pod}: code 7: ${err}`);
+            assert(
+              String(err).includes(`its ${key}`) &&
+                String(err).includes("overlaps Ferry's pod range"),
+              `${pod}: the refusal names the key and the overlap: ${err}`,
+            );
+            await eventually(
+              () => eventOn(c, pod, "InvalidNetworkSelection", "overlaps Ferry's pod range"),
+              `an Event on ${pod} saying why`,
+            );
+          }
+          // The victim still answers at its address, and the node's neighbour entry is its MAC.
+          await eventually(() => pingOnce(victim.ip, node.ns), "the node reaches the victim");
+          const neigh = await run("ip", "-n", node.ns.name, "-j", "neigh", "show", victim.ip);
+          const entries = JSON.parse(neigh) as { lladdr?: string }[];
+          assertEquals(
+            entries.map((e) => e.lladdr),
+            [await victimMac()],
+            "the node's neighbour entry for the victim's address is the victim's MAC",
+          );
+          assertEquals((await c.removePod(victim)).code, 0);
+        }),
+    ),
+});
