@@ -66,6 +66,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     httpPort: 9667,
     metricsHost: "0.0.0.0",
     metricsPort: -1,
+    metricsDetailTokenFile: "",
   },
   shutdownTimeoutSeconds: 10,
   nice: -10,

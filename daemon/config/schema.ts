@@ -278,6 +278,10 @@ export const DaemonConfigSchema = Type.Object({
       description:
         "the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)",
     }),
+    metricsDetailTokenFile: Type.String({
+      description:
+        "a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)",
+    }),
   }, { additionalProperties: false }),
   shutdownTimeoutSeconds: Type.Number({
     minimum: 0,

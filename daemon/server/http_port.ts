@@ -23,8 +23,35 @@ export interface HttpPortDeps {
   healthy: () => boolean;
   /** Readiness. */
   ready: () => boolean;
-  /** The metrics text and its content type. */
-  metrics: () => Promise<{ text: string; contentType: string }>;
+  /** The metrics text and its content type; `detail` false leaves out tenants' names. */
+  metrics: (detail: boolean) => Promise<{ text: string; contentType: string }>;
+  /**
+   * Who sees tenants' names in `/metrics`. Absent: everyone (the localhost port). Present (the
+   * scrapers' port): a request without `Authorization` gets the metrics without them; one with
+   * `Bearer <token>` equal to `detailToken()` gets them; any other `Authorization` gets 401.
+   */
+  access?: { detailToken: () => Promise<string | undefined> };
+}
+
+/** `a` and `b` equal, compared in time that depends on their lengths only. */
+export function sameSecret(a: string, b: string): boolean {
+  const x = new TextEncoder().encode(a), y = new TextEncoder().encode(b);
+  let diff = x.length ^ y.length;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return diff === 0;
+}
+
+/** Whether `/metrics` answers with detail, without, or not at all (401). */
+async function metricsDetail(
+  req: SocketRequest,
+  access: HttpPortDeps["access"],
+): Promise<boolean | "denied"> {
+  if (!access) return true;
+  const auth = req.headers.get("authorization");
+  if (auth === undefined) return false;
+  const m = /^Bearer +(\S+) *$/i.exec(auth);
+  const token = m ? await access.detailToken() : undefined;
+  return m && token && sameSecret(m[1], token) ? true : "denied";
 }
 
 /** A running port. */
@@ -55,7 +82,9 @@ export async function portReply(req: SocketRequest, deps: HttpPortDeps): Promise
     return { status: ok ? 200 : 503, body: ok ? "ok\n" : "not ok\n" };
   }
   if (req.path === "/metrics") {
-    const { text, contentType } = await deps.metrics();
+    const detail = await metricsDetail(req, deps.access);
+    if (detail === "denied") return { status: 401, body: "unauthorized\n" };
+    const { text, contentType } = await deps.metrics(detail);
     return { status: 200, body: text, contentType };
   }
   return { status: 404, body: "not found\n" };

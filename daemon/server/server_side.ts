@@ -11,7 +11,7 @@ import type { DaemonConfig } from "../config/config.ts";
 import type { IdleTrimmer } from "../runtime/idle_trim.ts";
 import type { CniService } from "../service/cni_service.ts";
 import type { FerryMetrics } from "../telemetry/metrics.ts";
-import { type HttpPort, serveHttpPort } from "./http_port.ts";
+import { type HttpPort, type HttpPortDeps, serveHttpPort } from "./http_port.ts";
 import { createRouter, protocolErrorReply } from "./router.ts";
 import { serveOnSocket, type SocketServer } from "./socket_server.ts";
 
@@ -47,6 +47,19 @@ export interface ServerSide {
   metricsPort?: HttpPort;
   /** Closes the TCP ports (the socket is shut down by its own deadline). */
   closePorts(): Promise<void>;
+}
+
+/**
+ * The scrapers' detail token: `path`'s content, trimmed, read at each request so a rotated file
+ * takes effect at once; undefined when no file is configured, it cannot be read or it is empty.
+ */
+async function readToken(path: string): Promise<string | undefined> {
+  if (!path) return undefined;
+  try {
+    return (await Deno.readTextFile(path)).trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -104,13 +117,16 @@ export async function serverSide(deps: ServerSideDeps): Promise<ServerSide> {
   });
   // The scrapers' port is a listener of its own, so that clients of the node's address filling
   // its connections never delay the kubelet's probes on localhost.
-  const openPort = (host: string, port: number, what: string) => {
+  // Pods can reach the scrapers' port: tenants' names there only for the detail token's holders.
+  const openPort = (host: string, port: number, what: string, access?: HttpPortDeps["access"]) => {
     if (port < 0) return undefined;
     try {
       return serveHttpPort(host, port, {
         healthy: deps.healthy,
         ready: deps.ready,
-        metrics: () => Promise.resolve({ text: metrics.text(), contentType: metrics.contentType }),
+        metrics: (detail) =>
+          Promise.resolve({ text: metrics.text(detail), contentType: metrics.contentType }),
+        access,
       }, {
         readTimeoutMs: config.server.readTimeoutSeconds * 1000,
         writeTimeoutMs: config.server.writeTimeoutSeconds * 1000,
@@ -131,6 +147,7 @@ export async function serverSide(deps: ServerSideDeps): Promise<ServerSide> {
     config.server.metricsHost,
     config.server.metricsPort,
     "metrics for scrapers",
+    { detailToken: () => readToken(config.server.metricsDetailTokenFile) },
   );
   deps.logger.info("serving on {socket} for node {node}, ipam {ipam}, routing {routing}, {mode}", {
     socket: config.socket,

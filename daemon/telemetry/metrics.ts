@@ -52,6 +52,13 @@ function summed(samples: [Labels, number][]): [Labels, number][] {
   return [...by.values()];
 }
 
+/**
+ * Labels that name a tenant's objects: pods (`pod`), NetworkPolicies (`policy`, and the `rule` of
+ * one), NADs (`network`). The scrapers' port leaves them out unless the scraper shows the detail
+ * token (`server.metricsDetailTokenFile`).
+ */
+export const TENANT_LABELS: ReadonlySet<string> = new Set(["pod", "policy", "rule", "network"]);
+
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /**
@@ -203,9 +210,12 @@ export class FerryMetrics {
     this.#phases.observe({ phase }, ms / 1000);
   }
 
-  /** The text exposition format. */
-  text(): string {
-    return exposition(this.#families);
+  /**
+   * The text exposition format; with `detail` false, the {@link TENANT_LABELS} are left out and
+   * the series they told apart summed.
+   */
+  text(detail = true): string {
+    return exposition(this.#families, detail ? undefined : TENANT_LABELS);
   }
 
   /** Its content type. */

@@ -36,8 +36,11 @@ export function formatLabels(labels: [string, string][]): string {
 export interface MetricFamily {
   /** The family name. */
   readonly name: string;
-  /** `# HELP`, `# TYPE` and the samples. */
-  lines(): string[];
+  /**
+   * `# HELP`, `# TYPE` and the samples; with `without`, samples that carry those labels are
+   * summed over them (the labels left out).
+   */
+  lines(without?: ReadonlySet<string>): string[];
 }
 
 function header(name: string, help: string, type: string): string[] {
@@ -166,18 +169,29 @@ export class Gauge implements MetricFamily {
     readonly collect: () => [Labels, number][],
   ) {}
 
-  /** The family's lines. */
-  lines(): string[] {
+  /** The family's lines; labels in `without` left out, the samples they told apart summed. */
+  lines(without?: ReadonlySet<string>): string[] {
+    const samples = new Map<string, [[string, string][], number]>();
+    for (const [labels, v] of this.collect()) {
+      const kept = Object.entries(labels).filter(([k]) => !without?.has(k));
+      const key = JSON.stringify(kept);
+      const known = samples.get(key);
+      if (known) known[1] += v;
+      else samples.set(key, [kept, v]);
+    }
     return [
       ...header(this.name, this.help, "gauge"),
-      ...this.collect().map(([labels, v]) =>
-        `${this.name}${formatLabels(Object.entries(labels))} ${formatValue(v)}`
+      ...[...samples.values()].map(([labels, v]) =>
+        `${this.name}${formatLabels(labels)} ${formatValue(v)}`
       ),
     ];
   }
 }
 
-/** The exposition of `families`, in order, ending with a newline. */
-export function exposition(families: MetricFamily[]): string {
-  return families.flatMap((f) => f.lines()).join("\n") + "\n";
+/**
+ * The exposition of `families`, in order, ending with a newline; labels in `without` left out of
+ * the gauges that carry them (their samples summed).
+ */
+export function exposition(families: MetricFamily[], without?: ReadonlySet<string>): string {
+  return families.flatMap((f) => f.lines(without)).join("\n") + "\n";
 }

@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern4 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -2282,9 +2282,8 @@ vErrors.push(err189);
 }
 errors++;
 }
-for(const key9 in data59){
-if(!(((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort"))){
-const err190 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data59.metricsDetailTokenFile === undefined){
+const err190 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsDetailTokenFile"},message:"must have required property '"+"metricsDetailTokenFile"+"'"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2293,12 +2292,9 @@ vErrors.push(err190);
 }
 errors++;
 }
-}
-if(data59.readTimeoutSeconds !== undefined){
-let data60 = data59.readTimeoutSeconds;
-if((typeof data60 == "number") && (isFinite(data60))){
-if(data60 <= 0 || isNaN(data60)){
-const err191 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+for(const key9 in data59){
+if(!((((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort")) || (key9 === "metricsDetailTokenFile"))){
+const err191 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2308,8 +2304,11 @@ vErrors.push(err191);
 errors++;
 }
 }
-else {
-const err192 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59.readTimeoutSeconds !== undefined){
+let data60 = data59.readTimeoutSeconds;
+if((typeof data60 == "number") && (isFinite(data60))){
+if(data60 <= 0 || isNaN(data60)){
+const err192 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2319,11 +2318,8 @@ vErrors.push(err192);
 errors++;
 }
 }
-if(data59.writeTimeoutSeconds !== undefined){
-let data61 = data59.writeTimeoutSeconds;
-if((typeof data61 == "number") && (isFinite(data61))){
-if(data61 <= 0 || isNaN(data61)){
-const err193 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err193 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2333,8 +2329,11 @@ vErrors.push(err193);
 errors++;
 }
 }
-else {
-const err194 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59.writeTimeoutSeconds !== undefined){
+let data61 = data59.writeTimeoutSeconds;
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 <= 0 || isNaN(data61)){
+const err194 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2344,10 +2343,8 @@ vErrors.push(err194);
 errors++;
 }
 }
-if(data59.maxConnections !== undefined){
-let data62 = data59.maxConnections;
-if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
-const err195 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err195 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2356,9 +2353,11 @@ vErrors.push(err195);
 }
 errors++;
 }
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 < 1 || isNaN(data62)){
-const err196 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data59.maxConnections !== undefined){
+let data62 = data59.maxConnections;
+if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
+const err196 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2367,11 +2366,9 @@ vErrors.push(err196);
 }
 errors++;
 }
-}
-}
-if(data59.httpHost !== undefined){
-if(typeof data59.httpHost !== "string"){
-const err197 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data62 == "number") && (isFinite(data62))){
+if(data62 < 1 || isNaN(data62)){
+const err197 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2381,10 +2378,10 @@ vErrors.push(err197);
 errors++;
 }
 }
-if(data59.httpPort !== undefined){
-let data64 = data59.httpPort;
-if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
-const err198 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data59.httpHost !== undefined){
+if(typeof data59.httpHost !== "string"){
+const err198 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2393,9 +2390,11 @@ vErrors.push(err198);
 }
 errors++;
 }
-if((typeof data64 == "number") && (isFinite(data64))){
-if(data64 > 65535 || isNaN(data64)){
-const err199 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data59.httpPort !== undefined){
+let data64 = data59.httpPort;
+if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
+const err199 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2404,8 +2403,9 @@ vErrors.push(err199);
 }
 errors++;
 }
-if(data64 < -1 || isNaN(data64)){
-const err200 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data64 == "number") && (isFinite(data64))){
+if(data64 > 65535 || isNaN(data64)){
+const err200 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2414,11 +2414,8 @@ vErrors.push(err200);
 }
 errors++;
 }
-}
-}
-if(data59.metricsHost !== undefined){
-if(typeof data59.metricsHost !== "string"){
-const err201 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data64 < -1 || isNaN(data64)){
+const err201 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2428,10 +2425,10 @@ vErrors.push(err201);
 errors++;
 }
 }
-if(data59.metricsPort !== undefined){
-let data66 = data59.metricsPort;
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err202 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data59.metricsHost !== undefined){
+if(typeof data59.metricsHost !== "string"){
+const err202 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2440,9 +2437,11 @@ vErrors.push(err202);
 }
 errors++;
 }
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 > 65535 || isNaN(data66)){
-const err203 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data59.metricsPort !== undefined){
+let data66 = data59.metricsPort;
+if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
+const err203 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2451,8 +2450,9 @@ vErrors.push(err203);
 }
 errors++;
 }
-if(data66 < -1 || isNaN(data66)){
-const err204 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 > 65535 || isNaN(data66)){
+const err204 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2461,11 +2461,8 @@ vErrors.push(err204);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err205 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data66 < -1 || isNaN(data66)){
+const err205 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2475,11 +2472,10 @@ vErrors.push(err205);
 errors++;
 }
 }
-if(data.shutdownTimeoutSeconds !== undefined){
-let data67 = data.shutdownTimeoutSeconds;
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 0 || isNaN(data67)){
-const err206 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data59.metricsDetailTokenFile !== undefined){
+if(typeof data59.metricsDetailTokenFile !== "string"){
+const err206 = {instancePath:instancePath+"/server/metricsDetailTokenFile",schemaPath:"#/properties/server/properties/metricsDetailTokenFile/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2489,8 +2485,9 @@ vErrors.push(err206);
 errors++;
 }
 }
+}
 else {
-const err207 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err207 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2500,10 +2497,11 @@ vErrors.push(err207);
 errors++;
 }
 }
-if(data.nice !== undefined){
-let data68 = data.nice;
-if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
-const err208 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.shutdownTimeoutSeconds !== undefined){
+let data68 = data.shutdownTimeoutSeconds;
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 < 0 || isNaN(data68)){
+const err208 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2512,9 +2510,9 @@ vErrors.push(err208);
 }
 errors++;
 }
-if((typeof data68 == "number") && (isFinite(data68))){
-if(data68 > 19 || isNaN(data68)){
-const err209 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
+}
+else {
+const err209 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2523,8 +2521,11 @@ vErrors.push(err209);
 }
 errors++;
 }
-if(data68 < -20 || isNaN(data68)){
-const err210 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+}
+if(data.nice !== undefined){
+let data69 = data.nice;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err210 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2533,15 +2534,9 @@ vErrors.push(err210);
 }
 errors++;
 }
-}
-}
-if(data.logLevel !== undefined){
-let data69 = data.logLevel;
-const _errs168 = errors;
-let valid22 = false;
-const _errs169 = errors;
-if(typeof data69 !== "string"){
-const err211 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 > 19 || isNaN(data69)){
+const err211 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2550,8 +2545,8 @@ vErrors.push(err211);
 }
 errors++;
 }
-if("trace" !== data69){
-const err212 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+if(data69 < -20 || isNaN(data69)){
+const err212 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2560,12 +2555,15 @@ vErrors.push(err212);
 }
 errors++;
 }
-var _valid3 = _errs169 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
+}
+}
+if(data.logLevel !== undefined){
+let data70 = data.logLevel;
+const _errs170 = errors;
+let valid22 = false;
 const _errs171 = errors;
-if(typeof data69 !== "string"){
-const err213 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data70 !== "string"){
+const err213 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2574,8 +2572,8 @@ vErrors.push(err213);
 }
 errors++;
 }
-if("debug" !== data69){
-const err214 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+if("trace" !== data70){
+const err214 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2588,8 +2586,8 @@ var _valid3 = _errs171 === errors;
 valid22 = valid22 || _valid3;
 if(!valid22){
 const _errs173 = errors;
-if(typeof data69 !== "string"){
-const err215 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data70 !== "string"){
+const err215 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2598,8 +2596,8 @@ vErrors.push(err215);
 }
 errors++;
 }
-if("info" !== data69){
-const err216 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+if("debug" !== data70){
+const err216 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2612,8 +2610,8 @@ var _valid3 = _errs173 === errors;
 valid22 = valid22 || _valid3;
 if(!valid22){
 const _errs175 = errors;
-if(typeof data69 !== "string"){
-const err217 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data70 !== "string"){
+const err217 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2622,8 +2620,8 @@ vErrors.push(err217);
 }
 errors++;
 }
-if("warning" !== data69){
-const err218 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+if("info" !== data70){
+const err218 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2636,8 +2634,8 @@ var _valid3 = _errs175 === errors;
 valid22 = valid22 || _valid3;
 if(!valid22){
 const _errs177 = errors;
-if(typeof data69 !== "string"){
-const err219 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data70 !== "string"){
+const err219 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2646,8 +2644,8 @@ vErrors.push(err219);
 }
 errors++;
 }
-if("error" !== data69){
-const err220 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+if("warning" !== data70){
+const err220 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2660,8 +2658,8 @@ var _valid3 = _errs177 === errors;
 valid22 = valid22 || _valid3;
 if(!valid22){
 const _errs179 = errors;
-if(typeof data69 !== "string"){
-const err221 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data70 !== "string"){
+const err221 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2670,8 +2668,8 @@ vErrors.push(err221);
 }
 errors++;
 }
-if("fatal" !== data69){
-const err222 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if("error" !== data70){
+const err222 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2682,13 +2680,10 @@ errors++;
 }
 var _valid3 = _errs179 === errors;
 valid22 = valid22 || _valid3;
-}
-}
-}
-}
-}
 if(!valid22){
-const err223 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs181 = errors;
+if(typeof data70 !== "string"){
+const err223 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2697,23 +2692,8 @@ vErrors.push(err223);
 }
 errors++;
 }
-else {
-errors = _errs168;
-if(vErrors !== null){
-if(_errs168){
-vErrors.length = _errs168;
-}
-else {
-vErrors = null;
-}
-}
-}
-}
-if(data.policy !== undefined){
-let data70 = data.policy;
-if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
-if(data70.enabled === undefined){
-const err224 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+if("fatal" !== data70){
+const err224 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2722,8 +2702,15 @@ vErrors.push(err224);
 }
 errors++;
 }
-if(data70.table === undefined){
-const err225 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+var _valid3 = _errs181 === errors;
+valid22 = valid22 || _valid3;
+}
+}
+}
+}
+}
+if(!valid22){
+const err225 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2732,8 +2719,23 @@ vErrors.push(err225);
 }
 errors++;
 }
-if(data70.logDenied === undefined){
-const err226 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logDenied"},message:"must have required property '"+"logDenied"+"'"};
+else {
+errors = _errs170;
+if(vErrors !== null){
+if(_errs170){
+vErrors.length = _errs170;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.policy !== undefined){
+let data71 = data.policy;
+if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
+if(data71.enabled === undefined){
+const err226 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2742,8 +2744,8 @@ vErrors.push(err226);
 }
 errors++;
 }
-if(data70.logGroup === undefined){
-const err227 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logGroup"},message:"must have required property '"+"logGroup"+"'"};
+if(data71.table === undefined){
+const err227 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2752,8 +2754,8 @@ vErrors.push(err227);
 }
 errors++;
 }
-if(data70.logPerSecond === undefined){
-const err228 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logPerSecond"},message:"must have required property '"+"logPerSecond"+"'"};
+if(data71.logDenied === undefined){
+const err228 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logDenied"},message:"must have required property '"+"logDenied"+"'"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -2762,9 +2764,8 @@ vErrors.push(err228);
 }
 errors++;
 }
-for(const key10 in data70){
-if(!(((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond"))){
-const err229 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data71.logGroup === undefined){
+const err229 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logGroup"},message:"must have required property '"+"logGroup"+"'"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -2773,10 +2774,8 @@ vErrors.push(err229);
 }
 errors++;
 }
-}
-if(data70.enabled !== undefined){
-if(typeof data70.enabled !== "boolean"){
-const err230 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data71.logPerSecond === undefined){
+const err230 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logPerSecond"},message:"must have required property '"+"logPerSecond"+"'"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -2785,12 +2784,9 @@ vErrors.push(err230);
 }
 errors++;
 }
-}
-if(data70.table !== undefined){
-let data72 = data70.table;
-if(typeof data72 === "string"){
-if(!pattern11.test(data72)){
-const err231 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+for(const key10 in data71){
+if(!(((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond"))){
+const err231 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -2800,8 +2796,9 @@ vErrors.push(err231);
 errors++;
 }
 }
-else {
-const err232 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data71.enabled !== undefined){
+if(typeof data71.enabled !== "boolean"){
+const err232 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -2811,9 +2808,11 @@ vErrors.push(err232);
 errors++;
 }
 }
-if(data70.logDenied !== undefined){
-if(typeof data70.logDenied !== "boolean"){
-const err233 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data71.table !== undefined){
+let data73 = data71.table;
+if(typeof data73 === "string"){
+if(!pattern11.test(data73)){
+const err233 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -2823,10 +2822,8 @@ vErrors.push(err233);
 errors++;
 }
 }
-if(data70.logGroup !== undefined){
-let data74 = data70.logGroup;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err234 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err234 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -2835,9 +2832,10 @@ vErrors.push(err234);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 > 65535 || isNaN(data74)){
-const err235 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data71.logDenied !== undefined){
+if(typeof data71.logDenied !== "boolean"){
+const err235 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -2846,8 +2844,11 @@ vErrors.push(err235);
 }
 errors++;
 }
-if(data74 < 1 || isNaN(data74)){
-const err236 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data71.logGroup !== undefined){
+let data75 = data71.logGroup;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err236 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -2856,12 +2857,9 @@ vErrors.push(err236);
 }
 errors++;
 }
-}
-}
-if(data70.logPerSecond !== undefined){
-let data75 = data70.logPerSecond;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err237 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 > 65535 || isNaN(data75)){
+const err237 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -2870,9 +2868,8 @@ vErrors.push(err237);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 > 10000 || isNaN(data75)){
-const err238 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data75 < 1 || isNaN(data75)){
+const err238 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -2881,8 +2878,12 @@ vErrors.push(err238);
 }
 errors++;
 }
-if(data75 < 1 || isNaN(data75)){
-const err239 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data71.logPerSecond !== undefined){
+let data76 = data71.logPerSecond;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err239 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -2891,11 +2892,9 @@ vErrors.push(err239);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err240 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 > 10000 || isNaN(data76)){
+const err240 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -2904,14 +2903,8 @@ vErrors.push(err240);
 }
 errors++;
 }
-}
-if(data.logFormat !== undefined){
-let data76 = data.logFormat;
-const _errs195 = errors;
-let valid24 = false;
-const _errs196 = errors;
-if(typeof data76 !== "string"){
-const err241 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data76 < 1 || isNaN(data76)){
+const err241 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -2920,8 +2913,11 @@ vErrors.push(err241);
 }
 errors++;
 }
-if("json" !== data76){
-const err242 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+}
+}
+}
+else {
+const err242 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -2930,12 +2926,14 @@ vErrors.push(err242);
 }
 errors++;
 }
-var _valid4 = _errs196 === errors;
-valid24 = valid24 || _valid4;
-if(!valid24){
+}
+if(data.logFormat !== undefined){
+let data77 = data.logFormat;
+const _errs197 = errors;
+let valid24 = false;
 const _errs198 = errors;
-if(typeof data76 !== "string"){
-const err243 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data77 !== "string"){
+const err243 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -2944,8 +2942,8 @@ vErrors.push(err243);
 }
 errors++;
 }
-if("text" !== data76){
-const err244 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if("json" !== data77){
+const err244 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -2956,9 +2954,10 @@ errors++;
 }
 var _valid4 = _errs198 === errors;
 valid24 = valid24 || _valid4;
-}
 if(!valid24){
-const err245 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs200 = errors;
+if(typeof data77 !== "string"){
+const err245 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -2967,11 +2966,34 @@ vErrors.push(err245);
 }
 errors++;
 }
+if("text" !== data77){
+const err246 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err246];
+}
 else {
-errors = _errs195;
+vErrors.push(err246);
+}
+errors++;
+}
+var _valid4 = _errs200 === errors;
+valid24 = valid24 || _valid4;
+}
+if(!valid24){
+const err247 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err247];
+}
+else {
+vErrors.push(err247);
+}
+errors++;
+}
+else {
+errors = _errs197;
 if(vErrors !== null){
-if(_errs195){
-vErrors.length = _errs195;
+if(_errs197){
+vErrors.length = _errs197;
 }
 else {
 vErrors = null;
@@ -2981,12 +3003,12 @@ vErrors = null;
 }
 }
 else {
-const err246 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err248 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err246];
+vErrors = [err248];
 }
 else {
-vErrors.push(err246);
+vErrors.push(err248);
 }
 errors++;
 }

@@ -78,3 +78,53 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "the scrapers' port leaves out the network (NAD) and pod names unless the scraper sends server.metricsDetailTokenFile's token; a wrong token is 401; localhost keeps them",
+  ignore: !IS_ROOT,
+  fn: async () => {
+    const tokenFile = await Deno.makeTempFile({ prefix: "ferry-metrics-token-" });
+    try {
+      await Deno.writeTextFile(tokenFile, "a-scraper-token\n");
+      await withFerry({
+        config: {
+          server: { metricsHost: "127.0.0.1", metricsPort: 0, metricsDetailTokenFile: tokenFile },
+        },
+      }, (ferry) =>
+        withNetns(1, async ([ns]) => {
+          const { httpAddress, metricsAddress } = ferry.daemon();
+          const add = await ferry.shim(cniEnv("ADD", ns, "cmtoken1", "eth0"), netconf());
+          assertEquals(add.code, 0, add.stdout);
+          const scrape = async (address: string, authorization?: string) => {
+            const res = await fetch(`http://${address}/metrics`, {
+              headers: authorization ? { authorization } : {},
+              signal: AbortSignal.timeout(10_000),
+            });
+            return { status: res.status, text: await res.text() };
+          };
+          const anonymous = await scrape(metricsAddress!);
+          assertEquals(anonymous.status, 200);
+          assert(anonymous.text.includes("\nferry_attachments 1\n"), anonymous.text);
+          assert(!anonymous.text.includes("network="), `no network names:\n${anonymous.text}`);
+          const scraper = await scrape(metricsAddress!, "Bearer a-scraper-token");
+          assertEquals(scraper.status, 200);
+          assert(scraper.text.includes('ferry_attachments{network="ferry"} 1'), scraper.text);
+          const wrong = await scrape(metricsAddress!, "Bearer not-the-token");
+          assertEquals([wrong.status, wrong.text], [401, "unauthorized\n"]);
+          const local = await scrape(httpAddress!);
+          assert(local.text.includes('ferry_attachments{network="ferry"} 1'), local.text);
+          // A rotated token takes effect at the next scrape.
+          await Deno.writeTextFile(tokenFile, "the-next-token\n");
+          assertEquals((await scrape(metricsAddress!, "Bearer a-scraper-token")).status, 401);
+          assertEquals((await scrape(metricsAddress!, "Bearer the-next-token")).status, 200);
+          assertEquals(
+            (await ferry.shim(cniEnv("DEL", ns, "cmtoken1", "eth0"), netconf())).code,
+            0,
+          );
+        }));
+    } finally {
+      await Deno.remove(tokenFile).catch(() => {});
+    }
+  },
+});

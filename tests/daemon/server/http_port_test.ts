@@ -2,13 +2,16 @@
 // the CNI socket does, and nothing a client does may end the daemon.
 import { assertEquals } from "deno-std/assert/mod.js";
 import { readToEnd } from "../_conn.ts";
-import { serveHttpPort } from "../../../daemon/server/http_port.ts";
+import { sameSecret, serveHttpPort } from "../../../daemon/server/http_port.ts";
 
 const deps = {
   healthy: () => true,
   ready: () => false,
-  metrics: () =>
-    Promise.resolve({ text: "ferry_up 1\n", contentType: "text/plain; version=0.0.4" }),
+  metrics: (detail: boolean) =>
+    Promise.resolve({
+      text: detail ? 'ferry_up{pod="a/b"} 1\n' : "ferry_up 1\n",
+      contentType: "text/plain; version=0.0.4",
+    }),
 };
 
 async function tcp(address: string, text = ""): Promise<Deno.TcpConn> {
@@ -37,7 +40,10 @@ Deno.test("the TCP port answers probes and metrics, and only GET", async () => {
   try {
     assertEquals(await get(port.address, "/healthz"), { status: 200, body: "ok\n" });
     assertEquals(await get(port.address, "/readyz"), { status: 503, body: "not ok\n" });
-    assertEquals(await get(port.address, "/metrics"), { status: 200, body: "ferry_up 1\n" });
+    assertEquals(await get(port.address, "/metrics"), {
+      status: 200,
+      body: 'ferry_up{pod="a/b"} 1\n',
+    });
     assertEquals((await get(port.address, "/nothing")).status, 404);
     const post = await fetch(`http://${port.address}/healthz`, { method: "POST", body: "x" });
     assertEquals([post.status, await post.text()], [405, "GET only\n"]);
@@ -125,5 +131,42 @@ Deno.test("a process out of file descriptors keeps its TCP port: accepts fail, a
     await child.status;
     await lines.cancel();
     await child.stderr.cancel();
+  }
+});
+
+Deno.test("the scrapers' port shows tenants' names only to a scraper with the detail token; a wrong one is 401", async () => {
+  let token: string | undefined = "s3cret-token";
+  const port = serveHttpPort("127.0.0.1", 0, {
+    ...deps,
+    access: { detailToken: () => Promise.resolve(token) },
+  });
+  const scrape = async (authorization?: string) => {
+    const res = await fetch(`http://${port.address}/metrics`, {
+      headers: authorization ? { authorization } : {},
+      signal: AbortSignal.timeout(5000),
+    });
+    return { status: res.status, body: await res.text() };
+  };
+  try {
+    assertEquals(await scrape(), { status: 200, body: "ferry_up 1\n" }, "no token: no names");
+    assertEquals(await scrape("Bearer s3cret-token"), {
+      status: 200,
+      body: 'ferry_up{pod="a/b"} 1\n',
+    }, "the token: the names");
+    for (const wrong of ["Bearer s3cret-tokem", "Bearer s3cret-token2", "Bearer ", "Basic eDp5"]) {
+      assertEquals(await scrape(wrong), { status: 401, body: "unauthorized\n" }, wrong);
+    }
+    token = undefined; // no token configured: nobody gets the names
+    assertEquals((await scrape("Bearer s3cret-token")).status, 401);
+    assertEquals((await scrape()).body, "ferry_up 1\n");
+  } finally {
+    await port.close();
+  }
+});
+
+Deno.test("secrets are compared whole", () => {
+  assertEquals(sameSecret("abc", "abc"), true);
+  for (const [a, b] of [["abc", "abd"], ["abc", "ab"], ["", "a"], ["ab\u00e9", "ab\u00e8"]]) {
+    assertEquals(sameSecret(a, b), false, `${a} ${b}`);
   }
 });

@@ -20,3 +20,28 @@ Deno.test("the policy counters of one rule, or one pod's drops, are one series e
     'ferry_policy_denied_packets{pod="a/db",direction="ingress"} 7',
   ]);
 });
+
+Deno.test("without detail, the series naming tenants' pods, policies and networks are summed with those labels left out", () => {
+  const metrics = new FerryMetrics({
+    policyRules: () => [
+      { comment: "prb3a/s1-deny ingress[0]", packets: 3 },
+      { comment: "prb3b/other ingress[1]", packets: 4 },
+      { comment: "prb3a/prb3-s1: no ingress rule allows it", packets: 2 },
+      { comment: "prb3b/web: no ingress rule allows it", packets: 5 },
+      { comment: "prb3b/web: no egress rule allows it", packets: 1 },
+    ],
+    attachments: () => ({ ferry: 3, "prb3a/secret-net": 2 }),
+  });
+  const text = metrics.text(false);
+  for (const name of ["prb3a", "prb3b", "s1-deny", "secret-net", "pod=", "policy=", "network="]) {
+    assertEquals(text.includes(name), false, `${name} in\n${text}`);
+  }
+  const lines = text.split("\n").filter((l) => /^ferry_(policy_|attachments)/.test(l));
+  assertEquals(lines.sort(), [
+    "ferry_attachments 5",
+    "ferry_policy_allowed_packets 7",
+    'ferry_policy_denied_packets{direction="egress"} 1',
+    'ferry_policy_denied_packets{direction="ingress"} 7',
+  ]);
+  assertEquals(metrics.text().includes('network="prb3a/secret-net"} 2'), true);
+});
