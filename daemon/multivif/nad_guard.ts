@@ -86,10 +86,16 @@ function protectedBy(name: string, own: ProtectedDevice[]): string | undefined {
 async function deviceRefusal(
   plugin: Record<string, unknown>,
   guard: NadGuard,
+  protectedDevices: () => Promise<ProtectedDevice[]>,
 ): Promise<string | undefined> {
+  const rc = isObject(plugin.runtimeconfig) ? plugin.runtimeconfig : {};
+  const named = [...NAME_FIELDS, "hwaddr", "kernelpath", "pcibusid"].some((k) =>
+    plugin[k] !== undefined
+  );
+  if (!named && rc.deviceid === undefined) return undefined; // no device: no need to look
   const own: ProtectedDevice[] = [
     ...guard.devices.map((name) => ({ name, altnames: [] })),
-    ...await guard.node.protectedDevices(),
+    ...await protectedDevices(),
   ];
   for (const field of NAME_FIELDS) {
     const v = plugin[field];
@@ -106,7 +112,6 @@ async function deviceRefusal(
       return `its hwaddr ${plugin.hwaddr} is the MAC of ${d.name}, a device of Ferry's own network`;
     }
   }
-  const rc = isObject(plugin.runtimeconfig) ? plugin.runtimeconfig : {};
   const paths: [string, unknown, string[]][] = [
     ["kernelpath", plugin.kernelpath, [""]],
     ["pciBusID", plugin.pcibusid, [SYS_BUS_PCI]],
@@ -154,6 +159,7 @@ async function refusal(
   plugin: Record<string, unknown>,
   folded: Record<string, unknown>,
   guard: NadGuard,
+  protectedDevices: () => Promise<ProtectedDevice[]>,
 ): Promise<string | undefined> {
   const allowed = (t: string) => guard.allowedTypes.includes("*") || guard.allowedTypes.includes(t);
   const type = String(plugin.type);
@@ -168,7 +174,7 @@ async function refusal(
       guard.allowedTypes.join(", ") || "none"
     })`;
   }
-  const why = await deviceRefusal(folded, guard) ?? rangeRefusal(folded, guard);
+  const why = await deviceRefusal(folded, guard, protectedDevices) ?? rangeRefusal(folded, guard);
   if (why) return why;
   if (ipam?.type === "host-local" && ipam.datadir !== undefined) {
     const dir = typeof ipam.datadir === "string" ? normalized(ipam.datadir) : undefined;
@@ -186,7 +192,8 @@ async function refusal(
  * set where the NAD named none). Keys are read as a Go plugin reads them, in any case
  * (`json_keys.ts`); a plugin with two keys one Go field would read is refused.
  *
- * @throws {CniError} code 7 naming the pod, the NAD, the plugin and why.
+ * @throws {CniError} code 7 naming the pod, the NAD, the plugin and why; code 5 when the node's
+ * devices cannot be read.
  * @example
  * ```ts
  * const plugins = await guardNadPlugins(nadPlugins(text, nad, selection, pod), guard, nad, pod);
@@ -199,6 +206,17 @@ export async function guardNadPlugins(
   pod: string,
 ): Promise<NetConf[]> {
   const out: NetConf[] = [];
+  // The node's devices are read once per NAD, and only when a plugin names a device.
+  let devices: Promise<ProtectedDevice[]> | undefined;
+  const protectedDevices = () =>
+    devices ??= guard.node.protectedDevices().catch((e) => {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `pod ${pod}: cannot read the node's devices to check NetworkAttachmentDefinition ` +
+          `${nad.namespace}/${nad.name}`,
+        e instanceof Error ? e.message : String(e),
+      );
+    });
   for (const [i, plugin] of plugins.entries()) {
     const p = plugin as unknown as Record<string, unknown>;
     const { value, clash } = foldKeys(p);
@@ -206,7 +224,7 @@ export async function guardNadPlugins(
     const why = clash
       ? `its keys ${JSON.stringify(clash.keys[0])} and ${JSON.stringify(clash.keys[1])} ` +
         `(${clash.at}) are one key to a Go plugin`
-      : await refusal(p, folded, guard);
+      : await refusal(p, folded, guard, protectedDevices);
     if (why) {
       throw new CniError(
         CNI_ERROR.INVALID_CONFIG,
