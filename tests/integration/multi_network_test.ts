@@ -499,3 +499,78 @@ Deno.test({
         }),
     ),
 });
+
+Deno.test({
+  name:
+    "a NAD cannot take Ferry's devices by MAC, altname or a pod's host veth (host-device hwaddr and device, macvlan master): code 7, and every device stays on the node",
+  ...opts,
+  fn: () =>
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1, config: { routing: { mode: "vxlan" } } },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          const victim = await c.addPod(node, "dvic", 30_000);
+          const links = async (...args: string[]) =>
+            JSON.parse(await run("ip", "-n", node.ns.name, "-j", "link", "show", ...args)) as {
+              ifname: string;
+              address: string;
+            }[];
+          const [vxlan] = await links("dev", "ferry.vxlan");
+          const [veth] = await links("master", "ferry0");
+          assert(vxlan && veth, "the node has Ferry's VXLAN device and the victim's host veth");
+          const altname = `fyalt-${t}`;
+          await run(
+            "ip",
+            "-n",
+            node.ns.name,
+            "link",
+            "property",
+            "add",
+            "dev",
+            "ferry0",
+            "altname",
+            altname,
+          );
+          // Issue #42 item 5: host-device by hwaddr moves a VXLAN device; by name, a pod's veth.
+          const cases: [string, Record<string, unknown>, string][] = [
+            [
+              `hm-${t}`,
+              { type: "host-device", hwaddr: vxlan.address.toUpperCase() },
+              `its hwaddr ${vxlan.address.toUpperCase()} is the MAC of ferry.vxlan`,
+            ],
+            [
+              `hv-${t}`,
+              { type: "host-device", device: veth.ifname },
+              `its device ${veth.ifname} is a device of Ferry's own network`,
+            ],
+            [
+              `ma-${t}`,
+              { type: "macvlan", master: altname, mode: "bridge" },
+              `its master ${altname} is an altname of ferry0`,
+            ],
+          ];
+          for (const [name, config, why] of cases) {
+            await create(name, { cniVersion: "1.0.0", ...config });
+            const pod = `p${name.slice(0, 2)}`;
+            const err = await assertRejects(() =>
+              c.addPod(node, pod, 0, { annotations: { "k8s.v1.cni.cncf.io/networks": name } })
+            );
+            assert(String(err).includes('"code":7'), `${name}: code 7: ${err}`);
+            assert(String(err).includes(why), `${name}: ${why}: ${err}`);
+            await eventually(
+              () => eventOn(c, pod, "InvalidNetworkSelection", why),
+              `an Event on ${pod} saying why`,
+            );
+          }
+          assertEquals((await links("dev", "ferry.vxlan")).length, 1, "the VXLAN device stays");
+          assertEquals(
+            (await links("master", "ferry0")).map((l) => l.ifname),
+            [veth.ifname],
+            "the victim's veth stays on Ferry's bridge",
+          );
+          await eventually(() => pingOnce(victim.ip, node.ns), "the node reaches the victim");
+          assertEquals((await c.removePod(victim)).code, 0);
+        }),
+    ),
+});
