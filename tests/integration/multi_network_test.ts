@@ -10,7 +10,12 @@ import { installNadCrd } from "../../daemon/dev/crds.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
 import { cniEnv, netconf, runShimAt } from "../../daemon/dev/harness.ts";
-import { EVENTS, NETWORK_ATTACHMENT_DEFINITIONS, PODS } from "../../daemon/k8s/resources.ts";
+import {
+  EVENTS,
+  NETWORK_ATTACHMENT_DEFINITIONS,
+  NETWORK_POLICIES,
+  PODS,
+} from "../../daemon/k8s/resources.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../../daemon/multivif/selections.ts";
 import { eventually } from "./_cluster.ts";
@@ -573,4 +578,121 @@ Deno.test({
           assertEquals((await c.removePod(victim)).code, 0);
         }),
     ),
+});
+
+Deno.test({
+  name:
+    "a pod scraping its node's metrics port sees no other tenant's pod, NetworkPolicy or NAD names; a scraper with the detail token sees them, a wrong token gets 401",
+  ...opts,
+  fn: async () => {
+    const tokenFile = await Deno.makeTempFile({ prefix: "ferry-metrics-token-" });
+    await Deno.writeTextFile(tokenFile, "scraper-secret\n");
+    const port = 19668;
+    try {
+      await withSimCluster(
+        {
+          kubeconfig: REAL_KUBECONFIG,
+          nodes: 1,
+          config: {
+            server: {
+              metricsHost: "0.0.0.0",
+              metricsPort: port,
+              metricsDetailTokenFile: tokenFile,
+            },
+          },
+        },
+        (c) =>
+          withNads(c, async ({ t, create }) => {
+            const [node] = c.nodes;
+            const nad = `secret-net-${t}`;
+            await create(nad, {
+              cniVersion: "1.0.0",
+              type: "macvlan",
+              master: "eth0",
+              mode: "bridge",
+              capabilities: { ips: true },
+              ipam: { type: "static" },
+            });
+            // Tenant a: a pod on a NAD, isolated by a policy. Tenant b: a pod that scrapes.
+            const victim = await c.addPod(node, "mtv", 30_000, {
+              labels: { app: `mtv-${t}` },
+              annotations: {
+                "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+                  { name: nad, ips: ["192.168.78.11/24"] },
+                ]),
+              },
+            });
+            const attacker = await c.addPod(node, "mta", 30_000, { labels: { app: `mta-${t}` } });
+            const policy = `s1-${t}`;
+            await c.client.create(NETWORK_POLICIES, {
+              metadata: { name: policy, namespace: "default" },
+              spec: {
+                podSelector: { matchLabels: { app: `mtv-${t}` } },
+                ingress: [{ from: [{ podSelector: { matchLabels: { app: `mta-${t}` } } }] }],
+              },
+            } as KubeObject);
+
+            try {
+              const gateway =
+                (await run("ip", "-n", attacker.ns.name, "-4", "route", "show", "default"))
+                  .split(" ")[2];
+              /** `/metrics` from inside the attacker's pod, as any container can fetch it. */
+              const scrape = async (authorization?: string) => {
+                const out = await new Deno.Command("ip", {
+                  args: [
+                    "netns",
+                    "exec",
+                    attacker.ns.name,
+                    "curl",
+                    "-s",
+                    "-m",
+                    "10",
+                    "-w",
+                    "\n%{http_code}",
+                    ...(authorization ? ["-H", `Authorization: ${authorization}`] : []),
+                    `http://${gateway}:${port}/metrics`,
+                  ],
+                  stdout: "piped",
+                  stderr: "piped",
+                }).output();
+                const text = new TextDecoder().decode(out.stdout);
+                const nl = text.lastIndexOf("\n");
+                return { status: Number(text.slice(nl + 1)), text: text.slice(0, nl) };
+              };
+              const names = [nad, policy, victim.name];
+              // The scraper with the token sees the NAD, the policy and the pod once the policy's
+              // counters are read (every 10 s).
+              let last = { status: 0, text: "" };
+              await eventually(
+                async () => {
+                  last = await scrape("Bearer scraper-secret");
+                  return last.status === 200 && names.every((n) => last.text.includes(n));
+                },
+                "the token's holder sees the NAD, policy and pod names",
+                60_000,
+              ).catch((e) => {
+                throw new Error(`${e.message}; last scrape: ${last.status}\n${last.text}`);
+              });
+              const anonymous = await scrape();
+              assertEquals(anonymous.status, 200, anonymous.text);
+              assert(anonymous.text.includes("ferry_attachments"), anonymous.text);
+              for (const n of names) {
+                assert(
+                  !anonymous.text.includes(n),
+                  `${n} is not shown to a pod:\n${anonymous.text}`,
+                );
+              }
+              const wrong = await scrape("Bearer scraper-secreT");
+              assertEquals([wrong.status, wrong.text], [401, "unauthorized\n"]);
+            } finally {
+              await c.client.delete(NETWORK_POLICIES, "default", policy).catch(() => {});
+            }
+            assertEquals((await c.removePod(attacker)).code, 0);
+            assertEquals((await c.removePod(victim)).code, 0);
+          }),
+      );
+    } finally {
+      await Deno.remove(tokenFile).catch(() => {});
+    }
+  },
 });
