@@ -4,16 +4,21 @@
  * Ferry checks each of its plugins before anything runs:
  *
  * - the plugin type, and its IPAM type, must be among `multiNetwork.allowedTypes` (`*` allows all);
- * - it must not name a device Ferry owns (the node bridge, the VXLAN device) as its bridge, master
- *   or device: a NAD bridge on Ferry's bridge would put addresses on it that Ferry never assigned;
- * - no address range it names (host-local ranges and subnet, whereabouts' range, static addresses,
- *   the runtime `ips`) may overlap Ferry's pod ranges (node podCIDRs, pools, the local subnets);
+ * - it must not name a device Ferry protects (the node bridge, the VXLAN device, the bridge's
+ *   ports: the pods' host veths) by any key a plugin finds a device by: `bridge`, `master`,
+ *   `device` (names and altnames), `hwaddr` (MACs), `kernelpath`, `pciBusID` and
+ *   `runtimeConfig.deviceID` (resolved through sysfs, `node_devices.ts`): a NAD bridge on Ferry's
+ *   bridge would put addresses on it that Ferry never assigned;
+ * - no address or range it names (every key `nad_addresses.ts` lists, normalised: IPv4-mapped
+ *   as IPv4) may overlap Ferry's pod ranges (node podCIDRs, pools, the local subnets), and each
+ *   must be an address or range;
  * - host-local keeps its files under Ferry's state directory: a NAD naming another `dataDir` is
  *   refused, one naming none gets `<stateDir>/host-local` (host-local's own default,
  *   /var/lib/cni/networks, is shared with every other CNI on the node).
  *
- * Refusals are CNI code 7 naming the pod, the NAD and the reason; the failed ADD puts them on the
- * pod as an Event and in the daemon's log.
+ * Keys are read as the Go plugins read them, in any case (`json_keys.ts`). Refusals are CNI code 7
+ * naming the pod, the NAD and the reason; the failed ADD puts them on the pod as an Event and in
+ * the daemon's log.
  *
  * @module
  */
