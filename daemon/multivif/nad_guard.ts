@@ -48,6 +48,9 @@ const isObject = (x: unknown): x is Record<string, unknown> =>
 /** Keys (folded) of the reference plugins that name a node device by name or altname. */
 const NAME_FIELDS = ["bridge", "master", "device"] as const;
 
+/** The bridge the `bridge` plugin (and Ferry's native one) joins when its config names none. */
+const DEFAULT_BRIDGE = "cni0";
+
 /** Where `host-device` looks up a PCI address and an auxiliary device (`runtimeConfig.deviceID`). */
 const SYS_BUS_PCI = "/sys/bus/pci/devices";
 const SYS_BUS_AUX = "/sys/bus/auxiliary/devices";
@@ -94,16 +97,17 @@ async function deviceRefusal(
   protectedDevices: () => Promise<ProtectedDevice[]>,
 ): Promise<string | undefined> {
   const rc = isObject(plugin.runtimeconfig) ? plugin.runtimeconfig : {};
-  const named = [...NAME_FIELDS, "hwaddr", "kernelpath", "pcibusid"].some((k) =>
-    plugin[k] !== undefined
-  );
+  const named = plugin.type === "bridge" ||
+    [...NAME_FIELDS, "hwaddr", "kernelpath", "pcibusid"].some((k) => plugin[k] !== undefined);
   if (!named && rc.deviceid === undefined) return undefined; // no device: no need to look
   const own: ProtectedDevice[] = [
     ...guard.devices.map((name) => ({ name, altnames: [] })),
     ...await protectedDevices(),
   ];
   for (const field of NAME_FIELDS) {
-    const v = plugin[field];
+    const v = field === "bridge" && plugin.type === "bridge"
+      ? plugin.bridge ?? DEFAULT_BRIDGE
+      : plugin[field];
     if (v === undefined) continue;
     if (typeof v !== "string") return `its ${field} ${JSON.stringify(v)} is not a device name`;
     const why = protectedBy(v, own);

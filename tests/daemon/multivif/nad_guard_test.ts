@@ -377,3 +377,13 @@ Deno.test("a plugin naming Ferry's devices by altname, MAC, kernel path, PCI add
   ];
   assertEquals((await run(fine)).length, fine.length);
 });
+
+Deno.test("a bridge NAD naming no bridge joins cni0: refused where cni0 is Ferry's bridge", async () => {
+  const cni0 = { ...guard, devices: ["cni0", "ferry.vxlan"] };
+  assertEquals(
+    (await refused([{ type: "bridge", ipam: { type: "static" } }], cni0))
+      .endsWith("its bridge cni0 is a device of Ferry's own network"),
+    true,
+  );
+  assertEquals((await run([{ type: "bridge" }])).length, 1);
+});
