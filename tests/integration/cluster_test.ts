@@ -415,6 +415,7 @@ for (const mode of ["host-gw", "vxlan"] as const) {
         const underlay = c.nodes[0].address.replace(/\.\d+$/, "");
         const range = (x: number) => c.nodes[0].podCIDR.replace(/\.1\.0\/24$/, `.${x}.0/24`);
         const bad = c.nodeObjects[0];
+        const sim = c.nodes[0].name.replace(/-1$/, "-");
         const badRange = range(77);
         for (const [i, node] of c.nodes.entries()) {
           const goodRoutes = c.nodes.filter((n) => n !== node).map((other) =>
@@ -438,9 +439,10 @@ for (const mode of ["host-gw", "vxlan"] as const) {
           const u = s.unroutable.find((u) => u.node === bad)!;
           assert(u.reason.length > 0 && u.via === badAddress(mode), JSON.stringify(u));
           assertEquals(s.lastError, undefined, "a refused route is no sync failure");
+          // (On a shared real API server, other simulations' Nodes are off this segment too.)
           const ready = await readyz(node);
           assertEquals(ready.status, 200, "degraded, still ready");
-          assert(ready.body.includes("degraded") && ready.body.includes(badRange), ready.body);
+          assert(ready.body.startsWith("ok\ndegraded: "), ready.body);
         }
         const pods = [];
         for (const [i, node] of c.nodes.entries()) pods.push(await c.addPod(node, `u${i}`));
@@ -491,10 +493,12 @@ for (const mode of ["host-gw", "vxlan"] as const) {
             `${node.name} routes ${badRange} via ${via}`,
           );
           await eventually(
-            async () => (await clusterStats(node))?.unroutable.length === 0,
-            `${node.name} has no unroutable range left`,
+            async () =>
+              (await clusterStats(node))?.unroutable.filter((u) => u.node.startsWith(sim))
+                .length === 0,
+            `${node.name} has no unroutable range of this simulation's nodes left`,
           );
-          assertEquals((await readyz(node)).body, "ok\n");
+          if (!REAL_KUBECONFIG) assertEquals((await readyz(node)).body, "ok\n");
         }
         if (mode === "vxlan") {
           const fdb = await run(
