@@ -127,3 +127,20 @@ Deno.test("a process out of file descriptors keeps its TCP port: accepts fail, a
     await child.stderr.cancel();
   }
 });
+
+Deno.test("the TCP port's readiness carries the degraded note when ready", async () => {
+  const port = serveHttpPort("127.0.0.1", 0, {
+    ...deps,
+    ready: () => true,
+    readyNote: () => "degraded: n4 10.244.4.0/24: ENETUNREACH",
+  });
+  try {
+    assertEquals(await get(port.address, "/readyz"), {
+      status: 200,
+      body: "ok\ndegraded: n4 10.244.4.0/24: ENETUNREACH\n",
+    });
+    assertEquals(await get(port.address, "/healthz"), { status: 200, body: "ok\n" });
+  } finally {
+    await port.close();
+  }
+});

@@ -20,3 +20,12 @@ Deno.test("the policy counters of one rule, or one pod's drops, are one series e
     'ferry_policy_denied_packets{pod="a/db",direction="ingress"} 7',
   ]);
 });
+
+Deno.test("the ranges of other nodes this node cannot route are a gauge, 0 without a cluster", () => {
+  const gauge = (m: FerryMetrics) =>
+    m.text().split("\n").filter((l) => l.startsWith("ferry_cluster_unroutable_ranges"));
+  assertEquals(gauge(new FerryMetrics({ unroutableRanges: () => 2 })), [
+    "ferry_cluster_unroutable_ranges 2",
+  ]);
+  assertEquals(gauge(new FerryMetrics()), ["ferry_cluster_unroutable_ranges 0"]);
+});
