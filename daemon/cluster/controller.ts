@@ -90,6 +90,8 @@ export interface ClusterStats {
   unroutable: UnroutableRange[];
   /** Set while some ranges cannot be routed: ready, but not every node's pods are reachable. */
   degraded?: string;
+  /** While a retry is pending (refused ranges, or a failed sync): its delay (backoff), in ms. */
+  retryDelayMs?: number;
   /** Whether the masquerade table is in place. */
   masquerading: boolean;
   /** The last sync's failure, if it failed. */
@@ -125,7 +127,6 @@ export class ClusterController {
   readonly #report = new UnroutableReport();
   readonly #backoff: Backoff;
   readonly #closing = new AbortController();
-  #retrying = false;
   /** What this pass found unroutable, by routing step; undefined when the step did not run. */
   #unroutable?: UnroutableRange[];
 
@@ -196,10 +197,10 @@ export class ClusterController {
 
   /** Runs a sync again after the backoff's delay (one timer at a time; cancelled by stop). */
   #retry(): void {
-    if (this.#retrying || this.#stopped) return;
-    this.#retrying = true;
-    void sleep(this.#backoff.next(), this.#closing.signal, { unref: true }).then(() => {
-      this.#retrying = false;
+    if (this.#stats.retryDelayMs !== undefined || this.#stopped) return;
+    const ms = this.#stats.retryDelayMs = this.#backoff.next();
+    void sleep(ms, this.#closing.signal, { unref: true }).then(() => {
+      this.#stats.retryDelayMs = undefined;
       if (!this.#stopped) this.kick();
     });
   }
@@ -208,12 +209,12 @@ export class ClusterController {
   #said(unroutable: UnroutableRange[]): void {
     const { logger, nodeEvent } = this.#d;
     this.#stats.unroutable = unroutable;
-    this.#stats.degraded = unroutable.length
-      ? `${unroutable.length} pod range(s) of other nodes cannot be routed: ${
-        unroutable.slice(0, 3).map((u) => `${u.node || "(stale)"} ${u.dst}: ${u.reason}`).join(
-          "; ",
-        )
-      }${unroutable.length > 3 ? "; …" : ""}`
+    // Degraded: routes the kernel refused (planning's unroutable ranges are the setup's shape).
+    const refused = unroutable.filter((u) => u.refused);
+    this.#stats.degraded = refused.length
+      ? `${refused.length} pod range(s) of other nodes cannot be routed: ${
+        refused.slice(0, 3).map((u) => `${u.node || "(stale)"} ${u.dst}: ${u.reason}`).join("; ")
+      }${refused.length > 3 ? "; …" : ""}`
       : undefined;
     const news = this.#report.update(unroutable, Date.now());
     for (const u of news.fresh) {

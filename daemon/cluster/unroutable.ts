@@ -34,13 +34,16 @@ export interface UnroutableNews {
   fresh: UnroutableRange[];
   /** Ranges routed again after having been said unroutable. */
   resolved: string[];
-  /** Warning Events to record now: one per node and distinct reason, within the rate limit. */
+  /**
+   * Warning Events to record now, for ranges the kernel refused: one per node and distinct reason,
+   * within the rate limit.
+   */
   events: { node: string; message: string }[];
 }
 
 /**
  * Remembers what was said about unroutable ranges: each range's reason is logged once (again
- * when it changes), each node gets one Event per distinct reason, at most `eventsPerMinute`
+ * when it changes), each node the kernel refused a range of gets one Event per distinct reason, at most `eventsPerMinute`
  * Events in all (the rest wait for a later pass), and a range that is routed again is said once.
  *
  * @example
@@ -79,7 +82,8 @@ export class UnroutableReport {
     }
     const events: UnroutableNews["events"] = [];
     for (const u of unroutable) {
-      if (!u.node) continue;
+      // Planning's (an IPv6 range over the overlay, an endpoint not yet published) are no fault.
+      if (!u.node || !u.refused) continue;
       const said = this.#evented.get(u.node) ?? new Set<string>();
       if (said.has(u.reason)) continue;
       if (this.#eventTimes.length >= this.#perMinute) break;

@@ -139,6 +139,7 @@ Deno.test("host-gw: a route the kernel refuses is reported with why, every other
       refused: true,
     }]);
     assert(stats.degraded?.includes("n4 10.244.4.0/24"), stats.degraded);
+    assertEquals(stats.retryDelayMs, 5, "the first retry is pending");
     // Tried again without any change, with growing delays.
     await until(() => routes.attempts >= 4, "the refused route was tried 3 more times");
     assertEquals(events.length, 1, `one Event for one reason, not one per retry: ${events}`);
@@ -228,7 +229,12 @@ Deno.test("vxlan: a peer whose entries the kernel refuses is reported; the other
 
 Deno.test("unroutable ranges: each reason said once, one Event per node and reason within the rate limit, routed-again ranges said once", () => {
   const report = new UnroutableReport(2);
-  const u = (node: string, dst: string, reason = "ENETUNREACH") => ({ node, dst, reason });
+  const u = (node: string, dst: string, reason = "ENETUNREACH") => ({
+    node,
+    dst,
+    reason,
+    refused: true,
+  });
   let news = report.update(
     [u("a", "10.0.1.0/24"), u("a", "10.0.2.0/24"), u("b", "10.0.3.0/24")],
     0,
@@ -247,4 +253,20 @@ Deno.test("unroutable ranges: each reason said once, one Event per node and reas
   assertEquals(news.events, [], "two Events this minute already");
   news = report.update([u("a", "10.0.1.0/24", "EINVAL"), u("b", "10.0.3.0/24")], 61_000);
   assertEquals(news.events.map((e) => e.node), ["a"], "a new reason, in a new minute");
+  news = report.update([{ node: "c", dst: "fd00:3::/64", reason: "IPv4 only" }], 62_000);
+  assertEquals([news.fresh.length, news.events], [1, []], "planning's: logged, no Event");
+});
+
+Deno.test("a range planning cannot route (no address of its family) is listed, but neither degrades readiness, nor is said on the Node, nor retried", async () => {
+  const { nodes, events, controller } = setup("host-gw", { initialMs: 60_000, maxMs: 60_000 });
+  nodes.upsert(node("n5", "192.0.2.15", "fd00:5::/64"));
+  controller.start();
+  await controller.idle();
+  assertEquals(controller.stats().unroutable, [
+    { node: "n5", dst: "fd00:5::/64", reason: "the node has no IPv6 InternalIP" },
+  ]);
+  assertEquals(controller.stats().degraded, undefined);
+  assertEquals(events, []);
+  assertEquals(controller.stats().retryDelayMs, undefined, "no retry pending");
+  controller.stop();
 });
