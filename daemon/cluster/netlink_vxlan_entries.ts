@@ -102,6 +102,7 @@ export class NetlinkVxlanEntries implements VxlanEntries {
             if (!gone(err)) refused(undefined, err);
           }
         }
+        const set = new Set(fdb.map((e) => `${e.mac} ${e.dst}`));
         for (const p of peers) {
           try {
             sock.ack(
@@ -114,12 +115,14 @@ export class NetlinkVxlanEntries implements VxlanEntries {
                   mac: p.mac,
                 }),
             );
-            if (fdb.some((e) => e.mac === p.mac && e.dst === p.ip)) continue;
+            // One forwarding entry per MAC and address (a node with two ranges is two peers).
+            if (set.has(`${p.mac} ${p.ip}`)) continue;
             sock.ack(
               `forwarding entry ${p.mac} → ${p.ip}`,
               (seq) =>
                 neighRequest(NL.RTM_NEWNEIGH, seq, { kind: "fdb", ifindex, mac: p.mac, dst: p.ip }),
             );
+            set.add(`${p.mac} ${p.ip}`);
           } catch (e) {
             refused(p, e);
           }

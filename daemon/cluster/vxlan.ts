@@ -263,8 +263,11 @@ export class IpVxlanEntries implements VxlanEntries {
           .catch(refused(undefined, `fdb del ${e.mac} dst ${e.dst}`));
       }
     }
+    // One forwarding entry per MAC and address (a node with two ranges is two peers).
+    const set = new Set(fdb.map((e) => `${e.mac} ${e.dst}`));
     for (const peer of peers) {
-      if (failed.has(peer) || fdb.some((e) => e.mac === peer.mac && e.dst === peer.ip)) continue;
+      if (failed.has(peer) || set.has(`${peer.mac} ${peer.ip}`)) continue;
+      set.add(`${peer.mac} ${peer.ip}`);
       await this.#bridge([
         "fdb",
         "append",

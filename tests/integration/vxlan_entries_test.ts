@@ -113,7 +113,12 @@ for (const kind of ["netlink", "iproute2"] as const) {
           const refused = await inNs(() =>
             entries.apply(
               "vx0",
-              [bad, { gateway: "10.244.3.0", mac: MAC_B, ip: "192.0.2.33" }],
+              // Peer B with two ranges: two peers, one forwarding entry.
+              [
+                bad,
+                { gateway: "10.244.3.0", mac: MAC_B, ip: "192.0.2.33" },
+                { gateway: "10.244.5.0", mac: MAC_B, ip: "192.0.2.33" },
+              ],
               live,
             )
           );
