@@ -86,6 +86,7 @@ export async function startDaemon(
     gc: () => gc.podGcStats(),
     ipamCheck: () => gc.nodeCheck.stats(),
     policyRules: () => kube?.policy?.ruleCounts() ?? [],
+    unroutableRanges: () => cluster?.controller.stats().unroutable.length ?? 0,
   });
   let cluster: Awaited<ReturnType<typeof clusterSide>>;
   let pool: ReturnType<typeof poolIpam>;
@@ -175,7 +176,22 @@ export async function startDaemon(
     ipam: pool?.current()?.stats(),
   });
   try {
-    server = await serverSide({ config, service, metrics, trimmer, healthy, ready, stats, logger });
+    // Ready but degraded while some ranges of other nodes cannot be routed.
+    const readyNote = () => {
+      const degraded = controller.stats().degraded;
+      return degraded ? `degraded: ${degraded}` : undefined;
+    };
+    server = await serverSide({
+      config,
+      service,
+      metrics,
+      trimmer,
+      healthy,
+      ready,
+      readyNote,
+      stats,
+      logger,
+    });
   } catch (e) {
     controller.stop();
     identity?.stop();

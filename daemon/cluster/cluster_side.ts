@@ -97,6 +97,17 @@ export async function clusterSide(deps: ClusterSideDeps): Promise<ClusterSide> {
             message,
           ).catch(() => {})
         : undefined,
+      // A Node's Events are found by `kubectl describe node` under its name as UID.
+      nodeEvent: kube
+        ? (node, type, reason, message) =>
+          void kube.event(
+            { kind: "Node", apiVersion: "v1", name: node, uid: node },
+            type,
+            reason,
+            message,
+          )
+            .catch(() => {})
+        : undefined,
       config,
       network,
       nodes: kube?.nodes,

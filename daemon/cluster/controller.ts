@@ -5,7 +5,11 @@
  * podCIDRs, or its blocks in pool mode; `routing.mode: host-gw` or `vxlan`), and keeps the
  * masquerade table for this node's pod ranges. Node, pool and block changes only mark the state
  * dirty; one sync at a time reads the current state and reconciles everything, so a burst of
- * changes costs one sync, and a sync that fails is tried again on the next change or resync.
+ * changes costs one sync. Each route (and each VXLAN peer's entries) is set on its own, and the
+ * masquerade table apart from them: a range the kernel will not route (a node whose address is
+ * not on this node's segment) is reported (`unroutable` in the stats, a log line, a Warning Event
+ * on its Node, a metric; readiness says degraded) while every other route and masquerade stay in
+ * place, and a sync with such failures is tried again with backoff, as well as on every change.
  * Never on the CNI request path.
  *
  * @module
@@ -22,6 +26,13 @@ import { type IpPoolObject, parsePool } from "../ipam/ip_pools.ts";
 import { overlayAddress, ownVtep, VXLAN_OVERHEAD, type VxlanDevice, vxlanPlan } from "./vxlan.ts";
 import type { RouteTable } from "./route_table.ts";
 import { hostGwRoutes, type NodeRoute, routeChanges } from "./routes.ts";
+import { sleep } from "../runtime/sleep.ts";
+import {
+  Backoff,
+  ROUTE_FAILED_REASON,
+  type UnroutableRange,
+  UnroutableReport,
+} from "./unroutable.ts";
 
 /** What the controller needs. */
 export interface ClusterControllerDeps {
@@ -58,6 +69,10 @@ export interface ClusterControllerDeps {
   vxlan?: VxlanDevice;
   /** Publishes this node's VXLAN endpoint on its Node object. */
   publishVtep?: (vtep: Vtep) => Promise<void>;
+  /** Records an Event on a Node (best effort): why a range of it cannot be routed. */
+  nodeEvent?: (node: string, type: "Normal" | "Warning", reason: string, message: string) => void;
+  /** Backoff of the retries of a sync with failures (default 1 s doubling to 60 s). */
+  retry?: { initialMs: number; maxMs: number };
   /** Where to log. */
   logger: Logger;
 }
@@ -68,8 +83,15 @@ export interface ClusterStats {
   syncs: number;
   /** Routes to other nodes now in place. */
   routes: number;
-  /** Node ranges that cannot be routed (no address of that family). */
-  unroutable: string[];
+  /**
+   * Other nodes' ranges without a working route, with why: no address of the range's family, no
+   * VXLAN endpoint yet, or the kernel's refusal of the route or overlay entries (tried again).
+   */
+  unroutable: UnroutableRange[];
+  /** Set while some ranges cannot be routed: ready, but not every node's pods are reachable. */
+  degraded?: string;
+  /** While a retry is pending (refused ranges, or a failed sync): its delay (backoff), in ms. */
+  retryDelayMs?: number;
   /** Whether the masquerade table is in place. */
   masquerading: boolean;
   /** The last sync's failure, if it failed. */
@@ -102,10 +124,16 @@ export class ClusterController {
   #nodeMissing = false;
   #rangesChangeSaid = false;
   #waitLogged?: string;
+  readonly #report = new UnroutableReport();
+  readonly #backoff: Backoff;
+  readonly #closing = new AbortController();
+  /** What this pass found unroutable, by routing step; undefined when the step did not run. */
+  #unroutable?: UnroutableRange[];
 
   /** Creates the controller. */
   constructor(deps: ClusterControllerDeps) {
     this.#d = deps;
+    this.#backoff = new Backoff(deps.retry?.initialMs ?? 1000, deps.retry?.maxMs ?? 60_000);
   }
 
   /** Subscribes to node changes and runs the first sync. */
@@ -124,12 +152,13 @@ export class ClusterController {
   /** Stops reacting (routes and rules stay: running pods keep their connectivity). */
   stop(): void {
     this.#stopped = true;
+    this.#closing.abort();
     this.#unsubscribe?.();
   }
 
   /** A copy of the counters. */
   stats(): ClusterStats {
-    return { ...this.#stats, unroutable: [...this.#stats.unroutable] };
+    return { ...this.#stats, unroutable: this.#stats.unroutable.map((u) => ({ ...u })) };
   }
 
   /** Marks the state dirty; a sync runs (after the one running, if any). */
@@ -142,22 +171,68 @@ export class ClusterController {
     return this.#loop.idle();
   }
 
-  /** One sync; a failure is kept for the stats and tried again on the next change or resync. */
+  /**
+   * One sync; a failure, or a range the kernel refused, is kept for the stats and tried again
+   * with backoff (and on the next change).
+   */
   async #pass(): Promise<void> {
+    const before = this.#stats.lastError;
+    this.#unroutable = undefined;
     try {
       await this.#sync();
       this.#stats.lastError = undefined;
     } catch (e) {
       this.#stats.lastError = e instanceof Error ? e.message : String(e);
-      this.#d.logger.error("reconciling routes and masquerade failed: {error}", {
-        error: this.#stats.lastError,
+      if (this.#stats.lastError !== before) {
+        this.#d.logger.error("reconciling routes and masquerade failed: {error}", {
+          error: this.#stats.lastError,
+        });
+      }
+    }
+    if (this.#unroutable) this.#said(this.#unroutable);
+    this.#stats.syncs++;
+    if (this.#stats.lastError || this.#stats.unroutable.some((u) => u.refused)) this.#retry();
+    else this.#backoff.reset();
+  }
+
+  /** Runs a sync again after the backoff's delay (one timer at a time; cancelled by stop). */
+  #retry(): void {
+    if (this.#stats.retryDelayMs !== undefined || this.#stopped) return;
+    const ms = this.#stats.retryDelayMs = this.#backoff.next();
+    void sleep(ms, this.#closing.signal, { unref: true }).then(() => {
+      this.#stats.retryDelayMs = undefined;
+      if (!this.#stopped) this.kick();
+    });
+  }
+
+  /** Keeps the unroutable ranges for the stats; logs, and records Events on, what is new. */
+  #said(unroutable: UnroutableRange[]): void {
+    const { logger, nodeEvent } = this.#d;
+    this.#stats.unroutable = unroutable;
+    // Degraded: routes the kernel refused (planning's unroutable ranges are the setup's shape).
+    const refused = unroutable.filter((u) => u.refused);
+    this.#stats.degraded = refused.length
+      ? `${refused.length} pod range(s) of other nodes cannot be routed: ${
+        refused.slice(0, 3).map((u) => `${u.node || "(stale)"} ${u.dst}: ${u.reason}`).join("; ")
+      }${refused.length > 3 ? "; …" : ""}`
+      : undefined;
+    const news = this.#report.update(unroutable, Date.now());
+    for (const u of news.fresh) {
+      logger.warn("cannot route {dst} of node {node}{via}: {reason}", {
+        dst: u.dst,
+        node: u.node || "(none)",
+        via: u.via ? ` via ${u.via}` : "",
+        reason: u.reason,
       });
     }
-    this.#stats.syncs++;
+    for (const range of news.resolved) {
+      logger.info("route to {range} in place again", { range });
+    }
+    for (const e of news.events) nodeEvent?.(e.node, "Warning", ROUTE_FAILED_REASON, e.message);
   }
 
   async #sync(): Promise<void> {
-    const { config, network, nodes, pools, logger } = this.#d;
+    const { config, network, nodes, pools } = this.#d;
     const self = nodes?.get(config.nodeName);
     if (!network.current) await this.#open(self);
     if (this.#mode === "kubernetes" && network.current && this.#d.nodesSynced?.()) {
@@ -169,13 +244,26 @@ export class ClusterController {
     const synced = !nodes ||
       ((this.#d.nodesSynced?.() ?? true) && (this.#mode !== "pool" || !!pools?.synced));
     const ranged = synced ? this.#rangedNodes() : undefined;
-    if (config.routing.mode === "vxlan" && ranged && self && network.current) {
-      await this.#syncVxlan(self, ranged);
+    // Routing and masquerade apart: masquerade depends only on the ranges, never on a route.
+    let failed: unknown;
+    try {
+      if (config.routing.mode === "vxlan" && ranged && self && network.current) {
+        await this.#syncVxlan(self, ranged);
+      }
+      if (config.routing.mode === "host-gw" && ranged) {
+        const { routes, unroutable } = hostGwRoutes(ranged, config.nodeName);
+        await this.#setRoutes(routes, unroutable, ranged);
+      }
+    } catch (e) {
+      failed = e;
     }
-    if (config.routing.mode === "host-gw" && ranged) {
-      const { routes, unroutable } = hostGwRoutes(ranged, config.nodeName);
-      await this.#setRoutes(routes, unroutable);
-    }
+    await this.#masquerade(ranged, synced);
+    if (failed) throw failed;
+  }
+
+  /** Keeps the masquerade table for this node's ranges (once the watches have listed). */
+  async #masquerade(ranged: ClusterNode[] | undefined, synced: boolean): Promise<void> {
+    const { config, network, pools, logger } = this.#d;
     const own = network.subnets();
     if (config.masquerade.enabled && own.length && synced) {
       const podRanges = [
@@ -391,35 +479,71 @@ export class ClusterController {
       logger.info("published this node's VXLAN endpoint {mac} at {ip}", { ...vtep });
     }
     const { routes, peers, unroutable } = vxlanPlan(nodes, config.nodeName);
-    await vxlan.apply(peers, await vxlan.neighbours());
+    // Each peer's entries on their own: one the kernel refuses leaves the others (and its route:
+    // harmless without the entries) in place, and is reported with its range.
+    const refused = await vxlan.apply(peers, await vxlan.neighbours());
+    const rangeOf = new Map(routes.map((r) => [r.via, r.dst]));
+    const entries = refused.map((f): UnroutableRange =>
+      f.peer
+        ? {
+          node: ownerOf(nodes, rangeOf.get(f.peer.gateway) ?? ""),
+          dst: rangeOf.get(f.peer.gateway) ?? f.peer.gateway,
+          via: f.peer.ip,
+          reason: f.reason,
+          refused: true,
+        }
+        : { node: "", dst: "", reason: f.reason, refused: true }
+    );
     const device = config.routing.vxlan.device;
-    await this.#setRoutes(routes.map((r) => ({ ...r, dev: device })), unroutable);
+    await this.#setRoutes(
+      routes.map((r) => ({ ...r, dev: device })),
+      [...unroutable, ...entries],
+      nodes,
+    );
   }
 
   /**
    * Brings Ferry's routes in line with `routes` (replacing new or moved ones, removing those of
-   * vanished nodes), and reports ranges it cannot route when that list changes.
+   * vanished nodes), each on its own; what the kernel refuses joins `unroutable` for the stats.
    */
-  async #setRoutes(routes: NodeRoute[], unroutable: string[]): Promise<void> {
+  async #setRoutes(
+    routes: NodeRoute[],
+    unroutable: UnroutableRange[],
+    nodes: ClusterNode[],
+  ): Promise<void> {
     const { logger } = this.#d;
     const { replace, remove } = routeChanges(await this.#d.routes.list(), routes);
-    if (replace.length || remove.length) {
-      await this.#d.routes.apply(replace, remove);
+    const refused = replace.length || remove.length
+      ? await this.#d.routes.apply(replace, remove)
+      : [];
+    const failed = new Set(refused.map((f) => f.route.dst));
+    const set = replace.filter((r) => !failed.has(r.dst));
+    const removed = remove.filter((r) => !failed.has(r.dst));
+    if (set.length || removed.length) {
       logger.info("routes to other nodes: {set} set, {removed} removed ({total} in all)", {
-        set: replace.map((r) =>
-          `${r.dst} via ${r.via}${r.dev ? ` dev ${r.dev}` : ""}`
-        ).join(", ") ||
+        set: set.map((r) => `${r.dst} via ${r.via}${r.dev ? ` dev ${r.dev}` : ""}`).join(", ") ||
           "none",
-        removed: remove.map((r) => r.dst).join(", ") || "none",
-        total: routes.length,
+        removed: removed.map((r) => r.dst).join(", ") || "none",
+        total: routes.length - refused.filter((f) => f.op === "replace").length,
       });
     }
-    if (unroutable.join() !== this.#stats.unroutable.join() && unroutable.length) {
-      logger.warn("cannot route these ranges: {ranges}", { ranges: unroutable.join(", ") });
-    }
-    this.#stats.routes = routes.length;
-    this.#stats.unroutable = unroutable;
+    this.#stats.routes = routes.length - refused.filter((f) => f.op === "replace").length;
+    this.#unroutable = [
+      ...unroutable,
+      ...refused.map((f): UnroutableRange => ({
+        node: f.op === "replace" ? ownerOf(nodes, f.route.dst) : "",
+        dst: f.route.dst,
+        via: f.route.via,
+        reason: f.op === "replace" ? f.reason : `a stale route could not be removed: ${f.reason}`,
+        refused: true,
+      })),
+    ];
   }
+}
+
+/** The name of the node whose pod ranges hold `dst` ("" when none does). */
+function ownerOf(nodes: ClusterNode[], dst: string): string {
+  return nodes.find((n) => n.podCIDRs.includes(dst))?.name ?? "";
 }
 
 /** Whether the node's state holds block directories (pool IPAM's node-local allocations). */

@@ -1,15 +1,21 @@
 /**
  * Ferry's routes to other nodes' pods through rtnetlink in-process (the default; the iproute2
  * table is the fallback where FFI cannot load): a route dump filtered on Ferry's protocol number
- * lists them, RTM_NEWROUTE with NLM_F_REPLACE sets one, RTM_DELROUTE removes one. Runs in the
+ * lists them, RTM_NEWROUTE with NLM_F_REPLACE sets one, RTM_DELROUTE removes one; each is
+ * acknowledged on its own, so one the kernel refuses does not stop the others. Runs in the
  * daemon's own namespace, off the CNI request path.
  *
  * @module
  */
-import { type NetlinkSys, SyscallError } from "../net/netlink/libc.ts";
+import type { NetlinkSys } from "../net/netlink/libc.ts";
 import { dumpRoutes, getLink, getLinkByIndex, NL, routeRequest } from "../net/netlink/messages.ts";
-import { type RouteSocket, withRouteSocket } from "../net/netlink/route_socket.ts";
-import { FERRY_ROUTE_PROTOCOL, type RouteTable } from "./route_table.ts";
+import { NetlinkRefusal, type RouteSocket, withRouteSocket } from "../net/netlink/route_socket.ts";
+import {
+  FERRY_ROUTE_PROTOCOL,
+  reasonOf,
+  type RouteFailure,
+  type RouteTable,
+} from "./route_table.ts";
 import type { NodeRoute } from "./routes.ts";
 
 const ESRCH = 3;
@@ -65,41 +71,61 @@ export class NetlinkRouteTable implements RouteTable {
     }));
   }
 
-  /** Sets `replace` (add or replace) and removes `remove`; a route already gone is fine. */
-  apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<void> {
+  /**
+   * Sets `replace` (add or replace) and removes `remove`, each on its own: a route the kernel
+   * refuses is returned with why, the others are set; a route already gone is fine.
+   */
+  apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<RouteFailure[]> {
     try {
-      this.#with((sock) => {
+      return Promise.resolve(this.#with((sock) => {
+        const failures: RouteFailure[] = [];
         const indexes = new Map<string, number>();
-        for (const r of replace) {
-          let oif: number | undefined;
-          if (r.dev) {
-            if (!indexes.has(r.dev)) {
-              indexes.set(r.dev, sock.linkIndex(`find ${r.dev}`, (seq) => getLink(seq, r.dev!)));
-            }
-            oif = indexes.get(r.dev);
-          }
-          sock.ack(`route ${r.dst} via ${r.via}`, (seq) =>
-            routeRequest(NL.RTM_NEWROUTE, seq, {
-              dst: r.dst,
-              via: r.via,
-              oif,
-              onlink: r.dev !== undefined,
-              protocol: FERRY_ROUTE_PROTOCOL,
-            }));
-        }
-        for (const r of remove) {
+        for (const route of replace) {
           try {
+            let oif: number | undefined;
+            if (route.dev) {
+              if (!indexes.has(route.dev)) {
+                indexes.set(
+                  route.dev,
+                  sock.linkIndex(`find ${route.dev}`, (seq) => getLink(seq, route.dev!)),
+                );
+              }
+              oif = indexes.get(route.dev);
+            }
             sock.ack(
-              `delete route ${r.dst}`,
+              `route ${route.dst} via ${route.via}`,
               (seq) =>
-                routeRequest(NL.RTM_DELROUTE, seq, { dst: r.dst, protocol: FERRY_ROUTE_PROTOCOL }),
+                routeRequest(NL.RTM_NEWROUTE, seq, {
+                  dst: route.dst,
+                  via: route.via,
+                  oif,
+                  onlink: route.dev !== undefined,
+                  protocol: FERRY_ROUTE_PROTOCOL,
+                }),
             );
           } catch (e) {
-            if (!(e instanceof SyscallError && (e.errno === ESRCH || e.errno === ENOENT))) throw e;
+            if (!(e instanceof NetlinkRefusal)) throw e;
+            failures.push({ route, op: "replace", reason: reasonOf(e) });
           }
         }
-      });
-      return Promise.resolve();
+        for (const route of remove) {
+          try {
+            sock.ack(
+              `delete route ${route.dst}`,
+              (seq) =>
+                routeRequest(NL.RTM_DELROUTE, seq, {
+                  dst: route.dst,
+                  protocol: FERRY_ROUTE_PROTOCOL,
+                }),
+            );
+          } catch (e) {
+            if (!(e instanceof NetlinkRefusal)) throw e;
+            if (e.errno === ESRCH || e.errno === ENOENT) continue;
+            failures.push({ route, op: "remove", reason: reasonOf(e) });
+          }
+        }
+        return failures;
+      }));
     } catch (e) {
       return Promise.reject(e);
     }

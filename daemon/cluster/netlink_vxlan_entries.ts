@@ -2,15 +2,17 @@
  * The VXLAN device's per-peer entries through rtnetlink in-process (the default; iproute2 is the
  * fallback where FFI cannot load): RTM_NEWNEIGH with replace sets a permanent neighbour entry
  * (peer's overlay gateway → its MAC) and a forwarding-database entry (`NTF_SELF`: MAC → the peer's
- * underlay address); RTM_DELNEIGH removes those of peers that are gone; dumps filtered on the
+ * underlay address), each peer acknowledged on its own so one the kernel refuses does not stop
+ * the others; RTM_DELNEIGH removes those of peers that are gone; dumps filtered on the
  * device list what is there. Runs in the daemon's own namespace, off the CNI request path.
  *
  * @module
  */
-import { type NetlinkSys, SyscallError } from "../net/netlink/libc.ts";
+import type { NetlinkSys } from "../net/netlink/libc.ts";
 import { dumpNeigh, getLink, neighRequest, NL } from "../net/netlink/messages.ts";
-import { type RouteSocket, withRouteSocket } from "../net/netlink/route_socket.ts";
-import type { VxlanEntries, VxlanPeer } from "./vxlan.ts";
+import { NetlinkRefusal, type RouteSocket, withRouteSocket } from "../net/netlink/route_socket.ts";
+import { reasonOf } from "./route_table.ts";
+import type { EntryFailure, VxlanEntries, VxlanPeer } from "./vxlan.ts";
 
 const ENOENT = 2;
 const ZERO_MAC = "00:00:00:00:00:00";
@@ -53,25 +55,21 @@ export class NetlinkVxlanEntries implements VxlanEntries {
     }
   }
 
-  /** Replaces the entries of `peers`; removes the neighbour and forwarding entries of others. */
-  apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
+  /**
+   * Replaces the entries of `peers`, each peer on its own (one the kernel refuses is returned with
+   * why, the others are set); removes the neighbour and forwarding entries of others.
+   */
+  apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<EntryFailure[]> {
     try {
-      this.#with((sock) => {
+      return Promise.resolve(this.#with((sock) => {
+        const failures: EntryFailure[] = [];
         const ifindex = sock.linkIndex(`find ${device}`, (seq) => getLink(seq, device));
-        const gone = (e: unknown) => e instanceof SyscallError && e.errno === ENOENT;
+        const gone = (e: unknown) => e instanceof NetlinkRefusal && e.errno === ENOENT;
+        const refused = (peer: VxlanPeer | undefined, e: unknown) => {
+          if (!(e instanceof NetlinkRefusal)) throw e;
+          failures.push({ peer, reason: reasonOf(e) });
+        };
         const want = new Set(peers.map((p) => p.gateway));
-        for (const p of peers) {
-          sock.ack(
-            `neighbour ${p.gateway} → ${p.mac}`,
-            (seq) =>
-              neighRequest(NL.RTM_NEWNEIGH, seq, {
-                kind: "neigh",
-                ifindex,
-                dst: p.gateway,
-                mac: p.mac,
-              }),
-          );
-        }
         for (const [gateway] of live) {
           if (want.has(gateway)) continue;
           try {
@@ -80,7 +78,7 @@ export class NetlinkVxlanEntries implements VxlanEntries {
               (seq) => neighRequest(NL.RTM_DELNEIGH, seq, { kind: "neigh", ifindex, dst: gateway }),
             );
           } catch (e) {
-            if (!gone(e)) throw e;
+            if (!gone(e)) refused(undefined, e);
           }
         }
         const macs = new Map(peers.map((p) => [p.mac, p.ip]));
@@ -101,18 +99,36 @@ export class NetlinkVxlanEntries implements VxlanEntries {
                 }),
             );
           } catch (err) {
-            if (!gone(err)) throw err;
+            if (!gone(err)) refused(undefined, err);
           }
         }
-        for (const [mac, ip] of macs) {
-          if (fdb.some((e) => e.mac === mac && e.dst === ip)) continue;
-          sock.ack(
-            `forwarding entry ${mac} → ${ip}`,
-            (seq) => neighRequest(NL.RTM_NEWNEIGH, seq, { kind: "fdb", ifindex, mac, dst: ip }),
-          );
+        const set = new Set(fdb.map((e) => `${e.mac} ${e.dst}`));
+        for (const p of peers) {
+          try {
+            sock.ack(
+              `neighbour ${p.gateway} → ${p.mac}`,
+              (seq) =>
+                neighRequest(NL.RTM_NEWNEIGH, seq, {
+                  kind: "neigh",
+                  ifindex,
+                  dst: p.gateway,
+                  mac: p.mac,
+                }),
+            );
+            // One forwarding entry per MAC and address (a node with two ranges is two peers).
+            if (set.has(`${p.mac} ${p.ip}`)) continue;
+            sock.ack(
+              `forwarding entry ${p.mac} → ${p.ip}`,
+              (seq) =>
+                neighRequest(NL.RTM_NEWNEIGH, seq, { kind: "fdb", ifindex, mac: p.mac, dst: p.ip }),
+            );
+            set.add(`${p.mac} ${p.ip}`);
+          } catch (e) {
+            refused(p, e);
+          }
         }
-      });
-      return Promise.resolve();
+        return failures;
+      }));
     } catch (e) {
       return Promise.reject(e);
     }

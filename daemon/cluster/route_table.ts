@@ -11,12 +11,33 @@ import type { NodeRoute } from "./routes.ts";
 /** The `proto` of Ferry's routes (`ip route show proto 199`). */
 export const FERRY_ROUTE_PROTOCOL = 199;
 
+/** A route the kernel would not set (or remove), and why. */
+export interface RouteFailure {
+  /** The route. */
+  route: NodeRoute;
+  /** Whether it was to be set or removed. */
+  op: "replace" | "remove";
+  /** The kernel's answer, e.g. `route 10.244.9.0/24 via 198.18.9.11: ENETUNREACH: …`. */
+  reason: string;
+}
+
 /** Lists and changes Ferry's routes. */
 export interface RouteTable {
   /** Ferry's routes now, both families. */
   list(): Promise<NodeRoute[]>;
-  /** Adds or replaces routes, and deletes others, in one go. */
-  apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<void>;
+  /**
+   * Adds or replaces routes, and deletes others, each on its own: one the kernel refuses (a next
+   * hop it cannot reach) leaves the others set; resolves to those refused, with why. Rejects only
+   * when none could be tried.
+   */
+  apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<RouteFailure[]>;
+}
+
+/** The message of a thrown value. */
+export function reasonOf(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const stderr = (e as { stderr?: unknown }).stderr;
+  return typeof stderr === "string" && stderr.trim() ? stderr.trim() : e.message;
 }
 
 /**
@@ -66,21 +87,38 @@ export class IpRouteTable implements RouteTable {
     return out;
   }
 
-  /** One batch: replaces first, then deletions (a missing route to delete is fine). */
-  async apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<void> {
-    if (replace.length) {
-      await this.#ip.batch(
-        replace.map((r) =>
-          `route replace ${r.dst} via ${r.via}${
-            r.dev ? ` dev ${r.dev} onlink` : ""
-          } proto ${FERRY_ROUTE_PROTOCOL}`
-        ),
-      );
+  /**
+   * One batch of replaces (when it fails, each route again on its own, to tell which the kernel
+   * refuses), then deletions (a missing route to delete is fine).
+   */
+  async apply(replace: NodeRoute[], remove: NodeRoute[]): Promise<RouteFailure[]> {
+    const line = (r: NodeRoute) =>
+      `route replace ${r.dst} via ${r.via}${
+        r.dev ? ` dev ${r.dev} onlink` : ""
+      } proto ${FERRY_ROUTE_PROTOCOL}`;
+    const failures: RouteFailure[] = [];
+    const batched = !replace.length || await this.#ip.batch(replace.map(line)).then(
+      () => true,
+      (e) => {
+        if (!(e instanceof IpCommandError)) throw e;
+        return false;
+      },
+    );
+    if (!batched) {
+      for (const route of replace) {
+        await this.#ip.batch([line(route)]).catch((e) => {
+          if (!(e instanceof IpCommandError)) throw e;
+          failures.push({ route, op: "replace", reason: `${line(route)}: ${reasonOf(e)}` });
+        });
+      }
     }
-    for (const r of remove) {
-      await this.#ip.batch([`route del ${r.dst} proto ${FERRY_ROUTE_PROTOCOL}`]).catch((e) => {
-        if (!(e instanceof IpCommandError && /No such process/.test(e.stderr))) throw e;
+    for (const route of remove) {
+      await this.#ip.batch([`route del ${route.dst} proto ${FERRY_ROUTE_PROTOCOL}`]).catch((e) => {
+        if (!(e instanceof IpCommandError)) throw e;
+        if (/No such process/.test(e.stderr)) return;
+        failures.push({ route, op: "remove", reason: `route del ${route.dst}: ${reasonOf(e)}` });
       });
     }
+    return failures;
   }
 }

@@ -8,6 +8,7 @@
  * @module
  */
 import type { ClusterNode } from "./nodes.ts";
+import type { UnroutableRange } from "./unroutable.ts";
 
 /** A route to another node's pods. */
 export interface NodeRoute {
@@ -33,15 +34,21 @@ const isV6 = (s: string) => s.includes(":");
 export function hostGwRoutes(
   nodes: ClusterNode[],
   self: string,
-): { routes: NodeRoute[]; unroutable: string[] } {
+): { routes: NodeRoute[]; unroutable: UnroutableRange[] } {
   const routes: NodeRoute[] = [];
-  const unroutable: string[] = [];
+  const unroutable: UnroutableRange[] = [];
   for (const node of nodes) {
     if (node.name === self) continue;
     for (const dst of node.podCIDRs) {
       const via = node.internalIPs.find((ip) => isV6(ip) === isV6(dst));
       if (via) routes.push({ dst, via });
-      else unroutable.push(`${node.name} ${dst}`);
+      else {
+        unroutable.push({
+          node: node.name,
+          dst,
+          reason: `the node has no IPv${isV6(dst) ? 6 : 4} InternalIP`,
+        });
+      }
     }
   }
   routes.sort((a, b) => a.dst.localeCompare(b.dst));

@@ -14,6 +14,8 @@ import { IpCommandError, type IpRunner } from "../net/ip_runner.ts";
 import { stableMac } from "../net/naming.ts";
 import type { ClusterNode, Vtep } from "./nodes.ts";
 import type { NodeRoute } from "./routes.ts";
+import { reasonOf } from "./route_table.ts";
+import type { UnroutableRange } from "./unroutable.ts";
 
 /** The bytes VXLAN over IPv4 adds to every frame (outer IP 20, UDP 8, VXLAN 8, inner Ethernet 14). */
 export const VXLAN_OVERHEAD = 50;
@@ -51,15 +53,21 @@ export function overlayAddress(cidr: string): string {
 export function vxlanPlan(
   nodes: ClusterNode[],
   self: string,
-): { routes: NodeRoute[]; peers: VxlanPeer[]; unroutable: string[] } {
+): { routes: NodeRoute[]; peers: VxlanPeer[]; unroutable: UnroutableRange[] } {
   const routes: NodeRoute[] = [];
   const peers: VxlanPeer[] = [];
-  const unroutable: string[] = [];
+  const unroutable: UnroutableRange[] = [];
   for (const node of nodes) {
     if (node.name === self) continue;
     for (const dst of node.podCIDRs) {
       if (dst.includes(":") || !node.vtep) {
-        unroutable.push(`${node.name} ${dst}${node.vtep ? "" : " (no VTEP published yet)"}`);
+        unroutable.push({
+          node: node.name,
+          dst,
+          reason: node.vtep
+            ? "the overlay carries IPv4 ranges only"
+            : "no VTEP published yet (its daemon has not started)",
+        });
         continue;
       }
       const gateway = overlayAddress(dst);
@@ -155,10 +163,18 @@ export class VxlanDevice {
     return this.#entries.neighbours(this.#s.device);
   }
 
-  /** Brings neighbour and forwarding entries in line with `peers`. */
-  apply(peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
+  /** Brings neighbour and forwarding entries in line with `peers`; resolves to the refusals. */
+  apply(peers: VxlanPeer[], live: Map<string, string>): Promise<EntryFailure[]> {
     return this.#entries.apply(this.#s.device, peers, live);
   }
+}
+
+/** A peer whose entries the kernel would not set (or a stale entry it would not remove), and why. */
+export interface EntryFailure {
+  /** The peer whose entries failed; none for a stale entry that could not be removed. */
+  peer?: VxlanPeer;
+  /** The kernel's answer, naming the entry. */
+  reason: string;
 }
 
 /**
@@ -171,9 +187,11 @@ export interface VxlanEntries {
   neighbours(device: string): Promise<Map<string, string>>;
   /**
    * Replaces the neighbour and forwarding entries of `peers`, and removes those of `live`
-   * neighbours and forwarding entries no peer has any more.
+   * neighbours and forwarding entries no peer has any more, each peer on its own: one whose
+   * entries the kernel refuses (an underlay address of another family) leaves the others set;
+   * resolves to the refusals, with why. Rejects only when none could be tried.
    */
-  apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<void>;
+  apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<EntryFailure[]>;
 }
 
 /**
@@ -201,31 +219,81 @@ export class IpVxlanEntries implements VxlanEntries {
     return new Map(entries.filter((e) => e.lladdr).map((e) => [e.dst, e.lladdr!]));
   }
 
-  /** `ip neigh replace/del`, then `bridge fdb`. */
-  async apply(device: string, peers: VxlanPeer[], live: Map<string, string>): Promise<void> {
-    const lines: string[] = [];
+  /**
+   * `ip neigh replace/del` (one batch; when it fails, each line on its own to tell which the
+   * kernel refuses), then `bridge fdb`, one entry at a time.
+   */
+  async apply(
+    device: string,
+    peers: VxlanPeer[],
+    live: Map<string, string>,
+  ): Promise<EntryFailure[]> {
+    const failures: EntryFailure[] = [];
+    const failed = new Set<VxlanPeer>();
+    const refused = (peer: VxlanPeer | undefined, what: string) => (e: unknown) => {
+      if (!(e instanceof IpCommandError) && !(e instanceof BridgeCommandError)) throw e;
+      if (peer) failed.add(peer);
+      failures.push({ peer, reason: `${what}: ${reasonOf(e)}` });
+    };
     const want = new Set(peers.map((p) => p.gateway));
-    for (const p of peers) {
-      lines.push(`neigh replace ${p.gateway} lladdr ${p.mac} dev ${device} nud permanent`);
-    }
+    const lines: [VxlanPeer | undefined, string][] = peers.map((p) => [
+      p,
+      `neigh replace ${p.gateway} lladdr ${p.mac} dev ${device} nud permanent`,
+    ]);
     for (const [gateway] of live) {
-      if (!want.has(gateway)) lines.push(`neigh del ${gateway} dev ${device}`);
+      if (!want.has(gateway)) lines.push([undefined, `neigh del ${gateway} dev ${device}`]);
     }
-    if (lines.length) await this.#ip.batch(lines);
+    const batched = !lines.length ||
+      await this.#ip.batch(lines.map(([, l]) => l)).then(() => true, (e) => {
+        if (!(e instanceof IpCommandError)) throw e;
+        return false;
+      });
+    if (!batched) {
+      for (const [peer, line] of lines) {
+        await this.#ip.batch([line]).catch(refused(peer, line));
+      }
+    }
     const listed = await this.#bridge(["-j", "fdb", "show", "dev", device]);
     const fdb = (JSON.parse(listed.trim() || "[]") as { mac: string; dst?: string }[])
       .filter((e) => e.dst && e.mac !== "00:00:00:00:00:00");
     const macs = new Map(peers.map((p) => [p.mac, p.ip]));
     for (const e of fdb) {
       if (macs.get(e.mac) !== e.dst) {
-        await this.#bridge(["fdb", "del", e.mac, "dev", device, "dst", e.dst!]);
+        await this.#bridge(["fdb", "del", e.mac, "dev", device, "dst", e.dst!])
+          .catch(refused(undefined, `fdb del ${e.mac} dst ${e.dst}`));
       }
     }
-    for (const [mac, ip] of macs) {
-      if (!fdb.some((e) => e.mac === mac && e.dst === ip)) {
-        await this.#bridge(["fdb", "append", mac, "dev", device, "dst", ip, "self", "permanent"]);
-      }
+    // One forwarding entry per MAC and address (a node with two ranges is two peers).
+    const set = new Set(fdb.map((e) => `${e.mac} ${e.dst}`));
+    for (const peer of peers) {
+      if (failed.has(peer) || set.has(`${peer.mac} ${peer.ip}`)) continue;
+      set.add(`${peer.mac} ${peer.ip}`);
+      await this.#bridge([
+        "fdb",
+        "append",
+        peer.mac,
+        "dev",
+        device,
+        "dst",
+        peer.ip,
+        "self",
+        "permanent",
+      ])
+        .catch(refused(peer, `fdb append ${peer.mac} dst ${peer.ip}`));
     }
+    return failures;
+  }
+}
+
+/** The `bridge` tool's failure: its arguments and what it printed on stderr. */
+export class BridgeCommandError extends Error {
+  /** What the tool printed on stderr. */
+  readonly stderr: string;
+  /** Creates the error for `args` failing with `stderr`. */
+  constructor(args: string[], stderr: string) {
+    super(`bridge ${args.join(" ")} failed: ${stderr}`);
+    this.name = "BridgeCommandError";
+    this.stderr = stderr;
   }
 }
 
@@ -233,9 +301,7 @@ export class IpVxlanEntries implements VxlanEntries {
 export async function bridgeCmd(args: string[]): Promise<string> {
   const out = await new Deno.Command("bridge", { args, stdout: "piped", stderr: "piped" }).output();
   if (!out.success) {
-    throw new Error(
-      `bridge ${args.join(" ")} failed: ${new TextDecoder().decode(out.stderr).trim()}`,
-    );
+    throw new BridgeCommandError(args, new TextDecoder().decode(out.stderr).trim());
   }
   return new TextDecoder().decode(out.stdout);
 }

@@ -8,13 +8,17 @@
  * Pods churn through the nodes' shims as a runtime would (create, ADD retried while code 11,
  * hold, DEL retried until it succeeds, remove), while the run injects, spread over the churn:
  * daemons killed with SIGKILL; blocks deleted by hand; a block re-pointed by hand to another node;
- * a second daemon started with a taken node name; an IPPool overlapping the shared one (another
- * block size) created, and one node reconfigured to draw from it first; the API gone for
- * `--api-outage` seconds.
+ * a second daemon started with a taken node name; a Node (with a block of the pool) at an address
+ * off the nodes' segment, which no node can route to; a node re-addressed (its interface and its
+ * Node's InternalIP); an IPPool overlapping the shared one (another block size) created, and one
+ * node reconfigured to draw from it first; the API gone for `--api-outage` seconds.
  *
  * Every few seconds, and at the end: the ground truth (the addresses on every live pod's
  * interface) and `ipam check`'s cluster-wide findings must show no address on two pods and no two
- * overlapping blocks. Once every pod is deleted, within a settling time: no allocation left in any
+ * overlapping blocks. After the churn, a standing pod on every node reaches the one on the next
+ * node (the re-addressed node's included; pods in a block deleted or re-pointed by hand are cut
+ * off by design and left out) and every node masquerades and reports the unreachable
+ * node's block unroutable. Once every pod is deleted, within a settling time: no allocation left in any
  * block of the pool, no attachment record on any node, and `ipam check` clean of leaks. The
  * figures are printed and written as JSON.
  *
@@ -23,10 +27,14 @@
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import { type SimCluster, type SimNode, type SimPod, withSimCluster } from "./cluster_sim.ts";
 import { IPBLOCKS, IPPOOLS, PODS } from "../k8s/resources.ts";
-import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
+import { blockName, type IpBlockObject, type IpPoolObject } from "../ipam/ip_pools.ts";
+import { cidrContains, formatCidr, parseCidr, parseIp } from "../ipam/cidr.ts";
+import type { ClusterStats } from "../cluster/controller.ts";
+import { STATS_PATH } from "../../lib/socket_api.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
 import { clusterFindings, type Finding } from "../ipam/integrity.ts";
 import { readClusterState } from "../tools/ipam_check.ts";
-import { IS_ROOT, run } from "./netns.ts";
+import { IS_ROOT, pingOnce, run } from "./netns.ts";
 
 /** What to do. */
 export interface ClusterChaosOptions {
@@ -68,6 +76,11 @@ export interface ClusterChaosReport {
   duplicates: string[];
   /** `ipam check` findings of duplicates and overlapping blocks during and after the churn. */
   integrityFindings: string[];
+  /**
+   * After the churn: pairs of standing pods (each node's to the next node's) checked for reach,
+   * and those that never reached within the settling time.
+   */
+  reach: { pairs: number; failed: string[]; excluded: string[]; nodes: string[] };
   /** What was left once every pod was deleted and the nodes had settled. */
   leaked: { allocations: string[]; records: string[]; findings: string[] };
   /** Every rule broken, with where. */
@@ -144,6 +157,7 @@ async function churn(
     checks: 0,
     duplicates: [],
     integrityFindings: [],
+    reach: { pairs: 0, failed: [], excluded: [], nodes: [] },
     leaked: { allocations: [], records: [], findings: [] },
     violations: [],
     ok: false,
@@ -262,6 +276,40 @@ async function churn(
     (await c.client.listAll<IpBlockObject>(IPBLOCKS, {})).items.filter((b) =>
       b.spec?.pool === pool.name || b.spec?.pool === overlapPool
     );
+  /** A Node no daemon runs for, off the segment, owning a free block of the pool. */
+  const unreachableNode = async () => {
+    const taken = new Set((await blocksOf()).map((b) => b.spec!.cidr));
+    const pool4 = parseCidr(pool.cidrs[0]);
+    const size = 1n << BigInt(32 - options.blockSize);
+    // From the pool's end: the daemons claim from their own seeds, rarely up there.
+    let cidr = "";
+    for (let k = (1n << BigInt(options.blockSize - pool4.prefix)) - 1n; k >= 0n && !cidr; k--) {
+      const c4 = formatCidr({
+        network: { family: 4, value: pool4.network.value + k * size },
+        prefix: options.blockSize,
+      });
+      if (!taken.has(c4)) cidr = c4;
+    }
+    const address = `198.18.${Math.floor(Math.random() * 256)}.11`; // never routed
+    const name = await c.addNodeObject("far", address);
+    await c.client.create<IpBlockObject>(IPBLOCKS, {
+      metadata: {
+        name: blockName(parseCidr(cidr)),
+        labels: { "ferry.dev/node": name, "ferry.dev/pool": pool.name },
+      },
+      spec: { pool: pool.name, cidr, node: name },
+    });
+    return { name, address, cidr };
+  };
+  const underlay = c.nodes[0].address.replace(/\.\d+$/, "");
+  let spare = 200;
+  const spareAddress = () => `${underlay}.${spare++}`;
+  let far: { name: string; address: string; cidr: string } | undefined;
+  /** Blocks deleted or re-pointed by hand: their pods are cut off by design. */
+  const touched: string[] = [];
+  /** One pod per node that stays through the churn, for the reach check after it. */
+  const standing: SimPod[] = [];
+
   const faults = (async () => {
     for (let k = 0; k < options.kills; k++) {
       await progress((k + 1) / (options.kills + 6));
@@ -274,6 +322,7 @@ async function churn(
     if (own.length) {
       const b = pick(own);
       await c.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+      touched.push(b.spec!.cidr);
       fault(`block ${b.spec!.cidr} of ${b.spec!.node} deleted by hand`);
     }
     await progress(0.4);
@@ -286,12 +335,23 @@ async function churn(
         { ...b, spec: { ...b.spec!, node: to.name } } as IpBlockObject,
       )
         .catch(() => {});
+      touched.push(b.spec!.cidr);
       fault(`block ${b.spec!.cidr} of ${b.spec!.node} re-pointed by hand to ${to.name}`);
     }
     await progress(0.5);
     const victim = pick(c.nodes);
     await c.startImpostor(victim);
     fault(`a second daemon started with ${victim.name}'s name`);
+    await progress(0.52);
+    far = await unreachableNode();
+    fault(`node ${far.name} at ${far.address}, off the segment, holding block ${far.cidr}`);
+    await progress(0.54);
+    // A node whose standing pod the reach check covers (not in a block changed by hand).
+    const covered = reachable(standing, touched).map((p) => p.node);
+    const moved = pick(covered.length ? covered : c.nodes);
+    const from = moved.address;
+    await c.readdressNode(moved, spareAddress());
+    fault(`${moved.name} re-addressed from ${from} to ${moved.address}`);
     await progress(0.55);
     await c.client.create<IpPoolObject>(IPPOOLS, {
       metadata: { name: overlapPool },
@@ -310,6 +370,10 @@ async function churn(
     }
   })();
 
+  // One standing pod per node, for the reach check after the churn.
+  for (const node of c.nodes) {
+    standing.push(await c.addPod(node, `reach-${standing.length}`, 60_000));
+  }
   const workers = Array.from({ length: options.concurrency }, async () => {
     while (next < options.pods) await cycle(next++);
   });
@@ -319,6 +383,14 @@ async function churn(
   done = true;
   await checker;
   await check();
+  await reachCheck(c, reachable(standing, touched), far, report, log);
+  report.reach.excluded = standing.filter((p) => !reachable(standing, touched).includes(p))
+    .map((p) => `${p.name} (${p.node.name}, ${p.ip}): its block was changed by hand`);
+  for (const pod of standing) {
+    await c.removePod(pod);
+    await run("ip", "netns", "del", pod.ns.name).catch(() => {});
+    await deletePodObject(pod.name);
+  }
   // Settling: every pod is deleted; the nodes' loops release what DELs answered while a daemon
   // was down left, and adopted allocations of gone pods.
   const leaks = async () => {
@@ -351,9 +423,75 @@ async function churn(
     await c.client.delete(IPBLOCKS, undefined, b.metadata!.name!).catch(() => {});
   }
   report.ok = report.duplicates.length === 0 && report.integrityFindings.length === 0 &&
+    report.reach.failed.length === 0 &&
     report.violations.length === 0 && report.leaked.allocations.length === 0 &&
     report.leaked.records.length === 0 && report.leaked.findings.length === 0;
   return report;
+}
+
+/** The standing pods whose addresses lie in no block changed by hand. */
+function reachable(standing: SimPod[], touched: string[]): SimPod[] {
+  return standing.filter((p) =>
+    !touched.some((cidr) => cidrContains(parseCidr(cidr), parseIp(p.ip)))
+  );
+}
+
+/**
+ * Every standing pod reaches the next node's (a ring: the re-addressed node's both ways), and
+ * every node masquerades and reports the unreachable node's block unroutable, each within a
+ * settling time (the re-addressing and the API's return reach the nodes' watches).
+ */
+async function reachCheck(
+  c: SimCluster,
+  standing: SimPod[],
+  far: { name: string; cidr: string } | undefined,
+  report: ClusterChaosReport,
+  log: (line: string) => void,
+): Promise<void> {
+  const within = async (probe: () => Promise<boolean>, ms = 60_000) => {
+    const deadline = Date.now() + ms;
+    while (!(await probe().catch(() => false))) {
+      if (Date.now() > deadline) return false;
+      await sleep(500);
+    }
+    return true;
+  };
+  for (const [i, a] of standing.entries()) {
+    const b = standing[(i + 1) % standing.length];
+    if (a === b) continue;
+    report.reach.pairs++;
+    report.reach.nodes.push(a.node.name);
+    if (!(await within(() => pingOnce(b.ip, a.ns)))) {
+      report.reach.failed.push(`${a.name} (${a.node.name}) → ${b.name} (${b.node.name}, ${b.ip})`);
+    }
+  }
+  if (!far) return;
+  for (const node of c.nodes) {
+    const stats = async () => {
+      const r = await unixRequest(
+        node.socket,
+        "GET",
+        STATS_PATH,
+        undefined,
+        AbortSignal.timeout(2000),
+      );
+      return (JSON.parse(r.body) as { cluster?: ClusterStats }).cluster;
+    };
+    const reported = await within(async () => {
+      const s = await stats();
+      return !!s?.masquerading &&
+        s.unroutable.some((u) => u.node === far.name && u.dst === far.cidr && u.refused);
+    });
+    if (!reported) {
+      const s = await stats().catch(() => undefined);
+      report.violations.push(
+        `${node.name} does not masquerade and report ${far.cidr} of ${far.name} unroutable: ${
+          JSON.stringify(s)
+        }`,
+      );
+    }
+  }
+  log(`reach: ${report.reach.pairs} pairs, ${report.reach.failed.length} failed`);
 }
 
 if (import.meta.main) {

@@ -81,6 +81,8 @@ export type SimFloor = "harness" | "shimStart";
 export interface SimCluster {
   /** The nodes. */
   nodes: SimNode[];
+  /** The names of the Node objects of {@link SimOptions.nodeObjects}, in their order. */
+  nodeObjects: string[];
   /** A client on the API the nodes use (the stand-in, or the real server given). */
   client: KubeClient;
   /** A kubeconfig file of that API, for tools run against the simulated cluster. */
@@ -135,6 +137,24 @@ export interface SimCluster {
   apiOutage(ms: number): Promise<void>;
   /** Gives a node created without podCIDRs its range, as the controller-manager would. */
   assignPodCIDR(node: SimNode): Promise<void>;
+  /**
+   * Creates a Node object no daemon runs for (`sim-<token>-<suffix>`, removed afterwards), as a
+   * node in another zone, a typo or another test's leftover would look to the daemons; returns
+   * its name.
+   */
+  addNodeObject(
+    suffix: string,
+    address: string,
+    podCIDR?: string,
+    annotations?: Record<string, string>,
+  ): Promise<string>;
+  /** Sets a Node's InternalIP in its status (as a kubelet would after the node's address changed). */
+  setNodeAddress(name: string, address: string): Promise<void>;
+  /**
+   * Moves a simulated node to another underlay address: the new one on its interface, its Node's
+   * InternalIP changed, then the old one removed (`node.address` follows).
+   */
+  readdressNode(node: SimNode, address: string): Promise<void>;
   /** The simulation's IPPool (with `pool`), and its CIDRs. */
   pool?: { name: string; cidrs: string[] };
   /** Each node's blocks in the API now (with `pool`), by node name. */
@@ -168,6 +188,16 @@ export interface SimOptions {
    * run `ipam.mode` auto (which picks the pool) unless `config` says otherwise.
    */
   pool?: { blockSize?: { ipv4?: number; ipv6?: number } };
+  /**
+   * Node objects no daemon runs for, created before the daemons start (see
+   * {@link SimCluster.addNodeObject}); pod range `<the simulation's pod net>.<podRange>.0/24`.
+   */
+  nodeObjects?: {
+    suffix: string;
+    address: string;
+    podRange?: number;
+    annotations?: Record<string, string>;
+  }[];
   /**
    * Installs the NetworkAttachmentDefinition and MultiNetworkPolicy CRDs before the daemons
    * start (a daemon lists MultiNetworkPolicies again only now and then while they are not served).
@@ -306,6 +336,26 @@ export async function withSimCluster<T>(
         spec: { cidrs: pool.cidrs, blockSize: options.pool.blockSize },
       });
     }
+    const addNodeObject: SimCluster["addNodeObject"] = async (
+      suffix,
+      address,
+      podCIDR,
+      annotations,
+    ) => {
+      const name = `sim-${token}-${suffix}`;
+      await client.create<Node>(NODES, {
+        metadata: { name, annotations },
+        spec: podCIDR ? { podCIDR, podCIDRs: [podCIDR] } : {},
+        status: { addresses: [{ type: "InternalIP", address }] },
+      });
+      createdNodes.push(name);
+      return name;
+    };
+    const nodeObjects: string[] = [];
+    for (const o of options.nodeObjects ?? []) {
+      const podCIDR = o.podRange === undefined ? undefined : `${podNet}.${o.podRange}.0/24`;
+      nodeObjects.push(await addNodeObject(o.suffix, o.address, podCIDR, o.annotations));
+    }
     const nodes: SimNode[] = [];
     for (let i = 1; i <= options.nodes; i++) {
       const ns = await netnsAdd(`fyn-${token}-${i}`);
@@ -379,6 +429,7 @@ export async function withSimCluster<T>(
     const cluster: SimCluster = {
       kubeconfig: `${dir}/kubeconfig`,
       nodes,
+      nodeObjects,
       client,
       outside,
       internet,
@@ -540,6 +591,41 @@ export async function withSimCluster<T>(
           byNode.set(b.spec.node, [...(byNode.get(b.spec.node) ?? []), b.spec.cidr].sort());
         }
         return byNode;
+      },
+      addNodeObject,
+      async setNodeAddress(name, address) {
+        await client.patchMerge(NODES, undefined, name, {
+          status: {
+            addresses: [{ type: "InternalIP", address }, { type: "Hostname", address: name }],
+          },
+        }, { subresource: "status" });
+      },
+      async readdressNode(node, address) {
+        // The new address is a secondary one until the old goes: promoted then, not removed too.
+        await run(
+          "ip",
+          "netns",
+          "exec",
+          node.ns.name,
+          "sysctl",
+          "-qw",
+          "net.ipv4.conf.eth0.promote_secondaries=1",
+        );
+        await run("ip", "-n", node.ns.name, "addr", "add", `${address}/24`, "dev", "eth0");
+        await cluster.setNodeAddress(node.name, address);
+        await run("ip", "-n", node.ns.name, "addr", "del", `${node.address}/24`, "dev", "eth0");
+        // The default route went with the old primary address; it comes back over the new one.
+        await run(
+          "ip",
+          "-n",
+          node.ns.name,
+          "route",
+          "replace",
+          "default",
+          "via",
+          `${underlay}.100`,
+        );
+        node.address = address;
       },
       async assignPodCIDR(node) {
         const current = await client.get<Node>(NODES, undefined, node.name);

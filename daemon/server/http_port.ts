@@ -23,6 +23,8 @@ export interface HttpPortDeps {
   healthy: () => boolean;
   /** Readiness. */
   ready: () => boolean;
+  /** What `/readyz` adds after `ok` (e.g. `degraded: …`). */
+  readyNote?: () => string | undefined;
   /** The metrics text and its content type; `detail` false leaves out tenants' names. */
   metrics: (detail: boolean) => Promise<{ text: string; contentType: string }>;
   /**
@@ -79,7 +81,8 @@ export async function portReply(req: SocketRequest, deps: HttpPortDeps): Promise
   if (req.method !== "GET") return { status: 405, body: "GET only\n" };
   if (req.path === "/healthz" || req.path === "/readyz") {
     const ok = req.path === "/healthz" ? deps.healthy() : deps.ready();
-    return { status: ok ? 200 : 503, body: ok ? "ok\n" : "not ok\n" };
+    const note = ok && req.path === "/readyz" ? deps.readyNote?.() : undefined;
+    return { status: ok ? 200 : 503, body: (ok ? "ok\n" : "not ok\n") + (note ? `${note}\n` : "") };
   }
   if (req.path === "/metrics") {
     const detail = await metricsDetail(req, deps.access);

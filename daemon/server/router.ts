@@ -33,6 +33,8 @@ export interface RouterDeps {
   isReady: () => boolean;
   /** What `/healthz` adds after `ok` (e.g. that the socket had to be created again). */
   healthNote?: () => string | undefined;
+  /** What `/readyz` adds after `ok` (e.g. `degraded: …`: some nodes' pods cannot be reached). */
+  readyNote?: () => string | undefined;
   /** Counters for `GET /v1/stats`. */
   stats: () => unknown;
   /** The largest request body accepted, in bytes. */
@@ -114,7 +116,10 @@ export function createRouter(deps: RouterDeps): SocketHandler {
   const routes: Record<string, (req: SocketRequest) => Promise<SocketReply> | SocketReply> = {
     [`POST ${CNI_REQUEST_PATH}`]: (req) => cni(deps, req),
     [`GET ${HEALTHZ_PATH}`]: () => probe(deps.isHealthy(), deps.healthNote?.()),
-    [`GET ${READYZ_PATH}`]: () => probe(deps.isReady()),
+    [`GET ${READYZ_PATH}`]: () => {
+      const ready = deps.isReady();
+      return probe(ready, ready ? deps.readyNote?.() : undefined);
+    },
     [`GET ${STATS_PATH}`]: () => json(deps.stats()),
   };
   return async (req) => {

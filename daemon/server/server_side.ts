@@ -29,6 +29,8 @@ export interface ServerSideDeps {
   healthy: () => boolean;
   /** Readiness. */
   ready: () => boolean;
+  /** What `/readyz` adds after `ok` (e.g. `degraded: …`). */
+  readyNote?: () => string | undefined;
   /** Counters for `GET /v1/stats`. */
   stats: () => unknown;
   /** Where to log. */
@@ -96,6 +98,7 @@ export async function serverSide(deps: ServerSideDeps): Promise<ServerSide> {
     },
     isHealthy: deps.healthy,
     isReady: deps.ready,
+    readyNote: deps.readyNote,
     healthNote: () => {
       const s = served.socket?.status();
       return s?.lastRecreated
@@ -124,6 +127,7 @@ export async function serverSide(deps: ServerSideDeps): Promise<ServerSide> {
       return serveHttpPort(host, port, {
         healthy: deps.healthy,
         ready: deps.ready,
+        readyNote: deps.readyNote,
         metrics: (detail) =>
           Promise.resolve({ text: metrics.text(detail), contentType: metrics.contentType }),
         access,

@@ -35,6 +35,8 @@ export interface MetricsSources {
   ipamCheck?: () => { conflicts: number; leaked: number };
   /** NetworkPolicy: packets counted by each rule of the policy table. */
   policyRules?: () => { comment: string; packets: number }[];
+  /** Other nodes' pod ranges this node cannot route now. */
+  unroutableRanges?: () => number;
 }
 
 /**
@@ -169,6 +171,12 @@ export class FerryMetrics {
         "ferry_ipam_leaked_addresses",
         "Addresses this node's last ipam check found allocated to no recorded interface",
         () => [[{}, sources.ipamCheck?.().leaked ?? 0]],
+      ),
+      new Gauge(
+        "ferry_cluster_unroutable_ranges",
+        "Other nodes' pod ranges this node has no working route to (no address of their " +
+          "family, no VXLAN endpoint yet, or a route or overlay entry the kernel refused)",
+        () => [[{}, sources.unroutableRanges?.() ?? 0]],
       ),
       new Gauge(
         "ferry_policy_allowed_packets",

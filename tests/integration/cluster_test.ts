@@ -5,16 +5,19 @@
 // nodes with their own source address, pods reach the outside with the node's address, and a
 // node removed from the API takes its routes with it everywhere. Needs root and nft.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
-import { waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { type SimNode, waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { netconf, runShimAt } from "../../daemon/dev/harness.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
-import { READYZ_PATH } from "../../lib/socket_api.ts";
+import { READYZ_PATH, STATS_PATH } from "../../lib/socket_api.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 import { FERRY_ROUTE_PROTOCOL } from "../../daemon/cluster/route_table.ts";
 import { VTEP_ANNOTATION } from "../../daemon/cluster/nodes.ts";
-import { NODES } from "../../daemon/k8s/resources.ts";
+import { EVENTS, NODES } from "../../daemon/k8s/resources.ts";
+import type { KubeObject } from "../../daemon/k8s/client.ts";
+import type { ClusterStats } from "../../daemon/cluster/controller.ts";
+import { ROUTE_FAILED_REASON } from "../../daemon/cluster/unroutable.ts";
 import type { Node } from "kubernetes-types/core/v1.d.ts";
 import { eventually, ferryRoutes } from "./_cluster.ts";
 
@@ -368,3 +371,150 @@ Deno.test({
       assert((await Deno.readTextFile(node.log)).includes("podCIDRs changed from"));
     }),
 });
+
+/** A node's `/v1/stats` `cluster` part. */
+async function clusterStats(node: SimNode): Promise<ClusterStats | undefined> {
+  const r = await unixRequest(node.socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(2000))
+    .catch(() => undefined);
+  return r?.status === 200 ? (JSON.parse(r.body) as { cluster?: ClusterStats }).cluster : undefined;
+}
+
+/** A node's `/readyz`: its status and body. */
+async function readyz(node: SimNode): Promise<{ status: number; body: string }> {
+  const r = await unixRequest(node.socket, "GET", READYZ_PATH, undefined, AbortSignal.timeout(2000))
+    .catch(() => ({ status: 0, body: "" }));
+  return { status: r.status, body: r.body };
+}
+
+const badAddress = (mode: string) => mode === "host-gw" ? "198.18.9.11" : "fd00:ffff::11";
+const vtep = (mode: string, ip: string) =>
+  mode === "vxlan"
+    ? { [VTEP_ANNOTATION]: JSON.stringify({ mac: "0e:fe:00:00:00:77", ip }) }
+    : undefined;
+
+for (const mode of ["host-gw", "vxlan"] as const) {
+  Deno.test({
+    name:
+      `${mode}: a Node whose address this segment cannot use beside three good ones is reported (stats, Event, degraded readiness) while the good nodes' pods reach each other and egress is masqueraded; re-addressed, its range is routed`,
+    ...opts,
+    fn: () =>
+      withSimCluster({
+        kubeconfig: REAL_KUBECONFIG,
+        nodes: 3,
+        config: { routing: { mode } },
+        // There before the daemons start (another test's leftover, a node in another zone): host-gw,
+        // a next hop off the segment; vxlan, an endpoint the IPv4 overlay cannot carry (the node
+        // re-addressed to IPv6 only). No traffic is sent to it.
+        nodeObjects: [{
+          suffix: "far",
+          address: badAddress(mode),
+          podRange: 77,
+          annotations: vtep(mode, badAddress(mode)),
+        }],
+      }, async (c) => {
+        const underlay = c.nodes[0].address.replace(/\.\d+$/, "");
+        const range = (x: number) => c.nodes[0].podCIDR.replace(/\.1\.0\/24$/, `.${x}.0/24`);
+        const bad = c.nodeObjects[0];
+        const sim = c.nodes[0].name.replace(/-1$/, "-");
+        const badRange = range(77);
+        for (const [i, node] of c.nodes.entries()) {
+          const goodRoutes = c.nodes.filter((n) => n !== node).map((other) =>
+            `${other.podCIDR} via ${
+              mode === "host-gw" ? other.address : other.podCIDR.replace(/\/\d+$/, "")
+            }`
+          );
+          await eventually(async () => {
+            const routes = await ferryRoutes(c, i);
+            return goodRoutes.every((r) => routes.includes(r)) &&
+              !!(await clusterStats(node))?.masquerading;
+          }, `${node.name} routes to the good nodes (${goodRoutes}) and masquerades`);
+          await eventually(
+            async () =>
+              !!(await clusterStats(node))?.unroutable.some((u) =>
+                u.node === bad && u.dst === badRange && u.refused
+              ),
+            `${node.name} reports ${badRange} of ${bad} unroutable`,
+          );
+          const s = (await clusterStats(node))!;
+          const u = s.unroutable.find((u) => u.node === bad)!;
+          assert(u.reason.length > 0 && u.via === badAddress(mode), JSON.stringify(u));
+          assertEquals(s.lastError, undefined, "a refused route is no sync failure");
+          // (On a shared real API server, other simulations' Nodes are off this segment too.)
+          const ready = await readyz(node);
+          assertEquals(ready.status, 200, "degraded, still ready");
+          assert(ready.body.startsWith("ok\ndegraded: "), ready.body);
+        }
+        const pods = [];
+        for (const [i, node] of c.nodes.entries()) pods.push(await c.addPod(node, `u${i}`));
+        for (const a of pods) {
+          for (const b of pods) {
+            if (a !== b) {
+              await eventually(() => pingOnce(b.ip, a.ns), `${a.name} → ${b.name} (${b.ip})`);
+            }
+          }
+        }
+        const atOutside = c.acceptOnce(c.outside, c.internet, 8082);
+        await run(
+          "ip",
+          "netns",
+          "exec",
+          pods[1].ns.name,
+          "bash",
+          "-c",
+          `echo hi > /dev/tcp/${c.internet}/8082`,
+        );
+        assertEquals(await atOutside.source, c.nodes[1].address, "egress masqueraded");
+        atOutside.close();
+        await eventually(async () => {
+          const { items } = await c.client.listAll<
+            KubeObject & {
+              reason?: string;
+              type?: string;
+              involvedObject?: { kind?: string; name?: string };
+            }
+          >(EVENTS, { namespace: "default" });
+          return items.some((e) =>
+            e.involvedObject?.kind === "Node" && e.involvedObject.name === bad &&
+            e.reason === ROUTE_FAILED_REASON && e.type === "Warning"
+          );
+        }, `a ${ROUTE_FAILED_REASON} Warning Event on ${bad}`);
+        // Re-addressed onto the segment: its range is routed on every node, nothing degraded.
+        const fixed = `${underlay}.77`;
+        await c.setNodeAddress(bad, fixed);
+        if (mode === "vxlan") {
+          await c.client.patchMerge(NODES, undefined, bad, {
+            metadata: { annotations: vtep(mode, fixed) },
+          });
+        }
+        for (const [i, node] of c.nodes.entries()) {
+          const via = mode === "host-gw" ? fixed : badRange.replace(/\/\d+$/, "");
+          await eventually(
+            async () => (await ferryRoutes(c, i)).includes(`${badRange} via ${via}`),
+            `${node.name} routes ${badRange} via ${via}`,
+          );
+          await eventually(
+            async () =>
+              (await clusterStats(node))?.unroutable.filter((u) => u.node.startsWith(sim))
+                .length === 0,
+            `${node.name} has no unroutable range of this simulation's nodes left`,
+          );
+          if (!REAL_KUBECONFIG) assertEquals((await readyz(node)).body, "ok\n");
+        }
+        if (mode === "vxlan") {
+          const fdb = await run(
+            "ip",
+            "netns",
+            "exec",
+            c.nodes[0].ns.name,
+            "bridge",
+            "fdb",
+            "show",
+            "dev",
+            "ferry.vxlan",
+          );
+          assert(fdb.includes(`dst ${fixed}`), fdb);
+        }
+        assert(await pingOnce(pods[2].ip, pods[0].ns), "the good nodes still reach each other");
+      }),
+  });
+}

@@ -1,7 +1,7 @@
 // Ferry's route table, through in-process netlink (the JS thread switches into a namespace of
 // the test's own for each call) and through iproute2 (batches run in that namespace): set,
 // list, replace, remove, and routes of other protocols left alone. Needs root.
-import { assertEquals } from "deno-std/assert/mod.js";
+import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { NetlinkRouteTable } from "../../daemon/cluster/netlink_route_table.ts";
 import {
   FERRY_ROUTE_PROTOCOL,
@@ -68,6 +68,58 @@ for (const kind of ["netlink", "iproute2"] as const) {
           libc.close(home);
         }
         await run("true");
+      }),
+  });
+}
+
+for (const kind of ["netlink", "iproute2"] as const) {
+  Deno.test({
+    name:
+      `${kind} routes: a next hop off the segment is refused on its own, with why; the others are set`,
+    ignore: !IS_ROOT,
+    fn: () =>
+      withNetns(1, async ([ns]) => {
+        await ipIn(ns, "link", "add", "u0", "type", "veth", "peer", "name", "u1");
+        await ipIn(ns, "link", "set", "u0", "up");
+        await ipIn(ns, "link", "set", "u1", "up");
+        await ipIn(ns, "addr", "add", "192.0.2.1/24", "dev", "u0");
+        const libc = Libc.open();
+        const home = libc.openRead("/proc/thread-self/ns/net");
+        const nsFd = libc.openRead(ns.path);
+        const runner = new SpawningIpRunner();
+        const table: RouteTable = kind === "netlink"
+          ? new NetlinkRouteTable(libc)
+          : new IpRouteTable({
+            batch: (lines, options = {}) => runner.batch(lines, { ...options, netns: ns.path }),
+          });
+        const inNs = <T>(fn: () => Promise<T>) =>
+          kind === "netlink" ? libc.inNetns(nsFd, home, fn) : fn();
+        try {
+          // The bad one first: the ones after it must still be set.
+          const failures = await inNs(() =>
+            table.apply([
+              { dst: "10.244.4.0/24", via: "198.18.9.11" },
+              { dst: "10.244.2.0/24", via: "192.0.2.12" },
+              { dst: "10.244.3.0/24", via: "192.0.2.13" },
+            ], [])
+          );
+          assertEquals(
+            failures.map((f) => [f.route.dst, f.op]),
+            [["10.244.4.0/24", "replace"]],
+          );
+          assert(
+            /10\.244\.4\.0\/24/.test(failures[0].reason) &&
+              /unreachable|invalid gateway|ENETUNREACH/i.test(failures[0].reason),
+            failures[0].reason,
+          );
+          assertEquals(await inNs(() => table.list()), [
+            { dst: "10.244.2.0/24", via: "192.0.2.12" },
+            { dst: "10.244.3.0/24", via: "192.0.2.13" },
+          ]);
+        } finally {
+          libc.close(nsFd);
+          libc.close(home);
+        }
       }),
   });
 }

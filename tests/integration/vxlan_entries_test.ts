@@ -2,7 +2,7 @@
 // netlink (the JS thread switches into a namespace of the test's own for each call) and through
 // iproute2: set, listed, moved to another endpoint, removed with their peer, and entries of other
 // devices left alone. Needs root.
-import { assertEquals } from "deno-std/assert/mod.js";
+import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { NetlinkVxlanEntries } from "../../daemon/cluster/netlink_vxlan_entries.ts";
 import { bridgeCmd, IpVxlanEntries, type VxlanEntries } from "../../daemon/cluster/vxlan.ts";
 import { type IpRunner, SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
@@ -107,6 +107,28 @@ for (const kind of ["netlink", "iproute2"] as const) {
           // Applying the same again changes nothing.
           await apply([{ gateway: "10.244.3.0", mac: MAC_B, ip: "192.0.2.23" }]);
           assertEquals(await fdb(), [`${MAC_B} 192.0.2.23 permanent`]);
+          // A peer whose underlay address the IPv4 device cannot carry is refused on its own.
+          const bad = { gateway: "10.244.4.0", mac: MAC_A, ip: "2001:db8::14" };
+          const live = await inNs(() => entries.neighbours("vx0"));
+          const refused = await inNs(() =>
+            entries.apply(
+              "vx0",
+              // Peer B with two ranges: two peers, one forwarding entry.
+              [
+                bad,
+                { gateway: "10.244.3.0", mac: MAC_B, ip: "192.0.2.33" },
+                { gateway: "10.244.5.0", mac: MAC_B, ip: "192.0.2.33" },
+              ],
+              live,
+            )
+          );
+          assertEquals(refused.map((f) => f.peer), [bad]);
+          assert(/family|errno 97/i.test(refused[0].reason), refused[0].reason);
+          assertEquals(await fdb(), [`${MAC_B} 192.0.2.33 permanent`]);
+          assert(
+            (await neigh()).includes(`10.244.3.0 lladdr ${MAC_B} PERMANENT`),
+            String(await neigh()),
+          );
           await apply([]);
           assertEquals(await neigh(), []);
           assertEquals(await fdb(), []);

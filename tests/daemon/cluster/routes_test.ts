@@ -28,7 +28,7 @@ Deno.test("host-gw routes every other node's pod ranges via its address of the s
       { dst: "10.244.3.0/24", via: "192.0.2.13" },
       { dst: "fd00:2::/64", via: "2001:db8::12" },
     ],
-    unroutable: ["n3 fd00:3::/64"],
+    unroutable: [{ node: "n3", dst: "fd00:3::/64", reason: "the node has no IPv6 InternalIP" }],
   });
 });
 

@@ -25,7 +25,14 @@ Deno.test("the overlay plan routes each published node's IPv4 range via its netw
     mac: vtepMac("192.0.2.12"),
     ip: "192.0.2.12",
   }]);
-  assertEquals(plan.unroutable, ["n2 fd00:2::/64", "n3 10.244.3.0/24 (no VTEP published yet)"]);
+  assertEquals(plan.unroutable, [
+    { node: "n2", dst: "fd00:2::/64", reason: "the overlay carries IPv4 ranges only" },
+    {
+      node: "n3",
+      dst: "10.244.3.0/24",
+      reason: "no VTEP published yet (its daemon has not started)",
+    },
+  ]);
 });
 
 Deno.test("a node's VTEP MAC is stable, locally administered and unicast; the overlay address is the range's first", () => {

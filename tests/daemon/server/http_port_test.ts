@@ -164,6 +164,23 @@ Deno.test("the scrapers' port shows tenants' names only to a scraper with the de
   }
 });
 
+Deno.test("the TCP port's readiness carries the degraded note when ready", async () => {
+  const port = serveHttpPort("127.0.0.1", 0, {
+    ...deps,
+    ready: () => true,
+    readyNote: () => "degraded: n4 10.244.4.0/24: ENETUNREACH",
+  });
+  try {
+    assertEquals(await get(port.address, "/readyz"), {
+      status: 200,
+      body: "ok\ndegraded: n4 10.244.4.0/24: ENETUNREACH\n",
+    });
+    assertEquals(await get(port.address, "/healthz"), { status: 200, body: "ok\n" });
+  } finally {
+    await port.close();
+  }
+});
+
 Deno.test("secrets are compared whole", () => {
   assertEquals(sameSecret("abc", "abc"), true);
   for (const [a, b] of [["abc", "abd"], ["abc", "ab"], ["", "a"], ["ab\u00e9", "ab\u00e8"]]) {

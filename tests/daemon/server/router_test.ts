@@ -138,3 +138,15 @@ Deno.test("the handler gets the request's hang-up signal, and registers its undo
   assertEquals(signal, gone.signal);
   assertEquals(registered, [undo]);
 });
+
+Deno.test("a ready daemon that is degraded answers readiness 200 with the note; not ready, no note", async () => {
+  const note = () => "degraded: 1 pod range(s) of other nodes cannot be routed";
+  assertEquals(await router({ isReady: () => true, readyNote: note })(get("/readyz")), {
+    status: 200,
+    body: `ok\n${note()}\n`,
+  });
+  assertEquals(await router({ readyNote: note })(get("/readyz")), {
+    status: 503,
+    body: "not ok\n",
+  });
+});

@@ -45,3 +45,12 @@ Deno.test("without detail, the series naming tenants' pods, policies and network
   ]);
   assertEquals(metrics.text().includes('network="prb3a/secret-net"} 2'), true);
 });
+
+Deno.test("the ranges of other nodes this node cannot route are a gauge, 0 without a cluster", () => {
+  const gauge = (m: FerryMetrics) =>
+    m.text().split("\n").filter((l) => l.startsWith("ferry_cluster_unroutable_ranges"));
+  assertEquals(gauge(new FerryMetrics({ unroutableRanges: () => 2 })), [
+    "ferry_cluster_unroutable_ranges 2",
+  ]);
+  assertEquals(gauge(new FerryMetrics()), ["ferry_cluster_unroutable_ranges 0"]);
+});
