@@ -19,7 +19,13 @@ import type { Watcher } from "../k8s/watcher.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import { MULTI_NETWORK_POLICIES } from "../k8s/resources.ts";
 import type { AttachmentStore } from "../service/attachment_store.ts";
-import { PolicyEnforcer, slimNamespace, slimPolicy, slimPolicyPod } from "./policy_enforcer.ts";
+import {
+  PolicyEnforcer,
+  type RefusedPolicy,
+  slimNamespace,
+  slimPolicy,
+  slimPolicyPod,
+} from "./policy_enforcer.ts";
 import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts";
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
 import type { Labels } from "./selector.ts";
@@ -52,6 +58,8 @@ export interface PolicySideDeps {
   deniedLog?: { group: number; perSecond: number; sys: NflogSys };
   /** Where to log. */
   logger: Logger;
+  /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
+  refused?: (policy: RefusedPolicy, message: string) => void;
 }
 
 /** The policy side: NetworkPolicy on the node, MultiNetworkPolicy in its pods. */
@@ -94,6 +102,8 @@ export function policySide(d: PolicySideDeps): PolicySide {
     synced: () => d.watcher.synced && multiInformer.isSynced,
     netnsExists: d.netnsExists,
     logger: d.logger,
+    nodeName: d.nodeName,
+    refused: d.refused,
   });
   const writer = d.netfilter && new NftNetlink(d.netfilter);
   const enforcer: PolicyEnforcer = new PolicyEnforcer({
@@ -104,6 +114,7 @@ export function policySide(d: PolicySideDeps): PolicySide {
     synced: () => d.watcher.synced,
     logger: d.logger,
     changed: () => multi.changed(),
+    refused: d.refused,
     log: d.deniedLog && { group: d.deniedLog.group, perSecond: d.deniedLog.perSecond },
   });
   const denied = d.deniedLog &&

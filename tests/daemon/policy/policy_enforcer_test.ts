@@ -191,3 +191,56 @@ Deno.test("an update in place that fails (the table flushed behind the daemon's 
   assert(scripts.at(-1)!.includes("10.1.0.2"), scripts.at(-1));
   await e.close();
 });
+
+Deno.test("a NetworkPolicy pass that throws ends nothing: it is logged, counted and tried again", async () => {
+  const { e, scripts } = harness();
+  e.start();
+  await e.idle();
+  // An address no renderer may write (the API server validates podIPs; this one slipped by).
+  e.podUpserted(pod("odd", "10.1.0.9 } accept", { app: "web" }));
+  await e.idle();
+  assert(e.stats().failedPasses >= 1, JSON.stringify(e.stats()));
+  assert(!scripts.some((s) => s.includes("accept }")), "the text reached no script");
+  // The pod fixed: the retried pass writes the table.
+  e.podUpserted(pod("odd", "10.1.0.9", { app: "web" }));
+  for (const started = Date.now(); !scripts.at(-1)?.includes("10.1.0.9 : jump in-");) {
+    assert(Date.now() - started < 20_000, `not written within 20 s: ${scripts.at(-1)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await e.close();
+});
+
+Deno.test("an invalid NetworkPolicy isolates what it selects with none of its rules, and is said once", async () => {
+  const refused: string[] = [];
+  const { e, scripts } = harness();
+  const bad: NetworkPolicy = {
+    metadata: { namespace: "a", name: "bad", resourceVersion: "3" },
+    spec: {
+      podSelector: { matchLabels: { app: "db" } },
+      ingress: [{ from: [{ ipBlock: { cidr: "not-a-cidr" } }] }],
+    },
+  };
+  const withEvents = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: { apply: (s) => (scripts.push(s), Promise.resolve()), remove: () => Promise.resolve() },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+    refused: (p, message) => refused.push(`${p.kind} ${p.namespace}/${p.name}: ${message}`),
+  });
+  await e.close();
+  withEvents.namespaceUpserted({ metadata: { name: "a" } });
+  withEvents.policyUpserted(bad);
+  withEvents.policyUpserted(bad);
+  withEvents.podUpserted(pod("db1", "10.1.0.7", { app: "db" }));
+  withEvents.start();
+  await withEvents.idle();
+  assertEquals(refused.length, 1, refused.join("\n"));
+  assert(refused[0].startsWith("NetworkPolicy a/bad: "), refused[0]);
+  assertEquals(withEvents.stats().invalidPolicies, 1);
+  assertEquals(withEvents.stats().failedPasses, 0);
+  const table = scripts.at(-1)!;
+  assert(table.includes("10.1.0.7 : jump in-"), `db1 isolated:\n${table}`);
+  assert(!table.includes("a/bad ingress"), `no rule of the invalid policy:\n${table}`);
+  await withEvents.close();
+});
