@@ -21,12 +21,17 @@ import { MULTI_NETWORK_POLICIES } from "../k8s/resources.ts";
 import type { AttachmentStore } from "../service/attachment_store.ts";
 import {
   PolicyEnforcer,
+  type PolicyStats,
   type RefusedPolicy,
   slimNamespace,
   slimPolicy,
   slimPolicyPod,
 } from "./policy_enforcer.ts";
-import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts";
+import {
+  MultiPolicyEnforcer,
+  type MultiPolicyStats,
+  slimMultiPolicy,
+} from "./multi_policy_enforcer.ts";
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
 import type { Labels } from "./selector.ts";
 import { DeniedLog, type NflogSys } from "./nflog.ts";
@@ -213,4 +218,35 @@ function localInterfaces(d: PolicySideDeps, enforcer: PolicyEnforcer): LocalInte
     });
   }
   return out;
+}
+
+/**
+ * What both enforcers refused or failed, as metric series (`ferry_policy_problems`): invalid
+ * policies known now, failed passes and dropped `network-status` entries so far.
+ *
+ * @example
+ * ```ts
+ * policyProblems(side.enforcer.stats(), side.multi.stats());
+ * // [{ kind: "NetworkPolicy", problem: "invalid_policies", count: 0 }, …]
+ * ```
+ */
+export function policyProblems(
+  np?: PolicyStats,
+  mnp?: MultiPolicyStats,
+): { kind: string; problem: string; count: number }[] {
+  return [
+    ...(np
+      ? [
+        { kind: "NetworkPolicy", problem: "invalid_policies", count: np.invalidPolicies },
+        { kind: "NetworkPolicy", problem: "failed_passes", count: np.failedPasses },
+        { kind: "MultiNetworkPolicy", problem: "dropped_addresses", count: np.droppedAddresses },
+      ]
+      : []),
+    ...(mnp
+      ? [
+        { kind: "MultiNetworkPolicy", problem: "invalid_policies", count: mnp.invalidPolicies },
+        { kind: "MultiNetworkPolicy", problem: "failed_passes", count: mnp.failedPasses },
+      ]
+      : []),
+  ];
 }

@@ -20,3 +20,19 @@ Deno.test("the policy counters of one rule, or one pod's drops, are one series e
     'ferry_policy_denied_packets{pod="a/db",direction="ingress"} 7',
   ]);
 });
+
+Deno.test("what the policy enforcers refused or failed is one series per kind and problem", () => {
+  const metrics = new FerryMetrics({
+    policyProblems: () => [
+      { kind: "MultiNetworkPolicy", problem: "invalid_policies", count: 1 },
+      { kind: "MultiNetworkPolicy", problem: "failed_passes", count: 2 },
+      { kind: "MultiNetworkPolicy", problem: "dropped_addresses", count: 3 },
+    ],
+  });
+  const lines = metrics.text().split("\n").filter((l) => l.startsWith("ferry_policy_problems"));
+  assertEquals(lines.sort(), [
+    'ferry_policy_problems{kind="MultiNetworkPolicy",problem="dropped_addresses"} 3',
+    'ferry_policy_problems{kind="MultiNetworkPolicy",problem="failed_passes"} 2',
+    'ferry_policy_problems{kind="MultiNetworkPolicy",problem="invalid_policies"} 1',
+  ]);
+});
