@@ -93,7 +93,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "",
     resource: "events",
     verbs: ["create"],
-    why: "the IP reconcile loop reports each release (or its failure) on the pod",
+    why:
+      "the IP reconcile loop reports each release (or its failure) on the pod; an invalid (Multi)NetworkPolicy is said on it",
   },
   {
     group: "ferry.dev",
