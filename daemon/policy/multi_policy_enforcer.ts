@@ -24,6 +24,7 @@ import {
   multiPolicySelects,
   type NetworkedPod,
   POLICY_FOR_ANNOTATION,
+  policyFor,
 } from "./multi_policy.ts";
 import { policyScript, renderInterfaceTable } from "./nft_policy.ts";
 import { checkedPolicy } from "./policy_check.ts";
@@ -122,6 +123,11 @@ export class MultiPolicyEnforcer {
   };
   /** Invalid policies (enforced fail-closed), by key: the version last said so. */
   readonly #invalid = new Map<string, string>();
+  /** Invalid policies whose Event is due once an interface of this node is on their networks. */
+  readonly #unsaid = new Map<
+    string,
+    { policy: RefusedPolicy; networks: string[]; message: string }
+  >();
   /** The error of the last pass when it failed as a whole. */
   #passError: string | undefined;
   #failedInRow = 0;
@@ -140,7 +146,10 @@ export class MultiPolicyEnforcer {
     const k = key(p.metadata?.namespace, p.metadata?.name);
     const { policy, problems } = checkedPolicy(p);
     if (problems.length) this.#refuse(k, p, problems);
-    else this.#invalid.delete(k);
+    else {
+      this.#invalid.delete(k);
+      this.#unsaid.delete(k);
+    }
     this.#policies.set(k, policy);
     this.#loop.kick();
   }
@@ -149,12 +158,15 @@ export class MultiPolicyEnforcer {
   policyRemoved(p: MultiPolicy): void {
     this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
     this.#invalid.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#unsaid.delete(key(p.metadata?.namespace, p.metadata?.name));
     this.#loop.kick();
   }
 
   /**
    * An invalid policy (its CRD's schema cannot check everything): enforced as isolating what it
-   * selects with none of its rules, logged once per version, counted, and said on the policy.
+   * selects with none of its rules, logged once per version and counted; said on the policy (a
+   * Warning Event) by the next pass, and only by a node with an interface on one of its networks
+   * (not by every node of the cluster).
    */
   #refuse(k: string, p: MultiPolicy, problems: string[]): void {
     const version = p.metadata?.resourceVersion ?? "";
@@ -162,21 +174,33 @@ export class MultiPolicyEnforcer {
     this.#invalid.set(k, version);
     const message = `not enforced as written, only isolating what it selects: ${
       problems.slice(0, 5).join("; ")
-    }`;
+    }`.slice(0, 1000);
     this.#d.logger.warn("multi-network policy: {policy} is invalid: {message}", {
       policy: k,
       message,
     });
-    this.#d.refused?.(
-      {
+    this.#unsaid.set(k, {
+      policy: {
         kind: "MultiNetworkPolicy",
         apiVersion: "k8s.cni.cncf.io/v1beta1",
         namespace: p.metadata?.namespace,
         name: p.metadata?.name ?? "",
         uid: p.metadata?.uid,
       },
+      networks: policyFor(p),
       message,
-    );
+    });
+  }
+
+  /** Says the invalid policies not said yet that concern this node's interfaces. */
+  #sayRefusals(interfaces: LocalInterface[]): void {
+    if (!this.#unsaid.size) return;
+    const here = new Set(interfaces.map((i) => i.network));
+    for (const [k, r] of this.#unsaid) {
+      if (!r.networks.some((n) => here.has(n))) continue;
+      this.#unsaid.delete(k);
+      this.#d.refused?.(r.policy, r.message);
+    }
   }
 
   /** Something it reads changed (a pod, a namespace, an interface of this node). */
@@ -267,6 +291,8 @@ export class MultiPolicyEnforcer {
       return;
     }
     const { table, cluster } = this.#d;
+    const interfaces = this.#d.interfaces();
+    this.#sayRefusals(interfaces);
     const verdicts = compileMultiPolicies(
       {
         policies: [...this.#policies.values()],
@@ -274,7 +300,7 @@ export class MultiPolicyEnforcer {
         pods: cluster.pods(),
         node: this.#d.nodeName,
       },
-      this.#d.interfaces(),
+      interfaces,
       ipInBlock,
     );
     this.#stats.isolatedInterfaces = verdicts.length;

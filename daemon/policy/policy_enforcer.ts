@@ -306,7 +306,7 @@ export class PolicyEnforcer {
     this.#invalid.set(k, version);
     const message = `not enforced as written, only isolating what it selects: ${
       problems.slice(0, 5).join("; ")
-    }`;
+    }`.slice(0, 1000);
     this.#d.logger.warn("network policy: {policy} is invalid: {message}", { policy: k, message });
     this.#d.refused?.(
       {
