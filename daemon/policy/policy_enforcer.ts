@@ -54,6 +54,7 @@ import {
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import { type ReadNetworkStatus, readNetworkStatus } from "../multivif/network_status.ts";
+import { formatIp, parseIp } from "../ipam/cidr.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */
@@ -213,7 +214,7 @@ export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
     namespace: pod.metadata?.namespace ?? "default",
     name: pod.metadata?.name ?? "",
     labels: pod.metadata?.labels ?? NO_LABELS,
-    ips: (pod.status?.podIPs ?? []).map((p) => p.ip!).filter(Boolean),
+    ips: podAddresses(pod).ips,
     hostNetwork: !!pod.spec?.hostNetwork,
     done: phase === "Succeeded" || phase === "Failed",
     ports: ports.length ? ports : NO_PORTS,
@@ -221,6 +222,24 @@ export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
   };
   // Most pods have no additional network: no object of their own for it.
   return Object.keys(networks).length ? { ...out, networks } : out;
+}
+
+/**
+ * A pod's `status.podIPs`, parsed and canonical; what is no address (the API server validates
+ * them: one that slipped through) is never a peer, never written, and listed in `dropped`.
+ */
+function podAddresses(pod: Pod): { ips: string[]; dropped: string[] } {
+  const ips: string[] = [];
+  const dropped: string[] = [];
+  for (const { ip } of pod.status?.podIPs ?? []) {
+    if (!ip) continue;
+    try {
+      ips.push(formatIp(parseIp(ip)));
+    } catch {
+      dropped.push(ip);
+    }
+  }
+  return { ips, dropped };
 }
 
 /** Whether a policy allows egress to a port by its name. */
@@ -344,7 +363,10 @@ export class PolicyEnforcer {
   /** A pod (of any node) appeared or changed. */
   podUpserted(p: Pod): void {
     const pod = policyPodOf(p);
-    if (p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION]) this.#noteDropped(p);
+    if (
+      p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ||
+      pod.ips.length !== (p.status?.podIPs?.length ?? 0)
+    ) this.#noteDropped(p);
     this.#pods.set(key(pod.namespace, pod.name), pod);
     this.#loop.kick();
     this.#d.changed?.();
@@ -362,7 +384,10 @@ export class PolicyEnforcer {
 
   /** Logs (once per pod and value) and counts what a pod's `network-status` claimed in vain. */
   #noteDropped(p: Pod): void {
-    const { dropped } = networkClaims(p);
+    const dropped = [
+      ...networkClaims(p).dropped,
+      ...podAddresses(p).dropped.map((value) => ({ value, reason: "a podIP that is no address" })),
+    ];
     if (!dropped.length) return;
     const k = key(p.metadata?.namespace, p.metadata?.name);
     const known = this.#dropped.get(k) ?? new Set<string>();
