@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { formatIp, parseIp } from "../ipam/cidr.ts";
+import { canonicalIp } from "../ipam/cidr.ts";
 import type { Attachment } from "../service/attachment_store.ts";
 
 /**
@@ -98,10 +98,5 @@ export function readNetworkStatus(
 
 /** `text` as a canonical address, or undefined when it is no IPv4 or IPv6 address. */
 function canonicalAddress(text: unknown): string | undefined {
-  if (typeof text !== "string") return undefined;
-  try {
-    return formatIp(parseIp(text));
-  } catch {
-    return undefined;
-  }
+  return typeof text === "string" ? canonicalIp(text) : undefined;
 }

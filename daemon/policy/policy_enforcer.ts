@@ -54,7 +54,7 @@ import {
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import { type ReadNetworkStatus, readNetworkStatus } from "../multivif/network_status.ts";
-import { formatIp, parseIp } from "../ipam/cidr.ts";
+import { canonicalIp } from "../ipam/cidr.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */
@@ -233,11 +233,9 @@ function podAddresses(pod: Pod): { ips: string[]; dropped: string[] } {
   const dropped: string[] = [];
   for (const { ip } of pod.status?.podIPs ?? []) {
     if (!ip) continue;
-    try {
-      ips.push(formatIp(parseIp(ip)));
-    } catch {
-      dropped.push(ip);
-    }
+    const canonical = canonicalIp(ip);
+    if (canonical === undefined) dropped.push(ip);
+    else ips.push(canonical);
   }
   return { ips, dropped };
 }

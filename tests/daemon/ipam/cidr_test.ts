@@ -1,6 +1,7 @@
 import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
 import {
   addToIp,
+  canonicalIp,
   cidrContains,
   formatCidr,
   formatIp,
@@ -38,4 +39,38 @@ Deno.test("a prefix is normalised to its network and knows its members", () => {
   assertEquals(cidrContains(c, parseIp("10.244.2.1")), false);
   assertEquals(cidrContains(c, parseIp("fd00::1")), false);
   assertEquals(formatIp(addToIp(parseIp("fd00::ffff"), 1n)), "fd00::1:0");
+});
+
+Deno.test("canonicalIp writes every address as formatIp does and refuses what parseIp refuses", () => {
+  const inputs = [
+    "10.0.0.1",
+    "010.0.0.1",
+    "255.255.255.255",
+    "256.0.0.1",
+    "10.0.0",
+    "10.0.0.1 }",
+    "2001:DB8:0:0::7",
+    "::",
+    "::1",
+    "1::",
+    "fe80::1:0:0:1",
+    "0:0:0:0:0:0:0:0",
+    "1:2:3:4:5:6:7:8",
+    "1:2:3:4:5:6:7:8:9",
+    "1::2::3",
+    "::ffff:1.2.3.4",
+    "12345::",
+    "g::1",
+    "",
+    "192.168.77.99 }; }\n  chain in-0 { accept; }",
+  ];
+  for (const text of inputs) {
+    let expected: string | undefined;
+    try {
+      expected = formatIp(parseIp(text));
+    } catch {
+      expected = undefined;
+    }
+    assertEquals(canonicalIp(text), expected, JSON.stringify(text));
+  }
 });
