@@ -20,6 +20,7 @@ import { ConflistPublisher } from "./install/conflist_publisher.ts";
 import { localRanges, poolIpam } from "./ipam/ipam_side.ts";
 import { connectKube, type KubeSide } from "./k8s/kube_side.ts";
 import { multiVifSide } from "./multivif/multivif_side.ts";
+import { policyProblems } from "./policy/policy_watches.ts";
 import { stopRunningPlugins } from "./net/delegate.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
 import { openPlumbing } from "./net/plumbing.ts";
@@ -87,6 +88,7 @@ export async function startDaemon(
     ipamCheck: () => gc.nodeCheck.stats(),
     policyRules: () => kube?.policy?.ruleCounts() ?? [],
     unroutableRanges: () => cluster?.controller.stats().unroutable.length ?? 0,
+    policyProblems: () => policyProblems(kube?.policy?.stats(), kube?.multiPolicy?.stats()),
   });
   let cluster: Awaited<ReturnType<typeof clusterSide>>;
   let pool: ReturnType<typeof poolIpam>;

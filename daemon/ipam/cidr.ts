@@ -149,3 +149,48 @@ export function lastAddress(cidr: Cidr): IpAddr {
 export function addToIp(ip: IpAddr, n: bigint): IpAddr {
   return { family: ip.family, value: ip.value + n };
 }
+
+const DOTTED = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+const HEXTET = /^[0-9a-fA-F]{1,4}$/;
+
+/**
+ * `text` in the canonical form of {@link formatIp} when it is an IPv4 or IPv6 address, else
+ * undefined; without bigints, for the many addresses a watch of every pod reads.
+ *
+ * @example
+ * ```ts
+ * canonicalIp("2001:DB8:0:0::7"); // "2001:db8::7"
+ * canonicalIp("10.0.0.1 }"); // undefined
+ * ```
+ */
+export function canonicalIp(text: string): string | undefined {
+  if (DOTTED.test(text)) return text;
+  if (!text.includes(":") || text.includes(".")) {
+    try {
+      return formatIp(parseIp(text));
+    } catch {
+      return undefined;
+    }
+  }
+  const halves = text.split("::");
+  if (halves.length > 2) return undefined;
+  const head = halves[0] === "" ? [] : halves[0].split(":");
+  const tail = halves.length === 2 && halves[1] !== "" ? halves[1].split(":") : [];
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined;
+  const groups: number[] = [];
+  for (const g of [...head, ...Array(halves.length === 2 ? missing : 0).fill("0"), ...tail]) {
+    if (!HEXTET.test(g)) return undefined;
+    groups.push(parseInt(g, 16));
+  }
+  let best = -1, bestLen = 0;
+  for (let i = 0; i < 8;) {
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen && j - i > 1) [best, bestLen] = [i, j - i];
+    i = j === i ? i + 1 : j;
+  }
+  const hex = groups.map((g) => g.toString(16));
+  if (best < 0) return hex.join(":");
+  return `${hex.slice(0, best).join(":")}::${hex.slice(best + bestLen).join(":")}`;
+}

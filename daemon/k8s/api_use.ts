@@ -94,7 +94,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     resource: "events",
     verbs: ["create"],
     why: "the IP reconcile loop reports each release (or its failure) on the pod; a node's " +
-      "range that cannot be routed is reported on its Node (FerryRouteFailed)",
+      "range that cannot be routed is reported on its Node (FerryRouteFailed); an invalid " +
+      "(Multi)NetworkPolicy is said on it",
   },
   {
     group: "ferry.dev",

@@ -231,6 +231,15 @@ export async function connectKube(
         }
         : undefined,
       logger: getLogger(["ferry", "policy"]),
+      refused: (policy, message) => {
+        kube.createEvent(policy, {
+          type: "Warning",
+          reason: "InvalidPolicy",
+          message,
+          component: "ferry",
+          host: config.nodeName,
+        }).catch(() => {});
+      },
     })
     : undefined;
   const policy = policies?.enforcer;

@@ -28,6 +28,7 @@ export interface MultiPolicy {
   metadata?: {
     name?: string;
     namespace?: string;
+    uid?: string;
     resourceVersion?: string;
     annotations?: Record<string, string>;
   };
@@ -35,8 +36,11 @@ export interface MultiPolicy {
   spec?: NetworkPolicySpec;
 }
 
-/** A pod of the cluster with its addresses per additional network (`namespace/name` → ips). */
-export type NetworkedPod = PolicyPod & { networks?: Record<string, string[]> };
+/**
+ * A pod of the cluster with its addresses per additional network (`namespace/name` → ips, as
+ * `networksOf` trusts its `network-status`) and its node.
+ */
+export type NetworkedPod = PolicyPod & { networks?: Record<string, string[]>; node?: string };
 
 /** One additional interface of a pod of this node. */
 export interface LocalInterface {
@@ -105,8 +109,10 @@ export function multiPolicySelects(
 /**
  * The verdicts of this node's additional interfaces: for each interface some MultiNetworkPolicy
  * of its network isolates, the rules that let traffic in or out of it. An interface's own
- * addresses come from its record (the pod's `network-status` follows its ADD); every other pod's
- * address on the network from its `network-status`.
+ * addresses come from its record (the pod's `network-status` follows its ADD), and so do those of
+ * every pod of this node (`view.node`): a pod of this node without a record on the network has no
+ * address there, whatever its annotation says. Every other pod's address on the network comes
+ * from its `network-status` as `networksOf` trusts it.
  *
  * @example
  * ```ts
@@ -114,7 +120,12 @@ export function multiPolicySelects(
  * ```
  */
 export function compileMultiPolicies(
-  view: { policies: MultiPolicy[]; namespaces: Map<string, Labels>; pods: NetworkedPod[] },
+  view: {
+    policies: MultiPolicy[];
+    namespaces: Map<string, Labels>;
+    pods: NetworkedPod[];
+    node?: string;
+  },
   local: LocalInterface[],
   inBlock: BlockTest,
 ): InterfaceVerdict[] {
@@ -126,7 +137,8 @@ export function compileMultiPolicies(
     const own = new Map(interfaces.map((i) => [podKey(i.pod), i]));
     const pods: PolicyPod[] = view.pods.map((p) => ({
       ...p,
-      ips: own.get(podKey(p))?.ips ?? p.networks?.[network] ?? [],
+      ips: own.get(podKey(p))?.ips ??
+        (view.node !== undefined && p.node === view.node ? [] : p.networks?.[network] ?? []),
     }));
     const listed = new Set(view.pods.map(podKey));
     for (const i of interfaces) {

@@ -24,8 +24,11 @@ import {
   multiPolicySelects,
   type NetworkedPod,
   POLICY_FOR_ANNOTATION,
+  policyFor,
 } from "./multi_policy.ts";
 import { policyScript, renderInterfaceTable } from "./nft_policy.ts";
+import { checkedPolicy } from "./policy_check.ts";
+import type { RefusedPolicy } from "./policy_enforcer.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */
@@ -44,6 +47,10 @@ export interface MultiPolicyEnforcerDeps {
   netnsExists: (path: string) => Promise<boolean>;
   /** Where it says what it did. */
   logger: Logger;
+  /** This node: its pods' addresses on a network come from their records alone. */
+  nodeName?: string;
+  /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
+  refused?: (policy: RefusedPolicy, message: string) => void;
 }
 
 /** Counts for stats. */
@@ -58,6 +65,10 @@ export interface MultiPolicyStats {
   writes: number;
   /** Failed writes. */
   failures: number;
+  /** Passes that failed with an error (each tried again later). */
+  failedPasses: number;
+  /** MultiNetworkPolicies known that are invalid (enforced as isolating only). */
+  invalidPolicies: number;
 }
 
 const RETRY_MS = 1000;
@@ -74,6 +85,7 @@ export function slimMultiPolicy(p: MultiPolicy): MultiPolicy {
     metadata: {
       name: m.name,
       namespace: m.namespace,
+      uid: m.uid,
       resourceVersion: m.resourceVersion,
       ...(forNetworks !== undefined
         ? { annotations: { [POLICY_FOR_ANNOTATION]: forNetworks } }
@@ -106,7 +118,20 @@ export class MultiPolicyEnforcer {
     tables: 0,
     writes: 0,
     failures: 0,
+    failedPasses: 0,
+    invalidPolicies: 0,
   };
+  /** Invalid policies (enforced fail-closed), by key: the version last said so. */
+  readonly #invalid = new Map<string, string>();
+  /** Invalid policies whose Event is due once an interface of this node is on their networks. */
+  readonly #unsaid = new Map<
+    string,
+    { policy: RefusedPolicy; networks: string[]; message: string }
+  >();
+  /** The error of the last pass when it failed as a whole. */
+  #passError: string | undefined;
+  #failedInRow = 0;
+  #retryTimer?: ReturnType<typeof setTimeout>;
   #closed = false;
   #syncTimer?: ReturnType<typeof setTimeout>;
 
@@ -118,14 +143,64 @@ export class MultiPolicyEnforcer {
 
   /** A MultiNetworkPolicy appeared or changed. */
   policyUpserted(p: MultiPolicy): void {
-    this.#policies.set(key(p.metadata?.namespace, p.metadata?.name), p);
+    const k = key(p.metadata?.namespace, p.metadata?.name);
+    const { policy, problems } = checkedPolicy(p);
+    if (problems.length) this.#refuse(k, p, problems);
+    else {
+      this.#invalid.delete(k);
+      this.#unsaid.delete(k);
+    }
+    this.#policies.set(k, policy);
     this.#loop.kick();
   }
 
   /** A MultiNetworkPolicy is gone. */
   policyRemoved(p: MultiPolicy): void {
     this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#invalid.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#unsaid.delete(key(p.metadata?.namespace, p.metadata?.name));
     this.#loop.kick();
+  }
+
+  /**
+   * An invalid policy (its CRD's schema cannot check everything): enforced as isolating what it
+   * selects with none of its rules, logged once per version and counted; said on the policy (a
+   * Warning Event) by the next pass, and only by a node with an interface on one of its networks
+   * (not by every node of the cluster).
+   */
+  #refuse(k: string, p: MultiPolicy, problems: string[]): void {
+    const version = p.metadata?.resourceVersion ?? "";
+    if (this.#invalid.get(k) === version) return;
+    this.#invalid.set(k, version);
+    const message = `not enforced as written, only isolating what it selects: ${
+      problems.slice(0, 5).join("; ")
+    }`.slice(0, 1000);
+    this.#d.logger.warn("multi-network policy: {policy} is invalid: {message}", {
+      policy: k,
+      message,
+    });
+    this.#unsaid.set(k, {
+      policy: {
+        kind: "MultiNetworkPolicy",
+        apiVersion: "k8s.cni.cncf.io/v1beta1",
+        namespace: p.metadata?.namespace,
+        name: p.metadata?.name ?? "",
+        uid: p.metadata?.uid,
+      },
+      networks: policyFor(p),
+      message,
+    });
+  }
+
+  /** Says the invalid policies not said yet that concern this node's interfaces. */
+  #sayRefusals(interfaces: LocalInterface[]): void {
+    if (!this.#unsaid.size) return;
+    const here = new Set(interfaces.map((i) => i.network));
+    for (const [k, r] of this.#unsaid) {
+      if (!r.networks.some((n) => here.has(n))) continue;
+      this.#unsaid.delete(k);
+      this.#d.refused?.(r.policy, r.message);
+    }
   }
 
   /** Something it reads changed (a pod, a namespace, an interface of this node). */
@@ -167,7 +242,7 @@ export class MultiPolicyEnforcer {
     if (!multiPolicySelects([...this.#policies.values()], mine[0].pod, networks)) return;
     this.#loop.kick();
     await this.#loop.idle();
-    const error = this.#errors.get(mine[0].netns);
+    const error = this.#errors.get(mine[0].netns) ?? this.#passError;
     if (error) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -179,31 +254,82 @@ export class MultiPolicyEnforcer {
 
   /** Counts. */
   stats(): MultiPolicyStats {
-    return { ...this.#stats, policies: this.#policies.size, tables: this.#written.size };
+    return {
+      ...this.#stats,
+      policies: this.#policies.size,
+      tables: this.#written.size,
+      invalidPolicies: this.#invalid.size,
+    };
   }
 
+  /**
+   * One pass. Whatever it throws is logged, counted and tried again (1 s, doubling to 32 s): a
+   * pass never ends the process, and the ADDs waiting meanwhile fail (their rules are not known
+   * to be in place).
+   */
   async #pass(): Promise<void> {
+    try {
+      await this.#compileAndWrite();
+      this.#passError = undefined;
+      this.#failedInRow = 0;
+    } catch (e) {
+      this.#stats.failedPasses++;
+      const error = e instanceof Error ? e.message : String(e);
+      if (error !== this.#passError) {
+        this.#d.logger.error("multi-network policy: a pass failed: {error}", { error });
+      }
+      this.#passError = error;
+      const delay = RETRY_MS * 2 ** Math.min(this.#failedInRow++, 5);
+      clearTimeout(this.#retryTimer);
+      this.#retryTimer = setTimeout(() => this.#loop.kick(), delay);
+    }
+  }
+
+  async #compileAndWrite(): Promise<void> {
     if (this.#policies.size === 0 && this.#written.size === 0) {
       this.#stats.isolatedInterfaces = 0;
       return;
     }
     const { table, cluster } = this.#d;
+    const interfaces = this.#d.interfaces();
+    this.#sayRefusals(interfaces);
     const verdicts = compileMultiPolicies(
       {
         policies: [...this.#policies.values()],
         namespaces: cluster.namespaces(),
         pods: cluster.pods(),
+        node: this.#d.nodeName,
       },
-      this.#d.interfaces(),
+      interfaces,
       ipInBlock,
     );
     this.#stats.isolatedInterfaces = verdicts.length;
     const wanted = new Map<string, string | undefined>();
+    const refused = new Map<string, string>();
     for (const [netns, mine] of Map.groupBy(verdicts, (v) => v.netns)) {
-      wanted.set(netns, renderInterfaceTable(table, mine));
+      try {
+        wanted.set(netns, renderInterfaceTable(table, mine));
+      } catch (e) {
+        // One pod's table refused (what would reach its script is not safe to write): its
+        // interfaces stay as they were, its ADD fails; every other pod's table is written.
+        refused.set(netns, e instanceof Error ? e.message : String(e));
+      }
     }
-    for (const netns of this.#written.keys()) if (!wanted.has(netns)) wanted.set(netns, undefined);
+    for (const netns of this.#written.keys()) {
+      if (!wanted.has(netns) && !refused.has(netns)) wanted.set(netns, undefined);
+    }
     let failed = false;
+    for (const [netns, error] of refused) {
+      failed = true;
+      this.#stats.failures++;
+      if (this.#errors.get(netns) !== error) {
+        this.#d.logger.error(
+          "multi-network policy: table {table} in {netns} not written: {error}",
+          { table, netns, error },
+        );
+      }
+      this.#errors.set(netns, error);
+    }
     for (const [netns, definition] of wanted) {
       if (definition === this.#written.get(netns)) continue;
       try {
@@ -248,6 +374,7 @@ export class MultiPolicyEnforcer {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#syncTimer);
+    clearTimeout(this.#retryTimer);
     await this.#loop.idle().catch(() => {});
   }
 }

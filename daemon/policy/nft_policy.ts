@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { formatCidr, parseCidr } from "../ipam/cidr.ts";
+import { formatCidr, formatIp, parseCidr, parseIp } from "../ipam/cidr.ts";
 import type { AllowRule, PeerSet, PodVerdict, PortMatch } from "./compile.ts";
 import type { InterfaceVerdict } from "./multi_policy.ts";
 import { denyPrefix } from "./nflog.ts";
@@ -35,6 +35,52 @@ export interface DenyLog {
 }
 
 const V6 = (ip: string) => ip.includes(":");
+
+/**
+ * `ip` as the script writes it: parsed and written canonically, or refused (thrown). Nothing but
+ * an address reaches a script where an address goes, whatever an annotation or object said.
+ */
+export function nftAddress(ip: string): string {
+  try {
+    return formatIp(parseIp(ip));
+  } catch {
+    throw new Error(`refusing to write ${JSON.stringify(ip.slice(0, 80))} as an address`);
+  }
+}
+
+/**
+ * `text` for a quoted string of a script (a comment, a log prefix): what is not a letter, digit or
+ * one of `_ . / : @ [ ] -` and space becomes `_`, at most 127 characters, so it can never close
+ * the quotes.
+ */
+export function nftText(text: string): string {
+  return text.replace(/[^A-Za-z0-9_./:@\[\] -]/g, "_").slice(0, 127);
+}
+
+/** An interface name as a script matches it, or refused (thrown) when it is no safe name. */
+export function nftIfname(name: string): string {
+  if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(name)) {
+    throw new Error(`refusing to write interface name ${JSON.stringify(name.slice(0, 20))}`);
+  }
+  return name;
+}
+
+/** A port number as the script writes it, or refused (thrown). */
+function nftPort(port: number): string {
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`refusing to write ${JSON.stringify(port)} as a port`);
+  }
+  return String(port);
+}
+
+/** A protocol as the script writes it, or refused (thrown). */
+function nftProto(protocol: string): string {
+  const p = protocol.toLowerCase();
+  if (p !== "tcp" && p !== "udp" && p !== "sctp") {
+    throw new Error(`refusing to write ${JSON.stringify(protocol)} as a protocol`);
+  }
+  return p;
+}
 
 /** `{ a, b }` or undefined when empty (nft has no empty anonymous set). */
 function set(items: string[]): string | undefined {
@@ -50,7 +96,7 @@ function portExprs(ports: "any" | PortMatch[]): string[] {
   if (ports === "any") return [""];
   const byProto = new Map<string, string[] | "all">();
   for (const p of ports) {
-    const proto = p.protocol.toLowerCase();
+    const proto = nftProto(p.protocol);
     const known = byProto.get(proto);
     if (known === "all") continue;
     if (p.port === undefined) {
@@ -58,8 +104,8 @@ function portExprs(ports: "any" | PortMatch[]): string[] {
       continue;
     }
     const text = p.endPort !== undefined && p.endPort > p.port
-      ? `${p.port}-${p.endPort}`
-      : `${p.port}`;
+      ? `${nftPort(p.port)}-${nftPort(p.endPort)}`
+      : nftPort(p.port);
     byProto.set(proto, [...(known ?? []), text]);
   }
   return [...byProto].map(([proto, list]) =>
@@ -85,7 +131,7 @@ class NamedSets {
       while (this.elements.has(name)) name += "x";
       this.#names.set(id, name);
       this.#types.set(name, family === 6 ? "ipv6_addr" : "ipv4_addr");
-      this.elements.set(name, peer.ips.filter((ip) => V6(ip) === (family === 6)));
+      this.elements.set(name, peer.ips.filter((ip) => V6(ip) === (family === 6)).map(nftAddress));
     }
     return name;
   }
@@ -125,7 +171,7 @@ function peerExprs(
   if (rule.peerSets) {
     for (const peer of rule.peerSets) out.push(`${ipKw} ${field} @${sets.ref(peer, family)}`);
   } else {
-    const ips = set(peers.ips.filter(mine));
+    const ips = set(peers.ips.filter(mine).map(nftAddress));
     if (ips) out.push(`${ipKw} ${field} ${ips}`);
   }
   for (const b of peers.blocks) {
@@ -150,13 +196,13 @@ function allowLines(
   const field = direction === "ingress" ? "saddr" : "daddr";
   const lines: string[] = [];
   for (const r of rules) {
-    const note = `comment "${r.policy} ${direction}[${r.rule}]"`;
+    const note = `comment "${nftText(`${r.policy} ${direction}[${r.rule}]`)}"`;
     if (r.triples) {
       for (const family of [4, 6] as const) {
         const ipKw = family === 6 ? "ip6" : "ip";
         const elems = set(
           r.triples.filter((t) => V6(t.ip) === (family === 6)).map((t) =>
-            `${t.ip} . ${t.protocol.toLowerCase()} . ${t.port}`
+            `${nftAddress(t.ip)} . ${nftProto(t.protocol)} . ${nftPort(t.port)}`
           ),
         );
         if (elems) {
@@ -197,9 +243,11 @@ export type PodRule =
 /** A pod rule as nft writes it. */
 export function podRuleText(r: PodRule): string {
   if ("log" in r) {
-    return `limit rate ${r.log.perSecond}/second log prefix "${r.log.prefix}" group ${r.log.group}`;
+    return `limit rate ${r.log.perSecond}/second log prefix "${
+      nftText(r.log.prefix)
+    }" group ${r.log.group}`;
   }
-  return `counter drop comment "${r.drop}"`;
+  return `counter drop comment "${nftText(r.drop)}"`;
 }
 
 /**
@@ -266,7 +314,7 @@ function podParts(
       while (taken.has(allow) && taken.get(allow)!.join("\n") !== lines.join("\n")) allow += "x";
       out.allow.set(allow, lines);
     }
-    for (const ip of v.pod.ips) {
+    for (const ip of v.pod.ips.map(nftAddress)) {
       const family = V6(ip) ? 6 : 4;
       // Nothing allowed at all: straight to the pod's own chain.
       out.entries.push({ map: `${key}${family}`, ip, chain: allow ?? chain });
@@ -429,7 +477,7 @@ export function renderInterfaceTable(
           ).join("")
         }  }`,
       );
-      hook.push(`    ${match} "${v.ifname}" jump ${chain}`);
+      hook.push(`    ${match} "${nftIfname(v.ifname)}" jump ${chain}`);
     }
   });
   const base = (name: string, lines: string[]) => [

@@ -36,6 +36,7 @@ import {
   type Protocol,
 } from "./compile.ts";
 import type { DeniedConnection, DeniedPacket } from "./nflog.ts";
+import { checkedPolicy } from "./policy_check.ts";
 import {
   type DenyLog,
   type NftOp,
@@ -52,6 +53,8 @@ import {
 } from "./nft_policy.ts";
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
+import { type ReadNetworkStatus, readNetworkStatus } from "../multivif/network_status.ts";
+import { canonicalIp } from "../ipam/cidr.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */
@@ -75,6 +78,22 @@ export interface PolicyEnforcerDeps {
   changed?: () => void;
   /** Log denied packets to this NFLOG group (`policy.logDenied`). */
   log?: DenyLog;
+  /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
+  refused?: (policy: RefusedPolicy, message: string) => void;
+}
+
+/** A policy refused as invalid, as an Event's subject. */
+export interface RefusedPolicy {
+  /** `NetworkPolicy` or `MultiNetworkPolicy`. */
+  kind: string;
+  /** Its API version. */
+  apiVersion: string;
+  /** Its namespace. */
+  namespace?: string;
+  /** Its name. */
+  name: string;
+  /** Its UID. */
+  uid?: string;
 }
 
 /** Counts for stats. */
@@ -91,6 +110,12 @@ export interface PolicyStats {
   setUpdates: number;
   /** ADDs that wrote their pod's own chains and entries themselves (no pass waited for). */
   podWrites: number;
+  /** `network-status` entries and addresses left out (not an address, another namespace's network). */
+  droppedAddresses: number;
+  /** Passes that failed with an error (each tried again later). */
+  failedPasses: number;
+  /** Policies known that are invalid (enforced as isolating only). */
+  invalidPolicies: number;
 }
 
 const RETRY_MS = 1000;
@@ -139,7 +164,12 @@ export function slimPolicyPod(pod: Pod): Pod {
 export function slimPolicy(p: NetworkPolicy): NetworkPolicy {
   const m = p.metadata ?? {};
   return {
-    metadata: { name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion },
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+    },
     spec: p.spec,
   };
 }
@@ -151,23 +181,22 @@ export function slimNamespace(n: Namespace): Namespace {
 }
 
 /**
- * A pod's addresses per additional network, from its `network-status` (the default network's
- * entry left out: its addresses are the pod's own); empty when there is none or it is malformed.
+ * A pod's addresses per additional network, from its `network-status` as
+ * {@link readNetworkStatus} trusts it: entries for NetworkAttachmentDefinitions of the pod's own
+ * namespace, addresses parsed and canonical; nothing at all for a pod no node runs (no
+ * `spec.nodeName`: no CNI wrote its annotation, whoever did is not to be believed).
  */
 export function networksOf(pod: Pod): Record<string, string[]> {
-  const raw = pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
-  if (!raw) return {};
-  try {
-    const entries = JSON.parse(raw) as { name?: unknown; ips?: unknown; default?: unknown }[];
-    const out: Record<string, string[]> = {};
-    for (const e of Array.isArray(entries) ? entries : []) {
-      if (e?.default === true || typeof e?.name !== "string" || !Array.isArray(e.ips)) continue;
-      out[e.name] = [...(out[e.name] ?? []), ...e.ips.filter((ip) => typeof ip === "string")];
-    }
-    return out;
-  } catch {
-    return {};
-  }
+  return networkClaims(pod).networks;
+}
+
+/** {@link networksOf} with what was left out of it, and why. */
+export function networkClaims(pod: Pod): ReadNetworkStatus {
+  if (!pod.spec?.nodeName) return { networks: {}, dropped: [] };
+  return readNetworkStatus(
+    pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION],
+    pod.metadata?.namespace ?? "default",
+  );
 }
 
 /** A pod as policies read it, with its node and its addresses on additional networks. */
@@ -185,7 +214,7 @@ export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
     namespace: pod.metadata?.namespace ?? "default",
     name: pod.metadata?.name ?? "",
     labels: pod.metadata?.labels ?? NO_LABELS,
-    ips: (pod.status?.podIPs ?? []).map((p) => p.ip!).filter(Boolean),
+    ips: podAddresses(pod).ips,
     hostNetwork: !!pod.spec?.hostNetwork,
     done: phase === "Succeeded" || phase === "Failed",
     ports: ports.length ? ports : NO_PORTS,
@@ -193,6 +222,22 @@ export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
   };
   // Most pods have no additional network: no object of their own for it.
   return Object.keys(networks).length ? { ...out, networks } : out;
+}
+
+/**
+ * A pod's `status.podIPs`, parsed and canonical; what is no address (the API server validates
+ * them: one that slipped through) is never a peer, never written, and listed in `dropped`.
+ */
+function podAddresses(pod: Pod): { ips: string[]; dropped: string[] } {
+  const ips: string[] = [];
+  const dropped: string[] = [];
+  for (const { ip } of pod.status?.podIPs ?? []) {
+    if (!ip) continue;
+    const canonical = canonicalIp(ip);
+    if (canonical === undefined) dropped.push(ip);
+    else ips.push(canonical);
+  }
+  return { ips, dropped };
 }
 
 /** Whether a policy allows egress to a port by its name. */
@@ -222,6 +267,13 @@ export class PolicyEnforcer {
   readonly #pods = new Map<string, NetworkedPod & { node?: string }>();
   /** Addresses this node's ADDs gave, before the pod's status carries them. */
   readonly #plugged = new Map<string, { labels: Labels; ips: string[] }>();
+  /** Invalid policies (enforced fail-closed), by key: the version last said so. */
+  readonly #invalid = new Map<string, string>();
+  /** Passes failed in a row (the retry's backoff), and the retry due. */
+  #failedInRow = 0;
+  #retryTimer?: ReturnType<typeof setTimeout>;
+  /** What each pod's `network-status` claimed in vain, already logged. */
+  readonly #dropped = new Map<string, Set<string>>();
   readonly #loop: DirtyLoop;
   /** The table as last written; undefined: none; null: not known yet (the first pass writes it whole). */
   #written: RenderedTable | undefined | null = null;
@@ -232,6 +284,9 @@ export class PolicyEnforcer {
     failures: 0,
     setUpdates: 0,
     podWrites: 0,
+    droppedAddresses: 0,
+    failedPasses: 0,
+    invalidPolicies: 0,
   };
   /** The table's writer: a pass and an ADD's own write never run at once. */
   readonly #writing = new KeyedMutex();
@@ -250,13 +305,42 @@ export class PolicyEnforcer {
 
   /** A NetworkPolicy appeared or changed. */
   policyUpserted(p: NetworkPolicy): void {
-    this.#policies.set(key(p.metadata?.namespace, p.metadata?.name), p);
+    const k = key(p.metadata?.namespace, p.metadata?.name);
+    const { policy, problems } = checkedPolicy(p);
+    if (problems.length) this.#refuse(k, p, problems);
+    else this.#invalid.delete(k);
+    this.#policies.set(k, policy);
     this.#loop.kick();
+  }
+
+  /**
+   * An invalid policy (the API server refuses them; one that slipped through): isolating what it
+   * selects with none of its rules, logged once per version, counted, and said on the policy.
+   */
+  #refuse(k: string, p: NetworkPolicy, problems: string[]): void {
+    const version = p.metadata?.resourceVersion ?? "";
+    if (this.#invalid.get(k) === version) return;
+    this.#invalid.set(k, version);
+    const message = `not enforced as written, only isolating what it selects: ${
+      problems.slice(0, 5).join("; ")
+    }`.slice(0, 1000);
+    this.#d.logger.warn("network policy: {policy} is invalid: {message}", { policy: k, message });
+    this.#d.refused?.(
+      {
+        kind: "NetworkPolicy",
+        apiVersion: "networking.k8s.io/v1",
+        namespace: p.metadata?.namespace,
+        name: p.metadata?.name ?? "",
+        uid: p.metadata?.uid,
+      },
+      message,
+    );
   }
 
   /** A NetworkPolicy is gone. */
   policyRemoved(p: NetworkPolicy): void {
     this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#invalid.delete(key(p.metadata?.namespace, p.metadata?.name));
     this.#loop.kick();
   }
 
@@ -277,6 +361,10 @@ export class PolicyEnforcer {
   /** A pod (of any node) appeared or changed. */
   podUpserted(p: Pod): void {
     const pod = policyPodOf(p);
+    if (
+      p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ||
+      pod.ips.length !== (p.status?.podIPs?.length ?? 0)
+    ) this.#noteDropped(p);
     this.#pods.set(key(pod.namespace, pod.name), pod);
     this.#loop.kick();
     this.#d.changed?.();
@@ -287,8 +375,30 @@ export class PolicyEnforcer {
     const k = key(p.metadata?.namespace, p.metadata?.name);
     this.#pods.delete(k);
     this.#plugged.delete(k);
+    this.#dropped.delete(k);
     this.#loop.kick();
     this.#d.changed?.();
+  }
+
+  /** Logs (once per pod and value) and counts what a pod's `network-status` claimed in vain. */
+  #noteDropped(p: Pod): void {
+    const dropped = [
+      ...networkClaims(p).dropped,
+      ...podAddresses(p).dropped.map((value) => ({ value, reason: "a podIP that is no address" })),
+    ];
+    if (!dropped.length) return;
+    const k = key(p.metadata?.namespace, p.metadata?.name);
+    const known = this.#dropped.get(k) ?? new Set<string>();
+    this.#dropped.set(k, known);
+    for (const d of dropped) {
+      if (known.has(d.value)) continue;
+      known.add(d.value);
+      this.#stats.droppedAddresses++;
+      this.#d.logger.warn(
+        "network policy: {pod}'s network-status entry {value} is not a peer: {reason}",
+        { pod: k, value: d.value, reason: d.reason },
+      );
+    }
   }
 
   /** Writes the table once the watches have synced (and after every change from then on). */
@@ -366,7 +476,7 @@ export class PolicyEnforcer {
 
   /** Counts. */
   stats(): PolicyStats {
-    return { ...this.#stats, policies: this.#policies.size };
+    return { ...this.#stats, policies: this.#policies.size, invalidPolicies: this.#invalid.size };
   }
 
   /** Every pod of the cluster as the watch has it, with its addresses per network. */
@@ -498,8 +608,27 @@ export class PolicyEnforcer {
     return true;
   }
 
-  #pass(): Promise<void> {
-    return this.#exclusive(() => this.#compileAndWrite());
+  /**
+   * One pass. Whatever it throws is logged, counted and tried again (1 s, doubling to 32 s): a
+   * pass never ends the process, and the ADDs waiting meanwhile fail (their rules are not
+   * known to be in place).
+   */
+  async #pass(): Promise<void> {
+    try {
+      await this.#exclusive(() => this.#compileAndWrite());
+      this.#failedInRow = 0;
+    } catch (e) {
+      this.#stats.failedPasses++;
+      const error = e instanceof Error ? e.message : String(e);
+      if (error !== this.#lastError) {
+        this.#d.logger.error("network policy: a pass failed: {error}", { error });
+      }
+      this.#lastError = error;
+      this.#written = null;
+      const delay = RETRY_MS * 2 ** Math.min(this.#failedInRow++, 5);
+      clearTimeout(this.#retryTimer);
+      this.#retryTimer = setTimeout(() => this.#loop.kick(), delay);
+    }
   }
 
   async #compileAndWrite(): Promise<void> {
@@ -567,6 +696,7 @@ export class PolicyEnforcer {
     clearTimeout(this.#syncTimer);
     clearInterval(this.#countTimer);
     clearTimeout(this.#kickTimer);
+    clearTimeout(this.#retryTimer);
     await this.#loop.idle().catch(() => {});
   }
 }

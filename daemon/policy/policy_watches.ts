@@ -19,8 +19,19 @@ import type { Watcher } from "../k8s/watcher.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import { MULTI_NETWORK_POLICIES } from "../k8s/resources.ts";
 import type { AttachmentStore } from "../service/attachment_store.ts";
-import { PolicyEnforcer, slimNamespace, slimPolicy, slimPolicyPod } from "./policy_enforcer.ts";
-import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts";
+import {
+  PolicyEnforcer,
+  type PolicyStats,
+  type RefusedPolicy,
+  slimNamespace,
+  slimPolicy,
+  slimPolicyPod,
+} from "./policy_enforcer.ts";
+import {
+  MultiPolicyEnforcer,
+  type MultiPolicyStats,
+  slimMultiPolicy,
+} from "./multi_policy_enforcer.ts";
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
 import type { Labels } from "./selector.ts";
 import { DeniedLog, type NflogSys } from "./nflog.ts";
@@ -52,6 +63,8 @@ export interface PolicySideDeps {
   deniedLog?: { group: number; perSecond: number; sys: NflogSys };
   /** Where to log. */
   logger: Logger;
+  /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
+  refused?: (policy: RefusedPolicy, message: string) => void;
 }
 
 /** The policy side: NetworkPolicy on the node, MultiNetworkPolicy in its pods. */
@@ -94,6 +107,8 @@ export function policySide(d: PolicySideDeps): PolicySide {
     synced: () => d.watcher.synced && multiInformer.isSynced,
     netnsExists: d.netnsExists,
     logger: d.logger,
+    nodeName: d.nodeName,
+    refused: d.refused,
   });
   const writer = d.netfilter && new NftNetlink(d.netfilter);
   const enforcer: PolicyEnforcer = new PolicyEnforcer({
@@ -104,6 +119,7 @@ export function policySide(d: PolicySideDeps): PolicySide {
     synced: () => d.watcher.synced,
     logger: d.logger,
     changed: () => multi.changed(),
+    refused: d.refused,
     log: d.deniedLog && { group: d.deniedLog.group, perSecond: d.deniedLog.perSecond },
   });
   const denied = d.deniedLog &&
@@ -202,4 +218,35 @@ function localInterfaces(d: PolicySideDeps, enforcer: PolicyEnforcer): LocalInte
     });
   }
   return out;
+}
+
+/**
+ * What both enforcers refused or failed, as metric series (`ferry_policy_problems`): invalid
+ * policies known now, failed passes and dropped `network-status` entries so far.
+ *
+ * @example
+ * ```ts
+ * policyProblems(side.enforcer.stats(), side.multi.stats());
+ * // [{ kind: "NetworkPolicy", problem: "invalid_policies", count: 0 }, …]
+ * ```
+ */
+export function policyProblems(
+  np?: PolicyStats,
+  mnp?: MultiPolicyStats,
+): { kind: string; problem: string; count: number }[] {
+  return [
+    ...(np
+      ? [
+        { kind: "NetworkPolicy", problem: "invalid_policies", count: np.invalidPolicies },
+        { kind: "NetworkPolicy", problem: "failed_passes", count: np.failedPasses },
+        { kind: "MultiNetworkPolicy", problem: "dropped_addresses", count: np.droppedAddresses },
+      ]
+      : []),
+    ...(mnp
+      ? [
+        { kind: "MultiNetworkPolicy", problem: "invalid_policies", count: mnp.invalidPolicies },
+        { kind: "MultiNetworkPolicy", problem: "failed_passes", count: mnp.failedPasses },
+      ]
+      : []),
+  ];
 }

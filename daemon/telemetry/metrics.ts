@@ -37,6 +37,8 @@ export interface MetricsSources {
   policyRules?: () => { comment: string; packets: number }[];
   /** Other nodes' pod ranges this node cannot route now. */
   unroutableRanges?: () => number;
+  /** (Multi)NetworkPolicy: what was refused or failed, by the policy kind and the problem. */
+  policyProblems?: () => { kind: string; problem: string; count: number }[];
 }
 
 /**
@@ -198,6 +200,17 @@ export class FerryMetrics {
             const m = /^(\S+): no (ingress|egress) rule allows it$/.exec(r.comment);
             return m ? [[{ pod: m[1], direction: m[2] }, r.packets]] : [];
           })),
+      ),
+      new Gauge(
+        "ferry_policy_problems",
+        "NetworkPolicy and MultiNetworkPolicy, by kind and problem: invalid_policies (known now, " +
+          "enforced as isolating only), failed_passes and dropped_addresses (network-status " +
+          "entries not taken as peers) so far",
+        () =>
+          (sources.policyProblems?.() ?? []).map((p) => [
+            { kind: p.kind, problem: p.problem },
+            p.count,
+          ]),
       ),
     ];
   }

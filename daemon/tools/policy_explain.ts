@@ -23,6 +23,7 @@ import {
 } from "../policy/compile.ts";
 import { explain } from "../policy/explain.ts";
 import { policyPodOf } from "../policy/policy_enforcer.ts";
+import { checkedPolicy } from "../policy/policy_check.ts";
 
 /** Reads the cluster as policies see it. */
 export async function readPolicyView(client: KubeClient): Promise<PolicyView> {
@@ -31,9 +32,10 @@ export async function readPolicyView(client: KubeClient): Promise<PolicyView> {
     client.listAll<Namespace>(NAMESPACES, {}),
     client.listAll<Pod>(PODS, {}),
   ]);
-  // The nodes' own conversion of pods, so the explanation reads them exactly as the nodes do.
+  // The nodes' own conversion of pods and policies (an invalid one enforced closed), so the
+  // explanation reads them exactly as the nodes do.
   return {
-    policies: policies.items,
+    policies: policies.items.map((p) => checkedPolicy(p).policy),
     namespaces: new Map(
       namespaces.items.map((n) => [n.metadata?.name ?? "", n.metadata?.labels ?? {}]),
     ),

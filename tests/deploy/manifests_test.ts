@@ -134,3 +134,63 @@ Deno.test({
     assertEquals(families.map((f) => [formatCidr(f.cidr), f.blockPrefix]), [["10.244.0.0/16", 26]]);
   },
 });
+
+Deno.test({
+  name:
+    "the MultiNetworkPolicy CRD refuses what a schema can check (CIDRs, protocols, ports, endPorts) and takes what upstream takes",
+  ...opts,
+  fn: async () => {
+    const crd = await kubectl("apply", "-f", `${BASE}crds/multi-networkpolicies.yaml`);
+    assertEquals(crd.code, 0, crd.out);
+    const established = await kubectl(
+      "wait",
+      "--for=condition=Established",
+      "--timeout=30s",
+      "crd/multi-networkpolicies.k8s.cni.cncf.io",
+    );
+    assertEquals(established.code, 0, established.out);
+    const dryRun = async (name: string, rule: unknown) => {
+      const file = await Deno.makeTempFile({ suffix: ".json" });
+      try {
+        await Deno.writeTextFile(
+          file,
+          JSON.stringify({
+            apiVersion: "k8s.cni.cncf.io/v1beta1",
+            kind: "MultiNetworkPolicy",
+            metadata: { name, namespace: "default" },
+            spec: { podSelector: {}, ingress: [rule] },
+          }),
+        );
+        return await kubectl("create", "--dry-run=server", "-f", file);
+      } finally {
+        await Deno.remove(file);
+      }
+    };
+    const refused: [string, unknown][] = [
+      ["not-a-cidr", { from: [{ ipBlock: { cidr: "not-a-cidr" } }] }],
+      ["no-length", { from: [{ ipBlock: { cidr: "10.0.0.1" } }] }],
+      ["injected", { from: [{ ipBlock: { cidr: "10.0.0.0/8 } accept" } }] }],
+      ["bad-except", { from: [{ ipBlock: { cidr: "10.0.0.0/8", except: ["x"] } }] }],
+      ["port-zero", { ports: [{ port: 0 }] }],
+      ["port-high", { ports: [{ port: 70000 }] }],
+      ["port-name", { ports: [{ port: "a b;" }] }],
+      ["end-port", { ports: [{ port: 80, endPort: 70000 }] }],
+      ["protocol", { ports: [{ protocol: "ICMP", port: 80 }] }],
+    ];
+    for (const [name, rule] of refused) {
+      const res = await dryRun(`refused-${name}`, rule);
+      assert(res.code !== 0, `${name}: the server took ${JSON.stringify(rule)}: ${res.out}`);
+      assert(/Invalid value|Unsupported value/.test(res.out), `${name}: ${res.out}`);
+    }
+    const taken: [string, unknown][] = [
+      ["v4", { from: [{ ipBlock: { cidr: "192.168.0.0/16", except: ["192.168.9.0/24"] } }] }],
+      ["v6", { from: [{ ipBlock: { cidr: "fd00:1::/64" } }] }],
+      ["ports", { ports: [{ protocol: "UDP", port: 53 }, { port: 30000, endPort: 32767 }] }],
+      ["named", { ports: [{ protocol: "SCTP", port: "http-alt" }] }],
+    ];
+    for (const [name, rule] of taken) {
+      const res = await dryRun(`taken-${name}`, rule);
+      assertEquals(res.code, 0, `${name}: ${res.out}`);
+    }
+  },
+});

@@ -1,6 +1,7 @@
 import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
 import {
   addToIp,
+  canonicalIp,
   cidrContains,
   formatCidr,
   formatIp,
@@ -53,5 +54,39 @@ Deno.test("an IPv6 address may end in dotted IPv4 (::ffff:10.0.0.1), as RFC 4291
     ]
   ) {
     assertThrows(() => parseIp(bad), Error, undefined, bad);
+  }
+});
+
+Deno.test("canonicalIp writes every address as formatIp does and refuses what parseIp refuses", () => {
+  const inputs = [
+    "10.0.0.1",
+    "010.0.0.1",
+    "255.255.255.255",
+    "256.0.0.1",
+    "10.0.0",
+    "10.0.0.1 }",
+    "2001:DB8:0:0::7",
+    "::",
+    "::1",
+    "1::",
+    "fe80::1:0:0:1",
+    "0:0:0:0:0:0:0:0",
+    "1:2:3:4:5:6:7:8",
+    "1:2:3:4:5:6:7:8:9",
+    "1::2::3",
+    "::ffff:1.2.3.4",
+    "12345::",
+    "g::1",
+    "",
+    "192.168.77.99 }; }\n  chain in-0 { accept; }",
+  ];
+  for (const text of inputs) {
+    let expected: string | undefined;
+    try {
+      expected = formatIp(parseIp(text));
+    } catch {
+      expected = undefined;
+    }
+    assertEquals(canonicalIp(text), expected, JSON.stringify(text));
   }
 });

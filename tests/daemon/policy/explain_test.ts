@@ -1,8 +1,11 @@
 // policy-explain's logic (daemon/policy/explain.ts): the sender's egress and the receiver's
-// ingress, each with the rule that allows the connection or the reason none does.
+// ingress, each with the rule that allows the connection or the reason none does; the view it
+// reads (daemon/tools/policy_explain.ts) as the nodes read it.
 import { assertEquals } from "deno-std/assert/mod.js";
 import type { PolicyPod, PolicyView } from "../../../daemon/policy/compile.ts";
 import { explain } from "../../../daemon/policy/explain.ts";
+import type { KubeClient } from "../../../daemon/k8s/client.ts";
+import { readPolicyView } from "../../../daemon/tools/policy_explain.ts";
 
 const pod = (name: string, app: string, ip: string): PolicyPod => ({
   namespace: "prod",
@@ -44,4 +47,26 @@ Deno.test("a connection a rule allows is explained by that rule; one no rule all
   );
   assertEquals(explain(view, "192.0.2.9", db, "TCP", 5432).allowed, false, "an outside address");
   assertEquals(explain(view, db, web, "UDP", 53).allowed, true, "web is open");
+});
+
+Deno.test("policy-explain reads an invalid policy as the nodes enforce it: isolating, none of its rules", async () => {
+  const items: Record<string, unknown[]> = {
+    networkpolicies: [{
+      metadata: { namespace: "prod", name: "bad" },
+      spec: {
+        podSelector: { matchLabels: { app: "db" } },
+        ingress: [{ from: [{ ipBlock: { cidr: "not-a-cidr" } }] }],
+      },
+    }],
+    namespaces: [{ metadata: { name: "prod" } }],
+    pods: [],
+  };
+  const client = {
+    listAll: (rt: { plural: string }) => Promise.resolve({ items: items[rt.plural] }),
+  } as unknown as KubeClient;
+  const read = await readPolicyView(client);
+  assertEquals(read.policies[0].spec, {
+    podSelector: { matchLabels: { app: "db" } },
+    policyTypes: ["Ingress"],
+  });
 });

@@ -3,7 +3,8 @@
 // isolate is written by its ADD alone (its chains and map entries, through the in-process
 // writer) and the pass after finds nothing of it left to write; a failed write of its own falls
 // back to the pass; an ADD's write never runs while a pass writes.
-import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { PolicyEnforcer } from "../../../daemon/policy/policy_enforcer.ts";
@@ -190,4 +191,69 @@ Deno.test("an update in place that fails (the table flushed behind the daemon's 
   assert(scripts.at(-1)!.startsWith("table inet fp\ndelete table inet fp\n"), scripts.at(-1));
   assert(scripts.at(-1)!.includes("10.1.0.2"), scripts.at(-1));
   await e.close();
+});
+
+Deno.test("a podIP that is no address is dropped and counted: never a peer, never written", async () => {
+  const { e, scripts } = harness();
+  e.start();
+  await e.idle();
+  // The API server validates podIPs; one that slipped by.
+  e.podUpserted(pod("odd", "10.1.0.9 } accept", { app: "web" }));
+  e.podUpserted(pod("odd", "10.1.0.9 } accept", { app: "web" }));
+  await e.idle();
+  assertEquals(e.stats().droppedAddresses, 1, "counted once per pod and value");
+  assertEquals(e.stats().failedPasses, 0);
+  assert(!scripts.some((s) => s.includes("accept }")), "the text reached no script");
+  await e.close();
+});
+
+Deno.test("a NetworkPolicy pass that throws ends nothing: the ADD waiting fails with code 5, the pass is counted, the next one writes", async () => {
+  const { e, scripts } = harness();
+  e.start();
+  await e.idle();
+  const web9 = { namespace: "a", name: "web9", labels: { app: "web" } };
+  // An address the renderer refuses, from the ADD path itself (a bug there): the pass throws.
+  const err = await assertRejects(() => e.plugged(web9, ["10.1.0.9 } accept"]), CniError);
+  assertEquals(err.code, CNI_ERROR.IO_FAILURE, err.message);
+  assertEquals(e.stats().failedPasses, 1);
+  assert(!scripts.some((s) => s.includes("accept }")), "the text reached no script");
+  e.unplugged(web9);
+  await e.plugged(web9, ["10.1.0.9"]);
+  assert(scripts.at(-1)!.includes("10.1.0.9 : jump in-"), scripts.at(-1));
+  await e.close();
+});
+
+Deno.test("an invalid NetworkPolicy isolates what it selects with none of its rules, and is said once", async () => {
+  const refused: string[] = [];
+  const { e, scripts } = harness();
+  const bad: NetworkPolicy = {
+    metadata: { namespace: "a", name: "bad", resourceVersion: "3" },
+    spec: {
+      podSelector: { matchLabels: { app: "db" } },
+      ingress: [{ from: [{ ipBlock: { cidr: "not-a-cidr" } }] }],
+    },
+  };
+  const withEvents = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: { apply: (s) => (scripts.push(s), Promise.resolve()), remove: () => Promise.resolve() },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+    refused: (p, message) => refused.push(`${p.kind} ${p.namespace}/${p.name}: ${message}`),
+  });
+  await e.close();
+  withEvents.namespaceUpserted({ metadata: { name: "a" } });
+  withEvents.policyUpserted(bad);
+  withEvents.policyUpserted(bad);
+  withEvents.podUpserted(pod("db1", "10.1.0.7", { app: "db" }));
+  withEvents.start();
+  await withEvents.idle();
+  assertEquals(refused.length, 1, refused.join("\n"));
+  assert(refused[0].startsWith("NetworkPolicy a/bad: "), refused[0]);
+  assertEquals(withEvents.stats().invalidPolicies, 1);
+  assertEquals(withEvents.stats().failedPasses, 0);
+  const table = scripts.at(-1)!;
+  assert(table.includes("10.1.0.7 : jump in-"), `db1 isolated:\n${table}`);
+  assert(!table.includes("a/bad ingress"), `no rule of the invalid policy:\n${table}`);
+  await withEvents.close();
 });

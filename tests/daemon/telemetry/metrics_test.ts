@@ -54,3 +54,19 @@ Deno.test("the ranges of other nodes this node cannot route are a gauge, 0 witho
   ]);
   assertEquals(gauge(new FerryMetrics()), ["ferry_cluster_unroutable_ranges 0"]);
 });
+
+Deno.test("what the policy enforcers refused or failed is one series per kind and problem", () => {
+  const metrics = new FerryMetrics({
+    policyProblems: () => [
+      { kind: "MultiNetworkPolicy", problem: "invalid_policies", count: 1 },
+      { kind: "MultiNetworkPolicy", problem: "failed_passes", count: 2 },
+      { kind: "MultiNetworkPolicy", problem: "dropped_addresses", count: 3 },
+    ],
+  });
+  const lines = metrics.text().split("\n").filter((l) => l.startsWith("ferry_policy_problems"));
+  assertEquals(lines.sort(), [
+    'ferry_policy_problems{kind="MultiNetworkPolicy",problem="dropped_addresses"} 3',
+    'ferry_policy_problems{kind="MultiNetworkPolicy",problem="failed_passes"} 2',
+    'ferry_policy_problems{kind="MultiNetworkPolicy",problem="invalid_policies"} 1',
+  ]);
+});
