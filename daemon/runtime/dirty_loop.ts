@@ -2,10 +2,25 @@
  * A coalescing loop: `kick()` marks work pending; one pass runs at a time, and passes repeat while
  * work was marked during the last one, so a burst of kicks costs one or two passes. A kick that
  * lands between a pass's end and the loop's settling is never lost (the loop starts again).
- * Shared by the cluster controller and the pool IPAM's block writers.
+ * Shared by the cluster controller, the pool IPAM's block writers and the policy enforcers.
+ *
+ * A pass that throws never ends the process: its error goes to the loop's `onError` (by default a
+ * log line), the loop goes on with the next batch of kicks, and {@link DirtyLoop.idle} settles as
+ * usual. Retrying the failed work is the owner's (a pass that wants another try kicks again).
  *
  * @module
  */
+
+import { getLogger } from "@logtape/logtape";
+
+const logger = getLogger(["ferry", "loop"]);
+
+/** The default `onError`: one error line naming what the pass threw. */
+function logPassFailure(error: unknown): void {
+  logger.error("a reconciling pass failed: {error}", {
+    error: error instanceof Error ? error.message : String(error),
+  });
+}
 
 /**
  * The loop.
@@ -20,13 +35,22 @@
 export class DirtyLoop {
   readonly #pass: () => Promise<void>;
   readonly #go: () => boolean;
+  readonly #onError: (error: unknown) => void;
   #dirty = false;
   #running?: Promise<void>;
 
-  /** Runs `pass` for every batch of kicks, while `go()` holds (checked before each pass). */
-  constructor(pass: () => Promise<void>, go: () => boolean = () => true) {
+  /**
+   * Runs `pass` for every batch of kicks, while `go()` holds (checked before each pass); what a
+   * pass throws goes to `onError`.
+   */
+  constructor(
+    pass: () => Promise<void>,
+    go: () => boolean = () => true,
+    onError: (error: unknown) => void = logPassFailure,
+  ) {
     this.#pass = pass;
     this.#go = go;
+    this.#onError = onError;
   }
 
   /** Marks work pending; a pass runs (after the one running, if any). */
@@ -47,7 +71,13 @@ export class DirtyLoop {
     await Promise.resolve();
     while (this.#dirty && this.#go()) {
       this.#dirty = false;
-      await this.#pass();
+      try {
+        await this.#pass();
+      } catch (e) {
+        try {
+          this.#onError(e);
+        } catch { /* a reporter that throws must not end the loop either */ }
+      }
     }
   }
 
