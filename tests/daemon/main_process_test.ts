@@ -407,3 +407,118 @@ Deno.test({
     }
   },
 });
+
+const GDB = await Deno.stat("/usr/bin/gdb").then(() => "/usr/bin/gdb", () => undefined);
+
+Deno.test({
+  name:
+    "a stop whose event loop is blocked for good still ends at its bound, with the watchdog's line naming what it abandoned",
+  // gdb makes the daemon's main thread call sleep(120) in the middle of its stop: a synchronous
+  // call that does not return, as the issue's blocked loop.
+  ignore: !IS_ROOT || !GDB,
+  fn: () =>
+    withNetns(1, ([ns]) =>
+      withTempDir(async (dir) => {
+        const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
+        const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+        await Deno.mkdir(`${dir}/cni`);
+        await Deno.writeTextFile(`${dir}/cni/stuck`, "#!/bin/sh\ncat >/dev/null\nsleep 300\n", {
+          mode: 0o755,
+        });
+        const shutdownTimeoutSeconds = 2;
+        const boundMs = (shutdownTimeoutSeconds + STOP_MARGIN_SECONDS) * 1000;
+        await Deno.writeTextFile(
+          config,
+          JSON.stringify({
+            standalone: true,
+            stateDir: `${dir}/state`,
+            network,
+            masquerade: { enabled: false },
+            server: { httpPort: -1 },
+            shutdownTimeoutSeconds,
+            pluginTimeoutSeconds: 600,
+          }),
+        );
+        const daemon = spawnDaemon(["--config", config, "--socket", socket]);
+        const output = daemon.output();
+        let gdb: Deno.ChildProcess | undefined;
+        try {
+          await waitHealthy(socket);
+          // An ADD stuck in a plugin keeps the stop draining for shutdownTimeoutSeconds.
+          const inFlight = unixRequest(
+            socket,
+            "POST",
+            "/v1/cni",
+            JSON.stringify({
+              command: "ADD",
+              containerId: `stuck${uniqueToken()}`,
+              netns: ns.path,
+              ifname: "net1",
+              args: {},
+              path: [`${dir}/cni`],
+              config: {
+                cniVersion: "1.0.0",
+                name: "stuck",
+                type: "ferry",
+                attachment: { type: "stuck" },
+              },
+            }),
+            AbortSignal.timeout(60_000),
+          ).catch(() => undefined);
+          const stuck = Date.now() + 10_000;
+          while (!(await pluginRunning(dir))) {
+            assert(Date.now() < stuck, "the stuck plugin did not start");
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          const started = Date.now();
+          daemon.kill("SIGTERM");
+          // The stop has begun once the socket no longer accepts.
+          while (
+            await unixRequest(socket, "GET", HEALTHZ_PATH, undefined, AbortSignal.timeout(500))
+              .then(() => true, () => false)
+          ) {
+            assert(Date.now() - started < 5000, "the daemon did not begin its stop");
+            await new Promise((r) => setTimeout(r, 10));
+          }
+          gdb = new Deno.Command(GDB!, {
+            args: ["-p", String(daemon.pid), "-batch", "-ex", "call (unsigned int)sleep(120)"],
+            stdout: "null",
+            stderr: "null",
+          }).spawn();
+          const backstop = setTimeout(() => daemon.kill("SIGKILL"), 60_000);
+          const out = await output;
+          clearTimeout(backstop);
+          const took = Date.now() - started;
+          const log = new TextDecoder().decode(out.stderr);
+          assertEquals(out.signal, null, `the daemon did not end by itself within 60 s:\n${log}`);
+          assert(
+            took < boundMs + 4000,
+            `ended ${took} ms after SIGTERM (bound ${boundMs} ms):\n${log}`,
+          );
+          assertEquals(out.code, 1, `the watchdog's exit code:\n${log}`);
+          assertMatch(
+            log,
+            /stop did not finish within 7 s; exiting with 1 connection\(s\) still being served/,
+          );
+          await inFlight;
+        } finally {
+          try {
+            daemon.kill("SIGKILL");
+          } catch { /* exited */ }
+          await output.catch(() => {});
+          try {
+            gdb?.kill("SIGKILL");
+          } catch { /* exited */ }
+          await gdb?.status;
+          await new Deno.Command("pkill", { args: ["-f", `${dir}/cni/stuck`] }).output();
+          await removeBridge(network.bridge);
+        }
+      })),
+});
+
+/** True while the stuck plugin under `dir` runs. */
+async function pluginRunning(dir: string): Promise<boolean> {
+  const out = await new Deno.Command("pgrep", { args: ["-f", `${dir}/cni/stuck`], stdout: "piped" })
+    .output();
+  return new TextDecoder().decode(out.stdout).trim() !== "";
+}
