@@ -27,8 +27,7 @@ import type { Plumber, VethSpec } from "../../daemon/net/plumber.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH } from "../../lib/socket_api.ts";
 import { parseCniArgs } from "../../lib/cni/args.ts";
-import { configure, type LogRecord, reset } from "@logtape/logtape";
-import { renderMessage } from "../../daemon/telemetry/log.ts";
+import { lines, waitForLine, withCapturedLogs } from "./_logs.ts";
 
 const opts = { ignore: !IS_ROOT || !(await findPlugin("host-local", ["/usr/lib/cni"])) };
 
@@ -196,43 +195,6 @@ function heldPlumber(entered: () => void, release: Promise<void>): Plumber {
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
-}
-
-/** The `ferry` log records written while `fn` runs (LogTape configured for the test). */
-async function withCapturedLogs<T>(fn: (records: LogRecord[]) => Promise<T>): Promise<T> {
-  const records: LogRecord[] = [];
-  await configure({
-    reset: true,
-    sinks: { memory: (r) => void records.push(r) },
-    loggers: [
-      { category: ["ferry"], lowestLevel: "info", sinks: ["memory"] },
-      { category: ["logtape", "meta"], lowestLevel: "warning", sinks: [] },
-    ],
-  });
-  try {
-    return await fn(records);
-  } finally {
-    await reset();
-  }
-}
-
-/** Each record as `LEVEL message`. */
-function lines(records: LogRecord[]): string[] {
-  return records.map((r) => `${r.level} ${renderMessage(r.message)}`);
-}
-
-/** Waits (bounded) until a record says `text`; fails naming it and quoting what was logged. */
-async function waitForLine(records: LogRecord[], text: string): Promise<string> {
-  const deadline = Date.now() + 10_000;
-  while (true) {
-    const found = lines(records).find((l) => l.includes(text));
-    if (found) return found;
-    assert(
-      Date.now() < deadline,
-      `no log line says "${text}"; logged:\n${lines(records).join("\n")}`,
-    );
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** The ADD request the shim would send for `id` in `ns`, as the socket's body. */
