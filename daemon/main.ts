@@ -271,7 +271,9 @@ if (import.meta.main) {
       properties: { seconds: boundSeconds },
       code,
     });
-    await teardownLogging();
+    // Lines a log reader has not taken (it stopped reading: stderr's pipe is full, and a write
+    // blocked on it) are given up after a second rather than holding the exit.
+    await Promise.race([teardownLogging(), new Promise((r) => setTimeout(r, 1000))]);
     Deno.exit(code);
   };
   // Before anything is served: Deno sets its signal handling up on the first listener, which

@@ -2,8 +2,9 @@
  * The stop watchdog's thread (see `stop_watchdog.ts`): a Worker with an event loop of its own,
  * so its timer fires however blocked the daemon's main thread is (a synchronous call that does
  * not return, a lock, the process's own exit). When it fires it writes the last line it was
- * given straight to stderr and ends the whole process with libc `_exit`, which neither waits for
- * the main thread nor runs exit handlers (`Deno.exit` in a Worker ends only the Worker).
+ * given to stderr (waiting at most a second for it: a log reader that stopped reading fills the
+ * pipe) and ends the whole process with libc `_exit`, which neither waits for the main thread nor
+ * runs exit handlers (`Deno.exit` in a Worker ends only the Worker).
  *
  * Messages: {@link WatchdogMessage}.
  *
@@ -29,7 +30,10 @@ export interface WatchdogMessage {
 let last: WatchdogMessage | undefined;
 let format: LogFormat = "json";
 
-function fire(): void {
+/** How long the last line may take to write (a full stderr pipe) before the exit goes ahead. */
+const WRITE_WAIT_MS = 1000;
+
+async function fire(): Promise<void> {
   const said = last!;
   const record = {
     category: ["ferry", "daemon"],
@@ -40,10 +44,16 @@ function fire(): void {
     properties: said.properties,
   } as unknown as LogRecord;
   const line = new TextEncoder().encode(format === "text" ? textLine(record) : jsonLine(record));
-  try {
-    for (let at = 0; at < line.length;) at += Deno.stderr.writeSync(line.subarray(at));
-  } catch { /* stderr gone: exit all the same */ }
-  const libc = Deno.dlopen("libc.so.6", { _exit: { parameters: ["i32"], result: "void" } });
+  const libc = Deno.dlopen("libc.so.6", {
+    _exit: { parameters: ["i32"], result: "void" },
+    // On a thread of its own, and not through Deno's stderr (whose lock a log write blocked on a
+    // full pipe holds): the line is written if it can be, and the exit never waits for it long.
+    write: { parameters: ["i32", "buffer", "usize"], result: "isize", nonblocking: true },
+  });
+  await Promise.race([
+    libc.symbols.write(2, line, BigInt(line.length)).catch(() => {}),
+    new Promise((r) => setTimeout(r, WRITE_WAIT_MS)),
+  ]);
   libc.symbols._exit(said.code);
 }
 
@@ -51,5 +61,5 @@ function fire(): void {
   const first = last === undefined;
   last = e.data;
   if (e.data.format) format = e.data.format;
-  if (first) setTimeout(fire, e.data.fireInMs ?? 0);
+  if (first) setTimeout(() => void fire(), e.data.fireInMs ?? 0);
 };

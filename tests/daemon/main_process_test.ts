@@ -522,3 +522,84 @@ async function pluginRunning(dir: string): Promise<boolean> {
     .output();
   return new TextDecoder().decode(out.stdout).trim() !== "";
 }
+
+/** True when a thread of `pid` is blocked writing to a full pipe (its stderr, here). */
+async function blockedOnPipe(pid: number): Promise<boolean> {
+  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
+    const wchan = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/wchan`).catch(() => "");
+    if (wchan.includes("pipe_write")) return true;
+  }
+  return false;
+}
+
+Deno.test({
+  name:
+    "SIGTERM ends the daemon within its bound when its log reader stopped reading and stderr's pipe is full",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withTempDir(async (dir) => {
+      const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
+      const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+      const shutdownTimeoutSeconds = 1;
+      const boundMs = (shutdownTimeoutSeconds + STOP_MARGIN_SECONDS) * 1000;
+      await Deno.writeTextFile(
+        config,
+        JSON.stringify({
+          standalone: true,
+          stateDir: `${dir}/state`,
+          network,
+          masquerade: { enabled: false },
+          server: { httpPort: -1 },
+          shutdownTimeoutSeconds,
+        }),
+      );
+      // Its stderr is a pipe this test reads only once the daemon has exited.
+      const daemon = spawnDaemon(["--config", config, "--socket", socket]);
+      const status = daemon.status;
+      try {
+        await waitHealthy(socket);
+        // Refused ADDs whose log lines carry a 3000-character path, until a write of the log
+        // blocks on the full pipe.
+        const path = `/nonexistent/${"n".repeat(3000)}`;
+        for (let i = 0; !(await blockedOnPipe(daemon.pid)); i++) {
+          assert(i < 500, "the daemon's stderr pipe never filled");
+          await unixRequest(
+            socket,
+            "POST",
+            "/v1/cni",
+            JSON.stringify({
+              command: "ADD",
+              containerId: `c${i}`,
+              netns: path,
+              ifname: "eth0",
+              args: {},
+              path: ["/usr/lib/cni"],
+              config: JSON.parse(netconf()),
+            }),
+            AbortSignal.timeout(5000),
+          );
+        }
+        const started = Date.now();
+        daemon.kill("SIGTERM");
+        const backstop = setTimeout(() => daemon.kill("SIGKILL"), boundMs + 15_000);
+        const out = await status;
+        clearTimeout(backstop);
+        const took = Date.now() - started;
+        assertEquals(
+          out.signal,
+          null,
+          `the daemon did not end by itself within ${boundMs + 15_000} ms`,
+        );
+        assert(took < boundMs + 3000, `ended ${took} ms after SIGTERM (bound ${boundMs} ms)`);
+        assertEquals(out.code, 0, "the stop itself finished");
+      } finally {
+        try {
+          daemon.kill("SIGKILL");
+        } catch { /* exited */ }
+        await status;
+        await daemon.stdout.cancel();
+        await daemon.stderr.cancel();
+        await removeBridge(network.bridge);
+      }
+    }),
+});

@@ -64,3 +64,21 @@ Deno.test("a process that exits before the bound is not held up by its watchdog"
   assert(run.took < 30_000, `took ${run.took} ms`);
   assert(!run.log.includes("stop did not finish"), run.log);
 });
+
+Deno.test("the stop watchdog ends a process blocked writing to a stderr pipe nobody reads", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "--frozen", FIXTURE, "stderr", "1000", "json"],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  // Its stderr is read only once it has exited: the pipe stays full meanwhile.
+  const backstop = setTimeout(() => child.kill("SIGKILL"), 30_000);
+  const status = await child.status;
+  clearTimeout(backstop);
+  await child.stderr.cancel();
+  assertEquals(
+    [status.code, status.signal],
+    [1, null],
+    "exit code (a SIGKILL from the test means the watchdog never ended it)",
+  );
+});
