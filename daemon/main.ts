@@ -259,7 +259,16 @@ if (import.meta.main) {
         code: 1,
       };
     };
-    const watchdog = StopWatchdog.arm(boundSeconds * 1000, daemon.config.logFormat, late());
+    const watchdog = StopWatchdog.arm(
+      boundSeconds * 1000,
+      daemon.config.logFormat,
+      late(),
+      (why) => {
+        // Without its thread, a timer on the event loop keeps the bound while the loop runs.
+        getLogger(["ferry", "daemon"]).error("the stop's watchdog did not start: {why}", { why });
+        setTimeout(() => Deno.exit(1), boundSeconds * 1000);
+      },
+    );
     // What it would abandon, kept current while the loop runs.
     const counting = setInterval(() => watchdog.tell(late()), 250);
     await daemon.stop();

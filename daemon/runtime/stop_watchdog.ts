@@ -42,11 +42,24 @@ export class StopWatchdog {
     this.#worker = worker;
   }
 
-  /** Starts the watchdog's thread, to fire in `boundMs` with `verdict` in format `format`. */
-  static arm(boundMs: number, format: LogFormat, verdict: WatchdogVerdict): StopWatchdog {
+  /**
+   * Starts the watchdog's thread, to fire in `boundMs` with `verdict` in format `format`. Should
+   * the thread fail (its module cannot load), `failed` is told why, and the process goes on.
+   */
+  static arm(
+    boundMs: number,
+    format: LogFormat,
+    verdict: WatchdogVerdict,
+    failed: (why: string) => void = () => {},
+  ): StopWatchdog {
     const worker = new Worker(new URL("./stop_watchdog_worker.ts", import.meta.url), {
       type: "module",
     });
+    // A Worker's uncaught error would otherwise end the process in the middle of its stop.
+    worker.onerror = (e) => {
+      e.preventDefault();
+      failed(e.message);
+    };
     const first: WatchdogMessage = {
       fireInMs: boundMs,
       format,
