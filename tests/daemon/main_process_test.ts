@@ -425,7 +425,8 @@ Deno.test({
         await Deno.writeTextFile(`${dir}/cni/stuck`, "#!/bin/sh\ncat >/dev/null\nsleep 300\n", {
           mode: 0o755,
         });
-        const shutdownTimeoutSeconds = 2;
+        // Long enough for gdb to attach and block the main thread on a busy machine.
+        const shutdownTimeoutSeconds = 10;
         const boundMs = (shutdownTimeoutSeconds + STOP_MARGIN_SECONDS) * 1000;
         await Deno.writeTextFile(
           config,
@@ -495,10 +496,14 @@ Deno.test({
             took < boundMs + 4000,
             `ended ${took} ms after SIGTERM (bound ${boundMs} ms):\n${log}`,
           );
-          assertEquals(out.code, 1, `the watchdog's exit code:\n${log}`);
+          assertEquals(
+            out.code,
+            1,
+            `the watchdog's exit code (0: the stop finished before gdb blocked it):\n${log}`,
+          );
           assertMatch(
             log,
-            /stop did not finish within 7 s; exiting with 1 connection\(s\) still being served/,
+            /stop did not finish within 15 s; exiting with \d+ connection\(s\) still being served/,
           );
           await inFlight;
         } finally {
