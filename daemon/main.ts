@@ -34,6 +34,7 @@ import { DefaultNetwork } from "./service/default_network.ts";
 import { setupLogging, teardownLogging } from "./telemetry/log.ts";
 import { FerryMetrics } from "./telemetry/metrics.ts";
 import { PhaseStats } from "./telemetry/phase_stats.ts";
+import { StopWatchdog, type WatchdogVerdict } from "./runtime/stop_watchdog.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
@@ -264,21 +265,42 @@ if (import.meta.main) {
     if (stopping) return;
     stopping = true;
     if (!daemon) Deno.exit(0);
-    const logger = getLogger(["ferry", "daemon"]);
-    // Whatever is in flight, the stop ends within its documented bound.
+    // Whatever is in flight, the stop ends within its documented bound: kept by a thread of its
+    // own, which a blocked event loop cannot hold up (stop_watchdog.ts).
     const boundSeconds = daemon.config.shutdownTimeoutSeconds + STOP_MARGIN_SECONDS;
     const running = daemon;
-    const timer = setTimeout(async () => {
-      logger.error("stop did not finish within {seconds} s; exiting with {abandoned}", {
-        seconds: boundSeconds,
-        abandoned: abandonedWork(running.stats()),
-      });
-      await Promise.race([teardownLogging(), new Promise((r) => setTimeout(r, 500))]);
-      Deno.exit(1);
-    }, boundSeconds * 1000);
+    const late = (): WatchdogVerdict => {
+      const abandoned = abandonedWork(running.stats());
+      return {
+        message: `stop did not finish within ${boundSeconds} s; exiting with ${abandoned}`,
+        properties: { seconds: boundSeconds, abandoned },
+        code: 1,
+      };
+    };
+    const watchdog = StopWatchdog.arm(
+      boundSeconds * 1000,
+      daemon.config.logFormat,
+      late(),
+      (why) => {
+        // Without its thread, a timer on the event loop keeps the bound while the loop runs.
+        getLogger(["ferry", "daemon"]).error("the stop's watchdog did not start: {why}", { why });
+        setTimeout(() => Deno.exit(1), boundSeconds * 1000);
+      },
+    );
+    // What it would abandon, kept current while the loop runs.
+    const counting = setInterval(() => watchdog.tell(late()), 250);
     await daemon.stop();
-    clearTimeout(timer);
-    await teardownLogging();
+    clearInterval(counting);
+    // Not disarmed: should the exit itself not complete, the process ends at the bound all the
+    // same, with the code the stop earned.
+    watchdog.tell({
+      message: `stop finished, but the process had not ended ${boundSeconds} s after it began`,
+      properties: { seconds: boundSeconds },
+      code,
+    });
+    // Lines a log reader has not taken (it stopped reading: stderr's pipe is full, and a write
+    // blocked on it) are given up after a second rather than holding the exit.
+    await Promise.race([teardownLogging(), new Promise((r) => setTimeout(r, 1000))]);
     Deno.exit(code);
   };
   // Before anything is served: Deno sets its signal handling up on the first listener, which

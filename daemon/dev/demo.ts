@@ -16,6 +16,7 @@ import { HttpTransport } from "../k8s/transport.ts";
 import { hostLinkName } from "../net/naming.ts";
 import { ATTACHMENTS_ANNOTATION } from "../service/registry.ts";
 import { netconf, withFerry } from "./harness.ts";
+import { DemoChecks, eventually } from "./demo_checks.ts";
 import { demoCluster } from "./demo_cluster.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 import {
@@ -56,12 +57,15 @@ function table(rows: Row[]): string {
   ].join("\n");
 }
 
-/** Runs the demo; resolves to true when every step held. */
-export async function demo(): Promise<boolean> {
+/**
+ * Runs the demo, printing each check with its result; resolves to the checks (which did not
+ * hold, by name).
+ */
+export async function demo(): Promise<DemoChecks> {
   const conf = netconf("1.0.0");
   const node = "demo-node";
   const ids = ["web-0", "web-1", "db-0"].map((pod) => ({ pod, id: `demo${uniqueToken()}` }));
-  let ok = true;
+  const checks = new DemoChecks();
   const api = await KubeStandin.start({ token: crypto.randomUUID() });
   const dir = await Deno.makeTempDir({ prefix: "ferry-demo-" });
   const transport = new HttpTransport({ server: api.url, token: () => Promise.resolve(api.token) });
@@ -117,9 +121,18 @@ export async function demo(): Promise<boolean> {
             gw4: v4.gateway,
             gw6: v6.gateway,
           });
-          const stored = await kube.get<Pod>(PODS, "default", pod);
-          const recorded = stored.metadata?.annotations?.[ATTACHMENTS_ANNOTATION];
-          ok &&= JSON.parse(recorded ?? "{}").containerId === id;
+          // The annotation is written after the answer: waited for (bounded), then judged.
+          const recordedId = (p: Pod) =>
+            JSON.parse(p.metadata?.annotations?.[ATTACHMENTS_ANNOTATION] ?? "{}").containerId;
+          const stored = await eventually(
+            () => kube.get<Pod>(PODS, "default", pod),
+            (p) => recordedId(p) === id,
+          );
+          checks.check(
+            `default/${pod}'s ${ATTACHMENTS_ANNOTATION} annotation names container ${id}`,
+            recordedId(stored) === id,
+            `it names ${recordedId(stored) ?? "none"} 10 s after the ADD's answer`,
+          );
           rows.push({
             pod: `default/${pod}`,
             uid: stored.metadata!.uid!.slice(0, 8),
@@ -135,6 +148,7 @@ export async function demo(): Promise<boolean> {
           });
         }
         // Every pod is up before any ping: each pod reaches the others, the host and its gateway.
+        const reached: [string, boolean[]][] = [];
         for (const [i, ns] of namespaces.entries()) {
           const me = plugged[i];
           const others = plugged.filter((_, j) => j !== i);
@@ -146,9 +160,18 @@ export async function demo(): Promise<boolean> {
           rows[i]["host→pod"] = answered(host);
           rows[i]["pod→pods"] = answered(pods);
           rows[i]["pod→host"] = answered(gw);
-          ok &&= [...host, ...pods, ...gw].every(Boolean);
+          const pod = rows[i].pod;
+          reached.push(
+            [`the host reaches ${pod} over IPv4 and IPv6`, host],
+            [`${pod} reaches the other pods over IPv4 and IPv6`, pods],
+            [`${pod} reaches its gateway (the host) over IPv4 and IPv6`, gw],
+          );
         }
         console.log(table(rows) + "\n");
+        for (const [what, answers] of reached) {
+          checks.check(what, answers.every(Boolean), answered(answers));
+        }
+        console.log("");
         const stats = ferry.daemon().stats();
         console.log(
           `one pod watch (${stats.podWatch!.watches} watch, ${stats.podWatch!.lists} list); ` +
@@ -185,30 +208,35 @@ export async function demo(): Promise<boolean> {
               .push(ns.name);
           }
         }
-        console.log(
-          `after DEL: host links left: ${leftLinks.length}, pod interfaces left: ${leftInPods.length}, ` +
-            `addresses still allocated: ${leftAllocations.length}, records left: ${leftRecords.length}`,
-        );
-        ok &&=
-          leftLinks.length + leftInPods.length + leftAllocations.length + leftRecords.length === 0;
+        console.log("after DEL:");
+        for (
+          const [what, left] of [
+            ["no host link is left", leftLinks],
+            ["no pod interface is left", leftInPods],
+            ["no address is still allocated", leftAllocations],
+            ["no attachment record is left", leftRecords],
+          ] as const
+        ) checks.check(what, left.length === 0, `left: ${left.join(", ")}`);
         return namespaces.map((n) => n.name);
       }, "fydemo").then(async (names) => {
         const list = await run("ip", "netns", "list");
         const leftNs = names.filter((n) => list.includes(n));
-        console.log(`namespaces left after teardown: ${leftNs.length}`);
-        ok &&= leftNs.length === 0;
+        console.log("after teardown:");
+        checks.check("no namespace is left", leftNs.length === 0, `left: ${leftNs.join(", ")}`);
         return ferry.config.network.bridge;
       })).then(async (bridge) => {
-        const left = await hostLinkExists(bridge);
-        console.log(`bridge ${bridge} left after teardown: ${left ? "yes" : "no"}`);
-        ok &&= !left;
+        checks.check(
+          `the bridge ${bridge} is removed`,
+          !(await hostLinkExists(bridge)),
+          "it is still there",
+        );
       });
   } finally {
     transport.close();
     await api.stop();
     await Deno.remove(dir, { recursive: true });
   }
-  return ok;
+  return checks;
 }
 
 if (import.meta.main) {
@@ -218,12 +246,14 @@ if (import.meta.main) {
     );
     Deno.exit(2);
   }
-  const ok = await demo() && await demoCluster();
+  const failed = (await demo()).failed;
+  if (!failed.length) failed.push(...(await demoCluster()).failed);
   console.log(
-    ok
+    !failed.length
       ? "\ndemo: every pod was plugged, reached every other pod (on its node and across nodes), " +
         "the host and the outside (masqueraded), and was cleanly removed"
-      : "\ndemo: FAILED (see above)",
+      : `\ndemo: FAILED, these did not hold:\n${failed.map((f) => `  ${f}`).join("\n")}`,
   );
+  const ok = !failed.length;
   Deno.exit(ok ? 0 : 1);
 }

@@ -14,10 +14,14 @@ import { FERRY_ROUTE_PROTOCOL } from "../cluster/route_table.ts";
 import type { DaemonStats } from "../daemon.ts";
 import { STATS_PATH } from "../../lib/socket_api.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
+import { DemoChecks } from "./demo_checks.ts";
 
-/** Runs the three-node demo; resolves to true when every step held. */
-export async function demoCluster(): Promise<boolean> {
-  let ok = true;
+/**
+ * Runs the three-node demo, printing each check with its result; resolves to the checks (which
+ * did not hold, by name).
+ */
+export async function demoCluster(): Promise<DemoChecks> {
+  const checks = new DemoChecks();
   await withSimCluster({ nodes: 3 }, async (c) => {
     console.log(
       `\nthree simulated nodes on one underlay, ipam.mode kubernetes, host-gw routes, masquerade:`,
@@ -41,6 +45,7 @@ export async function demoCluster(): Promise<boolean> {
       for (const k of [0, 1]) pods.push(await c.addPod(node, `app-${i}-${k}`, 10_000));
     }
     const rows: string[][] = [];
+    const judged: [string, boolean, string][] = [];
     let port = 9000;
     for (const pod of pods) {
       const remote = pods.filter((p) => p.node !== pod.node);
@@ -59,7 +64,18 @@ export async function demoCluster(): Promise<boolean> {
       listener.close();
       const reached = pings.every(Boolean);
       const masqueraded = seen === pod.node.address;
-      ok &&= reached && masqueraded;
+      judged.push(
+        [
+          `${pod.name} reaches the pods of the other nodes`,
+          reached,
+          `${pings.filter((p) => !p).length} of ${pings.length} did not answer`,
+        ],
+        [
+          `${pod.name} reaches ${c.internet} from its node's address (${pod.node.address})`,
+          masqueraded,
+          `seen from ${seen}`,
+        ],
+      );
       rows.push([
         pod.name,
         pod.node.name,
@@ -72,11 +88,13 @@ export async function demoCluster(): Promise<boolean> {
     const width = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
     const line = (cells: string[]) => cells.map((x, i) => x.padEnd(width[i])).join("  ");
     console.log(
-      "\n" + [line(head), line(width.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n"),
+      "\n" + [line(head), line(width.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n") +
+        "\n",
     );
+    for (const [what, held, seen] of judged) checks.check(what, held, seen);
     for (const pod of pods) {
       const del = await c.removePod(pod);
-      if (del.code !== 0) ok = false;
+      checks.check(`DEL of ${pod.name} succeeds`, del.code === 0, `exit code ${del.code}`);
     }
     // A DEL is answered once the kernel is removing the pod's link; its addresses are released
     // when the kernel confirms, milliseconds later: count once no node has a DEL finishing.
@@ -94,10 +112,13 @@ export async function demoCluster(): Promise<boolean> {
         }
       }
     }
-    console.log(`\nafter DEL: addresses still allocated on the three nodes: ${left}`);
-    ok &&= left === 0;
+    checks.check(
+      "no address is still allocated on the three nodes",
+      left === 0,
+      `${left} still allocated`,
+    );
   });
-  return ok;
+  return checks;
 }
 
 async function daemonStats(socket: string): Promise<DaemonStats> {

@@ -15,6 +15,7 @@ import { CNI_REQUEST_PATH, HEALTHZ_PATH, READYZ_PATH, STATS_PATH } from "../../l
 import { decodeRequest } from "./request.ts";
 import type { SocketHandler, SocketReply, SocketRequest } from "./http1.ts";
 import type { Undelivered } from "../service/cni_service.ts";
+import { Abandoned } from "../service/abandoned.ts";
 
 /** What the routes need. */
 export interface RouterDeps {
@@ -156,6 +157,17 @@ async function cni(deps: RouterDeps, req: SocketRequest): Promise<SocketReply> {
     });
     return json(result ? { result } : {});
   } catch (err) {
+    if (err instanceof Abandoned) {
+      // Not a failure: nobody waits for the answer any more (see abandoned.ts).
+      deps.logger.info("{command} of pod {pod}, container {containerId}, {ifname}: {outcome}", {
+        ...logFields(request),
+        outcome: request?.command === "ADD"
+          ? "abandoned by its requester, rolled back"
+          : "abandoned by its requester",
+        ms: elapsed(started),
+      });
+      return errorReply(err);
+    }
     const e = toCniError(err);
     const level = e.code === CNI_ERROR.INTERNAL ? "error" : "warn";
     deps.logger[level](

@@ -5,11 +5,12 @@
  *
  * @module
  */
+import { Abandoned } from "../service/abandoned.ts";
 import { getLogger, type Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { DaemonConfig } from "../config/config.ts";
 import type { IdleTrimmer } from "../runtime/idle_trim.ts";
-import type { CniService } from "../service/cni_service.ts";
+import type { CniService, Undelivered } from "../service/cni_service.ts";
 import type { FerryMetrics } from "../telemetry/metrics.ts";
 import { type HttpPort, type HttpPortDeps, serveHttpPort } from "./http_port.ts";
 import { createRouter, protocolErrorReply } from "./router.ts";
@@ -85,12 +86,20 @@ export async function serverSide(deps: ServerSideDeps): Promise<ServerSide> {
       cniRequests[req.command] = (cniRequests[req.command] ?? 0) + 1;
       const started = performance.now();
       try {
-        const result = await service.handle(req, signal, undelivered);
+        // An answer that cannot be delivered is an ADD abandoned by its requester as well.
+        const abandoned: Undelivered | undefined = undelivered &&
+          ((undo) =>
+            undelivered(() => {
+              metrics.abandoned(req.command);
+              return undo();
+            }));
+        const result = await service.handle(req, signal, abandoned);
         metrics.request(req.command, 0, performance.now() - started);
         return result;
       } catch (e) {
         const code = e instanceof CniError ? e.code : CNI_ERROR.INTERNAL;
         metrics.request(req.command, code, performance.now() - started);
+        if (e instanceof Abandoned) metrics.abandoned(req.command);
         throw e;
       } finally {
         trimmer?.touch();

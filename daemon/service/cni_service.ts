@@ -29,6 +29,7 @@ import type { PodRegistry, RegisteredPod } from "./registry.ts";
 import type { MultiVifDriver, RequestedAttachment } from "../multivif/drivers.ts";
 import { checkChain, plugChain, unplugChain } from "../multivif/chain.ts";
 import { defaultDst } from "../net/link_plan.ts";
+import { Abandoned, asAbandoned } from "./abandoned.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -184,6 +185,17 @@ export class CniService {
    * ADD that finishes after that is rolled back instead of recorded.
    */
   handle(
+    req: CniRequest,
+    signal?: AbortSignal,
+    undelivered?: Undelivered,
+  ): Promise<CniResult | undefined> {
+    // A request its requester gave up on ends as Abandoned, whatever the abort interrupted.
+    return this.#run(req, signal, undelivered).catch((e) => {
+      throw asAbandoned(e, signal, req);
+    });
+  }
+
+  #run(
     req: CniRequest,
     signal?: AbortSignal,
     undelivered?: Undelivered,
@@ -485,10 +497,7 @@ export class CniService {
       { ...key },
     );
     await this.#release(key, req);
-    throw new CniError(
-      CNI_ERROR.TRY_AGAIN_LATER,
-      `the requester of ADD ${key.containerId}/${key.ifname} went away; the ADD was rolled back`,
-    );
+    throw new Abandoned("ADD", key.containerId, key.ifname);
   }
 
   /** Rolls back an ADD whose answer never reached its requester, unless it changed since. */

@@ -81,6 +81,12 @@ export class FerryMetrics {
     "CNI requests served, by command and CNI code (0: success)",
     ["command", "code"],
   );
+  readonly #abandoned = new Counter(
+    "ferry_cni_abandoned_total",
+    "CNI requests abandoned by their requester (its shim timed out and hung up before the " +
+      "answer) and rolled back, by command",
+    ["command"],
+  );
   readonly #duration = new Histogram(
     "ferry_cni_request_duration_seconds",
     "CNI requests from arrival to answer, by command",
@@ -109,6 +115,7 @@ export class FerryMetrics {
       Object.entries(sources.watches?.() ?? {}).map(([resource, s]) => [{ resource }, s[field]]);
     this.#families = [
       this.#requests,
+      this.#abandoned,
       this.#duration,
       this.#phases,
       this.#api,
@@ -219,6 +226,11 @@ export class FerryMetrics {
   request(command: string, code: number, ms: number): void {
     this.#requests.inc({ command, code: String(code) });
     this.#duration.observe({ command }, ms / 1000);
+  }
+
+  /** Counts one CNI request abandoned by its requester. */
+  abandoned(command: string): void {
+    this.#abandoned.inc({ command });
   }
 
   /** Observes one answered API request (ms). */

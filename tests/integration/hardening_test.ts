@@ -27,6 +27,7 @@ import type { Plumber, VethSpec } from "../../daemon/net/plumber.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { CNI_REQUEST_PATH, HEALTHZ_PATH } from "../../lib/socket_api.ts";
 import { parseCniArgs } from "../../lib/cni/args.ts";
+import { lines, waitForLine, withCapturedLogs } from "./_logs.ts";
 
 const opts = { ignore: !IS_ROOT || !(await findPlugin("host-local", ["/usr/lib/cni"])) };
 
@@ -196,6 +197,99 @@ function heldPlumber(entered: () => void, release: Promise<void>): Plumber {
   });
 }
 
+/** The ADD request the shim would send for `id` in `ns`, as the socket's body. */
+function addRequest(ns: TestNetns, id: string): string {
+  return JSON.stringify({
+    command: "ADD",
+    containerId: id,
+    netns: ns.path,
+    ifname: "eth0",
+    args: parseCniArgs(cniEnv("ADD", ns, id).CNI_ARGS),
+    path: ["/usr/lib/cni"],
+    config: JSON.parse(netconf()),
+  });
+}
+
+/** The daemon's `ferry_cni_abandoned_total` and `ferry_cni_requests_total` lines for ADD. */
+async function addCounters(ferry: TestFerry): Promise<string[]> {
+  const text = await (await fetch(`http://${ferry.daemon().httpAddress}/metrics`)).text();
+  return text.split("\n").filter((l) =>
+    /^ferry_cni_(abandoned|requests)_total\{command="ADD"/.test(l)
+  );
+}
+
+Deno.test({
+  name:
+    "an ADD abandoned by its requester while it waited for its container's turn is logged and counted as abandoned, not as error 999",
+  ...opts,
+  fn: async () => {
+    const entered = Promise.withResolvers<void>();
+    const release = Promise.withResolvers<void>();
+    const plumber = heldPlumber(() => entered.resolve(), release.promise);
+    try {
+      await withCapturedLogs((records) =>
+        withFerry({ daemon: { plumber } }, (ferry) =>
+          withNetns(1, async ([ns]) => {
+            const id = `c${uniqueToken()}`;
+            // The first ADD holds the container's turn (its plug is held); the second, a retry
+            // by a runtime whose first shim timed out, waits for the turn and its shim gives up.
+            const first = unixRequest(
+              ferry.config.socket,
+              "POST",
+              CNI_REQUEST_PATH,
+              addRequest(ns, id),
+              AbortSignal.timeout(30_000),
+            ).catch((e: Error) => e);
+            await entered.promise;
+            const hangUp = new AbortController();
+            const second = unixRequest(
+              ferry.config.socket,
+              "POST",
+              CNI_REQUEST_PATH,
+              addRequest(ns, id),
+              hangUp.signal,
+            ).catch((e) => e);
+            const deadline = Date.now() + 5000;
+            while ((ferry.daemon().stats().socket?.connections ?? 0) < 2) {
+              assert(Date.now() < deadline, "the second ADD did not reach the daemon");
+              await new Promise((r) => setTimeout(r, 10));
+            }
+            hangUp.abort();
+            await second;
+            const line = await waitForLine(records, "abandoned by its requester");
+            assertEquals(
+              line,
+              `info ADD of pod default/pod-${id}, container ${id}, eth0: abandoned by its requester, rolled back`,
+            );
+            assertEquals(
+              lines(records).filter((l) => l.includes("999") || l.startsWith("error")),
+              [],
+              "nothing logged as an internal error",
+            );
+            release.resolve();
+            const served = await first;
+            if (served instanceof Error) {
+              throw new Error(`the first ADD was not answered: ${served}`);
+            }
+            assertEquals(served.status, 200, "the ADD that kept its requester is served");
+            assertEquals(
+              (await addCounters(ferry)).sort(),
+              [
+                'ferry_cni_requests_total{command="ADD",code="0"} 1',
+                'ferry_cni_requests_total{command="ADD",code="11"} 1',
+                'ferry_cni_abandoned_total{command="ADD"} 1',
+              ].sort(),
+            );
+            assertEquals((await ferry.records()).length, 1);
+          }))
+      );
+    } finally {
+      release.resolve();
+      plumber.close?.();
+    }
+  },
+});
+
 Deno.test({
   name: "an ADD whose requester hung up while it was being plugged is rolled back, not recorded",
   ...opts,
@@ -237,6 +331,13 @@ Deno.test({
           }
           assertEquals(await ferry.records(), []);
           assertEquals(await hostLinkExists(hostLinkName(id, "eth0")), false);
+          // Counted as abandoned, not as a failure of the daemon.
+          while (
+            !(await addCounters(ferry)).includes('ferry_cni_abandoned_total{command="ADD"} 1')
+          ) {
+            assert(Date.now() < deadline, `not counted: ${await addCounters(ferry)}`);
+            await new Promise((r) => setTimeout(r, 20));
+          }
           // The runtime's retry is served normally.
           await addDefault(ferry, ns, id);
           assertEquals((await ferry.records()).length, 1);

@@ -20,7 +20,8 @@ import {
   uniqueToken,
   withNetns,
 } from "../../daemon/dev/netns.ts";
-import { READYZ_PATH } from "../../lib/socket_api.ts";
+import { CNI_REQUEST_PATH, READYZ_PATH } from "../../lib/socket_api.ts";
+import { lines, waitForLine, withCapturedLogs } from "./_logs.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import {
   type KubeTarget,
@@ -673,6 +674,59 @@ Deno.test({
         await until(() => ferry.daemon().ready());
         await until(() => ferry.daemon().stats().memoryTrims === 1, 5000);
         assertEquals(ferry.daemon().stats().cniRequests, {}, "no request was served");
+      })
+    ),
+});
+
+Deno.test({
+  name:
+    "an ADD whose shim gave up while its pod was not in the watch is logged and counted as abandoned, never as error 999",
+  ...opts,
+  fn: () =>
+    withCapturedLogs((records) =>
+      withKube((k) => {
+        const node = `node-${k.id}`;
+        // A pod the API never shows (as while the API is unreachable): the ADD waits for it.
+        const name = `never-${k.id}`;
+        return withNodeFerry(k, node, (ferry) =>
+          withNetns(1, async ([ns]) => {
+            const cid = `c${uniqueToken()}`;
+            const hangUp = new AbortController();
+            const sent = unixRequest(
+              ferry.config.socket,
+              "POST",
+              CNI_REQUEST_PATH,
+              JSON.stringify({
+                command: "ADD",
+                containerId: cid,
+                netns: ns.path,
+                ifname: "eth0",
+                args: { K8S_POD_NAMESPACE: "default", K8S_POD_NAME: name },
+                path: ["/usr/lib/cni"],
+                config: JSON.parse(netconf()),
+              }),
+              hangUp.signal,
+            ).catch((e) => e);
+            await until(() => ferry.daemon().stats().registry!.waiting === 1);
+            hangUp.abort(); // the shim's own deadline passed
+            await sent;
+            const line = await waitForLine(records, "abandoned by its requester");
+            assertEquals(
+              line,
+              `info ADD of pod default/${name}, container ${cid}, eth0: abandoned by its requester, rolled back`,
+            );
+            assertEquals(
+              lines(records).filter((l) => l.includes("999")),
+              [],
+              "nothing logged as an internal error",
+            );
+            const metrics = await (await fetch(`http://${ferry.daemon().httpAddress}/metrics`))
+              .text();
+            assertMatch(metrics, /^ferry_cni_abandoned_total\{command="ADD"\} 1$/m);
+            await until(() => ferry.daemon().stats().registry!.waiting === 0);
+            assertEquals(await ferry.records(), []);
+            assertEquals(await ferry.allocations(), []);
+          }));
       })
     ),
 });
