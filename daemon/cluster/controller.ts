@@ -125,6 +125,8 @@ export class ClusterController {
   stop(): void {
     this.#stopped = true;
     this.#unsubscribe?.();
+    // An nft still running is killed (its transaction is all or nothing): none outlives the daemon.
+    this.#d.nft.close?.();
   }
 
   /** A copy of the counters. */

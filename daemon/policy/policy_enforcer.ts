@@ -23,6 +23,7 @@ import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy, NetworkPolicyEgressRule } from "kubernetes-types/networking/v1.d.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import { KeyedMutex } from "../runtime/keyed_mutex.ts";
+import { Deadline } from "../runtime/deadline.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import {
@@ -75,6 +76,8 @@ export interface PolicyEnforcerDeps {
   changed?: () => void;
   /** Log denied packets to this NFLOG group (`policy.logDenied`). */
   log?: DenyLog;
+  /** A read of the rules' counters still running after this long is given up (8 s unless set). */
+  countTimeoutMs?: number;
 }
 
 /** Counts for stats. */
@@ -91,11 +94,15 @@ export interface PolicyStats {
   setUpdates: number;
   /** ADDs that wrote their pod's own chains and entries themselves (no pass waited for). */
   podWrites: number;
+  /** Counter reads skipped because the last one still ran. */
+  countsSkipped: number;
 }
 
 const RETRY_MS = 1000;
 const SYNC_WAIT_MS = 20_000;
 const COUNT_EVERY_MS = 10_000;
+/** A counter read still running after this is given up (its process killed). */
+const COUNT_TIMEOUT_MS = 8_000;
 
 const key = (ns: string | undefined, name: string | undefined) =>
   `${ns ?? "default"}/${name ?? ""}`;
@@ -232,6 +239,7 @@ export class PolicyEnforcer {
     failures: 0,
     setUpdates: 0,
     podWrites: 0,
+    countsSkipped: 0,
   };
   /** The table's writer: a pass and an ADD's own write never run at once. */
   readonly #writing = new KeyedMutex();
@@ -241,6 +249,8 @@ export class PolicyEnforcer {
   #countTimer?: ReturnType<typeof setInterval>;
   #kickTimer?: ReturnType<typeof setTimeout>;
   #counts: RuleCount[] = [];
+  /** Whether a counter read runs. */
+  #counting = false;
 
   /** Creates the enforcer; nothing is written before the watches have synced. */
   constructor(deps: PolicyEnforcerDeps) {
@@ -294,14 +304,7 @@ export class PolicyEnforcer {
   /** Writes the table once the watches have synced (and after every change from then on). */
   start(countEveryMs = COUNT_EVERY_MS): void {
     // The rules' counters, read now and then for the metrics (not at each scrape: a process).
-    this.#countTimer = setInterval(() => {
-      if (this.#written && this.#d.nft.listJson) {
-        this.#d.nft.listJson(this.#d.table).then(
-          (json) => (this.#counts = json ? ruleCounts(json) : []),
-          () => {},
-        );
-      } else this.#counts = [];
-    }, countEveryMs);
+    this.#countTimer = setInterval(() => this.#readCounts(), countEveryMs);
     const wait = () => {
       if (this.#closed) return;
       if (this.#d.synced()) this.#loop.kick();
@@ -362,6 +365,35 @@ export class PolicyEnforcer {
    */
   ruleCounts(): RuleCount[] {
     return this.#counts;
+  }
+
+  /**
+   * One read of the rules' counters. A tick while the last read still runs is skipped: reads
+   * never pile up however slowly `nft` lists a large table, and one that outlasts its timeout
+   * (`countTimeoutMs`) is given up, its process killed.
+   */
+  #readCounts(): void {
+    const { nft, table } = this.#d;
+    if (!this.#written || !nft.listJson) {
+      this.#counts = [];
+      return;
+    }
+    if (this.#counting) {
+      this.#stats.countsSkipped++;
+      return;
+    }
+    this.#counting = true;
+    const deadline = new Deadline(this.#d.countTimeoutMs ?? COUNT_TIMEOUT_MS);
+    nft.listJson(table, deadline.signal).then(
+      (json) => (this.#counts = json ? ruleCounts(json) : []),
+      (e) =>
+        this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
+          error: e instanceof Error ? e.message : String(e),
+        }),
+    ).finally(() => {
+      deadline[Symbol.dispose]();
+      this.#counting = false;
+    });
   }
 
   /** Counts. */

@@ -169,6 +169,8 @@ export function policySide(d: PolicySideDeps): PolicySide {
       multi.start();
     },
     async close() {
+      // Whatever nft still runs (a slow pass, a counter read) is killed: none outlives the daemon.
+      d.nft.close?.();
       await denied?.close();
       await enforcer.close();
       writer?.close();

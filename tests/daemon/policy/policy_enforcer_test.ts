@@ -191,3 +191,43 @@ Deno.test("an update in place that fails (the table flushed behind the daemon's 
   assert(scripts.at(-1)!.includes("10.1.0.2"), scripts.at(-1));
   await e.close();
 });
+
+/** Polls `check` until it holds, for up to `ms`; fails saying `what` otherwise. */
+async function until(check: () => boolean, what: string, ms = 5000) {
+  for (const start = Date.now(); !check();) {
+    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+Deno.test("a counter read that never returns is not joined by another: later ticks are skipped until it is given up", async () => {
+  const reads: AbortSignal[] = [];
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: () => Promise.resolve(),
+      remove: () => Promise.resolve(),
+      // Never answers by itself: only its signal (the timeout) ends it.
+      listJson: (_table, signal) => {
+        reads.push(signal!);
+        return new Promise((_, reject) =>
+          signal!.addEventListener("abort", () => reject(signal!.reason))
+        );
+      },
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+    countTimeoutMs: 300,
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start(10);
+  await e.idle();
+  await until(() => e.stats().countsSkipped >= 5, "five ticks while the first read runs");
+  assertEquals(reads.length, 1, "a second read started while the first still ran");
+  await until(() => reads[0].aborted, "the first read's timeout");
+  await until(() => reads.length === 2, "a read after the first was given up");
+  await e.close();
+});
