@@ -82,7 +82,11 @@ export class ChildSet {
         options.stdin === undefined ? undefined : feedStdin(child, options.stdin),
       ]);
       if (why) throw new ChildKilledError(what, why);
-      return { success: out.success, stdout: out.stdout, stderr: out.stderr };
+      return {
+        success: out.success,
+        stdout: options.stdout ? out.stdout : new Uint8Array(),
+        stderr: out.stderr,
+      };
     } finally {
       options.signal?.removeEventListener("abort", onAbort);
       this.#live.delete(child);

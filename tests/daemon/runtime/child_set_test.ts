@@ -52,3 +52,11 @@ Deno.test("a child that ends by itself gives its status, output and input read",
   );
   assertEquals(children.size, 0);
 });
+
+Deno.test("a child whose stdout is not asked for still gives its status and stderr", async () => {
+  const out = await new ChildSet().run("sh", ["-c", "echo ignored; echo said >&2"]);
+  assertEquals(
+    [out.success, out.stdout.length, new TextDecoder().decode(out.stderr)],
+    [true, 0, "said\n"],
+  );
+});
