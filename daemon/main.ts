@@ -86,6 +86,7 @@ export async function startDaemon(
     gc: () => gc.podGcStats(),
     ipamCheck: () => gc.nodeCheck.stats(),
     policyRules: () => kube?.policy?.ruleCounts() ?? [],
+    policyRefused: () => kube?.policy?.refused() ?? [],
   });
   let cluster: Awaited<ReturnType<typeof clusterSide>>;
   let pool: ReturnType<typeof poolIpam>;

@@ -93,7 +93,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "",
     resource: "events",
     verbs: ["create"],
-    why: "the IP reconcile loop reports each release (or its failure) on the pod",
+    why:
+      "the IP reconcile loop reports each release (or its failure) on the pod; a NetworkPolicy over the size limits is reported on the policy",
   },
   {
     group: "ferry.dev",

@@ -231,6 +231,7 @@ export async function connectKube(
         }
         : undefined,
       logger: getLogger(["ferry", "policy"]),
+      limits: config.policy.limits,
     })
     : undefined;
   const policy = policies?.enforcer;

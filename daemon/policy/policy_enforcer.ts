@@ -54,6 +54,7 @@ import {
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import type { Labels } from "./selector.ts";
+import { type Limited, limitPolicies, type PolicyLimits } from "./limits.ts";
 
 /** What the enforcer needs. */
 export interface PolicyEnforcerDeps {
@@ -78,7 +79,25 @@ export interface PolicyEnforcerDeps {
   log?: DenyLog;
   /** A read of the rules' counters still running after this long is given up (8 s unless set). */
   countTimeoutMs?: number;
+  /**
+   * How long an ADD waits for its pod's rules to be written (behind a pass under way, for the
+   * pass that writes them) before it answers code 11; 10 s unless set.
+   */
+  addWaitMs?: number;
+  /** Policy size limits (`policy.limits`; {@link DEFAULT_POLICY_LIMITS} unless set). */
+  limits?: PolicyLimits;
+  /**
+   * Told once of each policy the limits refuse (again when it changes and is still refused):
+   * the daemon writes a Warning Event on it.
+   */
+  refused?: (policy: NetworkPolicy, reason: string) => void;
 }
+
+/** The limits when none are configured: far above any policy written by hand. */
+export const DEFAULT_POLICY_LIMITS: PolicyLimits = {
+  policyEntries: 1000,
+  namespaceEntries: 10_000,
+};
 
 /** Counts for stats. */
 export interface PolicyStats {
@@ -96,11 +115,17 @@ export interface PolicyStats {
   podWrites: number;
   /** Counter reads skipped because the last one still ran. */
   countsSkipped: number;
+  /** Policies the size limits refuse now (they isolate, allowing nothing). */
+  refusedPolicies: number;
+  /** ADDs answered code 11 because their pod's rules were not written within the budget. */
+  addsTimedOut: number;
 }
 
 const RETRY_MS = 1000;
 const SYNC_WAIT_MS = 20_000;
 const COUNT_EVERY_MS = 10_000;
+/** An ADD's wait for its pod's rules (see {@link PolicyEnforcerDeps.addWaitMs}). */
+const ADD_WAIT_MS = 10_000;
 /** A counter read still running after this is given up (its process killed). */
 const COUNT_TIMEOUT_MS = 8_000;
 
@@ -142,11 +167,16 @@ export function slimPolicyPod(pod: Pod): Pod {
   };
 }
 
-/** A NetworkPolicy stripped to its spec. */
+/** A NetworkPolicy stripped to its spec (and its UID: an Event names it). */
 export function slimPolicy(p: NetworkPolicy): NetworkPolicy {
   const m = p.metadata ?? {};
   return {
-    metadata: { name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion },
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+    },
     spec: p.spec,
   };
 }
@@ -240,6 +270,8 @@ export class PolicyEnforcer {
     setUpdates: 0,
     podWrites: 0,
     countsSkipped: 0,
+    refusedPolicies: 0,
+    addsTimedOut: 0,
   };
   /** The table's writer: a pass and an ADD's own write never run at once. */
   readonly #writing = new KeyedMutex();
@@ -249,6 +281,14 @@ export class PolicyEnforcer {
   #countTimer?: ReturnType<typeof setInterval>;
   #kickTimer?: ReturnType<typeof setTimeout>;
   #counts: RuleCount[] = [];
+  /** Passes started and done, numbered: an ADD waits for the first that starts after it. */
+  #passesStarted = 0;
+  #passesDone = 0;
+  readonly #passWaiters = new Set<{ pass: number; done: () => void }>();
+  /** The policies with the limits applied; undefined: to be applied again (a policy changed). */
+  #limited?: Limited;
+  /** The refusals told, by policy: what was told (its version and the reason). */
+  readonly #told = new Map<string, string>();
   /** Whether a counter read runs. */
   #counting = false;
 
@@ -261,12 +301,14 @@ export class PolicyEnforcer {
   /** A NetworkPolicy appeared or changed. */
   policyUpserted(p: NetworkPolicy): void {
     this.#policies.set(key(p.metadata?.namespace, p.metadata?.name), p);
+    this.#limited = undefined;
     this.#loop.kick();
   }
 
   /** A NetworkPolicy is gone. */
   policyRemoved(p: NetworkPolicy): void {
     this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#limited = undefined;
     this.#loop.kick();
   }
 
@@ -318,7 +360,11 @@ export class PolicyEnforcer {
    * when they cannot be written: the ADD must fail rather than leave the pod open). Pods no
    * policy selects need none, so for them this returns at once and the table follows.
    */
-  async plugged(pod: { namespace: string; name: string; labels: Labels }, ips: string[]) {
+  async plugged(
+    pod: { namespace: string; name: string; labels: Labels },
+    ips: string[],
+    signal?: AbortSignal,
+  ): Promise<void> {
     const k = key(pod.namespace, pod.name);
     this.#plugged.set(k, { labels: pod.labels, ips });
     // Policies not all known yet (the daemon just started): whether one selects the pod cannot
@@ -333,18 +379,34 @@ export class PolicyEnforcer {
       await new Promise((r) => setTimeout(r, 50));
     }
     const self = this.#localPod(k);
-    const selecting = self
-      ? [...this.#policies.values()].filter((p) => policySelects(p, self))
-      : [];
-    if (
-      !selecting.length ||
-      (self && await this.#exclusive(() => this.#writePod(self, selecting)))
-    ) {
+    const selecting = self ? this.#admitted().filter((p) => policySelects(p, self)) : [];
+    if (!selecting.length) {
       this.#kickAfterAnswer();
       return;
     }
-    this.#loop.kick();
-    await this.#loop.idle();
+    // Whatever else is pending (another tenant's huge table being written), the answer comes
+    // within the budget: the pod's rules in place, or code 11 (the runtime tries again).
+    using budget = new Deadline(this.#d.addWaitMs ?? ADD_WAIT_MS);
+    const wait = signal ? AbortSignal.any([budget.signal, signal]) : budget.signal;
+    try {
+      if (self && await this.#exclusive(() => this.#writePod(self, selecting), wait)) {
+        this.#kickAfterAnswer();
+        return;
+      }
+      // The first pass that starts from now on compiles the pod in.
+      const pass = this.#passesStarted + 1;
+      this.#loop.kick();
+      await this.#passDone(pass, wait);
+    } catch (e) {
+      if (!wait.aborted) throw e;
+      this.#stats.addsTimedOut++;
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `the network policy rules of ${k} are not written yet: the node's policy table is still being written (${
+          this.#d.addWaitMs ?? ADD_WAIT_MS
+        } ms waited); try again`,
+      );
+    }
     if (this.#lastError) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -431,7 +493,7 @@ export class PolicyEnforcer {
       pod,
       direction,
       peer: peer ? `${peer.namespace}/${peer.name}` : peerIp,
-      policies: [...this.#policies.values()]
+      policies: this.#admitted()
         .filter((p) => policySelects(p, self) && policyTypes(p)[direction])
         .map((p) => `${p.metadata?.namespace ?? "default"}/${p.metadata?.name}`),
     };
@@ -450,10 +512,44 @@ export class PolicyEnforcer {
     }
     for (const k of this.#plugged.keys()) pods.set(k, this.#localPod(k)!);
     return {
-      policies: [...this.#policies.values()],
+      policies: this.#admitted(),
       namespaces: this.#namespaces,
       pods: [...pods.values()],
     };
+  }
+
+  /**
+   * The policies as enforced: the size limits applied (a refused policy isolates and allows
+   * nothing), again only after a policy changed. A refusal not told yet is told: a warning
+   * logged, the `refused` callback (an Event on the policy).
+   */
+  #admitted(): NetworkPolicy[] {
+    if (this.#limited) return this.#limited.policies;
+    const limited = this.#limited = limitPolicies(
+      this.#policies.values(),
+      this.#d.limits ?? DEFAULT_POLICY_LIMITS,
+    );
+    this.#stats.refusedPolicies = limited.refused.length;
+    const now = new Set<string>();
+    for (const r of limited.refused) {
+      now.add(r.key);
+      const what = `${r.policy.metadata?.resourceVersion ?? ""} ${r.reason}`;
+      if (this.#told.get(r.key) === what) continue;
+      this.#told.set(r.key, what);
+      this.#d.logger.warn(
+        "network policy: {policy} is refused: {reason}; the pods it selects are isolated without what it allows",
+        { policy: r.key, reason: r.reason },
+      );
+      this.#d.refused?.(r.policy, r.reason);
+    }
+    for (const k of this.#told.keys()) if (!now.has(k)) this.#told.delete(k);
+    return limited.policies;
+  }
+
+  /** The policies the size limits refuse now, by `namespace/name`. */
+  refused(): string[] {
+    this.#admitted();
+    return this.#limited!.refused.map((r) => r.key);
   }
 
   #localPod(k: string): (PolicyPod & { node?: string }) | undefined {
@@ -487,9 +583,9 @@ export class PolicyEnforcer {
     }, 0);
   }
 
-  /** Runs `fn` when no other write to the table runs. */
-  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    return this.#writing.run("table", fn);
+  /** Runs `fn` when no other write to the table runs (unless `signal` aborts first). */
+  #exclusive<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    return this.#writing.run("table", fn, signal);
   }
 
   /**
@@ -531,7 +627,37 @@ export class PolicyEnforcer {
   }
 
   #pass(): Promise<void> {
-    return this.#exclusive(() => this.#compileAndWrite());
+    return this.#exclusive(async () => {
+      const n = ++this.#passesStarted;
+      try {
+        await this.#compileAndWrite();
+      } finally {
+        this.#passesDone = n;
+        for (const w of this.#passWaiters) if (w.pass <= n) w.done();
+      }
+    });
+  }
+
+  /** Settles once pass number `pass` (or a later one) is done; rejects when `signal` aborts. */
+  #passDone(pass: number, signal: AbortSignal): Promise<void> {
+    if (this.#passesDone >= pass) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        pass,
+        done: () => {
+          this.#passWaiters.delete(waiter);
+          signal.removeEventListener("abort", onAbort);
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        this.#passWaiters.delete(waiter);
+        reject(signal.reason);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#passWaiters.add(waiter);
+    });
   }
 
   async #compileAndWrite(): Promise<void> {

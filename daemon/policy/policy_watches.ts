@@ -22,6 +22,7 @@ import type { AttachmentStore } from "../service/attachment_store.ts";
 import { PolicyEnforcer, slimNamespace, slimPolicy, slimPolicyPod } from "./policy_enforcer.ts";
 import { MultiPolicyEnforcer, slimMultiPolicy } from "./multi_policy_enforcer.ts";
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
+import type { PolicyLimits } from "./limits.ts";
 import type { Labels } from "./selector.ts";
 import { DeniedLog, type NflogSys } from "./nflog.ts";
 import { NftNetlink, type NftSys } from "./nft_netlink.ts";
@@ -52,6 +53,8 @@ export interface PolicySideDeps {
   deniedLog?: { group: number; perSecond: number; sys: NflogSys };
   /** Where to log. */
   logger: Logger;
+  /** Policy size limits (`policy.limits`). */
+  limits?: PolicyLimits;
 }
 
 /** The policy side: NetworkPolicy on the node, MultiNetworkPolicy in its pods. */
@@ -105,6 +108,8 @@ export function policySide(d: PolicySideDeps): PolicySide {
     logger: d.logger,
     changed: () => multi.changed(),
     log: d.deniedLog && { group: d.deniedLog.group, perSecond: d.deniedLog.perSecond },
+    limits: d.limits,
+    refused: (p, reason) => void refusedEvent(d, p, reason),
   });
   const denied = d.deniedLog &&
     new DeniedLog({
@@ -181,6 +186,35 @@ export function policySide(d: PolicySideDeps): PolicySide {
 }
 
 /** This node's additional interfaces (records with a parent), with their pods as policies see them. */
+/** A Warning Event on a policy the size limits refuse (`kubectl describe networkpolicy` shows it). */
+async function refusedEvent(d: PolicySideDeps, p: NetworkPolicy, reason: string): Promise<void> {
+  const m = p.metadata ?? {};
+  try {
+    await d.kube.createEvent(
+      {
+        kind: "NetworkPolicy",
+        apiVersion: "networking.k8s.io/v1",
+        namespace: m.namespace ?? "default",
+        name: m.name ?? "",
+        ...(m.uid ? { uid: m.uid } : {}),
+      },
+      {
+        type: "Warning",
+        reason: "PolicyTooLarge",
+        message:
+          `refused on node ${d.nodeName}: ${reason}; the pods it selects are isolated without what it allows`,
+        component: "ferry",
+        host: d.nodeName,
+      },
+    );
+  } catch (e) {
+    d.logger.warn("network policy: no Event on {policy}: {error}", {
+      policy: `${m.namespace}/${m.name}`,
+      error: e instanceof Error ? e.message : String(e),
+    });
+  }
+}
+
 function localInterfaces(d: PolicySideDeps, enforcer: PolicyEnforcer): LocalInterface[] {
   const out: LocalInterface[] = [];
   for (const r of d.store.list()) {

@@ -35,6 +35,8 @@ export interface MetricsSources {
   ipamCheck?: () => { conflicts: number; leaked: number };
   /** NetworkPolicy: packets counted by each rule of the policy table. */
   policyRules?: () => { comment: string; packets: number }[];
+  /** NetworkPolicy: the policies the size limits refuse now, by `namespace/name`. */
+  policyRefused?: () => string[];
 }
 
 /**
@@ -183,6 +185,12 @@ export class FerryMetrics {
             const m = /^(\S+): no (ingress|egress) rule allows it$/.exec(r.comment);
             return m ? [[{ pod: m[1], direction: m[2] }, r.packets]] : [];
           })),
+      ),
+      new Gauge(
+        "ferry_policy_refused",
+        "NetworkPolicy: 1 for each policy the size limits (policy.limits) refuse on this node, " +
+          "by policy (namespace/name): the pods it selects are isolated without what it allows",
+        () => (sources.policyRefused?.() ?? []).map((policy): [Labels, number] => [{ policy }, 1]),
       ),
     ];
   }

@@ -9,6 +9,7 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { PolicyEnforcer } from "../../../daemon/policy/policy_enforcer.ts";
 import type { NftOp } from "../../../daemon/policy/nft_policy.ts";
 import { getLogger } from "@logtape/logtape";
+import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 
 const policy = (name: string, app: string): NetworkPolicy => ({
   metadata: { namespace: "a", name },
@@ -28,7 +29,7 @@ const pod = (name: string, ip: string, labels: Record<string, string>): Pod => (
 });
 
 /** An enforcer whose nft and writer record what they are given; `gate` holds nft's writes. */
-function harness(opts: { writerFails?: boolean } = {}) {
+function harness(opts: { writerFails?: boolean; addWaitMs?: number; applyMs?: number } = {}) {
   const scripts: string[] = [];
   const batches: NftOp[][] = [];
   let gate: Promise<void> | undefined;
@@ -38,10 +39,12 @@ function harness(opts: { writerFails?: boolean } = {}) {
     nft: {
       apply: async (script) => {
         await gate;
+        if (opts.applyMs) await new Promise((r) => setTimeout(r, opts.applyMs));
         scripts.push(script);
       },
       remove: () => Promise.resolve(),
     },
+    addWaitMs: opts.addWaitMs,
     writer: {
       write: (_table, ops) => {
         if (opts.writerFails) return Promise.reject(new Error("EPERM"));
@@ -229,5 +232,119 @@ Deno.test("a counter read that never returns is not joined by another: later tic
   assertEquals(reads.length, 1, "a second read started while the first still ran");
   await until(() => reads[0].aborted, "the first read's timeout");
   await until(() => reads.length === 2, "a read after the first was given up");
+  await e.close();
+});
+
+Deno.test("a policy over the size limits isolates its pods without what it allows, is told once, and is enforced once it fits", async () => {
+  const scripts: string[] = [];
+  const told: string[] = [];
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: (script) => (scripts.push(script), Promise.resolve()),
+      remove: () => Promise.resolve(),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+    limits: { policyEntries: 50, namespaceEntries: 500 },
+    refused: (p, reason) => told.push(`${p.metadata?.name}: ${reason}`),
+  });
+  const huge: NetworkPolicy = {
+    metadata: { namespace: "a", name: "huge", resourceVersion: "1" },
+    spec: {
+      podSelector: { matchLabels: { app: "web" } },
+      ingress: [{
+        from: [{ ipBlock: { cidr: "10.0.0.0/8", except: [] } }],
+        ports: Array.from({ length: 60 }, (_, i) => ({ port: 1000 + i })),
+      }],
+    },
+  };
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(huge);
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start();
+  await e.idle();
+  const table = scripts.at(-1)!;
+  assert(table.includes("10.1.0.5 : jump in-"), `web1 isolated straight to its drop: ${table}`);
+  assert(!table.includes("a/huge ingress[0]"), `no rule of the refused policy: ${table}`);
+  assertEquals(told.length, 1, told.join("\n"));
+  assert(told[0].includes("policy.limits.policyEntries"), told[0]);
+  assertEquals(e.stats().refusedPolicies, 1);
+  assertEquals(e.refused(), ["a/huge"]);
+  // Other changes (a pod, another policy) recompile, but the refusal is not told again.
+  e.podUpserted(pod("client", "10.1.0.2", { role: "client" }));
+  e.policyUpserted(policy("other", "db"));
+  await e.idle();
+  assertEquals(told.length, 1, "told again without a change of the policy");
+  // Shrunk under the limit: enforced with its rules.
+  e.policyUpserted({
+    ...huge,
+    metadata: { ...huge.metadata, resourceVersion: "2" },
+    spec: { ...huge.spec!, ingress: [{ ...huge.spec!.ingress![0], ports: [{ port: 80 }] }] },
+  });
+  await e.idle();
+  assert(scripts.at(-1)!.includes("a/huge ingress[0]"), scripts.at(-1));
+  assertEquals(e.refused(), []);
+  assertEquals(e.stats().refusedPolicies, 0);
+  await e.close();
+});
+
+Deno.test("an ADD behind a pass that never ends answers code 11 within its budget, whether its rules are new or written by itself", async () => {
+  const { e, batches, hold } = harness({ addWaitMs: 300 });
+  e.start();
+  await e.idle();
+  await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+  await e.idle();
+  // Another tenant's huge table: a pass that does not end.
+  const release = hold();
+  e.podUpserted(pod("client2", "10.1.0.3", { role: "client" }));
+  await new Promise((r) => setTimeout(r, 20));
+  for (
+    const [name, app, ip] of [["web2", "web", "10.1.0.6"], ["db1", "db", "10.1.0.7"]] as const
+  ) {
+    if (app === "db") e.policyUpserted(policy("db-in", "db"));
+    const error = await e.plugged({ namespace: "a", name, labels: { app } }, [ip]).then(
+      () => undefined,
+      (err) => err,
+    );
+    assert(
+      error instanceof CniError,
+      `${name}: ${error ?? "answered as if its rules were in place"}`,
+    );
+    assertEquals(error.code, CNI_ERROR.TRY_AGAIN_LATER, `${name}: ${error.message}`);
+  }
+  assertEquals(batches, [], "nothing written while the pass holds the table");
+  assertEquals(e.stats().addsTimedOut, 2);
+  release();
+  await e.idle();
+  await e.close();
+});
+
+Deno.test("an ADD waits for the pass that writes its pod, not for every pass that changes keep starting", async () => {
+  const { e, scripts } = harness({ applyMs: 20, addWaitMs: 30_000 });
+  e.start();
+  await e.idle();
+  // Pod churn elsewhere: a pass is always due, for up to 1000 changes 5 ms apart.
+  let stop = false;
+  let churnEnded = false;
+  const churn = (async () => {
+    for (let i = 0; !stop && i < 1000; i++) {
+      e.podUpserted(pod(`c${i}`, `10.2.${i >> 8}.${i & 255}`, { role: "client" }));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    churnEnded = true;
+  })();
+  let answeredWhileChurning = false;
+  try {
+    await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+    answeredWhileChurning = !churnEnded;
+  } finally {
+    stop = true;
+    await churn;
+  }
+  assert(answeredWhileChurning, "the ADD answered only once the churn stopped");
+  assert(scripts.some((s) => s.includes("10.1.0.5 : jump in-")), "web1's rules were written");
+  await e.idle();
   await e.close();
 });

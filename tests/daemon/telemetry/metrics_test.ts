@@ -20,3 +20,16 @@ Deno.test("the policy counters of one rule, or one pod's drops, are one series e
     'ferry_policy_denied_packets{pod="a/db",direction="ingress"} 7',
   ]);
 });
+
+Deno.test("each policy the size limits refuse is one series of 1, none when none is", () => {
+  const refused: string[] = [];
+  const metrics = new FerryMetrics({ policyRefused: () => refused });
+  const series = () =>
+    metrics.text().split("\n").filter((l) => l.startsWith("ferry_policy_refused"));
+  assertEquals(series(), []);
+  refused.push("t/huge", "t/huge2");
+  assertEquals(series(), [
+    'ferry_policy_refused{policy="t/huge"} 1',
+    'ferry_policy_refused{policy="t/huge2"} 1',
+  ]);
+});
