@@ -69,6 +69,11 @@ export interface PolicyEnforcerDeps {
    * `nft.apply` as a script.
    */
   writer?: { write(table: string, ops: NftOp[]): Promise<void> };
+  /**
+   * Reads the rules' counters in-process (`NftNetlink`: one netlink dump, no process); without
+   * it they are read by `nft.listJson`.
+   */
+  counter?: { ruleCounts(table: string): RuleCount[] };
   /** Whether the watches have listed everything once (before that nothing is written). */
   synced: () => boolean;
   /** Where it says what it did. */
@@ -430,12 +435,24 @@ export class PolicyEnforcer {
   }
 
   /**
-   * One read of the rules' counters. A tick while the last read still runs is skipped: reads
+   * One read of the rules' counters: through netlink when the enforcer has a `counter` (a dump,
+   * done before the next tick can come), else by `nft`. A tick while the last read still runs is
+   * skipped: reads
    * never pile up however slowly `nft` lists a large table, and one that outlasts its timeout
    * (`countTimeoutMs`) is given up, its process killed.
    */
   #readCounts(): void {
-    const { nft, table } = this.#d;
+    const { nft, table, counter } = this.#d;
+    if (this.#written && counter) {
+      try {
+        this.#counts = counter.ruleCounts(table);
+      } catch (e) {
+        this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
+          error: e instanceof Error ? e.message : String(e),
+        });
+      }
+      return;
+    }
     if (!this.#written || !nft.listJson) {
       this.#counts = [];
       return;

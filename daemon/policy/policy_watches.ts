@@ -104,6 +104,7 @@ export function policySide(d: PolicySideDeps): PolicySide {
     table: d.table,
     nft: d.nft,
     writer,
+    counter: writer,
     synced: () => d.watcher.synced,
     logger: d.logger,
     changed: () => multi.changed(),

@@ -438,3 +438,73 @@ Deno.test("a rule of many ipBlocks with many excepts and many ports is one nft r
   // Each block less its 100 /24s at its start is one range: 40 blocks, 40 ranges.
   assertEquals(intervals[0].elements.length, 40);
 });
+
+Deno.test({
+  name:
+    "the rules' counters read through netlink are those nft lists: commented counted rules only, none without a table",
+  ignore: !IS_ROOT || !HAS_NFT,
+  fn: () =>
+    withNetns(1, async ([ns]) => {
+      await run("ip", "-n", ns.name, "link", "set", "lo", "up");
+      await new NftRunner().applyIn(
+        ns.path,
+        [
+          "table inet fp {",
+          "  chain input {",
+          "    type filter hook input priority filter; policy accept;",
+          '    icmp type echo-request counter comment "a/p ingress[0]"',
+          '    tcp dport 9 counter comment "a/q: no ingress rule allows it"',
+          "    udp dport 9 counter",
+          '    meta l4proto udp comment "no counter"',
+          "  }",
+          // More rules than one read of the dump holds (it comes in many).
+          "  chain many {",
+          ...Array.from(
+            { length: 1500 },
+            (_, i) => `    tcp dport ${10000 + i} counter comment "a/many ingress[${i}]"`,
+          ),
+          "  }",
+          "}",
+        ].join("\n") + "\n",
+      );
+      // Three pings over the namespace's own loopback.
+      await run("ip", "netns", "exec", ns.name, "ping", "-c", "3", "-i", "0.2", "127.0.0.1");
+      const libc = Libc.open();
+      const home = libc.openRead("/proc/thread-self/ns/net");
+      const target = libc.openRead(ns.path);
+      const reader = new NftNetlink({
+        netfilterSocket: (ms) => libc.inNetns(target, home, () => libc.netfilterSocket(ms)),
+        send: (fd, msg) => libc.send(fd, msg),
+        recv: (fd, buf) => libc.recv(fd, buf),
+        tryRecv: (fd, buf) => libc.tryRecv(fd, buf),
+        close: (fd) => libc.close(fd),
+      });
+      try {
+        const counts = reader.ruleCounts("fp");
+        const json = await run(
+          "ip",
+          "netns",
+          "exec",
+          ns.name,
+          "nft",
+          "-j",
+          "list",
+          "table",
+          "inet",
+          "fp",
+        );
+        assertEquals(counts, ruleCounts(json));
+        assertEquals(counts.length, 2 + 1500);
+        assertEquals(counts.slice(0, 2).map((c) => c.comment), [
+          "a/p ingress[0]",
+          "a/q: no ingress rule allows it",
+        ]);
+        assert(counts[0].packets >= 3, `pings counted: ${JSON.stringify(counts)}`);
+        assertEquals(reader.ruleCounts("no-such-table"), []);
+      } finally {
+        reader.close();
+        libc.close(target);
+        libc.close(home);
+      }
+    }),
+});

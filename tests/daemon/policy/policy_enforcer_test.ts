@@ -348,3 +348,31 @@ Deno.test("an ADD waits for the pass that writes its pod, not for every pass tha
   await e.idle();
   await e.close();
 });
+
+Deno.test("with an in-process counter reader, the rules' counters are read through it and no nft process is started", async () => {
+  let lists = 0;
+  let reads = 0;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: () => Promise.resolve(),
+      remove: () => Promise.resolve(),
+      listJson: () => (lists++, Promise.resolve(undefined)),
+    },
+    counter: {
+      ruleCounts: (table) => (reads++, [{ comment: `${table} a/web-in ingress[0]`, packets: 4 }]),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start(10);
+  await e.idle();
+  await until(() => reads >= 3, "three reads through the counter reader");
+  assertEquals(e.ruleCounts(), [{ comment: "fp a/web-in ingress[0]", packets: 4 }]);
+  assertEquals(lists, 0, "nft -j list was started");
+  await e.close();
+});
