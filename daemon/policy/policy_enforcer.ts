@@ -713,6 +713,8 @@ export class PolicyEnforcer {
       this.#written = parts;
       this.#lastError = undefined;
     } catch (e) {
+      // Stopping: the write's nft was killed with the daemon; nothing to say or try again.
+      if (this.#closed) return;
       this.#stats.failures++;
       const error = e instanceof Error ? e.message : String(e);
       if (error !== this.#lastError) {

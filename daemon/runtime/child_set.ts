@@ -59,7 +59,7 @@ export class ChildSet {
   ): Promise<ChildOutput> {
     const what = [cmd, ...args].join(" ");
     if (this.#closed) throw new ChildKilledError(what, "its owner is closed");
-    options.signal?.throwIfAborted();
+    if (options.signal?.aborted) throw new ChildKilledError(what, reasonOf(options.signal.reason));
     const child = new Deno.Command(cmd, {
       args,
       stdin: options.stdin === undefined ? "null" : "piped",

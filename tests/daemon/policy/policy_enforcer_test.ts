@@ -376,3 +376,30 @@ Deno.test("with an in-process counter reader, the rules' counters are read throu
   assertEquals(lists, 0, "nft -j list was started");
   await e.close();
 });
+
+Deno.test("a write whose nft is killed as the daemon stops is neither reported as a failure nor tried again", async () => {
+  let fail!: (e: Error) => void;
+  let applies = 0;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: () => (applies++, new Promise((_, reject) => (fail = reject))),
+      remove: () => Promise.resolve(),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start();
+  await until(() => applies === 1, "the first write under way");
+  const closing = e.close();
+  fail(new Error("nft -f: killed (its owner is closed)"));
+  await closing;
+  assertEquals(e.stats().failures, 0);
+  // Past the retry delay: no second write.
+  await new Promise((r) => setTimeout(r, 1200));
+  assertEquals(applies, 1);
+});
