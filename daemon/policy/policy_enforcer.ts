@@ -92,8 +92,8 @@ export interface PolicyEnforcerDeps {
   /** Policy size limits (`policy.limits`; {@link DEFAULT_POLICY_LIMITS} unless set). */
   limits?: PolicyLimits;
   /**
-   * Told once of each policy the limits refuse (again when it changes and is still refused):
-   * the daemon writes a Warning Event on it.
+   * Told once of each policy the limits refuse (again when it changes and is still refused),
+   * when it selects a pod of this node: the daemon writes a Warning Event on it.
    */
   refused?: (policy: NetworkPolicy, reason: string) => void;
 }
@@ -292,8 +292,10 @@ export class PolicyEnforcer {
   readonly #passWaiters = new Set<{ pass: number; done: () => void }>();
   /** The policies with the limits applied; undefined: to be applied again (a policy changed). */
   #limited?: Limited;
-  /** The refusals told, by policy: what was told (its version and the reason). */
+  /** The refusals logged, by policy: what was logged (its version and the reason). */
   readonly #told = new Map<string, string>();
+  /** The refusals told by an Event (through `refused`), by policy: what was told. */
+  readonly #evented = new Map<string, string>();
   /** Whether a counter read runs. */
   #counting = false;
 
@@ -557,10 +559,24 @@ export class PolicyEnforcer {
         "network policy: {policy} is refused: {reason}; the pods it selects are isolated without what it allows",
         { policy: r.key, reason: r.reason },
       );
-      this.#d.refused?.(r.policy, r.reason);
     }
     for (const k of this.#told.keys()) if (!now.has(k)) this.#told.delete(k);
+    for (const k of this.#evented.keys()) if (!now.has(k)) this.#evented.delete(k);
     return limited.policies;
+  }
+
+  /**
+   * Tells `refused` (an Event on the policy) of each refusal not told yet whose policy selects a
+   * pod of this node: only the nodes it isolates pods on say so, not every node of the cluster.
+   */
+  #tellRefusals(local: PolicyPod[]): void {
+    for (const r of this.#limited?.refused ?? []) {
+      const what = this.#told.get(r.key);
+      if (!what || this.#evented.get(r.key) === what) continue;
+      if (!local.some((pod) => policySelects(r.policy, pod))) continue;
+      this.#evented.set(r.key, what);
+      this.#d.refused?.(r.policy, r.reason);
+    }
   }
 
   /** The policies the size limits refuse now, by `namespace/name`. */
@@ -686,6 +702,7 @@ export class PolicyEnforcer {
     }
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
+    this.#tellRefusals(local);
     const verdicts = compilePolicies(view, local, ipInBlock);
     const parts = renderPolicyParts(verdicts, this.#d.log);
     this.#stats.isolatedPods = verdicts.length;

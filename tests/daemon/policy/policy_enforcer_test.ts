@@ -262,6 +262,16 @@ Deno.test("a policy over the size limits isolates its pods without what it allow
   };
   e.namespaceUpserted({ metadata: { name: "a" } });
   e.policyUpserted(huge);
+  // Refused too, but it selects only a pod of another node: that node says so, not this one.
+  e.policyUpserted({
+    ...huge,
+    metadata: { namespace: "a", name: "far", resourceVersion: "1" },
+    spec: { ...huge.spec!, podSelector: { matchLabels: { app: "far" } } },
+  });
+  e.podUpserted({
+    ...pod("far1", "10.1.0.9", { app: "far" }),
+    spec: { nodeName: "n2", containers: [] },
+  });
   e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
   e.start();
   await e.idle();
@@ -269,9 +279,9 @@ Deno.test("a policy over the size limits isolates its pods without what it allow
   assert(table.includes("10.1.0.5 : jump in-"), `web1 isolated straight to its drop: ${table}`);
   assert(!table.includes("a/huge ingress[0]"), `no rule of the refused policy: ${table}`);
   assertEquals(told.length, 1, told.join("\n"));
-  assert(told[0].includes("policy.limits.policyEntries"), told[0]);
-  assertEquals(e.stats().refusedPolicies, 1);
-  assertEquals(e.refused(), ["a/huge"]);
+  assert(told[0].startsWith("huge: ") && told[0].includes("policy.limits.policyEntries"), told[0]);
+  assertEquals(e.stats().refusedPolicies, 2);
+  assertEquals(e.refused(), ["a/far", "a/huge"]);
   // Other changes (a pod, another policy) recompile, but the refusal is not told again.
   e.podUpserted(pod("client", "10.1.0.2", { role: "client" }));
   e.policyUpserted(policy("other", "db"));
@@ -285,8 +295,9 @@ Deno.test("a policy over the size limits isolates its pods without what it allow
   });
   await e.idle();
   assert(scripts.at(-1)!.includes("a/huge ingress[0]"), scripts.at(-1));
-  assertEquals(e.refused(), []);
-  assertEquals(e.stats().refusedPolicies, 0);
+  assertEquals(e.refused(), ["a/far"]);
+  assertEquals(e.stats().refusedPolicies, 1);
+  assertEquals(told.length, 1, told.join("\n"));
   await e.close();
 });
 
