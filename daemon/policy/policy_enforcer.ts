@@ -13,8 +13,10 @@
  * ADD writes the pod's own chains and its verdict map entries in-process (one netlink batch,
  * `nft_netlink.ts`) and answers; its address joins other pods' peer sets right after, in the
  * next pass. Otherwise (a new combination of rules, an address still mapped to a pod just gone)
- * the ADD waits for the pass. A pod no policy selects costs the ADD one selector walk and nothing
- * else.
+ * the ADD waits for the pass that starts after it; whatever else is pending, it waits 10 s at
+ * most, then answers code 11. A pod no policy selects costs the ADD one selector walk and nothing
+ * else. Policies over the size limits ({@link limitPolicies}) isolate the pods they select and
+ * allow nothing.
  *
  * @module
  */
@@ -439,9 +441,8 @@ export class PolicyEnforcer {
   /**
    * One read of the rules' counters: through netlink when the enforcer has a `counter` (a dump,
    * done before the next tick can come), else by `nft`. A tick while the last read still runs is
-   * skipped: reads
-   * never pile up however slowly `nft` lists a large table, and one that outlasts its timeout
-   * (`countTimeoutMs`) is given up, its process killed.
+   * skipped: reads never pile up however slowly `nft` lists a large table, and one that outlasts
+   * its timeout (`countTimeoutMs`) is given up, its process killed.
    */
   #readCounts(): void {
     const { nft, table, counter } = this.#d;
@@ -539,8 +540,8 @@ export class PolicyEnforcer {
 
   /**
    * The policies as enforced: the size limits applied (a refused policy isolates and allows
-   * nothing), again only after a policy changed. A refusal not told yet is told: a warning
-   * logged, the `refused` callback (an Event on the policy).
+   * nothing), again only after a policy changed. A refusal not logged yet is logged (the Event
+   * follows in the pass, {@link PolicyEnforcer.#tellRefusals}).
    */
   #admitted(): NetworkPolicy[] {
     if (this.#limited) return this.#limited.policies;
