@@ -282,7 +282,7 @@ export const DaemonConfigSchema = Type.Object({
   shutdownTimeoutSeconds: Type.Number({
     minimum: 0,
     description:
-      "how long SIGTERM waits for in-flight requests; plugins still running then are killed. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)",
+      "how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)",
   }),
   nice: Type.Integer({
     minimum: -20,
