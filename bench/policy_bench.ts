@@ -1,5 +1,5 @@
 /**
- * `deno task bench:policy [--quick]`: NetworkPolicy at scale (root, nft). Four measurements, each
+ * `deno task bench:policy [--quick]`: NetworkPolicy at scale (root, nft). Five measurements, each
  * against a floor or its counterpart measured in the same run:
  *
  * 1. **Compile and write** at 1,000 and 10,000 pods with 200 policies (100 pods per node): one
@@ -16,6 +16,9 @@
  *    between two pods (iperf3, a connect loop) with policy off, and with 0, 10 and 100 policies
  *    of which one isolates the server.
  *
+ * 5. **A tenant's large policies** (the shape of #42 item 4): the table one node writes for them,
+ *    with the size limits applied and without, its size and `nft -f` time.
+ *
  * Writes `bench/results/policy.json` and `policy.md` (rendered by `bench/report.ts`).
  *
  * @module
@@ -31,7 +34,8 @@ import { loadKubeconfig } from "../daemon/k8s/kubeconfig.ts";
 import { Watcher } from "../daemon/k8s/watcher.ts";
 import { NAMESPACES, NETWORK_POLICIES, PODS } from "../daemon/k8s/resources.ts";
 import { compilePolicies, ipInBlock, type PolicyView } from "../daemon/policy/compile.ts";
-import { policyPodOf } from "../daemon/policy/policy_enforcer.ts";
+import { DEFAULT_POLICY_LIMITS, policyPodOf } from "../daemon/policy/policy_enforcer.ts";
+import { limitPolicies, policyEntries } from "../daemon/policy/limits.ts";
 import { policyScript, renderPolicyTable } from "../daemon/policy/nft_policy.ts";
 import { policySide } from "../daemon/policy/policy_watches.ts";
 import type { AttachmentStore } from "../daemon/service/attachment_store.ts";
@@ -156,6 +160,95 @@ export async function compileAndWrite(pods: number, policies: number) {
     tableRules: table.split("\n").filter((l) => /counter (accept|drop)/.test(l)).length,
     nftWriteMs: round(median(writes)),
   };
+}
+
+/**
+ * One tenant's policies of the shape #42 item 4 reported (each `blocks` ipBlocks of `excepts`
+ * excepts, every other /24 of its block, and `ports` ports), all selecting one pod of the node;
+ * `distinct`: each policy's blocks its own (else the same in all).
+ */
+function tenantPolicies(
+  policies: number,
+  blocks: number,
+  excepts: number,
+  ports: number,
+  distinct: boolean,
+): NetworkPolicy[] {
+  return Array.from({ length: policies }, (_, i) => ({
+    metadata: { namespace: "tenant", name: `hog-${i}` },
+    spec: {
+      podSelector: {},
+      ingress: [{
+        from: Array.from({ length: blocks }, (_, b) => {
+          const prefix = `${distinct ? 10 + (i % 200) : 10}.${b}`;
+          return {
+            ipBlock: {
+              cidr: `${prefix}.0.0/16`,
+              except: Array.from({ length: excepts }, (_, e) => `${prefix}.${2 * e}.0/24`),
+            },
+          };
+        }),
+        ports: Array.from({ length: ports }, (_, p) => ({ port: 1000 + p })),
+      }],
+    },
+  }));
+}
+
+/**
+ * A tenant's large policies on one node: the table the daemon writes for them (the limits
+ * applied, or not), its size, the compile and render, and the `nft -f` that writes it.
+ */
+export async function tenantShapes() {
+  const pod = {
+    namespace: "tenant",
+    name: "hog",
+    labels: {},
+    ips: ["10.244.1.5"],
+    hostNetwork: false,
+    done: false,
+    ports: [],
+  };
+  const cases: [string, NetworkPolicy[], boolean][] = [
+    [
+      "150 × (40 blocks × 100 excepts, 40 ports), limits",
+      tenantPolicies(150, 40, 100, 40, false),
+      true,
+    ],
+    ["the same, no limits", tenantPolicies(150, 40, 100, 40, false), false],
+    ["150 distinct, no limits", tenantPolicies(150, 40, 100, 40, true), false],
+    [
+      "a namespace at its limits: 10 distinct × (9 blocks × 100 excepts, 40 ports)",
+      tenantPolicies(10, 9, 100, 40, true),
+      true,
+    ],
+  ];
+  const rows = [];
+  for (const [what, all, limited] of cases) {
+    const t = performance.now();
+    const { policies, refused } = limited
+      ? limitPolicies(all, DEFAULT_POLICY_LIMITS)
+      : { policies: all, refused: [] };
+    const view: PolicyView = { policies, namespaces: new Map([["tenant", {}]]), pods: [pod] };
+    const table = renderPolicyTable("ferry-bench", compilePolicies(view, [pod], ipInBlock))!;
+    const renderMs = performance.now() - t;
+    const ns = await netnsAdd();
+    try {
+      const w = performance.now();
+      await new NftRunner().applyIn(ns.path, policyScript("ferry-bench", table));
+      rows.push({
+        case: what,
+        entries: all.reduce((n, p) => n + policyEntries(p), 0),
+        refused: refused.length,
+        renderMs: round(renderMs),
+        tableKiB: round(table.length / 1024),
+        nftWriteMs: round(performance.now() - w),
+      });
+    } finally {
+      await netnsDel(ns);
+    }
+    console.log(JSON.stringify(rows.at(-1)));
+  }
+  return rows;
 }
 
 /** Creates the synthetic cluster's objects in the API (pods with their addresses). */
@@ -562,8 +655,9 @@ if (import.meta.main) {
   }
   const flags = parseArgs(Deno.args, { boolean: ["quick"], string: ["parts"] });
   const quick = flags.quick;
-  // `--parts scale,enforcement,memory,path`: a partial run prints its parts and writes nothing.
-  const parts = flags.parts?.split(",") ?? ["scale", "enforcement", "memory", "path"];
+  // `--parts scale,enforcement,memory,path,tenant`: a partial run prints its parts and writes
+  // nothing.
+  const parts = flags.parts?.split(",") ?? ["scale", "enforcement", "memory", "path", "tenant"];
   const scale = [];
   if (parts.includes("scale")) {
     for (const pods of quick ? [1000] : [1000, 10_000]) {
@@ -580,6 +674,7 @@ if (import.meta.main) {
     : undefined;
   console.log(JSON.stringify(memory));
   const path = parts.includes("path") ? await podPath(quick ? 10 : 30) : [];
+  const tenant = parts.includes("tenant") ? await tenantShapes() : undefined;
   if (!enforcement || !memory || !path.length || !scale.length) Deno.exit(0);
   const result: PolicyBenchResult = {
     date: new Date().toISOString(),
@@ -588,6 +683,7 @@ if (import.meta.main) {
     enforcement,
     memory,
     path,
+    tenant,
   };
   const dir = new URL("./results/", import.meta.url);
   await Deno.writeTextFile(new URL("policy.json", dir), JSON.stringify(result, null, 2) + "\n");

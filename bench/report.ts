@@ -334,6 +334,15 @@ export interface PolicyBenchResult {
     date?: string;
   };
   path: { case: string; addP50Ms: number; gbps: number; connsPerS: number }[];
+  /** A tenant's large policies on one node (absent from runs before it was measured). */
+  tenant?: {
+    case: string;
+    entries: number;
+    refused: number;
+    renderMs: number;
+    tableKiB: number;
+    nftWriteMs: number;
+  }[];
 }
 
 /** NetworkPolicy at scale: compile and write, time to enforcement, memory, the pod's own path. */
@@ -406,6 +415,25 @@ export function policyBenchReport(r: PolicyBenchResult, heading = "#"): string {
       ]),
     ),
     "",
+    ...(r.tenant
+      ? [
+        "One tenant's large policies selecting a pod of the node (the shape of #42 item 4): the " +
+        "table the node writes for them, with the size limits (`policy.limits`) applied or not:",
+        "",
+        table(
+          [
+            "case",
+            "entries",
+            "refused",
+            "compile and render (ms)",
+            "table (KiB)",
+            "nft write (ms)",
+          ],
+          r.tenant.map((t) => [t.case, t.entries, t.refused, t.renderMs, t.tableKiB, t.nftWriteMs]),
+        ),
+        "",
+      ]
+      : []),
   ].join("\n");
 }
 

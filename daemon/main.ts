@@ -90,6 +90,7 @@ export async function startDaemon(
     policyRules: () => kube?.policy?.ruleCounts() ?? [],
     unroutableRanges: () => cluster?.controller.stats().unroutable.length ?? 0,
     policyProblems: () => policyProblems(kube?.policy?.stats(), kube?.multiPolicy?.stats()),
+    policyRefused: () => kube?.policy?.refused() ?? [],
   });
   let cluster: Awaited<ReturnType<typeof clusterSide>>;
   let pool: ReturnType<typeof poolIpam>;

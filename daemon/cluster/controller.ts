@@ -154,6 +154,8 @@ export class ClusterController {
     this.#stopped = true;
     this.#closing.abort();
     this.#unsubscribe?.();
+    // An nft still running is killed (its transaction is all or nothing): none outlives the daemon.
+    this.#d.nft.close?.();
   }
 
   /** A copy of the counters. */

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { feedStdin } from "../runtime/child_input.ts";
+import { ChildSet } from "../runtime/child_set.ts";
 
 /**
  * The ruleset text for `nft -f`: creates the table if missing, deletes it and creates it again
@@ -48,18 +48,24 @@ export function masqueradeRuleset(table: string, own: string[], noMasquerade: st
 
 /** Applies and removes Ferry's nftables table. */
 export interface Nft {
-  /** Runs a ruleset as one transaction. */
-  apply(ruleset: string): Promise<void>;
+  /** Runs a ruleset as one transaction (given up, the process killed, when `signal` aborts). */
+  apply(ruleset: string, signal?: AbortSignal): Promise<void>;
   /** Deletes the table; a missing one is fine. */
   remove(table: string): Promise<void>;
-  /** `nft -j list table inet <table>`: its JSON, or undefined when there is no such table. */
-  listJson?(table: string): Promise<string | undefined>;
+  /**
+   * `nft -j list table inet <table>`: its JSON, or undefined when there is no such table; given
+   * up (the process killed) when `signal` aborts.
+   */
+  listJson?(table: string, signal?: AbortSignal): Promise<string | undefined>;
   /** Runs a ruleset as one transaction inside the network namespace at path `netns`. */
   applyIn?(netns: string, ruleset: string): Promise<void>;
+  /** Kills every process still running (the daemon stops) and refuses new runs. */
+  close?(): void;
 }
 
 /**
- * `nft` from Debian's nftables package.
+ * `nft` from Debian's nftables package. Every process it starts ends with it ({@link ChildSet}):
+ * killed when its caller's signal aborts, and all of them on {@link NftRunner.close}.
  *
  * @example
  * ```ts
@@ -67,50 +73,53 @@ export interface Nft {
  * ```
  */
 export class NftRunner implements Nft {
+  readonly #children = new ChildSet();
+  readonly #nft: string;
+  readonly #nsenter: string;
+
+  /** `binaries` replace `nft` and `nsenter` (found on PATH otherwise). */
+  constructor(binaries: { nft?: string; nsenter?: string } = {}) {
+    this.#nft = binaries.nft ?? "nft";
+    this.#nsenter = binaries.nsenter ?? "nsenter";
+  }
+
   /** Runs `nft -f -` with the ruleset on stdin. */
-  apply(ruleset: string): Promise<void> {
-    return this.#run("nft", ["-f", "-"], ruleset);
+  apply(ruleset: string, signal?: AbortSignal): Promise<void> {
+    return this.#run(this.#nft, ["-f", "-"], ruleset, signal);
   }
 
   /** The same inside the network namespace at path `netns` (`nsenter --net`). */
   applyIn(netns: string, ruleset: string): Promise<void> {
-    return this.#run("nsenter", [`--net=${netns}`, "--", "nft", "-f", "-"], ruleset);
+    return this.#run(this.#nsenter, [`--net=${netns}`, "--", this.#nft, "-f", "-"], ruleset);
   }
 
-  async #run(cmd: string, args: string[], ruleset: string): Promise<void> {
-    const child = new Deno.Command(cmd, {
-      args,
-      stdin: "piped",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    await feedStdin(child, ruleset);
-    const out = await child.output();
+  async #run(cmd: string, args: string[], ruleset: string, signal?: AbortSignal): Promise<void> {
+    const out = await this.#children.run(cmd, args, { stdin: ruleset, signal });
     if (!out.success) {
       throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
     }
   }
 
   /** `nft -j list table inet <table>`; undefined when the table does not exist. */
-  async listJson(table: string): Promise<string | undefined> {
-    const out = await new Deno.Command("nft", {
-      args: ["-j", "list", "table", "inet", table],
-      stdout: "piped",
-      stderr: "null",
-    }).output();
+  async listJson(table: string, signal?: AbortSignal): Promise<string | undefined> {
+    const out = await this.#children.run(this.#nft, ["-j", "list", "table", "inet", table], {
+      stdout: true,
+      signal,
+    });
     return out.success ? new TextDecoder().decode(out.stdout) : undefined;
   }
 
   /** `nft delete table inet <table>`. */
   async remove(table: string): Promise<void> {
-    const out = await new Deno.Command("nft", {
-      args: ["delete", "table", "inet", table],
-      stdout: "null",
-      stderr: "piped",
-    }).output();
+    const out = await this.#children.run(this.#nft, ["delete", "table", "inet", table]);
     const err = new TextDecoder().decode(out.stderr);
     if (!out.success && !/No such file or directory/.test(err)) {
       throw new Error(`nft delete table failed: ${err.trim()}`);
     }
+  }
+
+  /** Kills every `nft` still running and refuses new runs. */
+  close(): void {
+    this.#children.close();
   }
 }

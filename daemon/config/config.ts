@@ -78,6 +78,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     logDenied: false,
     logGroup: 31742,
     logPerSecond: 10,
+    limits: { policyEntries: 1000, namespaceEntries: 10_000 },
   },
 };
 
@@ -123,7 +124,7 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
   }
   const given = (file ?? {}) as Record<string, unknown>;
   // Every section of the file goes over its defaults (a section given in part keeps the rest),
-  // and so does the one nested section (routing.vxlan).
+  // and so do the nested sections (routing.vxlan, policy.limits).
   const merged: Record<string, unknown> = { ...DEFAULT_CONFIG, ...given };
   for (const [key, defaults] of Object.entries(DEFAULT_CONFIG)) {
     if (isObject(defaults)) merged[key] = section(given[key], defaults);
@@ -131,6 +132,10 @@ export function resolveConfig(file: unknown, overrides: ConfigOverrides = {}): D
   const routing = merged.routing;
   if (isObject(routing)) {
     merged.routing = { ...routing, vxlan: section(routing.vxlan, DEFAULT_CONFIG.routing.vxlan) };
+  }
+  const policy = merged.policy;
+  if (isObject(policy)) {
+    merged.policy = { ...policy, limits: section(policy.limits, DEFAULT_CONFIG.policy.limits) };
   }
   Object.assign(
     merged,

@@ -286,7 +286,7 @@ export const DaemonConfigSchema = Type.Object({
   shutdownTimeoutSeconds: Type.Number({
     minimum: 0,
     description:
-      "how long SIGTERM waits for in-flight requests; plugins still running then are killed. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)",
+      "how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)",
   }),
   nice: Type.Integer({
     minimum: -20,
@@ -331,6 +331,18 @@ export const DaemonConfigSchema = Type.Object({
       description:
         "denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)",
     }),
+    limits: Type.Object({
+      policyEntries: Type.Integer({
+        minimum: 1,
+        description:
+          "entries (peers, ipBlock excepts and ports, over all its rules) one NetworkPolicy may hold; a policy over it is refused as a whole: the pods it selects are isolated without what it allows, with a Warning Event `PolicyTooLarge` on it",
+      }),
+      namespaceEntries: Type.Integer({
+        minimum: 1,
+        description:
+          "entries the NetworkPolicies of one namespace may hold together, taken in name order; the policy that would bring the namespace over it, and each after it that would too, is refused as `policy.limits.policyEntries` says",
+      }),
+    }, { additionalProperties: false }),
   }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
     description:

@@ -95,7 +95,7 @@ export const DAEMON_API_USE: ApiUse[] = [
     verbs: ["create"],
     why: "the IP reconcile loop reports each release (or its failure) on the pod; a node's " +
       "range that cannot be routed is reported on its Node (FerryRouteFailed); an invalid " +
-      "(Multi)NetworkPolicy is said on it",
+      "(Multi)NetworkPolicy, or a NetworkPolicy over the size limits, is said on it",
   },
   {
     group: "ferry.dev",

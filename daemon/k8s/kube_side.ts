@@ -240,6 +240,7 @@ export async function connectKube(
           host: config.nodeName,
         }).catch(() => {});
       },
+      limits: config.policy.limits,
     })
     : undefined;
   const policy = policies?.enforcer;

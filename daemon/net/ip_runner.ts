@@ -1,11 +1,11 @@
 /**
  * Runs iproute2: one `ip -batch` process for many operations, in the host namespace or (through
  * `nsenter --net=PATH`) inside a pod's namespace. The only module of the veth plumbing that
- * spawns processes.
+ * spawns processes; they end with the runner ({@link SpawningIpRunner.close}).
  *
  * @module
  */
-import { feedStdin } from "../runtime/child_input.ts";
+import { ChildSet } from "../runtime/child_set.ts";
 
 /** An `ip` run that failed. */
 export class IpCommandError extends Error {
@@ -63,6 +63,8 @@ export interface IpRunner {
  */
 export class SpawningIpRunner implements IpRunner {
   readonly #sysctlDir: string;
+  /** Every `ip`/`nsenter` it started that still runs: none outlives the daemon. */
+  readonly #children = new ChildSet();
 
   /**
    * `sysctlDir` is where sysctls are written: `/proc/sys`, or (in a container without privilege,
@@ -98,15 +100,20 @@ export class SpawningIpRunner implements IpRunner {
     const [cmd, args] = options.netns
       ? ["nsenter", [`--net=${options.netns}`, "--", ...inNs]]
       : ["ip", ipArgs];
-    const child = new Deno.Command(cmd, { args, stdin: "piped", stdout: "piped", stderr: "piped" })
-      .spawn();
-    await feedStdin(child, lines.join("\n") + "\n");
-    const out = await child.output();
+    const out = await this.#children.run(cmd, args, {
+      stdin: lines.join("\n") + "\n",
+      stdout: true,
+    });
     const stderr = new TextDecoder().decode(out.stderr);
     if (!out.success) {
       throw new IpCommandError(`ip batch${options.netns ? ` in ${options.netns}` : ""}`, stderr);
     }
     return new TextDecoder().decode(out.stdout);
+  }
+
+  /** Kills every `ip` or `nsenter` still running (the daemon stops) and refuses new batches. */
+  close(): void {
+    this.#children.close();
   }
 }
 

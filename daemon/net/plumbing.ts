@@ -72,6 +72,8 @@ export function openPlumbing(
         : {},
     close() {
       if (!given) plumber.close?.();
+      // An `ip` or `nsenter` still running is killed: none outlives the daemon.
+      ip.close();
     },
   };
 }

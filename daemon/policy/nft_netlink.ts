@@ -5,7 +5,8 @@
  * answers. The bytes are pure functions here (layouts from `linux/netfilter/nf_tables.h` and
  * `linux/netfilter/nfnetlink.h`, the attributes `nft --debug=netlink` shows for the same
  * commands); {@link NftNetlink} sends them and reads the kernel's answers. Everything else of the
- * table (sets, allowing rules, updates) is written by `nft -f`.
+ * table (sets, allowing rules, updates) is written by `nft -f`. The rules' counters are read the
+ * same way ({@link NftNetlink.ruleCounts}: one dump of the table's rules, no `nft` process).
  *
  * @module
  */
@@ -19,7 +20,7 @@ import {
   str,
 } from "../net/netlink/messages.ts";
 import { concatBytes } from "../../lib/bytes.ts";
-import type { NftOp, PodRule } from "./nft_policy.ts";
+import type { NftOp, PodRule, RuleCount } from "./nft_policy.ts";
 
 const NFNL_SUBSYS_NFTABLES = 10;
 const NFNL_MSG_BATCH_BEGIN = 0x10;
@@ -27,6 +28,9 @@ const NFNL_MSG_BATCH_END = 0x11;
 const NFT_MSG_NEWCHAIN = 3;
 const NFT_MSG_NEWRULE = 6;
 const NFT_MSG_NEWSETELEM = 12;
+const NFT_MSG_GETRULE = 7;
+/** `ENOENT`: no such table (nothing isolated on the node). */
+const ENOENT = 2;
 const NFPROTO_INET = 1;
 const NLM_F_APPEND = 0x800;
 
@@ -216,6 +220,108 @@ export function nftBatch(
   };
 }
 
+/**
+ * The request for every rule of inet table `table`: a dump, answered by one NEWRULE message per
+ * rule and a DONE (none when there is no such table).
+ *
+ * @example
+ * ```ts
+ * sys.send(fd, ruleDump("ferry-policy", 7));
+ * ```
+ */
+export function ruleDump(table: string, seq: number): Uint8Array {
+  return frame(
+    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+    NL.F_REQUEST | NL.F_DUMP,
+    seq,
+    concatBytes([nfgenmsg(NFPROTO_INET), encodeAttrs([[NFTA_RULE_TABLE, str(table)]])]),
+  );
+}
+
+/** Attributes in order, repeated ones kept (the elements of a list), flags masked off. */
+function attrList(buf: Uint8Array): [number, Uint8Array][] {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const out: [number, Uint8Array][] = [];
+  for (let at = 0; at + 4 <= buf.length;) {
+    const len = view.getUint16(at, true);
+    if (len < 4 || at + len > buf.length) break;
+    out.push([view.getUint16(at + 2, true) & 0x3fff, buf.subarray(at + 4, at + len)]);
+    at += (len + 3) & ~3;
+  }
+  return out;
+}
+
+const attr = (list: [number, Uint8Array][], type: number) => list.find(([t]) => t === type)?.[1];
+
+/** A comment in a rule's user data (type-length-values; nft's comment is NUL-terminated). */
+function commentOf(userdata: Uint8Array): string | undefined {
+  for (let at = 0; at + 2 <= userdata.length;) {
+    const [type, len] = [userdata[at], userdata[at + 1]];
+    if (type === UDATA_RULE_COMMENT) {
+      const value = userdata.subarray(at + 2, at + 2 + len);
+      const end = value.indexOf(0);
+      return new TextDecoder().decode(end < 0 ? value : value.subarray(0, end));
+    }
+    at += 2 + len;
+  }
+  return undefined;
+}
+
+/** The packets of a rule's counter expression, if it has one. */
+function counterOf(exprs: Uint8Array): number | undefined {
+  for (const [type, elem] of attrList(exprs)) {
+    if (type !== NFTA_LIST_ELEM) continue;
+    const e = attrList(elem);
+    const name = attr(e, NFTA_EXPR_NAME);
+    if (!name || new TextDecoder().decode(name.subarray(0, name.indexOf(0) >>> 0)) !== "counter") {
+      continue;
+    }
+    const packets = attr(
+      attrList(attr(e, NFTA_EXPR_DATA) ?? new Uint8Array()),
+      NFTA_COUNTER_PACKETS,
+    );
+    if (packets?.length === 8) {
+      return Number(new DataView(packets.buffer, packets.byteOffset).getBigUint64(0, false));
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What one buffer of a rule dump's answer (request `seq`) holds: the commented rules with a
+ * counter, and whether the dump is done or failed (a negative errno), pure.
+ */
+export function parseRuleDump(
+  buf: Uint8Array,
+  seq: number,
+): { counts: RuleCount[]; done: boolean; error?: number } {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const out: { counts: RuleCount[]; done: boolean; error?: number } = { counts: [], done: false };
+  for (let at = 0; at + 16 <= buf.length;) {
+    const len = view.getUint32(at, true);
+    if (len < 16 || at + len > buf.length) break;
+    const type = view.getUint16(at + 4, true);
+    if (view.getUint32(at + 8, true) === seq) {
+      if (type === NL.DONE) out.done = true;
+      if (type === NL.ERROR) {
+        out.done = true;
+        const error = view.getInt32(at + 16, true);
+        if (error) out.error = error;
+      }
+      if (type === ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE)) {
+        const attrs = attrList(buf.subarray(at + 20, at + len));
+        const userdata = attr(attrs, NFTA_RULE_USERDATA);
+        const exprs = attr(attrs, NFTA_RULE_EXPRESSIONS);
+        const comment = userdata && commentOf(userdata);
+        const packets = exprs && counterOf(exprs);
+        if (comment && packets !== undefined) out.counts.push({ comment, packets });
+      }
+    }
+    at += (len + 3) & ~3;
+  }
+  return out;
+}
+
 /** The system calls the writer needs (`Libc` in the daemon). */
 export interface NftSys {
   /** A NETLINK_NETFILTER socket, in the calling thread's namespace, with a receive timeout. */
@@ -277,6 +383,30 @@ export class NftNetlink {
       );
     }
     return Promise.resolve();
+  }
+
+  /**
+   * The counted, commented rules of inet table `table` (what `ruleCounts` reads from `nft -j
+   * list`), by one dump through the same socket: no process. None when there is no such table
+   * (the kernel's dump filtered by table is then empty); throws with the kernel's errno on an
+   * error.
+   */
+  ruleCounts(table: string): RuleCount[] {
+    const sys = this.#sys;
+    const fd = this.#fd ??= sys.netfilterSocket(2000);
+    while (sys.tryRecv(fd, this.#buf) !== undefined) { /* drained */ }
+    const seq = this.#seq++;
+    sys.send(fd, ruleDump(table, seq));
+    const counts: RuleCount[] = [];
+    for (;;) {
+      const part = parseRuleDump(this.#buf.subarray(0, sys.recv(fd, this.#buf)), seq);
+      counts.push(...part.counts);
+      if (part.error === -ENOENT) return [];
+      if (part.error) {
+        throw new Error(`reading table ${table}'s rules failed: errno ${-part.error}`);
+      }
+      if (part.done) return counts;
+    }
   }
 
   /** Closes the socket. */

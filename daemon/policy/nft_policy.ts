@@ -21,10 +21,11 @@
  *
  * @module
  */
-import { formatCidr, formatIp, parseCidr, parseIp } from "../ipam/cidr.ts";
+import { formatIp, parseIp } from "../ipam/cidr.ts";
 import type { AllowRule, PeerSet, PodVerdict, PortMatch } from "./compile.ts";
 import type { InterfaceVerdict } from "./multi_policy.ts";
 import { denyPrefix } from "./nflog.ts";
+import { blockRanges } from "./address_ranges.ts";
 
 /** Logging of denied packets: the NFLOG group, and packets logged per second at most. */
 export interface DenyLog {
@@ -87,10 +88,6 @@ function set(items: string[]): string | undefined {
   return items.length ? `{ ${items.join(", ")} }` : undefined;
 }
 
-function cidr(text: string): string {
-  return formatCidr(parseCidr(text.includes("/") ? text : `${text}/${V6(text) ? 128 : 32}`));
-}
-
 /** Port matches grouped by protocol: `meta l4proto tcp th dport { 80, 90-99 }`. */
 function portExprs(ports: "any" | PortMatch[]): string[] {
   if (ports === "any") return [""];
@@ -121,6 +118,7 @@ class NamedSets {
   readonly elements = new Map<string, string[]>();
   readonly #names = new Map<string, string>();
   readonly #types = new Map<string, string>();
+  readonly #intervals = new Set<string>();
 
   /** The name of `peer`'s set of `family` addresses, declared with them on first use. */
   ref(peer: PeerSet, family: 4 | 6): string {
@@ -136,12 +134,35 @@ class NamedSets {
     return name;
   }
 
+  /**
+   * The name of an interval set of `family` addresses holding `ranges` (an ipBlock peer's),
+   * named for its content: rules allowing the same blocks share it.
+   */
+  ranges(ranges: string[], family: 4 | 6): string {
+    const id = `${family} ranges ${ranges.join(",")}`;
+    let name = this.#names.get(id);
+    if (!name) {
+      name = `r${fnv1a(id)}`;
+      while (this.elements.has(name)) name += "x";
+      this.#names.set(id, name);
+      this.#types.set(name, family === 6 ? "ipv6_addr" : "ipv4_addr");
+      this.#intervals.add(name);
+      this.elements.set(name, ranges);
+    }
+    return name;
+  }
+
   /** The sets as declared, with their elements. */
   collections(): Map<string, NamedCollection> {
     return new Map(
-      [...this.elements].map((
-        [name, elements],
-      ) => [name, { type: this.#types.get(name)!, elements }]),
+      [...this.elements].map(([name, elements]) => [
+        name,
+        {
+          type: this.#types.get(name)!,
+          elements,
+          ...(this.#intervals.has(name) ? { flags: "interval" as const } : {}),
+        },
+      ]),
     );
   }
 }
@@ -174,11 +195,9 @@ function peerExprs(
     const ips = set(peers.ips.filter(mine).map(nftAddress));
     if (ips) out.push(`${ipKw} ${field} ${ips}`);
   }
-  for (const b of peers.blocks) {
-    if (!mine(b.cidr.split("/")[0])) continue;
-    const except = set(b.except.filter((e) => mine(e.split("/")[0])).map(cidr));
-    out.push(`${ipKw} ${field} ${cidr(b.cidr)}${except ? ` ${ipKw} ${field} != ${except}` : ""}`);
-  }
+  // The blocks less their excepts, added up: one interval set, one match, however many.
+  const ranges = blockRanges(peers.blocks, family);
+  if (ranges.length) out.push(`${ipKw} ${field} @${sets.ranges(ranges, family)}`);
   return out;
 }
 
@@ -337,8 +356,10 @@ export function renderPodParts(v: PodVerdict, log?: DenyLog): PodParts {
 export interface NamedCollection {
   /** Its type: `ipv4_addr`, or `ipv4_addr : verdict` for a map. */
   type: string;
-  /** Its elements as nft writes them (`10.0.0.1`, `10.0.0.1 : jump in-…`). */
+  /** Its elements as nft writes them (`10.0.0.1`, `10.0.0.1 : jump in-…`, `10.0.0.0-10.0.0.9`). */
   elements: string[];
+  /** `interval`: a set of ranges (an ipBlock peer's addresses). */
+  flags?: "interval";
 }
 
 /** The policy table, apart from its fixed base chains. */
@@ -427,7 +448,12 @@ const BASE_CHAINS = [
 function declaration(name: string, c: NamedCollection): string {
   const kind = c.type.includes(":") ? "map" : "set";
   const members = c.elements.length ? ` elements = { ${c.elements.join(", ")} };` : "";
-  return `  ${kind} ${name} { type ${c.type};${members} }`;
+  return `  ${kind} ${name} { ${setSpec(c)}${members} }`;
+}
+
+/** A set's type and flags as declared: `type ipv4_addr; flags interval;`. */
+function setSpec(c: NamedCollection): string {
+  return `type ${c.type};${c.flags ? ` flags ${c.flags};` : ""}`;
 }
 
 /** The whole definition of a rendered table. */
@@ -531,8 +557,10 @@ export function policyUpdateScript(
   const deletes: string[] = [];
   for (const [name, c] of after.sets) {
     const was = before.sets.get(name);
-    if (was && was.type !== c.type) return policyScript(table, tableDefinition(table, after));
-    if (!was) adds.push(`add ${kind(c)} ${t} ${name} { type ${c.type}; }`);
+    if (was && setSpec(was) !== setSpec(c)) {
+      return policyScript(table, tableDefinition(table, after));
+    }
+    if (!was) adds.push(`add ${kind(c)} ${t} ${name} { ${setSpec(c)} }`);
     const had = new Set(was?.elements ?? []);
     const has = new Set(c.elements);
     // A map's element is deleted by its key alone.

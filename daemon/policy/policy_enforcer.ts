@@ -13,8 +13,10 @@
  * ADD writes the pod's own chains and its verdict map entries in-process (one netlink batch,
  * `nft_netlink.ts`) and answers; its address joins other pods' peer sets right after, in the
  * next pass. Otherwise (a new combination of rules, an address still mapped to a pod just gone)
- * the ADD waits for the pass. A pod no policy selects costs the ADD one selector walk and nothing
- * else.
+ * the ADD waits for the pass that starts after it; whatever else is pending, it waits 10 s at
+ * most, then answers code 11. A pod no policy selects costs the ADD one selector walk and nothing
+ * else. Policies over the size limits ({@link limitPolicies}) isolate the pods they select and
+ * allow nothing.
  *
  * @module
  */
@@ -23,6 +25,7 @@ import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy, NetworkPolicyEgressRule } from "kubernetes-types/networking/v1.d.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import { KeyedMutex } from "../runtime/keyed_mutex.ts";
+import { Deadline } from "../runtime/deadline.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import {
@@ -56,6 +59,7 @@ import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import { type ReadNetworkStatus, readNetworkStatus } from "../multivif/network_status.ts";
 import { canonicalIp } from "../ipam/cidr.ts";
 import type { Labels } from "./selector.ts";
+import { type Limited, limitPolicies, type PolicyLimits } from "./limits.ts";
 
 /** What the enforcer needs. */
 export interface PolicyEnforcerDeps {
@@ -70,6 +74,11 @@ export interface PolicyEnforcerDeps {
    * `nft.apply` as a script.
    */
   writer?: { write(table: string, ops: NftOp[]): Promise<void> };
+  /**
+   * Reads the rules' counters in-process (`NftNetlink`: one netlink dump, no process); without
+   * it they are read by `nft.listJson`.
+   */
+  counter?: { ruleCounts(table: string): RuleCount[] };
   /** Whether the watches have listed everything once (before that nothing is written). */
   synced: () => boolean;
   /** Where it says what it did. */
@@ -78,8 +87,22 @@ export interface PolicyEnforcerDeps {
   changed?: () => void;
   /** Log denied packets to this NFLOG group (`policy.logDenied`). */
   log?: DenyLog;
+  /** A read of the rules' counters still running after this long is given up (8 s unless set). */
+  countTimeoutMs?: number;
+  /**
+   * How long an ADD waits for its pod's rules to be written (behind a pass under way, for the
+   * pass that writes them) before it answers code 11; 10 s unless set.
+   */
+  addWaitMs?: number;
+  /** Policy size limits (`policy.limits`; {@link DEFAULT_POLICY_LIMITS} unless set). */
+  limits?: PolicyLimits;
+  /**
+   * Told once of each policy the limits refuse (again when it changes and is still refused),
+   * when it selects a pod of this node: the daemon writes a Warning Event on it.
+   */
+  refused?: (policy: NetworkPolicy, reason: string) => void;
   /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
-  refused?: (policy: RefusedPolicy, message: string) => void;
+  invalid?: (policy: RefusedPolicy, message: string) => void;
 }
 
 /** A policy refused as invalid, as an Event's subject. */
@@ -95,6 +118,12 @@ export interface RefusedPolicy {
   /** Its UID. */
   uid?: string;
 }
+
+/** The limits when none are configured: far above any policy written by hand. */
+export const DEFAULT_POLICY_LIMITS: PolicyLimits = {
+  policyEntries: 1000,
+  namespaceEntries: 10_000,
+};
 
 /** Counts for stats. */
 export interface PolicyStats {
@@ -116,11 +145,21 @@ export interface PolicyStats {
   failedPasses: number;
   /** Policies known that are invalid (enforced as isolating only). */
   invalidPolicies: number;
+  /** Counter reads skipped because the last one still ran. */
+  countsSkipped: number;
+  /** Policies the size limits refuse now (they isolate, allowing nothing). */
+  refusedPolicies: number;
+  /** ADDs answered code 11 because their pod's rules were not written within the budget. */
+  addsTimedOut: number;
 }
 
 const RETRY_MS = 1000;
 const SYNC_WAIT_MS = 20_000;
 const COUNT_EVERY_MS = 10_000;
+/** An ADD's wait for its pod's rules (see {@link PolicyEnforcerDeps.addWaitMs}). */
+const ADD_WAIT_MS = 10_000;
+/** A counter read still running after this is given up (its process killed). */
+const COUNT_TIMEOUT_MS = 8_000;
 
 const key = (ns: string | undefined, name: string | undefined) =>
   `${ns ?? "default"}/${name ?? ""}`;
@@ -160,7 +199,7 @@ export function slimPolicyPod(pod: Pod): Pod {
   };
 }
 
-/** A NetworkPolicy stripped to its spec. */
+/** A NetworkPolicy stripped to its spec (and its UID: an Event names it). */
 export function slimPolicy(p: NetworkPolicy): NetworkPolicy {
   const m = p.metadata ?? {};
   return {
@@ -287,6 +326,9 @@ export class PolicyEnforcer {
     droppedAddresses: 0,
     failedPasses: 0,
     invalidPolicies: 0,
+    countsSkipped: 0,
+    refusedPolicies: 0,
+    addsTimedOut: 0,
   };
   /** The table's writer: a pass and an ADD's own write never run at once. */
   readonly #writing = new KeyedMutex();
@@ -296,6 +338,18 @@ export class PolicyEnforcer {
   #countTimer?: ReturnType<typeof setInterval>;
   #kickTimer?: ReturnType<typeof setTimeout>;
   #counts: RuleCount[] = [];
+  /** Passes started and done, numbered: an ADD waits for the first that starts after it. */
+  #passesStarted = 0;
+  #passesDone = 0;
+  readonly #passWaiters = new Set<{ pass: number; done: () => void }>();
+  /** The policies with the limits applied; undefined: to be applied again (a policy changed). */
+  #limited?: Limited;
+  /** The refusals logged, by policy: what was logged (its version and the reason). */
+  readonly #told = new Map<string, string>();
+  /** The refusals told by an Event (through `refused`), by policy: what was told. */
+  readonly #evented = new Map<string, string>();
+  /** Whether a counter read runs. */
+  #counting = false;
 
   /** Creates the enforcer; nothing is written before the watches have synced. */
   constructor(deps: PolicyEnforcerDeps) {
@@ -310,6 +364,7 @@ export class PolicyEnforcer {
     if (problems.length) this.#refuse(k, p, problems);
     else this.#invalid.delete(k);
     this.#policies.set(k, policy);
+    this.#limited = undefined;
     this.#loop.kick();
   }
 
@@ -325,7 +380,7 @@ export class PolicyEnforcer {
       problems.slice(0, 5).join("; ")
     }`.slice(0, 1000);
     this.#d.logger.warn("network policy: {policy} is invalid: {message}", { policy: k, message });
-    this.#d.refused?.(
+    this.#d.invalid?.(
       {
         kind: "NetworkPolicy",
         apiVersion: "networking.k8s.io/v1",
@@ -341,6 +396,7 @@ export class PolicyEnforcer {
   policyRemoved(p: NetworkPolicy): void {
     this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
     this.#invalid.delete(key(p.metadata?.namespace, p.metadata?.name));
+    this.#limited = undefined;
     this.#loop.kick();
   }
 
@@ -404,14 +460,7 @@ export class PolicyEnforcer {
   /** Writes the table once the watches have synced (and after every change from then on). */
   start(countEveryMs = COUNT_EVERY_MS): void {
     // The rules' counters, read now and then for the metrics (not at each scrape: a process).
-    this.#countTimer = setInterval(() => {
-      if (this.#written && this.#d.nft.listJson) {
-        this.#d.nft.listJson(this.#d.table).then(
-          (json) => (this.#counts = json ? ruleCounts(json) : []),
-          () => {},
-        );
-      } else this.#counts = [];
-    }, countEveryMs);
+    this.#countTimer = setInterval(() => this.#readCounts(), countEveryMs);
     const wait = () => {
       if (this.#closed) return;
       if (this.#d.synced()) this.#loop.kick();
@@ -425,7 +474,11 @@ export class PolicyEnforcer {
    * when they cannot be written: the ADD must fail rather than leave the pod open). Pods no
    * policy selects need none, so for them this returns at once and the table follows.
    */
-  async plugged(pod: { namespace: string; name: string; labels: Labels }, ips: string[]) {
+  async plugged(
+    pod: { namespace: string; name: string; labels: Labels },
+    ips: string[],
+    signal?: AbortSignal,
+  ): Promise<void> {
     const k = key(pod.namespace, pod.name);
     this.#plugged.set(k, { labels: pod.labels, ips });
     // Policies not all known yet (the daemon just started): whether one selects the pod cannot
@@ -440,18 +493,34 @@ export class PolicyEnforcer {
       await new Promise((r) => setTimeout(r, 50));
     }
     const self = this.#localPod(k);
-    const selecting = self
-      ? [...this.#policies.values()].filter((p) => policySelects(p, self))
-      : [];
-    if (
-      !selecting.length ||
-      (self && await this.#exclusive(() => this.#writePod(self, selecting)))
-    ) {
+    const selecting = self ? this.#admitted().filter((p) => policySelects(p, self)) : [];
+    if (!selecting.length) {
       this.#kickAfterAnswer();
       return;
     }
-    this.#loop.kick();
-    await this.#loop.idle();
+    // Whatever else is pending (another tenant's huge table being written), the answer comes
+    // within the budget: the pod's rules in place, or code 11 (the runtime tries again).
+    using budget = new Deadline(this.#d.addWaitMs ?? ADD_WAIT_MS);
+    const wait = signal ? AbortSignal.any([budget.signal, signal]) : budget.signal;
+    try {
+      if (self && await this.#exclusive(() => this.#writePod(self, selecting), wait)) {
+        this.#kickAfterAnswer();
+        return;
+      }
+      // The first pass that starts from now on compiles the pod in.
+      const pass = this.#passesStarted + 1;
+      this.#loop.kick();
+      await this.#passDone(pass, wait);
+    } catch (e) {
+      if (!wait.aborted) throw e;
+      this.#stats.addsTimedOut++;
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `the network policy rules of ${k} are not written yet: the node's policy table is still being written (${
+          this.#d.addWaitMs ?? ADD_WAIT_MS
+        } ms waited); try again`,
+      );
+    }
     if (this.#lastError) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -472,6 +541,46 @@ export class PolicyEnforcer {
    */
   ruleCounts(): RuleCount[] {
     return this.#counts;
+  }
+
+  /**
+   * One read of the rules' counters: through netlink when the enforcer has a `counter` (a dump,
+   * done before the next tick can come), else by `nft`. A tick while the last read still runs is
+   * skipped: reads never pile up however slowly `nft` lists a large table, and one that outlasts
+   * its timeout (`countTimeoutMs`) is given up, its process killed.
+   */
+  #readCounts(): void {
+    const { nft, table, counter } = this.#d;
+    if (this.#written && counter) {
+      try {
+        this.#counts = counter.ruleCounts(table);
+      } catch (e) {
+        this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
+          error: e instanceof Error ? e.message : String(e),
+        });
+      }
+      return;
+    }
+    if (!this.#written || !nft.listJson) {
+      this.#counts = [];
+      return;
+    }
+    if (this.#counting) {
+      this.#stats.countsSkipped++;
+      return;
+    }
+    this.#counting = true;
+    const deadline = new Deadline(this.#d.countTimeoutMs ?? COUNT_TIMEOUT_MS);
+    nft.listJson(table, deadline.signal).then(
+      (json) => (this.#counts = json ? ruleCounts(json) : []),
+      (e) =>
+        this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
+          error: e instanceof Error ? e.message : String(e),
+        }),
+    ).finally(() => {
+      deadline[Symbol.dispose]();
+      this.#counting = false;
+    });
   }
 
   /** Counts. */
@@ -509,7 +618,7 @@ export class PolicyEnforcer {
       pod,
       direction,
       peer: peer ? `${peer.namespace}/${peer.name}` : peerIp,
-      policies: [...this.#policies.values()]
+      policies: this.#admitted()
         .filter((p) => policySelects(p, self) && policyTypes(p)[direction])
         .map((p) => `${p.metadata?.namespace ?? "default"}/${p.metadata?.name}`),
     };
@@ -528,10 +637,58 @@ export class PolicyEnforcer {
     }
     for (const k of this.#plugged.keys()) pods.set(k, this.#localPod(k)!);
     return {
-      policies: [...this.#policies.values()],
+      policies: this.#admitted(),
       namespaces: this.#namespaces,
       pods: [...pods.values()],
     };
+  }
+
+  /**
+   * The policies as enforced: the size limits applied (a refused policy isolates and allows
+   * nothing), again only after a policy changed. A refusal not logged yet is logged (the Event
+   * follows in the pass, {@link PolicyEnforcer.#tellRefusals}).
+   */
+  #admitted(): NetworkPolicy[] {
+    if (this.#limited) return this.#limited.policies;
+    const limited = this.#limited = limitPolicies(
+      this.#policies.values(),
+      this.#d.limits ?? DEFAULT_POLICY_LIMITS,
+    );
+    this.#stats.refusedPolicies = limited.refused.length;
+    const now = new Set<string>();
+    for (const r of limited.refused) {
+      now.add(r.key);
+      const what = `${r.policy.metadata?.resourceVersion ?? ""} ${r.reason}`;
+      if (this.#told.get(r.key) === what) continue;
+      this.#told.set(r.key, what);
+      this.#d.logger.warn(
+        "network policy: {policy} is refused: {reason}; the pods it selects are isolated without what it allows",
+        { policy: r.key, reason: r.reason },
+      );
+    }
+    for (const k of this.#told.keys()) if (!now.has(k)) this.#told.delete(k);
+    for (const k of this.#evented.keys()) if (!now.has(k)) this.#evented.delete(k);
+    return limited.policies;
+  }
+
+  /**
+   * Tells `refused` (an Event on the policy) of each refusal not told yet whose policy selects a
+   * pod of this node: only the nodes it isolates pods on say so, not every node of the cluster.
+   */
+  #tellRefusals(local: PolicyPod[]): void {
+    for (const r of this.#limited?.refused ?? []) {
+      const what = this.#told.get(r.key);
+      if (!what || this.#evented.get(r.key) === what) continue;
+      if (!local.some((pod) => policySelects(r.policy, pod))) continue;
+      this.#evented.set(r.key, what);
+      this.#d.refused?.(r.policy, r.reason);
+    }
+  }
+
+  /** The policies the size limits refuse now, by `namespace/name`. */
+  refused(): string[] {
+    this.#admitted();
+    return this.#limited!.refused.map((r) => r.key);
   }
 
   #localPod(k: string): (PolicyPod & { node?: string }) | undefined {
@@ -565,9 +722,9 @@ export class PolicyEnforcer {
     }, 0);
   }
 
-  /** Runs `fn` when no other write to the table runs. */
-  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    return this.#writing.run("table", fn);
+  /** Runs `fn` when no other write to the table runs (unless `signal` aborts first). */
+  #exclusive<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    return this.#writing.run("table", fn, signal);
   }
 
   /**
@@ -610,25 +767,57 @@ export class PolicyEnforcer {
 
   /**
    * One pass. Whatever it throws is logged, counted and tried again (1 s, doubling to 32 s): a
-   * pass never ends the process, and the ADDs waiting meanwhile fail (their rules are not
-   * known to be in place).
+   * pass never ends the process, and the ADDs waiting for it fail (their rules are not known to
+   * be in place: the failure is recorded before they are woken).
    */
-  async #pass(): Promise<void> {
-    try {
-      await this.#exclusive(() => this.#compileAndWrite());
-      this.#failedInRow = 0;
-    } catch (e) {
-      this.#stats.failedPasses++;
-      const error = e instanceof Error ? e.message : String(e);
-      if (error !== this.#lastError) {
-        this.#d.logger.error("network policy: a pass failed: {error}", { error });
+  #pass(): Promise<void> {
+    return this.#exclusive(async () => {
+      const n = ++this.#passesStarted;
+      try {
+        await this.#compileAndWrite();
+        this.#failedInRow = 0;
+      } catch (e) {
+        this.#passFailed(e);
+      } finally {
+        this.#passesDone = n;
+        for (const w of this.#passWaiters) if (w.pass <= n) w.done();
       }
-      this.#lastError = error;
-      this.#written = null;
-      const delay = RETRY_MS * 2 ** Math.min(this.#failedInRow++, 5);
-      clearTimeout(this.#retryTimer);
-      this.#retryTimer = setTimeout(() => this.#loop.kick(), delay);
+    });
+  }
+
+  #passFailed(e: unknown): void {
+    this.#stats.failedPasses++;
+    const error = e instanceof Error ? e.message : String(e);
+    if (error !== this.#lastError) {
+      this.#d.logger.error("network policy: a pass failed: {error}", { error });
     }
+    this.#lastError = error;
+    this.#written = null;
+    const delay = RETRY_MS * 2 ** Math.min(this.#failedInRow++, 5);
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = setTimeout(() => this.#loop.kick(), delay);
+  }
+
+  /** Settles once pass number `pass` (or a later one) is done; rejects when `signal` aborts. */
+  #passDone(pass: number, signal: AbortSignal): Promise<void> {
+    if (this.#passesDone >= pass) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        pass,
+        done: () => {
+          this.#passWaiters.delete(waiter);
+          signal.removeEventListener("abort", onAbort);
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        this.#passWaiters.delete(waiter);
+        reject(signal.reason);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#passWaiters.add(waiter);
+    });
   }
 
   async #compileAndWrite(): Promise<void> {
@@ -640,6 +829,7 @@ export class PolicyEnforcer {
     }
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
+    this.#tellRefusals(local);
     const verdicts = compilePolicies(view, local, ipInBlock);
     const parts = renderPolicyParts(verdicts, this.#d.log);
     this.#stats.isolatedPods = verdicts.length;
@@ -667,6 +857,8 @@ export class PolicyEnforcer {
       this.#written = parts;
       this.#lastError = undefined;
     } catch (e) {
+      // Stopping: the write's nft was killed with the daemon; nothing to say or try again.
+      if (this.#closed) return;
       this.#stats.failures++;
       const error = e instanceof Error ? e.message : String(e);
       if (error !== this.#lastError) {

@@ -33,6 +33,7 @@ import {
   slimMultiPolicy,
 } from "./multi_policy_enforcer.ts";
 import type { LocalInterface, MultiPolicy } from "./multi_policy.ts";
+import type { PolicyLimits } from "./limits.ts";
 import type { Labels } from "./selector.ts";
 import { DeniedLog, type NflogSys } from "./nflog.ts";
 import { NftNetlink, type NftSys } from "./nft_netlink.ts";
@@ -65,6 +66,8 @@ export interface PolicySideDeps {
   logger: Logger;
   /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
   refused?: (policy: RefusedPolicy, message: string) => void;
+  /** Policy size limits (`policy.limits`). */
+  limits?: PolicyLimits;
 }
 
 /** The policy side: NetworkPolicy on the node, MultiNetworkPolicy in its pods. */
@@ -116,11 +119,14 @@ export function policySide(d: PolicySideDeps): PolicySide {
     table: d.table,
     nft: d.nft,
     writer,
+    counter: writer,
     synced: () => d.watcher.synced,
     logger: d.logger,
     changed: () => multi.changed(),
-    refused: d.refused,
+    invalid: d.refused,
     log: d.deniedLog && { group: d.deniedLog.group, perSecond: d.deniedLog.perSecond },
+    limits: d.limits,
+    refused: (p, reason) => void refusedEvent(d, p, reason),
   });
   const denied = d.deniedLog &&
     new DeniedLog({
@@ -185,6 +191,8 @@ export function policySide(d: PolicySideDeps): PolicySide {
       multi.start();
     },
     async close() {
+      // Whatever nft still runs (a slow pass, a counter read) is killed: none outlives the daemon.
+      d.nft.close?.();
       await denied?.close();
       await enforcer.close();
       writer?.close();
@@ -192,6 +200,35 @@ export function policySide(d: PolicySideDeps): PolicySide {
       await multiInformer.stop();
     },
   };
+}
+
+/** A Warning Event on a policy the size limits refuse (`kubectl describe networkpolicy` shows it). */
+async function refusedEvent(d: PolicySideDeps, p: NetworkPolicy, reason: string): Promise<void> {
+  const m = p.metadata ?? {};
+  try {
+    await d.kube.createEvent(
+      {
+        kind: "NetworkPolicy",
+        apiVersion: "networking.k8s.io/v1",
+        namespace: m.namespace ?? "default",
+        name: m.name ?? "",
+        ...(m.uid ? { uid: m.uid } : {}),
+      },
+      {
+        type: "Warning",
+        reason: "PolicyTooLarge",
+        message:
+          `refused on node ${d.nodeName}: ${reason}; the pods it selects are isolated without what it allows`,
+        component: "ferry",
+        host: d.nodeName,
+      },
+    );
+  } catch (e) {
+    d.logger.warn("network policy: no Event on {policy}: {error}", {
+      policy: `${m.namespace}/${m.name}`,
+      error: e instanceof Error ? e.message : String(e),
+    });
+  }
 }
 
 /** This node's additional interfaces (records with a parent), with their pods as policies see them. */

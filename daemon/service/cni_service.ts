@@ -66,12 +66,14 @@ export interface CniServiceDeps {
   pods?: PodSource;
   /**
    * NetworkPolicy: told of each default-network ADD's addresses before it answers (the pod's
-   * rules are then in place) and of each DEL.
+   * rules are then in place, or it rejects within its budget or when `signal`, the request's,
+   * aborts) and of each DEL.
    */
   policy?: {
     plugged(
       pod: { namespace: string; name: string; labels: Record<string, string> },
       ips: string[],
+      signal?: AbortSignal,
     ): Promise<void>;
     unplugged(pod: { namespace: string; name: string }): void;
   };
@@ -450,6 +452,7 @@ export class CniService {
       await this.#d.policy?.plugged(
         pod,
         (record.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
+        run.signal,
       );
       // The pod's additional interfaces, recorded by now (MultiNetworkPolicy).
       await this.#d.multiPolicy?.plugged(pod);

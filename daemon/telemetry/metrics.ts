@@ -39,6 +39,8 @@ export interface MetricsSources {
   unroutableRanges?: () => number;
   /** (Multi)NetworkPolicy: what was refused or failed, by the policy kind and the problem. */
   policyProblems?: () => { kind: string; problem: string; count: number }[];
+  /** NetworkPolicy: the policies the size limits refuse now, by `namespace/name`. */
+  policyRefused?: () => string[];
 }
 
 /**
@@ -218,6 +220,12 @@ export class FerryMetrics {
             { kind: p.kind, problem: p.problem },
             p.count,
           ]),
+      ),
+      new Gauge(
+        "ferry_policy_refused",
+        "NetworkPolicy: 1 for each policy the size limits (policy.limits) refuse on this node, " +
+          "by policy (namespace/name): the pods it selects are isolated without what it allows",
+        () => (sources.policyRefused?.() ?? []).map((policy): [Labels, number] => [{ policy }, 1]),
       ),
     ];
   }

@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond","limits"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"},"limits":{"additionalProperties":false,"type":"object","required":["policyEntries","namespaceEntries"],"properties":{"policyEntries":{"minimum":1,"description":"entries (peers, ipBlock excepts and ports, over all its rules) one NetworkPolicy may hold; a policy over it is refused as a whole: the pods it selects are isolated without what it allows, with a Warning Event `PolicyTooLarge` on it","type":"integer"},"namespaceEntries":{"minimum":1,"description":"entries the NetworkPolicies of one namespace may hold together, taken in name order; the policy that would bring the namespace over it, and each after it that would too, is refused as `policy.limits.policyEntries` says","type":"integer"}}}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern4 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -2784,9 +2784,8 @@ vErrors.push(err230);
 }
 errors++;
 }
-for(const key10 in data71){
-if(!(((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond"))){
-const err231 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data71.limits === undefined){
+const err231 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -2795,10 +2794,9 @@ vErrors.push(err231);
 }
 errors++;
 }
-}
-if(data71.enabled !== undefined){
-if(typeof data71.enabled !== "boolean"){
-const err232 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key10 in data71){
+if(!((((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond")) || (key10 === "limits"))){
+const err232 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -2808,11 +2806,9 @@ vErrors.push(err232);
 errors++;
 }
 }
-if(data71.table !== undefined){
-let data73 = data71.table;
-if(typeof data73 === "string"){
-if(!pattern11.test(data73)){
-const err233 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+if(data71.enabled !== undefined){
+if(typeof data71.enabled !== "boolean"){
+const err233 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -2822,8 +2818,11 @@ vErrors.push(err233);
 errors++;
 }
 }
-else {
-const err234 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data71.table !== undefined){
+let data73 = data71.table;
+if(typeof data73 === "string"){
+if(!pattern11.test(data73)){
+const err234 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -2833,9 +2832,8 @@ vErrors.push(err234);
 errors++;
 }
 }
-if(data71.logDenied !== undefined){
-if(typeof data71.logDenied !== "boolean"){
-const err235 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err235 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -2845,10 +2843,9 @@ vErrors.push(err235);
 errors++;
 }
 }
-if(data71.logGroup !== undefined){
-let data75 = data71.logGroup;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err236 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data71.logDenied !== undefined){
+if(typeof data71.logDenied !== "boolean"){
+const err236 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -2857,9 +2854,11 @@ vErrors.push(err236);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 > 65535 || isNaN(data75)){
-const err237 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data71.logGroup !== undefined){
+let data75 = data71.logGroup;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err237 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -2868,8 +2867,9 @@ vErrors.push(err237);
 }
 errors++;
 }
-if(data75 < 1 || isNaN(data75)){
-const err238 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 > 65535 || isNaN(data75)){
+const err238 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -2878,12 +2878,8 @@ vErrors.push(err238);
 }
 errors++;
 }
-}
-}
-if(data71.logPerSecond !== undefined){
-let data76 = data71.logPerSecond;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err239 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data75 < 1 || isNaN(data75)){
+const err239 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -2892,9 +2888,12 @@ vErrors.push(err239);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 > 10000 || isNaN(data76)){
-const err240 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+}
+}
+if(data71.logPerSecond !== undefined){
+let data76 = data71.logPerSecond;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err240 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -2903,8 +2902,9 @@ vErrors.push(err240);
 }
 errors++;
 }
-if(data76 < 1 || isNaN(data76)){
-const err241 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 > 10000 || isNaN(data76)){
+const err241 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -2913,11 +2913,8 @@ vErrors.push(err241);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err242 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data76 < 1 || isNaN(data76)){
+const err242 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -2927,13 +2924,12 @@ vErrors.push(err242);
 errors++;
 }
 }
-if(data.logFormat !== undefined){
-let data77 = data.logFormat;
-const _errs197 = errors;
-let valid24 = false;
-const _errs198 = errors;
-if(typeof data77 !== "string"){
-const err243 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data71.limits !== undefined){
+let data77 = data71.limits;
+if(data77 && typeof data77 == "object" && !Array.isArray(data77)){
+if(data77.policyEntries === undefined){
+const err243 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "policyEntries"},message:"must have required property '"+"policyEntries"+"'"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -2942,8 +2938,8 @@ vErrors.push(err243);
 }
 errors++;
 }
-if("json" !== data77){
-const err244 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if(data77.namespaceEntries === undefined){
+const err244 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "namespaceEntries"},message:"must have required property '"+"namespaceEntries"+"'"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -2952,12 +2948,9 @@ vErrors.push(err244);
 }
 errors++;
 }
-var _valid4 = _errs198 === errors;
-valid24 = valid24 || _valid4;
-if(!valid24){
-const _errs200 = errors;
-if(typeof data77 !== "string"){
-const err245 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key11 in data77){
+if(!((key11 === "policyEntries") || (key11 === "namespaceEntries"))){
+const err245 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -2966,8 +2959,11 @@ vErrors.push(err245);
 }
 errors++;
 }
-if("text" !== data77){
-const err246 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+}
+if(data77.policyEntries !== undefined){
+let data78 = data77.policyEntries;
+if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
+const err246 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -2976,11 +2972,9 @@ vErrors.push(err246);
 }
 errors++;
 }
-var _valid4 = _errs200 === errors;
-valid24 = valid24 || _valid4;
-}
-if(!valid24){
-const err247 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if((typeof data78 == "number") && (isFinite(data78))){
+if(data78 < 1 || isNaN(data78)){
+const err247 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -2989,11 +2983,124 @@ vErrors.push(err247);
 }
 errors++;
 }
+}
+}
+if(data77.namespaceEntries !== undefined){
+let data79 = data77.namespaceEntries;
+if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
+const err248 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err248];
+}
 else {
-errors = _errs197;
+vErrors.push(err248);
+}
+errors++;
+}
+if((typeof data79 == "number") && (isFinite(data79))){
+if(data79 < 1 || isNaN(data79)){
+const err249 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err249];
+}
+else {
+vErrors.push(err249);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err250 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err250];
+}
+else {
+vErrors.push(err250);
+}
+errors++;
+}
+}
+}
+else {
+const err251 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err251];
+}
+else {
+vErrors.push(err251);
+}
+errors++;
+}
+}
+if(data.logFormat !== undefined){
+let data80 = data.logFormat;
+const _errs204 = errors;
+let valid25 = false;
+const _errs205 = errors;
+if(typeof data80 !== "string"){
+const err252 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err252];
+}
+else {
+vErrors.push(err252);
+}
+errors++;
+}
+if("json" !== data80){
+const err253 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err253];
+}
+else {
+vErrors.push(err253);
+}
+errors++;
+}
+var _valid4 = _errs205 === errors;
+valid25 = valid25 || _valid4;
+if(!valid25){
+const _errs207 = errors;
+if(typeof data80 !== "string"){
+const err254 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err254];
+}
+else {
+vErrors.push(err254);
+}
+errors++;
+}
+if("text" !== data80){
+const err255 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err255];
+}
+else {
+vErrors.push(err255);
+}
+errors++;
+}
+var _valid4 = _errs207 === errors;
+valid25 = valid25 || _valid4;
+}
+if(!valid25){
+const err256 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err256];
+}
+else {
+vErrors.push(err256);
+}
+errors++;
+}
+else {
+errors = _errs204;
 if(vErrors !== null){
-if(_errs197){
-vErrors.length = _errs197;
+if(_errs204){
+vErrors.length = _errs204;
 }
 else {
 vErrors = null;
@@ -3003,12 +3110,12 @@ vErrors = null;
 }
 }
 else {
-const err248 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err257 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err248];
+vErrors = [err257];
 }
 else {
-vErrors.push(err248);
+vErrors.push(err257);
 }
 errors++;
 }

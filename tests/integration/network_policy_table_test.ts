@@ -186,6 +186,35 @@ function cases(pods: SimPod[]): [string, NetworkPolicy[]][] {
         }],
       }),
     ]],
+    [
+      "ingress to d from blocks that add up: a /16 less a's /24 and b's address, then a's address again",
+      [
+        np("t8", {
+          podSelector: { matchLabels: { app: "d" } },
+          ingress: [{
+            from: [
+              {
+                ipBlock: {
+                  cidr: `${ip("a").ip.split(".").slice(0, 2).join(".")}.0.0/16`,
+                  except: [
+                    `${ip("a").ip.split(".").slice(0, 3).join(".")}.0/24`,
+                    `${ip("b").ip}/32`,
+                  ],
+                },
+              },
+              { ipBlock: { cidr: `${ip("a").ip}/32` } },
+              {
+                ipBlock: {
+                  cidr: `${ip("a").ip6!.split(":").slice(0, 2).join(":")}::/32`,
+                  except: [`${ip("a").ip6}/128`, `${ip("b").ip6}/128`],
+                },
+              },
+              { ipBlock: { cidr: `${ip("b").ip6}/128` } },
+            ],
+          }],
+        }),
+      ],
+    ],
     ["two policies add up: role=x open to app=b (any port), and to app=d on UDP", [
       np("t5", {
         podSelector: { matchLabels: { role: "x" } },

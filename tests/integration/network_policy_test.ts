@@ -5,9 +5,10 @@
 // policies are. Needs root and nft.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import type { Event } from "kubernetes-types/core/v1.d.ts";
 import { type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { IS_ROOT, run, type TestNetns } from "../../daemon/dev/netns.ts";
-import { NAMESPACES, NETWORK_POLICIES, PODS } from "../../daemon/k8s/resources.ts";
+import { EVENTS, NAMESPACES, NETWORK_POLICIES, PODS } from "../../daemon/k8s/resources.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
@@ -245,7 +246,18 @@ Deno.test({
           stdout: "piped",
           stderr: "null",
         }).spawn();
-        await new Promise((r) => setTimeout(r, 500));
+        // Its lines as they come: the policy is created only once the connection is open (a
+        // python started slowly on a busy machine would otherwise connect after it, and fail).
+        const lines: string[] = [];
+        const reading = (async () => {
+          let rest = "";
+          for await (const chunk of held!.stdout.pipeThrough(new TextDecoderStream())) {
+            const parts = (rest + chunk).split("\n");
+            rest = parts.pop()!;
+            lines.push(...parts);
+          }
+        })();
+        await eventually(() => Promise.resolve(lines.length >= 3), "the held connection echoing");
         await c.client.create(
           NETWORK_POLICIES,
           policy("srv-closed", {
@@ -261,7 +273,9 @@ Deno.test({
         await eventually(() => connects(cli, srv), "new connections allowed again");
         await new Promise((r) => setTimeout(r, 500));
         await Deno.writeTextFile(stopFile, "");
-        const out = new TextDecoder().decode((await held.output()).stdout).trim().split("\n");
+        await held.status;
+        await reading;
+        const out = lines;
         assert(out.length >= 5, out.join(" "));
         assertEquals(out.filter((l) => l !== "ok"), [], "the established connection never failed");
       } finally {
@@ -275,6 +289,89 @@ Deno.test({
         await echo.status;
         await held?.status;
         await Deno.remove(stopFile).catch(() => {});
+      }
+    }),
+});
+
+/**
+ * The issue's policy shape (#42 item 4): selecting `app`, letting app=client in and 40 ipBlocks
+ * of 100 excepts each on 40 ports, 4,080 entries.
+ */
+function hogPolicy(name: string, app: string): NetworkPolicy {
+  return policy(name, {
+    podSelector: { matchLabels: { app } },
+    ingress: [{
+      from: [
+        { podSelector: { matchLabels: { app: "client" } } },
+        ...Array.from({ length: 40 }, (_, b) => ({
+          ipBlock: {
+            cidr: `10.${b}.0.0/16`,
+            except: Array.from({ length: 100 }, (_, e) => `10.${b}.${2 * e}.0/24`),
+          },
+        })),
+      ],
+      ports: Array.from({ length: 40 }, (_, p) => ({ port: PORT - 20 + p })),
+    }],
+  });
+}
+
+Deno.test({
+  name:
+    "a tenant's oversized policies are refused and fail closed, with an Event on each; another tenant's isolated pods are plugged and reached meanwhile; once deleted they are forgotten",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [n0] = c.nodes;
+      const hog = await c.addPod(n0, "hog", 0, { labels: { app: "hog" } });
+      const client = await c.addPod(n0, "client", 0, { labels: { app: "client" } });
+      const victim = await c.addPod(n0, "victim", 0, { labels: { app: "victim" } });
+      const stops = [hog, victim].map((p) => listen(p.ns));
+      const names = Array.from({ length: 12 }, (_, i) => `hog-${i}`);
+      const stats = async () =>
+        (JSON.parse(
+          (await unixRequest(n0.socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(5000)))
+            .body,
+        ) as { policy?: { policies: number; refusedPolicies: number } }).policy;
+      try {
+        await c.client.create(
+          NETWORK_POLICIES,
+          policy("victim-in", {
+            podSelector: { matchLabels: { app: "victim" } },
+            ingress: [{ from: [{ podSelector: { matchLabels: { app: "client" } } }] }],
+          }),
+        );
+        for (const name of names) await c.client.create(NETWORK_POLICIES, hogPolicy(name, "hog"));
+        // Refused as a whole: hog is isolated, and not even app=client (which they allow) gets in.
+        await eventually(async () => (await stats())?.refusedPolicies === names.length, "refused");
+        await eventually(async () => !(await connects(client, hog)), "hog isolated");
+        for (let i = 0; i < 5; i++) {
+          assertEquals(await connects(client, hog), false, "a refused policy's rule let client in");
+        }
+        await eventually(async () => {
+          const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
+          const told = new Set(
+            items.filter((e) => e.reason === "PolicyTooLarge").map((e) => e.involvedObject?.name),
+          );
+          return names.every((n) => told.has(n));
+        }, "a PolicyTooLarge Event on every hog policy");
+        // The other tenant: an isolated pod plugged now is in place, and reached as allowed.
+        const victim2 = await c.addPod(n0, "victim2", 0, { labels: { app: "victim" } });
+        stops.push(listen(victim2.ns));
+        await eventually(() => connects(client, victim2), "client reaches the new victim");
+        assert(await connects(client, victim), "client reaches victim");
+        assertEquals(await connects(hog, victim), false, "victim-in lets only app=client in");
+        // Deleted: forgotten, and hog open again.
+        for (const name of names) await c.client.delete(NETWORK_POLICIES, "default", name);
+        await eventually(async () => {
+          const s = await stats();
+          return s?.policies === 1 && s.refusedPolicies === 0;
+        }, "the deleted policies forgotten");
+        await eventually(() => connects(client, hog), "hog open again");
+      } finally {
+        for (const stop of stops) stop();
+        for (const name of ["victim-in", ...names]) {
+          await c.client.delete(NETWORK_POLICIES, "default", name).catch(() => {});
+        }
       }
     }),
 });

@@ -1,5 +1,6 @@
-import { assertEquals, assertStringIncludes } from "deno-std/assert/mod.js";
-import { masqueradeRuleset } from "../../../daemon/cluster/masquerade.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "deno-std/assert/mod.js";
+import { masqueradeRuleset, NftRunner } from "../../../daemon/cluster/masquerade.ts";
+import { ChildKilledError } from "../../../daemon/runtime/child_set.ts";
 import { IS_ROOT, run, withNetns } from "../../../daemon/dev/netns.ts";
 
 Deno.test("the masquerade ruleset replaces the table in one transaction, per family present", () => {
@@ -42,4 +43,36 @@ Deno.test({
       assertStringIncludes(listed, "masquerade");
       assertEquals(listed.includes("ip6 saddr"), false);
     }),
+});
+
+Deno.test("an nft still running when its runner closes (the daemon stops) is killed, not left an orphan", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // An nft that takes forever (a huge table): it says its pid, then sleeps.
+    const fake = `${dir}/nft`;
+    await Deno.writeTextFile(fake, `#!/bin/sh\necho $$ > ${dir}/pid-$1\nexec sleep 60\n`);
+    await Deno.chmod(fake, 0o755);
+    const runner = new NftRunner({ nft: fake });
+    const applying = runner.apply("table inet x {}\n");
+    const listing = runner.listJson("x");
+    const pids: string[] = [];
+    for (const file of ["pid--f", "pid--j"]) {
+      let pid = "";
+      for (let i = 0; i < 500 && !pid; i++) {
+        pid = await Deno.readTextFile(`${dir}/${file}`).then((t) => t.trim(), () => "");
+        if (!pid) await new Promise((r) => setTimeout(r, 10));
+      }
+      assert(pid, `the fake nft (${file}) never started`);
+      pids.push(pid);
+    }
+    runner.close();
+    await assertRejects(() => applying, ChildKilledError);
+    await assertRejects(() => listing, ChildKilledError);
+    for (const pid of pids) {
+      const alive = await Deno.stat(`/proc/${pid}`).then(() => true, () => false);
+      assertEquals(alive, false, `nft process ${pid} still exists after the runner closed`);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

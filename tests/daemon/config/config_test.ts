@@ -190,3 +190,9 @@ Deno.test("every section given in part keeps the defaults of the keys it leaves 
     );
   }
 });
+
+Deno.test("policy.limits given in part keeps the other limit's default", () => {
+  const config = resolveConfig({ policy: { limits: { policyEntries: 50 } } });
+  assertEquals(config.policy.limits, { policyEntries: 50, namespaceEntries: 10_000 });
+  assertEquals(config.policy.table, "ferry-policy");
+});

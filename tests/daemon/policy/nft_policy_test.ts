@@ -76,7 +76,11 @@ Deno.test("the table maps each isolated pod's addresses to its chains, rules ret
       .test(text),
     text,
   );
-  assert(text.includes("ip saddr 10.0.0.0/8 ip saddr != { 10.1.0.0/16 }"), "CIDR normalised");
+  // The ipBlock less its except, normalised: one interval set of what it allows, one match.
+  const block = text.match(
+    /set (r[0-9a-f]+) \{ type ipv4_addr; flags interval; elements = \{ 10\.0\.0\.0\/16, 10\.2\.0\.0-10\.255\.255\.255 \}; \}/,
+  )?.[1];
+  assert(block && text.includes(`ip saddr @${block} meta l4proto udp`), text);
   assert(text.includes("meta l4proto udp th dport { 53-60 }"), text);
   assert(text.includes("meta l4proto sctp counter return"), text);
   assert(text.includes("ip daddr . meta l4proto . th dport { 10.1.0.5 . tcp . 5432 }"), text);
@@ -207,6 +211,23 @@ async function content(ns: string): Promise<string> {
   return JSON.stringify({ chains: sorted(chains), sets: sorted(sets) }, null, 1);
 }
 
+/** The example's db-in policy with its ipBlock's excepts replaced (both families). */
+function blockPolicy(except: string[]): PolicyView["policies"][number] {
+  return {
+    metadata: { namespace: "a", name: "db-in" },
+    spec: {
+      podSelector: { matchLabels: { app: "db" } },
+      ingress: [{
+        from: [
+          { ipBlock: { cidr: "10.0.0.0/8", except } },
+          { ipBlock: { cidr: "fd00::/64", except: ["fd00::/120", "fd00::1:0/112"] } },
+        ],
+        ports: [{ port: 5432 }],
+      }],
+    },
+  };
+}
+
 /** A policy of namespace a: db isolated both ways, allowing `ports` in. */
 function dbPolicy(name: string, ports: number[]): PolicyView["policies"][number] {
   return {
@@ -238,6 +259,15 @@ Deno.test({
         {
           what: "a second policy: new allowing rules for both",
           view: { ...view, pods, policies: [...view.policies, dbPolicy("more", [7000])] },
+          local: ["db", "db2"],
+        },
+        {
+          what: "the ipBlock's excepts changed: a new interval set, the old one gone",
+          view: {
+            ...view,
+            pods,
+            policies: [blockPolicy(["10.1.0.0/16", "10.3.0.0/24"]), dbPolicy("more", [7000])],
+          },
           local: ["db", "db2"],
         },
         {
@@ -373,6 +403,106 @@ Deno.test({
         assertEquals(await listed(viaNetlink.name), text, "nothing of the failed batch applied");
       } finally {
         writer.close();
+        libc.close(target);
+        libc.close(home);
+      }
+    }),
+});
+
+/** The issue's policy shape: one rule of `blocks` ipBlocks of `excepts` excepts each, and `ports` ports. */
+function widePolicy(name: string, blocks: number, excepts: number, ports: number) {
+  return {
+    metadata: { namespace: "a", name },
+    spec: {
+      podSelector: { matchLabels: { app: "db" } },
+      ingress: [{
+        from: Array.from({ length: blocks }, (_, b) => ({
+          ipBlock: {
+            cidr: `10.${b}.0.0/16`,
+            except: Array.from({ length: excepts }, (_, e) => `10.${b}.${e}.0/24`),
+          },
+        })),
+        ports: Array.from({ length: ports }, (_, p) => ({ port: 1000 + p })),
+      }],
+    },
+  };
+}
+
+Deno.test("a rule of many ipBlocks with many excepts and many ports is one nft rule and one interval set per family", () => {
+  const v: PolicyView = { ...view, policies: [widePolicy("wide", 40, 100, 40)] };
+  const parts = renderPolicyParts(compilePolicies(v, [view.pods[0]], ipInBlock))!;
+  const returns = [...parts.chains.values()].flat().filter((l) => l.includes(" return "));
+  assertEquals(returns.length, 1, `one allowing rule, not one per block: ${returns.length}`);
+  const intervals = [...parts.sets.values()].filter((c) => c.flags === "interval");
+  assertEquals(intervals.length, 1, "one interval set of IPv4 ranges (the blocks have no IPv6)");
+  // Each block less its 100 /24s at its start is one range: 40 blocks, 40 ranges.
+  assertEquals(intervals[0].elements.length, 40);
+});
+
+Deno.test({
+  name:
+    "the rules' counters read through netlink are those nft lists: commented counted rules only, none without a table",
+  ignore: !IS_ROOT || !HAS_NFT,
+  fn: () =>
+    withNetns(1, async ([ns]) => {
+      await run("ip", "-n", ns.name, "link", "set", "lo", "up");
+      await new NftRunner().applyIn(
+        ns.path,
+        [
+          "table inet fp {",
+          "  chain input {",
+          "    type filter hook input priority filter; policy accept;",
+          '    icmp type echo-request counter comment "a/p ingress[0]"',
+          '    tcp dport 9 counter comment "a/q: no ingress rule allows it"',
+          "    udp dport 9 counter",
+          '    meta l4proto udp comment "no counter"',
+          "  }",
+          // More rules than one read of the dump holds (it comes in many).
+          "  chain many {",
+          ...Array.from(
+            { length: 1500 },
+            (_, i) => `    tcp dport ${10000 + i} counter comment "a/many ingress[${i}]"`,
+          ),
+          "  }",
+          "}",
+        ].join("\n") + "\n",
+      );
+      // Three pings over the namespace's own loopback.
+      await run("ip", "netns", "exec", ns.name, "ping", "-c", "3", "-i", "0.2", "127.0.0.1");
+      const libc = Libc.open();
+      const home = libc.openRead("/proc/thread-self/ns/net");
+      const target = libc.openRead(ns.path);
+      const reader = new NftNetlink({
+        netfilterSocket: (ms) => libc.inNetns(target, home, () => libc.netfilterSocket(ms)),
+        send: (fd, msg) => libc.send(fd, msg),
+        recv: (fd, buf) => libc.recv(fd, buf),
+        tryRecv: (fd, buf) => libc.tryRecv(fd, buf),
+        close: (fd) => libc.close(fd),
+      });
+      try {
+        const counts = reader.ruleCounts("fp");
+        const json = await run(
+          "ip",
+          "netns",
+          "exec",
+          ns.name,
+          "nft",
+          "-j",
+          "list",
+          "table",
+          "inet",
+          "fp",
+        );
+        assertEquals(counts, ruleCounts(json));
+        assertEquals(counts.length, 2 + 1500);
+        assertEquals(counts.slice(0, 2).map((c) => c.comment), [
+          "a/p ingress[0]",
+          "a/q: no ingress rule allows it",
+        ]);
+        assert(counts[0].packets >= 3, `pings counted: ${JSON.stringify(counts)}`);
+        assertEquals(reader.ruleCounts("no-such-table"), []);
+      } finally {
+        reader.close();
         libc.close(target);
         libc.close(home);
       }

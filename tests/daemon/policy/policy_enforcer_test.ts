@@ -29,7 +29,7 @@ const pod = (name: string, ip: string, labels: Record<string, string>): Pod => (
 });
 
 /** An enforcer whose nft and writer record what they are given; `gate` holds nft's writes. */
-function harness(opts: { writerFails?: boolean } = {}) {
+function harness(opts: { writerFails?: boolean; addWaitMs?: number; applyMs?: number } = {}) {
   const scripts: string[] = [];
   const batches: NftOp[][] = [];
   let gate: Promise<void> | undefined;
@@ -39,10 +39,12 @@ function harness(opts: { writerFails?: boolean } = {}) {
     nft: {
       apply: async (script) => {
         await gate;
+        if (opts.applyMs) await new Promise((r) => setTimeout(r, opts.applyMs));
         scripts.push(script);
       },
       remove: () => Promise.resolve(),
     },
+    addWaitMs: opts.addWaitMs,
     writer: {
       write: (_table, ops) => {
         if (opts.writerFails) return Promise.reject(new Error("EPERM"));
@@ -239,7 +241,7 @@ Deno.test("an invalid NetworkPolicy isolates what it selects with none of its ru
     nft: { apply: (s) => (scripts.push(s), Promise.resolve()), remove: () => Promise.resolve() },
     synced: () => true,
     logger: getLogger(["ferry", "test"]),
-    refused: (p, message) => refused.push(`${p.kind} ${p.namespace}/${p.name}: ${message}`),
+    invalid: (p, message) => refused.push(`${p.kind} ${p.namespace}/${p.name}: ${message}`),
   });
   await e.close();
   withEvents.namespaceUpserted({ metadata: { name: "a" } });
@@ -256,4 +258,224 @@ Deno.test("an invalid NetworkPolicy isolates what it selects with none of its ru
   assert(table.includes("10.1.0.7 : jump in-"), `db1 isolated:\n${table}`);
   assert(!table.includes("a/bad ingress"), `no rule of the invalid policy:\n${table}`);
   await withEvents.close();
+});
+
+/** Polls `check` until it holds, for up to `ms`; fails saying `what` otherwise. */
+async function until(check: () => boolean, what: string, ms = 5000) {
+  for (const start = Date.now(); !check();) {
+    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+Deno.test("a counter read that never returns is not joined by another: later ticks are skipped until it is given up", async () => {
+  const reads: AbortSignal[] = [];
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: () => Promise.resolve(),
+      remove: () => Promise.resolve(),
+      // Never answers by itself: only its signal (the timeout) ends it.
+      listJson: (_table, signal) => {
+        reads.push(signal!);
+        return new Promise((_, reject) =>
+          signal!.addEventListener("abort", () => reject(signal!.reason))
+        );
+      },
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+    countTimeoutMs: 300,
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start(10);
+  await e.idle();
+  await until(() => e.stats().countsSkipped >= 5, "five ticks while the first read runs");
+  assertEquals(reads.length, 1, "a second read started while the first still ran");
+  await until(() => reads[0].aborted, "the first read's timeout");
+  await until(() => reads.length === 2, "a read after the first was given up");
+  await e.close();
+});
+
+Deno.test("a policy over the size limits isolates its pods without what it allows, is told once, and is enforced once it fits", async () => {
+  const scripts: string[] = [];
+  const told: string[] = [];
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: (script) => (scripts.push(script), Promise.resolve()),
+      remove: () => Promise.resolve(),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+    limits: { policyEntries: 50, namespaceEntries: 500 },
+    refused: (p, reason) => told.push(`${p.metadata?.name}: ${reason}`),
+  });
+  const huge: NetworkPolicy = {
+    metadata: { namespace: "a", name: "huge", resourceVersion: "1" },
+    spec: {
+      podSelector: { matchLabels: { app: "web" } },
+      ingress: [{
+        from: [{ ipBlock: { cidr: "10.0.0.0/8", except: [] } }],
+        ports: Array.from({ length: 60 }, (_, i) => ({ port: 1000 + i })),
+      }],
+    },
+  };
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(huge);
+  // Refused too, but it selects only a pod of another node: that node says so, not this one.
+  e.policyUpserted({
+    ...huge,
+    metadata: { namespace: "a", name: "far", resourceVersion: "1" },
+    spec: { ...huge.spec!, podSelector: { matchLabels: { app: "far" } } },
+  });
+  e.podUpserted({
+    ...pod("far1", "10.1.0.9", { app: "far" }),
+    spec: { nodeName: "n2", containers: [] },
+  });
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start();
+  await e.idle();
+  const table = scripts.at(-1)!;
+  assert(table.includes("10.1.0.5 : jump in-"), `web1 isolated straight to its drop: ${table}`);
+  assert(!table.includes("a/huge ingress[0]"), `no rule of the refused policy: ${table}`);
+  assertEquals(told.length, 1, told.join("\n"));
+  assert(told[0].startsWith("huge: ") && told[0].includes("policy.limits.policyEntries"), told[0]);
+  assertEquals(e.stats().refusedPolicies, 2);
+  assertEquals(e.refused(), ["a/far", "a/huge"]);
+  // Other changes (a pod, another policy) recompile, but the refusal is not told again.
+  e.podUpserted(pod("client", "10.1.0.2", { role: "client" }));
+  e.policyUpserted(policy("other", "db"));
+  await e.idle();
+  assertEquals(told.length, 1, "told again without a change of the policy");
+  // Shrunk under the limit: enforced with its rules.
+  e.policyUpserted({
+    ...huge,
+    metadata: { ...huge.metadata, resourceVersion: "2" },
+    spec: { ...huge.spec!, ingress: [{ ...huge.spec!.ingress![0], ports: [{ port: 80 }] }] },
+  });
+  await e.idle();
+  assert(scripts.at(-1)!.includes("a/huge ingress[0]"), scripts.at(-1));
+  assertEquals(e.refused(), ["a/far"]);
+  assertEquals(e.stats().refusedPolicies, 1);
+  assertEquals(told.length, 1, told.join("\n"));
+  await e.close();
+});
+
+Deno.test("an ADD behind a pass that never ends answers code 11 within its budget, whether its rules are new or written by itself", async () => {
+  const { e, batches, hold } = harness({ addWaitMs: 300 });
+  e.start();
+  await e.idle();
+  await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+  await e.idle();
+  // Another tenant's huge table: a pass that does not end.
+  const release = hold();
+  e.podUpserted(pod("client2", "10.1.0.3", { role: "client" }));
+  await new Promise((r) => setTimeout(r, 20));
+  for (
+    const [name, app, ip] of [["web2", "web", "10.1.0.6"], ["db1", "db", "10.1.0.7"]] as const
+  ) {
+    if (app === "db") e.policyUpserted(policy("db-in", "db"));
+    const error = await e.plugged({ namespace: "a", name, labels: { app } }, [ip]).then(
+      () => undefined,
+      (err) => err,
+    );
+    assert(
+      error instanceof CniError,
+      `${name}: ${error ?? "answered as if its rules were in place"}`,
+    );
+    assertEquals(error.code, CNI_ERROR.TRY_AGAIN_LATER, `${name}: ${error.message}`);
+  }
+  assertEquals(batches, [], "nothing written while the pass holds the table");
+  assertEquals(e.stats().addsTimedOut, 2);
+  release();
+  await e.idle();
+  await e.close();
+});
+
+Deno.test("an ADD waits for the pass that writes its pod, not for every pass that changes keep starting", async () => {
+  const { e, scripts } = harness({ applyMs: 20, addWaitMs: 30_000 });
+  e.start();
+  await e.idle();
+  // Pod churn elsewhere: a pass is always due, for up to 1000 changes 5 ms apart.
+  let stop = false;
+  let churnEnded = false;
+  const churn = (async () => {
+    for (let i = 0; !stop && i < 1000; i++) {
+      e.podUpserted(pod(`c${i}`, `10.2.${i >> 8}.${i & 255}`, { role: "client" }));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    churnEnded = true;
+  })();
+  let answeredWhileChurning = false;
+  try {
+    await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+    answeredWhileChurning = !churnEnded;
+  } finally {
+    stop = true;
+    await churn;
+  }
+  assert(answeredWhileChurning, "the ADD answered only once the churn stopped");
+  assert(scripts.some((s) => s.includes("10.1.0.5 : jump in-")), "web1's rules were written");
+  await e.idle();
+  await e.close();
+});
+
+Deno.test("with an in-process counter reader, the rules' counters are read through it and no nft process is started", async () => {
+  let lists = 0;
+  let reads = 0;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: () => Promise.resolve(),
+      remove: () => Promise.resolve(),
+      listJson: () => (lists++, Promise.resolve(undefined)),
+    },
+    counter: {
+      ruleCounts: (table) => (reads++, [{ comment: `${table} a/web-in ingress[0]`, packets: 4 }]),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start(10);
+  await e.idle();
+  await until(() => reads >= 3, "three reads through the counter reader");
+  assertEquals(e.ruleCounts(), [{ comment: "fp a/web-in ingress[0]", packets: 4 }]);
+  assertEquals(lists, 0, "nft -j list was started");
+  await e.close();
+});
+
+Deno.test("a write whose nft is killed as the daemon stops is neither reported as a failure nor tried again", async () => {
+  let fail!: (e: Error) => void;
+  let applies = 0;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: () => (applies++, new Promise((_, reject) => (fail = reject))),
+      remove: () => Promise.resolve(),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  e.start();
+  await until(() => applies === 1, "the first write under way");
+  const closing = e.close();
+  fail(new Error("nft -f: killed (its owner is closed)"));
+  await closing;
+  assertEquals(e.stats().failures, 0);
+  // Past the retry delay: no second write.
+  await new Promise((r) => setTimeout(r, 1200));
+  assertEquals(applies, 1);
 });

@@ -70,3 +70,16 @@ Deno.test("what the policy enforcers refused or failed is one series per kind an
     'ferry_policy_problems{kind="MultiNetworkPolicy",problem="invalid_policies"} 1',
   ]);
 });
+
+Deno.test("each policy the size limits refuse is one series of 1, none when none is", () => {
+  const refused: string[] = [];
+  const metrics = new FerryMetrics({ policyRefused: () => refused });
+  const series = () =>
+    metrics.text().split("\n").filter((l) => l.startsWith("ferry_policy_refused"));
+  assertEquals(series(), []);
+  refused.push("t/huge", "t/huge2");
+  assertEquals(series(), [
+    'ferry_policy_refused{policy="t/huge"} 1',
+    'ferry_policy_refused{policy="t/huge2"} 1',
+  ]);
+});
