@@ -33,7 +33,9 @@
  */
 import type { KubeObject } from "../../k8s/client.ts";
 import {
+  CONFIGMAPS,
   CRDS,
+  DAEMONSETS,
   EVENTS,
   LEASES,
   NAMESPACES,
@@ -100,6 +102,8 @@ const BUILTIN = [
   LEASES,
   NETWORK_POLICIES,
   { ...EVENTS, group: "events.k8s.io" },
+  CONFIGMAPS,
+  DAEMONSETS,
 ];
 
 interface OpenWatch {

@@ -1,0 +1,177 @@
+/**
+ * `kubectl ferry`: the command line (kubectl's conventions: `--kubeconfig`, `--context`, `-n`,
+ * `KUBECONFIG`, `-o json`) and the dispatch to each command. Results go to `out`, progress and
+ * errors to `err`; colours only when `out` is a terminal. Its collaborators (the API connection,
+ * exec into pods) are parameters, wired in `main.ts`.
+ *
+ * @module
+ */
+import { parseArgs } from "deno-std/cli/parse_args.js";
+import type { KubeClient } from "../daemon/k8s/client.ts";
+import { runIpamCheck } from "../daemon/tools/ipam_check.ts";
+import { POLICY_EXPLAIN_USAGE, runPolicyExplain } from "../daemon/tools/policy_explain.ts";
+import { FERRY_NAMESPACE } from "./ferry_pods.ts";
+import type { KubectlOptions, PodExec } from "./pod_exec.ts";
+import { readStatus } from "./status.ts";
+import { ANSI, PLAIN, statusText } from "./status_render.ts";
+
+/** The help text. */
+export const USAGE = `usage: kubectl ferry COMMAND [flags]
+
+commands:
+  status                    each node's Ferry pod, IPAM, routes and policy table; exit 1 naming
+                            unhealthy nodes
+  ipam check                addresses held twice, leaked or out of place (exit 1 when any)
+  policy explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]
+                            which NetworkPolicies select a pod, whether a connection is allowed
+
+flags:
+  --kubeconfig FILE         kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
+  --context NAME            the kubeconfig context to use
+  -n, --namespace NS        Ferry's namespace (default ${FERRY_NAMESPACE})
+  -o, --output json         JSON on stdout instead of text
+  -h, --help                this text
+`;
+
+/** How the command reaches the cluster. */
+export interface CliDeps {
+  /** Opens an API client for the operator's kubeconfig and context. */
+  connect(options: KubectlOptions): Promise<{ client: KubeClient; close(): void }>;
+  /** Makes the exec into pods for those options. */
+  exec(options: KubectlOptions): PodExec;
+  /** Writes results. */
+  out(text: string): void;
+  /** Writes progress and errors. */
+  err(text: string): void;
+  /** Whether `out` is a terminal (colours). */
+  isTerminal: boolean;
+  /** Now, in ms. */
+  now(): number;
+}
+
+/** The parsed command line. */
+export interface CliArgs {
+  /** The command's words, e.g. `["ipam", "check"]`. */
+  command: string[];
+  /** kubectl's connection flags. */
+  kube: KubectlOptions;
+  /** Ferry's namespace. */
+  namespace: string;
+  /** JSON output. */
+  json: boolean;
+  /** `policy explain`'s flags. */
+  explain: { pod?: string; to?: string; from?: string; port?: string };
+  /** Help asked for. */
+  help: boolean;
+}
+
+/** A command line that cannot be run (exit 2). */
+export class UsageError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/**
+ * Parses the command line; `env` gives `KUBECONFIG` (its first file, as kubectl reads the first
+ * that names the context).
+ *
+ * @throws {UsageError} for an unknown flag or a bad `--output`.
+ */
+export function parseCli(args: string[], env: (name: string) => string | undefined): CliArgs {
+  const unknown: string[] = [];
+  const f = parseArgs(args, {
+    string: ["kubeconfig", "context", "namespace", "output", "pod", "to", "from", "port"],
+    boolean: ["json", "help"],
+    alias: { n: "namespace", o: "output", h: "help" },
+    unknown: (arg: string) => {
+      if (arg.startsWith("-")) unknown.push(arg);
+      return !arg.startsWith("-");
+    },
+  });
+  if (unknown.length) throw new UsageError(`unknown flag ${unknown[0]}`);
+  if (f.output !== undefined && f.output !== "json" && f.output !== "text") {
+    throw new UsageError(`--output ${f.output}: json or text`);
+  }
+  const fromEnv = env("KUBECONFIG")?.split(":").find((p) => p !== "");
+  const home = env("HOME");
+  return {
+    command: f._.map(String),
+    kube: {
+      kubeconfig: f.kubeconfig ?? fromEnv ?? (home ? `${home}/.kube/config` : undefined),
+      context: f.context,
+    },
+    namespace: f.namespace ?? FERRY_NAMESPACE,
+    json: f.json || f.output === "json",
+    explain: { pod: f.pod, to: f.to, from: f.from, port: f.port },
+    help: f.help,
+  };
+}
+
+/** `status`: 0 all healthy, 1 naming the unhealthy, 2 when the cluster cannot be read. */
+async function status(a: CliArgs, client: KubeClient, d: CliDeps): Promise<number> {
+  const s = await readStatus({
+    client,
+    exec: d.exec(a.kube),
+    namespace: a.namespace,
+    execTimeoutMs: 20_000,
+    now: d.now,
+  });
+  d.out(a.json ? JSON.stringify(s, null, 2) + "\n" : statusText(s, d.isTerminal ? ANSI : PLAIN));
+  if (s.unhealthy.length) d.err(`ferry: unhealthy nodes: ${s.unhealthy.join(", ")}\n`);
+  return s.unhealthy.length ? 1 : 0;
+}
+
+/**
+ * Runs one command line; returns its exit status.
+ *
+ * @example
+ * ```ts
+ * Deno.exit(await runCli(Deno.args, (n) => Deno.env.get(n), deps));
+ * ```
+ */
+export async function runCli(
+  args: string[],
+  env: (name: string) => string | undefined,
+  d: CliDeps,
+): Promise<number> {
+  let a: CliArgs;
+  try {
+    a = parseCli(args, env);
+  } catch (e) {
+    d.err(`ferry: ${(e as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const which = a.command.join(" ");
+  if (a.help || !which || which === "help") {
+    d.out(USAGE);
+    return which || a.help ? 0 : 2;
+  }
+  if (!["status", "ipam check", "policy explain"].includes(which)) {
+    d.err(`ferry: unknown command ${JSON.stringify(which)}\n${USAGE}`);
+    return 2;
+  }
+  if (which === "policy explain" && !a.explain.pod) {
+    d.err(`${POLICY_EXPLAIN_USAGE}\n`);
+    return 2;
+  }
+  let conn: { client: KubeClient; close(): void };
+  try {
+    conn = await d.connect(a.kube);
+  } catch (e) {
+    d.err(`ferry: cannot reach the cluster: ${e instanceof Error ? e.message : e}\n`);
+    return 2;
+  }
+  try {
+    if (which === "ipam check") return await runIpamCheck(conn.client, a.json);
+    if (which === "policy explain") return await runPolicyExplain(conn.client, a.explain);
+    return await status(a, conn.client, d);
+  } catch (e) {
+    d.err(`ferry: ${which}: ${e instanceof Error ? e.message : e}\n`);
+    return 2;
+  } finally {
+    conn.close();
+  }
+}

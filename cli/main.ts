@@ -1,0 +1,37 @@
+/**
+ * The entry point of `kubectl ferry` (installed as `kubectl-ferry`, or `deno task ferry …`): wires
+ * the API client on the operator's kubeconfig and `kubectl exec`, then runs the command line.
+ *
+ * @module
+ */
+import { KubeClient } from "../daemon/k8s/client.ts";
+import { KubeconfigError, loadKubeconfig } from "../daemon/k8s/kubeconfig.ts";
+import { HttpTransport } from "../daemon/k8s/transport.ts";
+import { type CliDeps, runCli } from "./cli.ts";
+import { KubectlExec } from "./pod_exec.ts";
+
+const encoder = new TextEncoder();
+
+/** Writes all of `text` (a pipe may take a large write in parts). */
+function writeAll(w: { writeSync(p: Uint8Array): number }, text: string): void {
+  let bytes = encoder.encode(text);
+  while (bytes.length) bytes = bytes.subarray(w.writeSync(bytes));
+}
+
+/** The real collaborators. */
+export const REAL_DEPS: CliDeps = {
+  async connect(options) {
+    if (!options.kubeconfig) throw new KubeconfigError("no kubeconfig: give --kubeconfig");
+    const transport = new HttpTransport(
+      await loadKubeconfig(options.kubeconfig, { context: options.context }),
+    );
+    return { client: new KubeClient(transport), close: () => transport.close() };
+  },
+  exec: (options) => new KubectlExec(options),
+  out: (text) => writeAll(Deno.stdout, text),
+  err: (text) => writeAll(Deno.stderr, text),
+  isTerminal: Deno.stdout.isTerminal(),
+  now: () => Date.now(),
+};
+
+if (import.meta.main) Deno.exit(await runCli(Deno.args, (n) => Deno.env.get(n), REAL_DEPS));

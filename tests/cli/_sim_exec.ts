@@ -1,0 +1,84 @@
+/**
+ * The test side of `kubectl ferry`'s exec: Ferry pod objects for a simulated cluster's nodes, and
+ * a {@link PodExec} that runs the node report a `kubectl exec` would run, against the simulated
+ * node's own daemon (its config file, so its socket and state directory).
+ *
+ * @module
+ */
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
+import type { SimCluster, SimNode } from "../../daemon/dev/cluster_sim.ts";
+import { PODS } from "../../daemon/k8s/resources.ts";
+import { FERRY_CONTAINER, FERRY_NAMESPACE } from "../../cli/ferry_pods.ts";
+import type { ExecResult, PodExec, PodRef } from "../../cli/pod_exec.ts";
+
+const NODE_REPORT = new URL("../../daemon/tools/node_report.ts", import.meta.url).pathname;
+
+/** The Ferry pod's name on a simulated node. */
+export const ferryPodName = (node: SimNode) => `ferry-${node.name}`;
+
+/** Creates a Running, Ready Ferry pod object on each node, as the DaemonSet's would be. */
+export async function createFerryPods(c: SimCluster, startedAt: string): Promise<void> {
+  for (const node of c.nodes) {
+    await c.client.create<Pod>(PODS, {
+      metadata: {
+        name: ferryPodName(node),
+        namespace: FERRY_NAMESPACE,
+        labels: { "app.kubernetes.io/name": "ferry" },
+      },
+      spec: {
+        nodeName: node.name,
+        hostNetwork: true,
+        containers: [{ name: FERRY_CONTAINER, image: "ferry:test" }],
+      },
+      status: {
+        phase: "Running",
+        conditions: [{ type: "Ready", status: "True" }],
+        containerStatuses: [{
+          name: FERRY_CONTAINER,
+          image: "ferry:test",
+          imageID: "",
+          ready: true,
+          restartCount: 1,
+          state: { running: { startedAt } },
+        }],
+      },
+    });
+  }
+}
+
+/**
+ * Runs what the CLI asks of a Ferry pod on the simulated node it names: the node report the argv
+ * names, with the node's config file in place of the DaemonSet's. Records every call.
+ */
+export class SimExec implements PodExec {
+  /** The calls, as `pod argv…`. */
+  readonly calls: string[] = [];
+  readonly #c: SimCluster;
+
+  /** Creates it for cluster `c`. */
+  constructor(c: SimCluster) {
+    this.#c = c;
+  }
+
+  /** Runs the node report on the pod's node; any other command fails as a missing file would. */
+  async exec(pod: PodRef, argv: string[], signal: AbortSignal): Promise<ExecResult> {
+    this.calls.push(`${pod.namespace}/${pod.name} ${argv.join(" ")}`);
+    const node = this.#c.nodes.find((n) => ferryPodName(n) === pod.name);
+    const at = argv.findIndex((a) => a.endsWith("/daemon/tools/node_report.ts"));
+    if (!node || pod.container !== FERRY_CONTAINER || at < 0) {
+      return { code: 1, stdout: "", stderr: `no such pod or command: ${pod.name} ${argv[0]}` };
+    }
+    const nodeDir = node.socket.slice(0, node.socket.lastIndexOf("/run/"));
+    const args = argv.slice(at + 1).map((a) =>
+      a.startsWith("--config=") ? `--config=${nodeDir}/config.json` : a
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "--frozen", NODE_REPORT, ...args],
+      stdout: "piped",
+      stderr: "piped",
+      signal,
+    }).output();
+    const text = (b: Uint8Array) => new TextDecoder().decode(b);
+    return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+  }
+}

@@ -1,0 +1,86 @@
+import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
+import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { KubeClient } from "../../daemon/k8s/client.ts";
+import { loadKubeconfig } from "../../daemon/k8s/kubeconfig.ts";
+import { HttpTransport } from "../../daemon/k8s/transport.ts";
+import { CONFIGMAPS } from "../../daemon/k8s/resources.ts";
+import { type CliDeps, runCli } from "../../cli/cli.ts";
+import type { ClusterStatus } from "../../cli/status.ts";
+import { createFerryPods, ferryPodName, SimExec } from "./_sim_exec.ts";
+
+const NOW = Date.parse("2026-01-01T12:00:00Z");
+
+/** Runs `kubectl ferry ARGS` in-process against the simulation; returns exit status and output. */
+async function ferry(args: string[], exec: SimExec) {
+  let out = "", err = "";
+  const deps: CliDeps = {
+    async connect(o) {
+      const transport = new HttpTransport(await loadKubeconfig(o.kubeconfig!));
+      return { client: new KubeClient(transport), close: () => transport.close() };
+    },
+    exec: () => exec,
+    out: (t) => out += t,
+    err: (t) => err += t,
+    isTerminal: false,
+    now: () => NOW,
+  };
+  const code = await runCli(args, () => undefined, deps);
+  return { code, out, err };
+}
+
+Deno.test("status reports every node healthy, then names the node whose daemon was stopped", async () => {
+  await withSimCluster({ nodes: 2 }, async (c) => {
+    await createFerryPods(c, "2026-01-01T09:00:00Z");
+    await c.client.create(CONFIGMAPS, {
+      metadata: { name: "ferry-config", namespace: "kube-system" },
+      data: { "config.json": JSON.stringify({ routing: { mode: "host-gw" } }) },
+    });
+    await c.addPod(c.nodes[0], "web-0");
+    const exec = new SimExec(c);
+    const kube = ["--kubeconfig", c.kubeconfig];
+    const [n1, n2] = c.nodes;
+
+    // The daemons publish their routes asynchronously: poll (bounded) until both are healthy.
+    let healthy = await ferry(["status", ...kube], exec);
+    for (let i = 0; i < 50 && healthy.code !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      healthy = await ferry(["status", ...kube], exec);
+    }
+    assertEquals(healthy.code, 0, `status of a healthy cluster:\n${healthy.out}${healthy.err}`);
+    assertMatch(healthy.out, /2 nodes, 2 healthy\n$/);
+    for (const n of c.nodes) {
+      assertMatch(healthy.out, new RegExp(`^${n.name}  ok$`, "m"), `${n.name} ok:\n${healthy.out}`);
+      assert(
+        healthy.out.includes(`${ferryPodName(n)}  ready  image ferry:test  restarts 1  up 3h00m`),
+        `pod line of ${n.name}:\n${healthy.out}`,
+      );
+    }
+    assertMatch(healthy.out, /routes +1\/1 to other nodes' pods in place \(routing host-gw\)/);
+    assertMatch(healthy.out, /kubernetes +1 interfaces plugged/, "node 1 has web-0 plugged");
+    assertMatch(healthy.out, new RegExp(`${c.nodes[0].podCIDR.replace(/\./g, "\\.")} +\\[#`));
+    assert(
+      exec.calls.every((call) => call.startsWith("kube-system/ferry-")),
+      `exec only into Ferry pods: ${exec.calls.join("\n")}`,
+    );
+
+    await c.killDaemon(n2);
+    const broken = await ferry(["status", ...kube], exec);
+    assertEquals(broken.code, 1, `status with ${n2.name}'s daemon stopped:\n${broken.out}`);
+    assertMatch(broken.out, new RegExp(`^${n2.name}  UNHEALTHY$`, "m"));
+    assertMatch(broken.out, new RegExp(`^${n1.name}  ok$`, "m"));
+    assertMatch(
+      broken.out,
+      new RegExp(
+        `2 nodes, 1 healthy, 1 unhealthy: ${n2.name} \\(cannot read the daemon's /v1/stats: .*nothing is listening`,
+      ),
+    );
+    assertEquals(broken.err, `ferry: unhealthy nodes: ${n2.name}\n`);
+
+    const json = await ferry(["status", "-o", "json", ...kube], exec);
+    assertEquals(json.code, 1);
+    const s = JSON.parse(json.out) as ClusterStatus;
+    assertEquals(s.unhealthy, [n2.name]);
+    assertEquals(s.routing, "host-gw");
+    assertEquals(s.nodes.find((n) => n.node === n1.name)?.podsPlugged, 1);
+  });
+});
