@@ -115,3 +115,88 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "ipam pool/auto: claim a block, record its allocations, give an empty one back",
   },
 ];
+
+/** One kind of access of the operator's `kubectl ferry`, and where it applies. */
+export interface OperatorApiUse extends ApiUse {
+  /** The whole cluster (ClusterRole `ferry-operator`), or Ferry's namespace only (Role). */
+  scope: "cluster" | "ferry-namespace";
+}
+
+/**
+ * What `kubectl ferry` (`cli/`) does with the API, with the operator's credentials: the
+ * ClusterRole and Role `ferry-operator` in `deploy/base/rbac.yaml` grant exactly this, for an
+ * administrator to bind to the people who run it. Nothing is granted to tenants: what needs a node
+ * is read through Ferry's pods with `exec`, in Ferry's namespace only.
+ */
+export const OPERATOR_API_USE: OperatorApiUse[] = [
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: every node, its podCIDRs; ipam check",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: the addresses pods use per node; ipam check; policy explain",
+  },
+  {
+    group: "",
+    resource: "events",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: Warning Events on nodes, Ferry's pods and the pods Ferry reported on",
+  },
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "policy explain: namespace labels",
+  },
+  {
+    group: "networking.k8s.io",
+    resource: "networkpolicies",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "policy explain",
+  },
+  {
+    group: "ferry.dev",
+    resource: "ippools",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "ipam check",
+  },
+  {
+    group: "ferry.dev",
+    resource: "ipblocks",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: blocks per node (pool IPAM); ipam check",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "kubectl exec reads the Ferry pod it runs in",
+  },
+  {
+    group: "",
+    resource: "pods/exec",
+    verbs: ["create"],
+    scope: "ferry-namespace",
+    why: "status: each node's /v1/stats, read through its Ferry pod (daemon/tools/node_report.ts)",
+  },
+  {
+    group: "",
+    resource: "configmaps",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "status: the routing mode in Ferry's config (ferry-config)",
+  },
+];
