@@ -14,6 +14,8 @@ import { FERRY_NAMESPACE } from "./ferry_pods.ts";
 import type { KubectlOptions, PodExec } from "./pod_exec.ts";
 import { readStatus } from "./status.ts";
 import { ANSI, PLAIN, statusText } from "./status_render.ts";
+import { collectSysdump, sysdumpName } from "./sysdump.ts";
+import { tarGz } from "./tar_gz.ts";
 
 /** The help text. */
 export const USAGE = `usage: kubectl ferry COMMAND [flags]
@@ -24,6 +26,9 @@ commands:
   ipam check                addresses held twice, leaked or out of place (exit 1 when any)
   policy explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]
                             which NetworkPolicies select a pod, whether a connection is allowed
+  sysdump [--file PATH]     one .tar.gz of every node's logs, stats, config, nft tables, links,
+                            routes, records, and Ferry's objects and Events (exit 1 when a part
+                            could not be collected; the manifest says which)
 
 flags:
   --kubeconfig FILE         kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
@@ -61,6 +66,8 @@ export interface CliArgs {
   json: boolean;
   /** `policy explain`'s flags. */
   explain: { pod?: string; to?: string; from?: string; port?: string };
+  /** `sysdump --file`. */
+  file?: string;
   /** Help asked for. */
   help: boolean;
 }
@@ -83,7 +90,7 @@ export class UsageError extends Error {
 export function parseCli(args: string[], env: (name: string) => string | undefined): CliArgs {
   const unknown: string[] = [];
   const f = parseArgs(args, {
-    string: ["kubeconfig", "context", "namespace", "output", "pod", "to", "from", "port"],
+    string: ["kubeconfig", "context", "namespace", "output", "pod", "to", "from", "port", "file"],
     boolean: ["json", "help"],
     alias: { n: "namespace", o: "output", h: "help" },
     unknown: (arg: string) => {
@@ -106,6 +113,7 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
     namespace: f.namespace ?? FERRY_NAMESPACE,
     json: f.json || f.output === "json",
     explain: { pod: f.pod, to: f.to, from: f.from, port: f.port },
+    file: f.file,
     help: f.help,
   };
 }
@@ -122,6 +130,36 @@ async function status(a: CliArgs, client: KubeClient, d: CliDeps): Promise<numbe
   d.out(a.json ? JSON.stringify(s, null, 2) + "\n" : statusText(s, d.isTerminal ? ANSI : PLAIN));
   if (s.unhealthy.length) d.err(`ferry: unhealthy nodes: ${s.unhealthy.join(", ")}\n`);
   return s.unhealthy.length ? 1 : 0;
+}
+
+/** `sysdump`: the archive's path on stdout; 0 when whole, 1 when a part failed. */
+async function sysdump(a: CliArgs, client: KubeClient, d: CliDeps): Promise<number> {
+  const dump = await collectSysdump({
+    client,
+    exec: d.exec(a.kube),
+    namespace: a.namespace,
+    execTimeoutMs: 60_000,
+    progress: (line) => d.err(`${line}\n`),
+  });
+  const now = d.now();
+  const top = sysdumpName(now);
+  const manifest = {
+    createdAt: new Date(now).toISOString(),
+    namespace: a.namespace,
+    ...dump.manifest,
+  };
+  const files: [string, string][] = [
+    [`${top}/manifest.json`, JSON.stringify(manifest, null, 2) + "\n"],
+    ...[...dump.files].sort(([x], [y]) => x.localeCompare(y)).map(([p, t]): [string, string] => [
+      `${top}/${p}`,
+      t,
+    ]),
+  ];
+  const path = a.file ?? `${top}.tar.gz`;
+  await Deno.writeFile(path, await tarGz(files, now), { mode: 0o600 });
+  for (const f of dump.manifest.failed) d.err(`sysdump: not collected: ${f.part}: ${f.why}\n`);
+  d.out(`${path}\n`);
+  return dump.manifest.failed.length ? 1 : 0;
 }
 
 /**
@@ -149,7 +187,7 @@ export async function runCli(
     d.out(USAGE);
     return which || a.help ? 0 : 2;
   }
-  if (!["status", "ipam check", "policy explain"].includes(which)) {
+  if (!["status", "ipam check", "policy explain", "sysdump"].includes(which)) {
     d.err(`ferry: unknown command ${JSON.stringify(which)}\n${USAGE}`);
     return 2;
   }
@@ -167,6 +205,7 @@ export async function runCli(
   try {
     if (which === "ipam check") return await runIpamCheck(conn.client, a.json);
     if (which === "policy explain") return await runPolicyExplain(conn.client, a.explain);
+    if (which === "sysdump") return await sysdump(a, conn.client, d);
     return await status(a, conn.client, d);
   } catch (e) {
     d.err(`ferry: ${which}: ${e instanceof Error ? e.message : e}\n`);

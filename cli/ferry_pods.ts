@@ -39,3 +39,14 @@ export function nodeReportArgv(): string[] {
     `--config=${NODE_CONFIG_FILE}`,
   ];
 }
+
+/** The command that prints a node's sysdump part inside its Ferry pod (`node_dump.ts`). */
+export function nodeDumpArgv(): string[] {
+  return [
+    IMAGE_DENO,
+    "run",
+    ...DAEMON_RUN_FLAGS.filter((f) => !f.startsWith("--v8-flags")),
+    `${IMAGE_WORKDIR}/daemon/tools/node_dump.ts`,
+    `--config=${NODE_CONFIG_FILE}`,
+  ];
+}

@@ -29,10 +29,12 @@ export interface ExecResult {
   stderr: string;
 }
 
-/** Runs a command in a pod. */
+/** Runs a command in a pod, and reads a container's log. */
 export interface PodExec {
   /** Runs `argv` in `pod` and collects its output; `signal` stops it. */
   exec(pod: PodRef, argv: string[], signal: AbortSignal): Promise<ExecResult>;
+  /** The container's log (`previous`: of its last terminated run); exit status as {@link exec}. */
+  logs(pod: PodRef, previous: boolean, signal: AbortSignal): Promise<ExecResult>;
 }
 
 /** How kubectl reaches the cluster: the operator's flags, passed on as given. */
@@ -45,17 +47,24 @@ export interface KubectlOptions {
   kubectl?: string;
 }
 
-/** The kubectl command line that runs `argv` in `pod`. */
-export function kubectlExecArgs(options: KubectlOptions, pod: PodRef, argv: string[]): string[] {
+/**
+ * The kubectl command line of `verb` (`exec` or `logs`) on `pod`'s container, with the operator's
+ * connection flags; `tail` follows (for exec, `--` and the command).
+ */
+export function kubectlArgs(
+  options: KubectlOptions,
+  verb: "exec" | "logs",
+  pod: PodRef,
+  tail: string[],
+): string[] {
   return [
     ...(options.kubeconfig ? [`--kubeconfig=${options.kubeconfig}`] : []),
     ...(options.context ? [`--context=${options.context}`] : []),
-    "exec",
+    verb,
     `--namespace=${pod.namespace}`,
     pod.name,
     `--container=${pod.container}`,
-    "--",
-    ...argv,
+    ...tail,
   ];
 }
 
@@ -77,10 +86,20 @@ export class KubectlExec implements PodExec {
   }
 
   /** Runs `kubectl exec`; a kubectl that is not installed is exit status 127. */
-  async exec(pod: PodRef, argv: string[], signal: AbortSignal): Promise<ExecResult> {
+  exec(pod: PodRef, argv: string[], signal: AbortSignal): Promise<ExecResult> {
+    return this.#kubectl(kubectlArgs(this.#options, "exec", pod, ["--", ...argv]), signal);
+  }
+
+  /** Runs `kubectl logs` (with timestamps). */
+  logs(pod: PodRef, previous: boolean, signal: AbortSignal): Promise<ExecResult> {
+    const tail = ["--timestamps", ...(previous ? ["--previous"] : [])];
+    return this.#kubectl(kubectlArgs(this.#options, "logs", pod, tail), signal);
+  }
+
+  async #kubectl(args: string[], signal: AbortSignal): Promise<ExecResult> {
     try {
       const out = await new Deno.Command(this.#options.kubectl ?? "kubectl", {
-        args: kubectlExecArgs(this.#options, pod, argv),
+        args,
         stdin: "null",
         stdout: "piped",
         stderr: "piped",

@@ -134,7 +134,7 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
     resource: "nodes",
     verbs: ["list"],
     scope: "cluster",
-    why: "status: every node, its podCIDRs; ipam check",
+    why: "status: every node, its podCIDRs; ipam check; sysdump",
   },
   {
     group: "",
@@ -148,7 +148,7 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
     resource: "events",
     verbs: ["list"],
     scope: "cluster",
-    why: "status: Warning Events on nodes, Ferry's pods and the pods Ferry reported on",
+    why: "status: Warning Events on nodes, Ferry's pods and the pods Ferry reported on; sysdump",
   },
   {
     group: "",
@@ -169,14 +169,14 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
     resource: "ippools",
     verbs: ["list"],
     scope: "cluster",
-    why: "ipam check",
+    why: "ipam check; sysdump",
   },
   {
     group: "ferry.dev",
     resource: "ipblocks",
     verbs: ["list"],
     scope: "cluster",
-    why: "status: blocks per node (pool IPAM); ipam check",
+    why: "status: blocks per node (pool IPAM); ipam check; sysdump",
   },
   {
     group: "",
@@ -190,13 +190,28 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
     resource: "pods/exec",
     verbs: ["create"],
     scope: "ferry-namespace",
-    why: "status: each node's /v1/stats, read through its Ferry pod (daemon/tools/node_report.ts)",
+    why: "status and sysdump: each node's /v1/stats and state, read through its Ferry pod " +
+      "(daemon/tools/node_report.ts, node_dump.ts)",
   },
   {
     group: "",
     resource: "configmaps",
     verbs: ["get"],
     scope: "ferry-namespace",
-    why: "status: the routing mode in Ferry's config (ferry-config)",
+    why: "status: the routing mode in Ferry's config (ferry-config); sysdump",
+  },
+  {
+    group: "",
+    resource: "pods/log",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "sysdump: the daemons' logs (kubectl logs)",
+  },
+  {
+    group: "apps",
+    resource: "daemonsets",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "sysdump: Ferry's DaemonSet",
   },
 ];

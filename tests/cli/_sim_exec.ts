@@ -11,13 +11,17 @@ import { PODS } from "../../daemon/k8s/resources.ts";
 import { FERRY_CONTAINER, FERRY_NAMESPACE } from "../../cli/ferry_pods.ts";
 import type { ExecResult, PodExec, PodRef } from "../../cli/pod_exec.ts";
 
-const NODE_REPORT = new URL("../../daemon/tools/node_report.ts", import.meta.url).pathname;
+const TOOLS = new URL("../../daemon/tools/", import.meta.url).pathname;
 
 /** The Ferry pod's name on a simulated node. */
 export const ferryPodName = (node: SimNode) => `ferry-${node.name}`;
 
 /** Creates a Running, Ready Ferry pod object on each node, as the DaemonSet's would be. */
-export async function createFerryPods(c: SimCluster, startedAt: string): Promise<void> {
+export async function createFerryPods(
+  c: SimCluster,
+  startedAt: string,
+  restarts = 1,
+): Promise<void> {
   for (const node of c.nodes) {
     await c.client.create<Pod>(PODS, {
       metadata: {
@@ -38,7 +42,7 @@ export async function createFerryPods(c: SimCluster, startedAt: string): Promise
           image: "ferry:test",
           imageID: "",
           ready: true,
-          restartCount: 1,
+          restartCount: restarts,
           state: { running: { startedAt } },
         }],
       },
@@ -47,8 +51,9 @@ export async function createFerryPods(c: SimCluster, startedAt: string): Promise
 }
 
 /**
- * Runs what the CLI asks of a Ferry pod on the simulated node it names: the node report the argv
- * names, with the node's config file in place of the DaemonSet's. Records every call.
+ * Runs what the CLI asks of a Ferry pod on the simulated node it names: the node tool the argv
+ * names (`daemon/tools/*.ts`), inside the node's network namespace, with the node's config file in
+ * place of the DaemonSet's; its log is the node daemon's log file. Records every call.
  */
 export class SimExec implements PodExec {
   /** The calls, as `pod argv…`. */
@@ -60,25 +65,51 @@ export class SimExec implements PodExec {
     this.#c = c;
   }
 
-  /** Runs the node report on the pod's node; any other command fails as a missing file would. */
+  /** Runs the node tool on the pod's node; any other command fails as a missing file would. */
   async exec(pod: PodRef, argv: string[], signal: AbortSignal): Promise<ExecResult> {
     this.calls.push(`${pod.namespace}/${pod.name} ${argv.join(" ")}`);
-    const node = this.#c.nodes.find((n) => ferryPodName(n) === pod.name);
-    const at = argv.findIndex((a) => a.endsWith("/daemon/tools/node_report.ts"));
-    if (!node || pod.container !== FERRY_CONTAINER || at < 0) {
+    const node = this.#node(pod);
+    const at = argv.findIndex((a) => /\/daemon\/tools\/node_[a-z]+\.ts$/.test(a));
+    if (!node || at < 0) {
       return { code: 1, stdout: "", stderr: `no such pod or command: ${pod.name} ${argv[0]}` };
     }
     const nodeDir = node.socket.slice(0, node.socket.lastIndexOf("/run/"));
+    const script = `${TOOLS}${argv[at].slice(argv[at].lastIndexOf("/") + 1)}`;
     const args = argv.slice(at + 1).map((a) =>
       a.startsWith("--config=") ? `--config=${nodeDir}/config.json` : a
     );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "--frozen", NODE_REPORT, ...args],
+    const out = await new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        node.ns.name,
+        Deno.execPath(),
+        "run",
+        "--allow-all",
+        "--frozen",
+        script,
+        ...args,
+      ],
       stdout: "piped",
       stderr: "piped",
       signal,
     }).output();
     const text = (b: Uint8Array) => new TextDecoder().decode(b);
     return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+  }
+
+  /** The node daemon's log file (there is no previous run's). */
+  async logs(pod: PodRef, previous: boolean): Promise<ExecResult> {
+    const node = this.#node(pod);
+    if (!node || previous) {
+      return { code: 1, stdout: "", stderr: `previous terminated container not found` };
+    }
+    return { code: 0, stdout: await Deno.readTextFile(node.log), stderr: "" };
+  }
+
+  #node(pod: PodRef) {
+    return pod.container === FERRY_CONTAINER
+      ? this.#c.nodes.find((n) => ferryPodName(n) === pod.name)
+      : undefined;
   }
 }
