@@ -16,6 +16,10 @@ import { readStatus } from "./status.ts";
 import { ANSI, PLAIN, statusText } from "./status_render.ts";
 import { collectSysdump, sysdumpName } from "./sysdump.ts";
 import { tarGz } from "./tar_gz.ts";
+import { DEFAULT_IMAGE } from "./connectivity/objects.ts";
+import { type TestName, TESTS } from "./connectivity/plan.ts";
+import { runConnectivityTest } from "./connectivity/run.ts";
+import { summaryJson, summaryText } from "./connectivity/render.ts";
 
 /** The help text. */
 export const USAGE = `usage: kubectl ferry COMMAND [flags]
@@ -29,6 +33,10 @@ commands:
   sysdump [--file PATH]     one .tar.gz of every node's logs, stats, config, nft tables, links,
                             routes, records, and Ferry's objects and Events (exit 1 when a part
                             could not be collected; the manifest says which)
+  connectivity-test [--test NAME]... [--external IP:PORT]... [--image IMAGE] [--json]
+                            test pods on every node in a namespace of its own, then pod↔pod,
+                            node↔pod, Services, NetworkPolicy and outside checks; exit 1 naming
+                            the nodes failures involve. Tests: ${Object.keys(TESTS).join(", ")}
 
 flags:
   --kubeconfig FILE         kubeconfig (default: $KUBECONFIG, else ~/.kube/config)
@@ -52,6 +60,10 @@ export interface CliDeps {
   isTerminal: boolean;
   /** Now, in ms. */
   now(): number;
+  /** Aborts on Ctrl-C. */
+  interrupted: AbortSignal;
+  /** Waits `ms` unless `signal` aborts first. */
+  wait(ms: number, signal: AbortSignal): Promise<void>;
 }
 
 /** The parsed command line. */
@@ -68,6 +80,8 @@ export interface CliArgs {
   explain: { pod?: string; to?: string; from?: string; port?: string };
   /** `sysdump --file`. */
   file?: string;
+  /** `connectivity-test`'s flags. */
+  connectivity: { tests: TestName[]; external: string[]; image: string };
   /** Help asked for. */
   help: boolean;
 }
@@ -90,7 +104,21 @@ export class UsageError extends Error {
 export function parseCli(args: string[], env: (name: string) => string | undefined): CliArgs {
   const unknown: string[] = [];
   const f = parseArgs(args, {
-    string: ["kubeconfig", "context", "namespace", "output", "pod", "to", "from", "port", "file"],
+    string: [
+      "kubeconfig",
+      "context",
+      "namespace",
+      "output",
+      "pod",
+      "to",
+      "from",
+      "port",
+      "file",
+      "image",
+      "test",
+      "external",
+    ],
+    collect: ["test", "external"],
     boolean: ["json", "help"],
     alias: { n: "namespace", o: "output", h: "help" },
     unknown: (arg: string) => {
@@ -101,6 +129,11 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
   if (unknown.length) throw new UsageError(`unknown flag ${unknown[0]}`);
   if (f.output !== undefined && f.output !== "json" && f.output !== "text") {
     throw new UsageError(`--output ${f.output}: json or text`);
+  }
+  const tests = (f.test as string[]).flatMap((t) => t.split(","));
+  const unknownTest = tests.find((t) => !(t in TESTS));
+  if (unknownTest) {
+    throw new UsageError(`--test ${unknownTest}: one of ${Object.keys(TESTS).join(", ")}`);
   }
   const fromEnv = env("KUBECONFIG")?.split(":").find((p) => p !== "");
   const home = env("HOME");
@@ -114,6 +147,11 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
     json: f.json || f.output === "json",
     explain: { pod: f.pod, to: f.to, from: f.from, port: f.port },
     file: f.file,
+    connectivity: {
+      tests: tests as TestName[],
+      external: f.external as string[],
+      image: f.image ?? DEFAULT_IMAGE,
+    },
     help: f.help,
   };
 }
@@ -163,6 +201,31 @@ async function sysdump(a: CliArgs, client: KubeClient, d: CliDeps): Promise<numb
 }
 
 /**
+ * `connectivity-test`: 0 all passed, 1 a check failed, 2 the test pods could not be set up, 130
+ * interrupted (the namespace is deleted in every case).
+ */
+async function connectivityTest(a: CliArgs, client: KubeClient, d: CliDeps): Promise<number> {
+  const suffix = crypto.randomUUID().slice(0, 5);
+  const run = await runConnectivityTest({
+    client,
+    exec: d.exec(a.kube),
+    progress: (line) => d.err(`${line}\n`),
+    signal: d.interrupted,
+    now: d.now,
+    wait: d.wait,
+    image: a.connectivity.image,
+    namespace: `ferry-connectivity-${suffix}`,
+    readyTimeoutMs: 180_000,
+    connectTimeoutSeconds: 3,
+    policyWaitMs: 10_000,
+  }, a.connectivity);
+  d.out(a.json ? summaryJson(run) : summaryText(run));
+  if (run.error === "interrupted") return 130;
+  if (run.error && !run.results.length) return 2;
+  return run.error || run.results.some((r) => !r.ok) ? 1 : 0;
+}
+
+/**
  * Runs one command line; returns its exit status.
  *
  * @example
@@ -187,7 +250,8 @@ export async function runCli(
     d.out(USAGE);
     return which || a.help ? 0 : 2;
   }
-  if (!["status", "ipam check", "policy explain", "sysdump"].includes(which)) {
+  const commands = ["status", "ipam check", "policy explain", "sysdump", "connectivity-test"];
+  if (!commands.includes(which)) {
     d.err(`ferry: unknown command ${JSON.stringify(which)}\n${USAGE}`);
     return 2;
   }
@@ -206,6 +270,7 @@ export async function runCli(
     if (which === "ipam check") return await runIpamCheck(conn.client, a.json);
     if (which === "policy explain") return await runPolicyExplain(conn.client, a.explain);
     if (which === "sysdump") return await sysdump(a, conn.client, d);
+    if (which === "connectivity-test") return await connectivityTest(a, conn.client, d);
     return await status(a, conn.client, d);
   } catch (e) {
     d.err(`ferry: ${which}: ${e instanceof Error ? e.message : e}\n`);

@@ -18,6 +18,8 @@ function writeAll(w: { writeSync(p: Uint8Array): number }, text: string): void {
   while (bytes.length) bytes = bytes.subarray(w.writeSync(bytes));
 }
 
+const interrupt = new AbortController();
+
 /** The real collaborators. */
 export const REAL_DEPS: CliDeps = {
   async connect(options) {
@@ -32,6 +34,23 @@ export const REAL_DEPS: CliDeps = {
   err: (text) => writeAll(Deno.stderr, text),
   isTerminal: Deno.stdout.isTerminal(),
   now: () => Date.now(),
+  interrupted: interrupt.signal,
+  wait: (ms, signal) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(resolve, ms);
+      signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      }, { once: true });
+    }),
 };
 
-if (import.meta.main) Deno.exit(await runCli(Deno.args, (n) => Deno.env.get(n), REAL_DEPS));
+if (import.meta.main) {
+  // Ctrl-C: the running command stops and cleans up (connectivity-test deletes its namespace);
+  // a second Ctrl-C exits at once.
+  Deno.addSignalListener("SIGINT", () => {
+    if (interrupt.signal.aborted) Deno.exit(130);
+    interrupt.abort(new Error("interrupted"));
+  });
+  Deno.exit(await runCli(Deno.args, (n) => Deno.env.get(n), REAL_DEPS));
+}

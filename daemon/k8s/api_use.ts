@@ -118,8 +118,12 @@ export const DAEMON_API_USE: ApiUse[] = [
 
 /** One kind of access of the operator's `kubectl ferry`, and where it applies. */
 export interface OperatorApiUse extends ApiUse {
-  /** The whole cluster (ClusterRole `ferry-operator`), or Ferry's namespace only (Role). */
-  scope: "cluster" | "ferry-namespace";
+  /**
+   * The whole cluster (ClusterRole `ferry-operator`), Ferry's namespace only (Role
+   * `ferry-operator`), or what `connectivity-test` does in the namespace it creates (ClusterRole
+   * `ferry-connectivity-test`: the namespace's name is chosen at run time).
+   */
+  scope: "cluster" | "ferry-namespace" | "connectivity-test";
 }
 
 /**
@@ -213,5 +217,47 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
     verbs: ["get"],
     scope: "ferry-namespace",
     why: "sysdump: Ferry's DaemonSet",
+  },
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["create", "delete"],
+    scope: "connectivity-test",
+    why: "connectivity-test: its own namespace, deleted at the end (with everything in it)",
+  },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["list"],
+    scope: "connectivity-test",
+    why: "connectivity-test: a test pod on every node",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["create", "list"],
+    scope: "connectivity-test",
+    why: "connectivity-test: the test pods, and whether they run",
+  },
+  {
+    group: "",
+    resource: "pods/exec",
+    verbs: ["create"],
+    scope: "connectivity-test",
+    why: "connectivity-test: each check connects from a test pod",
+  },
+  {
+    group: "",
+    resource: "services",
+    verbs: ["create", "get"],
+    scope: "connectivity-test",
+    why: "connectivity-test: the ClusterIP and NodePort Services, and their addresses",
+  },
+  {
+    group: "networking.k8s.io",
+    resource: "networkpolicies",
+    verbs: ["create"],
+    scope: "connectivity-test",
+    why: "connectivity-test: the deny-all and allow policies",
   },
 ];

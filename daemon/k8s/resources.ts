@@ -124,6 +124,15 @@ export const DAEMONSETS: ResourceType = {
   namespaced: true,
 };
 
+/** Services (`kubectl ferry connectivity-test`'s ClusterIP and NodePort). */
+export const SERVICES: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "services",
+  kind: "Service",
+  namespaced: true,
+};
+
 /** The `apiVersion` of a resource type's objects. */
 export function apiVersionOf(rt: ResourceType): string {
   return rt.group ? `${rt.group}/${rt.version}` : rt.version;

@@ -1,32 +1,13 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { KubeClient } from "../../daemon/k8s/client.ts";
-import { loadKubeconfig } from "../../daemon/k8s/kubeconfig.ts";
-import { HttpTransport } from "../../daemon/k8s/transport.ts";
 import { CONFIGMAPS } from "../../daemon/k8s/resources.ts";
-import { type CliDeps, runCli } from "../../cli/cli.ts";
+import { ferry as run } from "./_cli_deps.ts";
 import type { ClusterStatus } from "../../cli/status.ts";
 import { createFerryPods, ferryPodName, SimExec } from "./_sim_exec.ts";
 
 const NOW = Date.parse("2026-01-01T12:00:00Z");
 
-/** Runs `kubectl ferry ARGS` in-process against the simulation; returns exit status and output. */
-async function ferry(args: string[], exec: SimExec) {
-  let out = "", err = "";
-  const deps: CliDeps = {
-    async connect(o) {
-      const transport = new HttpTransport(await loadKubeconfig(o.kubeconfig!));
-      return { client: new KubeClient(transport), close: () => transport.close() };
-    },
-    exec: () => exec,
-    out: (t) => out += t,
-    err: (t) => err += t,
-    isTerminal: false,
-    now: () => NOW,
-  };
-  const code = await runCli(args, () => undefined, deps);
-  return { code, out, err };
-}
+const ferry = (args: string[], exec: SimExec) => run(args, exec, { now: () => NOW });
 
 Deno.test("status reports every node healthy, then names the node whose daemon was stopped", async () => {
   await withSimCluster({ nodes: 2 }, async (c) => {

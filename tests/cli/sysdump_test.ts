@@ -1,32 +1,15 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { withTempDir } from "../../daemon/dev/netns.ts";
-import { KubeClient } from "../../daemon/k8s/client.ts";
-import { loadKubeconfig } from "../../daemon/k8s/kubeconfig.ts";
-import { HttpTransport } from "../../daemon/k8s/transport.ts";
 import { CONFIGMAPS, DAEMONSETS } from "../../daemon/k8s/resources.ts";
-import { type CliDeps, runCli } from "../../cli/cli.ts";
+import { ferry as run } from "./_cli_deps.ts";
 import type { SysdumpManifest } from "../../cli/sysdump.ts";
 import { createFerryPods, SimExec } from "./_sim_exec.ts";
 
 const NOW = Date.parse("2026-01-01T12:00:00Z");
 const TOP = "ferry-sysdump-20260101-120000";
 
-async function ferry(args: string[], exec: SimExec) {
-  let out = "", err = "";
-  const deps: CliDeps = {
-    async connect(o) {
-      const transport = new HttpTransport(await loadKubeconfig(o.kubeconfig!));
-      return { client: new KubeClient(transport), close: () => transport.close() };
-    },
-    exec: () => exec,
-    out: (t) => out += t,
-    err: (t) => err += t,
-    isTerminal: false,
-    now: () => NOW,
-  };
-  return { code: await runCli(args, () => undefined, deps), out, err };
-}
+const ferry = (args: string[], exec: SimExec) => run(args, exec, { now: () => NOW });
 
 /** Extracts the archive with the system's tar; returns every file's text by path. */
 async function extract(archive: string, dir: string): Promise<Map<string, string>> {

@@ -22,7 +22,7 @@ const grants = (rules: Rule[] = []) =>
     r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${v} ${res}.${g}`)))
   ).sort();
 
-Deno.test("the operator's ClusterRole and Role grant exactly what kubectl ferry does", async () => {
+Deno.test("the operator's ClusterRoles and Role grant exactly what kubectl ferry does", async () => {
   const docs = parseAll(await Deno.readTextFile(RBAC)) as Doc[];
   const clusterRole = docs.find((d) =>
     d.kind === "ClusterRole" && d.metadata.name === "ferry-operator"
@@ -34,8 +34,12 @@ Deno.test("the operator's ClusterRole and Role grant exactly what kubectl ferry 
       .flatMap((u) => u.verbs.map((v) => `${v} ${u.resource}.${u.group}`)).sort();
   assertEquals(grants(clusterRole?.rules), used("cluster"), "ClusterRole ferry-operator");
   assertEquals(grants(role?.rules), used("ferry-namespace"), "Role ferry-operator");
+  const connectivity = docs.find((d) =>
+    d.kind === "ClusterRole" && d.metadata.name === "ferry-connectivity-test"
+  );
+  assertEquals(grants(connectivity?.rules), used("connectivity-test"), "ferry-connectivity-test");
   assertEquals(
-    docs.filter((d) => d.kind.endsWith("Binding") && d.metadata.name === "ferry-operator"),
+    docs.filter((d) => d.kind.endsWith("Binding") && d.metadata.name !== "ferry"),
     [],
     "nothing is bound to anyone by the manifests",
   );

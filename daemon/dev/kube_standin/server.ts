@@ -43,6 +43,7 @@ import {
   NODES,
   PODS,
   type ResourceType,
+  SERVICES,
 } from "../../k8s/resources.ts";
 import { type AnswerView, answerView, checkView, viewed, viewedListType } from "./media.ts";
 import { applyMergePatch } from "./merge_patch.ts";
@@ -104,6 +105,7 @@ const BUILTIN = [
   { ...EVENTS, group: "events.k8s.io" },
   CONFIGMAPS,
   DAEMONSETS,
+  SERVICES,
 ];
 
 interface OpenWatch {
