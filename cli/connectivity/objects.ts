@@ -2,7 +2,7 @@
  * The objects `kubectl ferry connectivity-test` creates, all in a namespace of its own (deleting
  * it removes everything): per node two test pods on the pod network (`-a`, the client; `-b`, the
  * server the policies select) and one on the node's network (`-host`), pinned by `nodeName` and
- * tolerating every taint; a ClusterIP and a NodePort Service of the `-a` pods; the deny-all and
+ * tolerating every taint, Ready once they listen; a ClusterIP and a NodePort Service of the `-a` pods; the deny-all and
  * allow NetworkPolicies. Pure.
  *
  * @module
@@ -12,7 +12,7 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { HOST_PORT, POD_PORT } from "./plan.ts";
 
 /** The test image: agnhost serves (`netexec`) and connects (`connect`); `--image` replaces it. */
-export const DEFAULT_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.53";
+export const DEFAULT_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.43";
 
 /** The label every object of a run carries. */
 export const RUN_LABEL = "ferry.dev/connectivity-test";
@@ -27,7 +27,7 @@ export function testNamespace(name: string): Namespace {
 
 /** The three test pods of the `index`th node. */
 export function testPods(ns: string, node: string, index: number, image: string): Pod[] {
-  const pod = (role: "a" | "b" | "host"): Pod => ({
+  const pod = (role: "a" | "b" | "host", port = role === "host" ? HOST_PORT : POD_PORT): Pod => ({
     metadata: {
       name: `ct-${index}-${role}`,
       namespace: ns,
@@ -41,7 +41,9 @@ export function testPods(ns: string, node: string, index: number, image: string)
       containers: [{
         name: TEST_CONTAINER,
         image,
-        args: ["netexec", `--http-port=${role === "host" ? HOST_PORT : POD_PORT}`, "--udp-port=-1"],
+        args: ["netexec", `--http-port=${port}`, "--udp-port=-1"],
+        // Ready once it listens (agnhost has no probe of its own): checks start only then.
+        readinessProbe: { tcpSocket: { port }, periodSeconds: 1 },
       }],
     },
   });

@@ -87,7 +87,9 @@ async function waitForPods(d: ConnectivityDeps, expected: number): Promise<Pod[]
       namespace: d.namespace,
       labelSelector: `${RUN_LABEL}=true`,
     })).items;
-    const up = pods.filter((p) => p.status?.phase === "Running" && p.status.podIP);
+    const up = pods.filter((p) =>
+      p.status?.podIP && p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True")
+    );
     if (up.length === expected) return pods;
     if (d.now() >= deadline) {
       const down = pods.filter((p) => !up.includes(p)).map((p) =>
@@ -98,7 +100,7 @@ async function waitForPods(d: ConnectivityDeps, expected: number): Promise<Pod[]
         })`
       );
       throw new SetupError(
-        `test pods not running after ${d.readyTimeoutMs / 1000} s: ${down.join(", ")}`,
+        `test pods not ready after ${d.readyTimeoutMs / 1000} s: ${down.join(", ")}`,
       );
     }
     await d.wait(1000, d.signal);

@@ -68,7 +68,12 @@ async function kubelet(client: KubeClient, stop: AbortSignal): Promise<void> {
       const i = Number(/ct-node(\d+)/.exec(p.spec!.nodeName!)![1]) - 1;
       const ip = p.spec?.hostNetwork ? nodeIp(i) : `10.244.${i}.${next++}`;
       await client.patchMerge(PODS, p.metadata.namespace, p.metadata.name!, {
-        status: { phase: "Running", podIP: ip, podIPs: [{ ip }] },
+        status: {
+          phase: "Running",
+          podIP: ip,
+          podIPs: [{ ip }],
+          conditions: [{ type: "Ready", status: "True" }],
+        },
       });
     }
     for (const s of (await client.listAll<Service>(SERVICES, {})).items) {
@@ -190,7 +195,7 @@ Deno.test("connectivity-test interrupted (Ctrl-C) stops and still removes its na
     assertEquals(await testNamespaces(client), [], "the namespace is deleted");
   }));
 
-Deno.test("connectivity-test whose pods never run says which and where, exits 2, and cleans up", () =>
+Deno.test("connectivity-test whose pods never become ready says which and where, exits 2, and cleans up", () =>
   withCluster(async (kubeconfig, client, exec) => {
     let t = 0;
     const r = await ferry(["connectivity-test", "--kubeconfig", kubeconfig], exec, {
@@ -199,7 +204,7 @@ Deno.test("connectivity-test whose pods never run says which and where, exits 2,
     assertEquals(r.code, 2, r.err);
     assertMatch(
       r.out,
-      /stopped: test pods not running after 180 s: ct-0-a on ct-node1 \(Pending\)/,
+      /stopped: test pods not ready after 180 s: ct-0-a on ct-node1 \(Pending\)/,
     );
     assertEquals(await testNamespaces(client), []);
   }, { kubelet: false }));
