@@ -192,7 +192,9 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
   {
     group: "",
     resource: "pods/exec",
-    verbs: ["create"],
+    // create: kubectl's SPDY exec (a POST); get: its WebSocket exec (a GET upgrade) on servers
+    // before 1.35, which authorize that as get.
+    verbs: ["create", "get"],
     scope: "ferry-namespace",
     why: "status and sysdump: each node's /v1/stats and state, read through its Ferry pod " +
       "(daemon/tools/node_report.ts, node_dump.ts)",
@@ -242,7 +244,7 @@ export const OPERATOR_API_USE: OperatorApiUse[] = [
   {
     group: "",
     resource: "pods/exec",
-    verbs: ["create"],
+    verbs: ["create", "get"],
     scope: "connectivity-test",
     why: "connectivity-test: each check connects from a test pod",
   },

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { CONFIGMAPS } from "../../daemon/k8s/resources.ts";
+import { CONFIGMAPS, EVENTS } from "../../daemon/k8s/resources.ts";
 import { ferry as run } from "./_cli_deps.ts";
 import type { ClusterStatus } from "../../cli/status.ts";
 import { createFerryPods, ferryPodName, SimExec } from "./_sim_exec.ts";
@@ -17,6 +17,18 @@ Deno.test("status reports every node healthy, then names the node whose daemon w
       data: { "config.json": JSON.stringify({ routing: { mode: "host-gw" } }) },
     });
     await c.addPod(c.nodes[0], "web-0");
+    // A Warning Ferry reported on a tenant pod of node 1, and one about something else.
+    const event = (name: string, component: string) => ({
+      metadata: { name, namespace: "default" },
+      involvedObject: { kind: "Pod", namespace: "default", name: "web-0" },
+      type: "Warning",
+      reason: component === "ferry" ? "FailedNetworkSetup" : "BackOff",
+      message: `${component} says no`,
+      count: 2,
+      source: { component, host: c.nodes[0].name },
+    });
+    await c.client.create(EVENTS, event("ferry-warning", "ferry"));
+    await c.client.create(EVENTS, event("kubelet-warning", "kubelet"));
     const exec = new SimExec(c);
     const kube = ["--kubeconfig", c.kubeconfig];
     const [n1, n2] = c.nodes;
@@ -38,6 +50,12 @@ Deno.test("status reports every node healthy, then names the node whose daemon w
     }
     assertMatch(healthy.out, /routes +1\/1 to other nodes' pods in place \(routing host-gw\)/);
     assertMatch(healthy.out, /kubernetes +1 interfaces plugged/, "node 1 has web-0 plugged");
+    assertMatch(
+      healthy.out,
+      /warning +Pod default\/web-0 FailedNetworkSetup ×2: ferry says no\n/,
+      "Ferry's Warning Event under node 1",
+    );
+    assert(!healthy.out.includes("kubelet says no"), "only Ferry's Warning Events");
     assertMatch(healthy.out, new RegExp(`${c.nodes[0].podCIDR.replace(/\./g, "\\.")} +\\[#`));
     assert(
       exec.calls.every((call) => call.startsWith("kube-system/ferry-")),
