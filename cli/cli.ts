@@ -49,7 +49,7 @@ flags:
 /** How the command reaches the cluster. */
 export interface CliDeps {
   /** Opens an API client for the operator's kubeconfig and context. */
-  connect(options: KubectlOptions): Promise<{ client: KubeClient; close(): void }>;
+  connect(options: KubectlOptions): Promise<{ client: KubeClient; close(): void | Promise<void> }>;
   /** Makes the exec into pods for those options. */
   exec(options: KubectlOptions): PodExec;
   /** Writes results. */
@@ -259,7 +259,7 @@ export async function runCli(
     d.err(`${POLICY_EXPLAIN_USAGE}\n`);
     return 2;
   }
-  let conn: { client: KubeClient; close(): void };
+  let conn: { client: KubeClient; close(): void | Promise<void> };
   try {
     conn = await d.connect(a.kube);
   } catch (e) {
@@ -276,6 +276,6 @@ export async function runCli(
     d.err(`ferry: ${which}: ${e instanceof Error ? e.message : e}\n`);
     return 2;
   } finally {
-    conn.close();
+    await conn.close();
   }
 }

@@ -8,7 +8,8 @@ import { KubeClient } from "../daemon/k8s/client.ts";
 import { KubeconfigError, loadKubeconfig } from "../daemon/k8s/kubeconfig.ts";
 import { HttpTransport } from "../daemon/k8s/transport.ts";
 import { type CliDeps, runCli } from "./cli.ts";
-import { KubectlExec } from "./pod_exec.ts";
+import { startKubectlProxy } from "./kubectl_proxy.ts";
+import { KubectlExec, type KubectlOptions } from "./pod_exec.ts";
 
 const encoder = new TextEncoder();
 
@@ -20,15 +21,36 @@ function writeAll(w: { writeSync(p: Uint8Array): number }, text: string): void {
 
 const interrupt = new AbortController();
 
+/**
+ * The API with the operator's kubeconfig: read by the project's client, or, for credentials it
+ * does not handle (exec plugins, auth providers), through `kubectl proxy`.
+ */
+export async function connectTo(
+  options: KubectlOptions,
+): Promise<{ client: KubeClient; close(): Promise<void> }> {
+  if (!options.kubeconfig) throw new KubeconfigError("no kubeconfig: give --kubeconfig");
+  let connection;
+  try {
+    connection = await loadKubeconfig(options.kubeconfig, { context: options.context });
+  } catch (e) {
+    if (!(e instanceof KubeconfigError && /exec or auth-provider/.test(e.message))) throw e;
+    const proxy = await startKubectlProxy(options);
+    const transport = new HttpTransport(proxy.connection);
+    return {
+      client: new KubeClient(transport),
+      close: async () => {
+        transport.close();
+        await proxy.close();
+      },
+    };
+  }
+  const transport = new HttpTransport(connection);
+  return { client: new KubeClient(transport), close: () => Promise.resolve(transport.close()) };
+}
+
 /** The real collaborators. */
 export const REAL_DEPS: CliDeps = {
-  async connect(options) {
-    if (!options.kubeconfig) throw new KubeconfigError("no kubeconfig: give --kubeconfig");
-    const transport = new HttpTransport(
-      await loadKubeconfig(options.kubeconfig, { context: options.context }),
-    );
-    return { client: new KubeClient(transport), close: () => transport.close() };
-  },
+  connect: connectTo,
   exec: (options) => new KubectlExec(options),
   out: (text) => writeAll(Deno.stdout, text),
   err: (text) => writeAll(Deno.stderr, text),
