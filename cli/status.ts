@@ -16,6 +16,7 @@ import { checkedPod } from "../daemon/tools/ipam_check.ts";
 import type { NodeReport } from "../daemon/tools/node_report.ts";
 import { nodeReportArgv } from "./ferry_pods.ts";
 import type { PodExec } from "./pod_exec.ts";
+import { mapLimit, NODE_CONCURRENCY } from "./map_limit.ts";
 import { FERRY_CONTAINER, FERRY_SELECTOR } from "./ferry_pods.ts";
 
 /** Addresses of one of the node's ranges (a podCIDR, or a block in pool mode). */
@@ -324,7 +325,7 @@ export async function readStatus(d: StatusDeps): Promise<ClusterStatus> {
     return owned || (node.spec?.podCIDRs?.length ?? (node.spec?.podCIDR ? 1 : 0));
   };
   const allRanges = nodes.items.reduce((n, node) => n + rangesOf(node), 0);
-  const statuses = await Promise.all(nodes.items.map(async (node) => {
+  const statuses = await mapLimit(nodes.items, NODE_CONCURRENCY, async (node) => {
     const name = node.metadata?.name ?? "";
     const pod = podOf.get(name);
     const report = pod?.status?.phase === "Running"
@@ -340,7 +341,7 @@ export async function readStatus(d: StatusDeps): Promise<ClusterStatus> {
       warnings: warningsFor(events.items, name, pod?.metadata?.name),
       now: d.now(),
     });
-  }));
+  });
   statuses.sort((a, b) => a.node.localeCompare(b.node));
   return {
     routing,

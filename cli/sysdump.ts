@@ -23,6 +23,7 @@ import {
 import { type NodeDump, redact } from "../daemon/tools/node_dump.ts";
 import { FERRY_CONTAINER, FERRY_DAEMONSET, FERRY_SELECTOR, nodeDumpArgv } from "./ferry_pods.ts";
 import type { PodExec, PodRef } from "./pod_exec.ts";
+import { mapLimit, NODE_CONCURRENCY } from "./map_limit.ts";
 
 /** What {@link collectSysdump} needs. */
 export interface SysdumpDeps {
@@ -152,11 +153,11 @@ export async function collectSysdump(d: SysdumpDeps): Promise<Sysdump> {
     });
   }
   dump.manifest.nodes = running.map((p) => p.spec!.nodeName!).sort();
-  await Promise.all(running.map(async (p) => {
+  await mapLimit(running, NODE_CONCURRENCY, async (p) => {
     d.progress(`sysdump: ${p.spec!.nodeName} (${p.metadata?.name}) …`);
     await nodePart(d, p, dump);
     d.progress(`sysdump: ${p.spec!.nodeName} done`);
-  }));
+  });
   dump.manifest.collected = [...dump.files.keys()].sort();
   dump.manifest.failed.sort((a, b) => a.part.localeCompare(b.part));
   dump.manifest.absent.sort();
