@@ -25,12 +25,13 @@ import { summaryJson, summaryText } from "./connectivity/render.ts";
 export const USAGE = `usage: kubectl ferry COMMAND [flags]
 
 commands:
-  status                    each node's Ferry pod, IPAM, routes and policy table; exit 1 naming
+  status [--node NAME]...   each node's Ferry pod, IPAM, routes and policy table; exit 1 naming
                             unhealthy nodes
   ipam check                addresses held twice, leaked or out of place (exit 1 when any)
   policy explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]
                             which NetworkPolicies select a pod, whether a connection is allowed
-  sysdump [--file PATH]     one .tar.gz of every node's logs, stats, config, nft tables, links,
+  sysdump [--file PATH] [--node NAME]...
+                            one .tar.gz of every node's logs, stats, config, nft tables, links,
                             routes, records, and Ferry's objects and Events (exit 1 when a part
                             could not be collected; the manifest says which)
   connectivity-test [--test NAME]... [--external IP:PORT]... [--image IMAGE] [--json]
@@ -78,6 +79,8 @@ export interface CliArgs {
   json: boolean;
   /** `policy explain`'s flags. */
   explain: { pod?: string; to?: string; from?: string; port?: string };
+  /** `--node` (status, sysdump): only these nodes. */
+  nodes: string[];
   /** `sysdump --file`. */
   file?: string;
   /** `connectivity-test`'s flags. */
@@ -117,8 +120,9 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
       "image",
       "test",
       "external",
+      "node",
     ],
-    collect: ["test", "external"],
+    collect: ["test", "external", "node"],
     boolean: ["json", "help"],
     alias: { n: "namespace", o: "output", h: "help" },
     unknown: (arg: string) => {
@@ -147,6 +151,7 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
     json: f.json || f.output === "json",
     explain: { pod: f.pod, to: f.to, from: f.from, port: f.port },
     file: f.file,
+    nodes: (f.node as string[]).flatMap((n) => n.split(",")),
     connectivity: {
       tests: tests as TestName[],
       external: f.external as string[],
@@ -164,6 +169,7 @@ async function status(a: CliArgs, client: KubeClient, d: CliDeps): Promise<numbe
     namespace: a.namespace,
     execTimeoutMs: 20_000,
     now: d.now,
+    nodes: a.nodes,
   });
   d.out(a.json ? JSON.stringify(s, null, 2) + "\n" : statusText(s, d.isTerminal ? ANSI : PLAIN));
   if (s.unhealthy.length) d.err(`ferry: unhealthy nodes: ${s.unhealthy.join(", ")}\n`);
@@ -178,6 +184,7 @@ async function sysdump(a: CliArgs, client: KubeClient, d: CliDeps): Promise<numb
     namespace: a.namespace,
     execTimeoutMs: 60_000,
     progress: (line) => d.err(`${line}\n`),
+    nodes: a.nodes,
   });
   const now = d.now();
   const top = sysdumpName(now);

@@ -233,6 +233,8 @@ export interface StatusDeps {
   execTimeoutMs: number;
   /** Now, in ms. */
   now: () => number;
+  /** Only these nodes (all when empty). */
+  nodes?: string[];
 }
 
 async function optional<T>(read: () => Promise<T>, absent: T): Promise<T> {
@@ -325,7 +327,10 @@ export async function readStatus(d: StatusDeps): Promise<ClusterStatus> {
     return owned || (node.spec?.podCIDRs?.length ?? (node.spec?.podCIDR ? 1 : 0));
   };
   const allRanges = nodes.items.reduce((n, node) => n + rangesOf(node), 0);
-  const statuses = await mapLimit(nodes.items, NODE_CONCURRENCY, async (node) => {
+  const shown = nodes.items.filter((n) => !d.nodes?.length || d.nodes.includes(n.metadata!.name!));
+  const missing = d.nodes?.filter((n) => !nodes.items.some((x) => x.metadata?.name === n)) ?? [];
+  if (missing.length) throw new Error(`no such node: ${missing.join(", ")}`);
+  const statuses = await mapLimit(shown, NODE_CONCURRENCY, async (node) => {
     const name = node.metadata?.name ?? "";
     const pod = podOf.get(name);
     const report = pod?.status?.phase === "Running"

@@ -37,6 +37,8 @@ export interface SysdumpDeps {
   execTimeoutMs: number;
   /** Progress lines. */
   progress(line: string): void;
+  /** Only these nodes' parts (all when empty). */
+  nodes?: string[];
 }
 
 /** The manifest of one sysdump. */
@@ -145,8 +147,9 @@ export async function collectSysdump(d: SysdumpDeps): Promise<Sysdump> {
         });}
     }
   }));
-  const running = pods.items.filter((p) => p.spec?.nodeName && p.status?.phase === "Running");
-  for (const p of pods.items.filter((p) => !running.includes(p))) {
+  const wanted = pods.items.filter((p) => !d.nodes?.length || d.nodes.includes(p.spec?.nodeName!));
+  const running = wanted.filter((p) => p.spec?.nodeName && p.status?.phase === "Running");
+  for (const p of wanted.filter((p) => !running.includes(p))) {
     dump.manifest.failed.push({
       part: `nodes/${p.spec?.nodeName ?? "?"}`,
       why: `Ferry pod ${p.metadata?.name} is ${p.status?.phase ?? "not scheduled"}`,

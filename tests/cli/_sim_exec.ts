@@ -8,7 +8,13 @@
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { SimCluster, SimNode } from "../../daemon/dev/cluster_sim.ts";
 import { PODS } from "../../daemon/k8s/resources.ts";
-import { FERRY_CONTAINER, FERRY_NAMESPACE } from "../../cli/ferry_pods.ts";
+import { FERRY_CONTAINER } from "../../cli/ferry_pods.ts";
+
+/**
+ * The namespace the tests install Ferry's pods in (`-n`): `default`, which a bare real API server
+ * has with its ServiceAccount (kube-system's comes from a controller-manager, which it lacks).
+ */
+export const TEST_FERRY_NAMESPACE = "default";
 import type { ExecResult, PodExec, PodRef } from "../../cli/pod_exec.ts";
 
 const TOOLS = new URL("../../daemon/tools/", import.meta.url).pathname;
@@ -16,17 +22,32 @@ const TOOLS = new URL("../../daemon/tools/", import.meta.url).pathname;
 /** The Ferry pod's name on a simulated node. */
 export const ferryPodName = (node: SimNode) => `ferry-${node.name}`;
 
-/** Creates a Running, Ready Ferry pod object on each node, as the DaemonSet's would be. */
+/**
+ * Creates a Running, Ready Ferry pod object on each node, as the DaemonSet's would be (the status
+ * written as a kubelet writes it, through `/status`: a real API server drops it from a create).
+ */
 export async function createFerryPods(
   c: SimCluster,
   startedAt: string,
   restarts = 1,
 ): Promise<void> {
   for (const node of c.nodes) {
+    const status: Pod["status"] = {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True" }],
+      containerStatuses: [{
+        name: FERRY_CONTAINER,
+        image: "ferry:test",
+        imageID: "",
+        ready: true,
+        restartCount: restarts,
+        state: { running: { startedAt } },
+      }],
+    };
     await c.client.create<Pod>(PODS, {
       metadata: {
         name: ferryPodName(node),
-        namespace: FERRY_NAMESPACE,
+        namespace: TEST_FERRY_NAMESPACE,
         labels: { "app.kubernetes.io/name": "ferry" },
       },
       spec: {
@@ -34,21 +55,30 @@ export async function createFerryPods(
         hostNetwork: true,
         containers: [{ name: FERRY_CONTAINER, image: "ferry:test" }],
       },
-      status: {
-        phase: "Running",
-        conditions: [{ type: "Ready", status: "True" }],
-        containerStatuses: [{
-          name: FERRY_CONTAINER,
-          image: "ferry:test",
-          imageID: "",
-          ready: true,
-          restartCount: restarts,
-          state: { running: { startedAt } },
-        }],
-      },
+    });
+    await c.client.patchMerge(PODS, TEST_FERRY_NAMESPACE, ferryPodName(node), { status }, {
+      subresource: "status",
     });
   }
 }
+
+/** Removes the Ferry pod objects (at once: no kubelet confirms their end). */
+export async function removeFerryPods(c: SimCluster): Promise<void> {
+  for (const node of c.nodes) {
+    await c.client.delete(PODS, TEST_FERRY_NAMESPACE, ferryPodName(node), { gracePeriodSeconds: 0 })
+      .catch(() => {});
+  }
+}
+
+/**
+ * `-n` for the tests' Ferry namespace and `--node` for each of the simulation's nodes (a real API
+ * server may hold others' nodes).
+ */
+export const scopeFlags = (c: SimCluster) => [
+  "-n",
+  TEST_FERRY_NAMESPACE,
+  ...c.nodes.flatMap((n) => ["--node", n.name]),
+];
 
 /**
  * Runs what the CLI asks of a Ferry pod on the simulated node it names: the node tool the argv

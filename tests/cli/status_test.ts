@@ -1,25 +1,48 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
-import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { type SimCluster, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { CONFIGMAPS, EVENTS } from "../../daemon/k8s/resources.ts";
 import { ferry as run } from "./_cli_deps.ts";
 import type { ClusterStatus } from "../../cli/status.ts";
-import { createFerryPods, ferryPodName, SimExec } from "./_sim_exec.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import {
+  createFerryPods,
+  ferryPodName,
+  removeFerryPods,
+  scopeFlags,
+  SimExec,
+  TEST_FERRY_NAMESPACE,
+} from "./_sim_exec.ts";
 
 const NOW = Date.parse("2026-01-01T12:00:00Z");
 
 const ferry = (args: string[], exec: SimExec) => run(args, exec, { now: () => NOW });
 
 Deno.test("status reports every node healthy, then names the node whose daemon was stopped", async () => {
-  await withSimCluster({ nodes: 2 }, async (c) => {
+  await withSimCluster({ nodes: 2, kubeconfig: REAL_KUBECONFIG }, async (c) => {
+    const id = crypto.randomUUID().slice(0, 8);
+    try {
+      await body(c, id);
+    } finally {
+      await removeFerryPods(c);
+      await c.client.delete(CONFIGMAPS, TEST_FERRY_NAMESPACE, "ferry-config").catch(() => {});
+      for (const e of [`ferry-warning-${id}`, `kubelet-warning-${id}`]) {
+        await c.client.delete(EVENTS, "default", e).catch(() => {});
+      }
+    }
+  });
+});
+
+async function body(c: SimCluster, id: string) {
+  {
     await createFerryPods(c, "2026-01-01T09:00:00Z");
     await c.client.create(CONFIGMAPS, {
-      metadata: { name: "ferry-config", namespace: "kube-system" },
+      metadata: { name: "ferry-config", namespace: TEST_FERRY_NAMESPACE },
       data: { "config.json": JSON.stringify({ routing: { mode: "host-gw" } }) },
     });
     await c.addPod(c.nodes[0], "web-0");
     // A Warning Ferry reported on a tenant pod of node 1, and one about something else.
     const event = (name: string, component: string) => ({
-      metadata: { name, namespace: "default" },
+      metadata: { name: `${name}-${id}`, namespace: "default" },
       involvedObject: { kind: "Pod", namespace: "default", name: "web-0" },
       type: "Warning",
       reason: component === "ferry" ? "FailedNetworkSetup" : "BackOff",
@@ -30,7 +53,7 @@ Deno.test("status reports every node healthy, then names the node whose daemon w
     await c.client.create(EVENTS, event("ferry-warning", "ferry"));
     await c.client.create(EVENTS, event("kubelet-warning", "kubelet"));
     const exec = new SimExec(c);
-    const kube = ["--kubeconfig", c.kubeconfig];
+    const kube = ["--kubeconfig", c.kubeconfig, ...scopeFlags(c)];
     const [n1, n2] = c.nodes;
 
     // The daemons publish their routes asynchronously: poll (bounded) until both are healthy.
@@ -58,7 +81,7 @@ Deno.test("status reports every node healthy, then names the node whose daemon w
     assert(!healthy.out.includes("kubelet says no"), "only Ferry's Warning Events");
     assertMatch(healthy.out, new RegExp(`${c.nodes[0].podCIDR.replace(/\./g, "\\.")} +\\[#`));
     assert(
-      exec.calls.every((call) => call.startsWith("kube-system/ferry-")),
+      exec.calls.every((call) => call.startsWith(`${TEST_FERRY_NAMESPACE}/ferry-`)),
       `exec only into Ferry pods: ${exec.calls.join("\n")}`,
     );
 
@@ -81,5 +104,5 @@ Deno.test("status reports every node healthy, then names the node whose daemon w
     assertEquals(s.unhealthy, [n2.name]);
     assertEquals(s.routing, "host-gw");
     assertEquals(s.nodes.find((n) => n.node === n1.name)?.podsPlugged, 1);
-  });
-});
+  }
+}

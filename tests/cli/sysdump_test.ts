@@ -1,10 +1,17 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
-import { withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { type SimCluster, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { withTempDir } from "../../daemon/dev/netns.ts";
 import { CONFIGMAPS, DAEMONSETS } from "../../daemon/k8s/resources.ts";
 import { ferry as run } from "./_cli_deps.ts";
 import type { SysdumpManifest } from "../../cli/sysdump.ts";
-import { createFerryPods, SimExec } from "./_sim_exec.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import {
+  createFerryPods,
+  removeFerryPods,
+  scopeFlags,
+  SimExec,
+  TEST_FERRY_NAMESPACE,
+} from "./_sim_exec.ts";
 
 const NOW = Date.parse("2026-01-01T12:00:00Z");
 const TOP = "ferry-sysdump-20260101-120000";
@@ -28,19 +35,35 @@ async function extract(archive: string, dir: string): Promise<Map<string, string
 }
 
 Deno.test("sysdump archives every node's part through its Ferry pod, the API's, a manifest, and no secret", async () => {
-  await withSimCluster({ nodes: 2 }, async (c) => {
+  await withSimCluster({ nodes: 2, kubeconfig: REAL_KUBECONFIG }, async (c) => {
+    try {
+      await body(c);
+    } finally {
+      await removeFerryPods(c);
+      await c.client.delete(CONFIGMAPS, TEST_FERRY_NAMESPACE, "ferry-config").catch(() => {});
+      await c.client.delete(DAEMONSETS, TEST_FERRY_NAMESPACE, "ferry").catch(() => {});
+    }
+  });
+});
+
+async function body(c: SimCluster) {
+  {
     await createFerryPods(c, "2026-01-01T09:00:00Z", 0);
     await c.client.create(CONFIGMAPS, {
-      metadata: { name: "ferry-config", namespace: "kube-system" },
+      metadata: { name: "ferry-config", namespace: TEST_FERRY_NAMESPACE },
       data: { "config.json": "{}" },
     });
+    const labels = { "app.kubernetes.io/name": "ferry-sysdump-test" };
     await c.client.create(DAEMONSETS, {
-      metadata: { name: "ferry", namespace: "kube-system" },
+      metadata: { name: "ferry", namespace: TEST_FERRY_NAMESPACE },
       spec: {
+        selector: { matchLabels: labels },
         template: {
+          metadata: { labels },
           spec: {
             containers: [{
               name: "ferry",
+              image: "registry.invalid/ferry:test",
               env: [{ name: "REGISTRY_TOKEN", value: "s3cr3t-in-env" }],
             }],
           },
@@ -48,14 +71,21 @@ Deno.test("sysdump archives every node's part through its Ferry pod, the API's, 
       },
     });
     await c.addPod(c.nodes[0], "web-0");
-    const apiToken = /token: "([^"]+)"/.exec(await Deno.readTextFile(c.kubeconfig))?.[1] ?? "";
+    const apiToken = /token: "?([^"\s}]+)/.exec(await Deno.readTextFile(c.kubeconfig))?.[1] ?? "";
     assert(apiToken && apiToken.length > 8, "the simulation's API token");
     const exec = new SimExec(c);
     const [n1, n2] = c.nodes;
 
     await withTempDir(async (dir) => {
       const archive = `${dir}/dump.tar.gz`;
-      const r = await ferry(["sysdump", "--kubeconfig", c.kubeconfig, "--file", archive], exec);
+      const r = await ferry([
+        "sysdump",
+        "--kubeconfig",
+        c.kubeconfig,
+        ...scopeFlags(c),
+        "--file",
+        archive,
+      ], exec);
       assertEquals(r.code, 0, `a whole sysdump:\n${r.err}`);
       assertEquals(r.out, `${archive}\n`);
       assertMatch(r.err, new RegExp(`sysdump: ${n1.name} done`));
@@ -92,7 +122,10 @@ Deno.test("sysdump archives every node's part through its Ferry pod, the API's, 
       for (const f of ["api/daemonset.json", "api/ferry-pods.json", "api/nodes.json"]) {
         assert(files.has(f), `${f} in the archive`);
       }
-      assert(manifest.absent.includes("api/ippools.json"), "no pool CRDs on this simulation");
+      assert(
+        files.has("api/ippools.json") !== manifest.absent.includes("api/ippools.json"),
+        "IPPools collected, or named absent where their CRD is not installed",
+      );
       for (const [path, text] of files) {
         assert(!text.includes(apiToken), `${path} holds the API token`);
         assert(!text.includes("s3cr3t-in-env"), `${path} holds the DaemonSet's secret env value`);
@@ -103,7 +136,14 @@ Deno.test("sysdump archives every node's part through its Ferry pod, the API's, 
     await c.killDaemon(n2);
     await withTempDir(async (dir) => {
       const archive = `${dir}/dump.tar.gz`;
-      const r = await ferry(["sysdump", "--kubeconfig", c.kubeconfig, "--file", archive], exec);
+      const r = await ferry([
+        "sysdump",
+        "--kubeconfig",
+        c.kubeconfig,
+        ...scopeFlags(c),
+        "--file",
+        archive,
+      ], exec);
       assertEquals(r.code, 1, `a node's daemon stopped: the dump is written, naming what failed`);
       const files = await extract(archive, dir);
       const manifest = JSON.parse(files.get("manifest.json")!) as SysdumpManifest;
@@ -113,5 +153,5 @@ Deno.test("sysdump archives every node's part through its Ferry pod, the API's, 
       assert(files.has(`nodes/${n2.name}/nft-ferry.txt`), "the rest of the stopped node's part");
       assert(files.has(`nodes/${n1.name}/stats.json`), "the healthy node's whole part");
     });
-  });
-});
+  }
+}
