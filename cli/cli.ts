@@ -12,7 +12,7 @@ import { runIpamCheck } from "../daemon/tools/ipam_check.ts";
 import { POLICY_EXPLAIN_USAGE, runPolicyExplain } from "../daemon/tools/policy_explain.ts";
 import { FERRY_NAMESPACE } from "./ferry_pods.ts";
 import type { KubectlOptions, PodExec } from "./pod_exec.ts";
-import { readStatus } from "./status.ts";
+import { readStatus } from "./status_read.ts";
 import { ANSI, PLAIN, statusText } from "./status_render.ts";
 import { collectSysdump, sysdumpName } from "./sysdump.ts";
 import { tarGz } from "./tar_gz.ts";
@@ -253,9 +253,13 @@ export async function runCli(
     return 2;
   }
   const which = a.command.join(" ");
-  if (a.help || !which || which === "help") {
+  if (a.help || which === "help") {
     d.out(USAGE);
-    return which || a.help ? 0 : 2;
+    return 0;
+  }
+  if (!which) {
+    d.err(USAGE);
+    return 2;
   }
   const commands = ["status", "ipam check", "policy explain", "sysdump", "connectivity-test"];
   if (!commands.includes(which)) {

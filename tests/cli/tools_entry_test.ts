@@ -111,7 +111,7 @@ Deno.test("kubectl ferry policy explain prints and exits as deno task policy-exp
   }));
 
 Deno.test("kubectl ferry refuses an unknown command or flag with exit status 2 and the usage", async () => {
-  for (const args of [["frobnicate"], ["status", "--bogus"], ["status", "-o", "yaml"]]) {
+  for (const args of [[], ["frobnicate"], ["status", "--bogus"], ["status", "-o", "yaml"]]) {
     const r = await run("cli/main.ts", args);
     assertEquals(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assertEquals(r.stdout, "");
