@@ -20,9 +20,17 @@ export const RUN_LABEL = "ferry.dev/connectivity-test";
 /** The container of every test pod. */
 export const TEST_CONTAINER = "agnhost";
 
-/** The run's namespace. */
+/**
+ * The run's namespace; Pod Security admission is told to admit its hostNetwork pods (a cluster
+ * whose default level is baseline or restricted refuses them otherwise).
+ */
 export function testNamespace(name: string): Namespace {
-  return { metadata: { name, labels: { [RUN_LABEL]: "true" } } };
+  return {
+    metadata: {
+      name,
+      labels: { [RUN_LABEL]: "true", "pod-security.kubernetes.io/enforce": "privileged" },
+    },
+  };
 }
 
 /** The three test pods of the `index`th node. */

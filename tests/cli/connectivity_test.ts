@@ -26,7 +26,13 @@ class ModelExec implements PodExec {
   readonly broken = new Set<string>();
   constructor(readonly client: KubeClient) {}
 
+  /** The run's namespace, as the first check found it. */
+  readonly namespaces: Namespace[] = [];
+
   async exec(pod: PodRef, argv: string[]): Promise<ExecResult> {
+    if (!this.namespaces.length) {
+      this.namespaces.push(await this.client.get<Namespace>(NAMESPACES, undefined, pod.namespace));
+    }
     const fail = (why: string) => ({ code: 1, stdout: "", stderr: why });
     if (argv[0] !== "/agnhost" || argv[1] !== "connect") return fail(`unexpected ${argv}`);
     const target = argv[2].replace(/^\[|\]?:\d+$/g, "");
@@ -148,6 +154,8 @@ Deno.test("connectivity-test passes whole on a healthy cluster, with progress an
       /pod→NodePort Service ct-0-a \(ct-node1\) → ct-node2 NodePort 192\.0\.2\.11:30080 … ok/,
     );
     assertEquals(await testNamespaces(client), [], "the namespace is deleted");
+    const created = exec.namespaces[0];
+    assertEquals(created?.metadata?.labels?.["pod-security.kubernetes.io/enforce"], "privileged");
   }));
 
 Deno.test("connectivity-test fails the checks that cross a broken node and names it", () =>
