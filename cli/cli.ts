@@ -34,7 +34,8 @@ commands:
                             one .tar.gz of every node's logs, stats, config, nft tables, links,
                             routes, records, and Ferry's objects and Events (exit 1 when a part
                             could not be collected; the manifest says which)
-  connectivity-test [--test NAME]... [--external IP:PORT]... [--image IMAGE] [--json]
+  connectivity-test [--test NAME]... [--external IP:PORT]... [--network NS/NAME]
+                    [--image IMAGE] [--json]
                             test pods on every node in a namespace of its own, then pod↔pod,
                             node↔pod, Services, NetworkPolicy and outside checks; exit 1 naming
                             the nodes failures involve. Tests: ${Object.keys(TESTS).join(", ")}
@@ -84,7 +85,7 @@ export interface CliArgs {
   /** `sysdump --file`. */
   file?: string;
   /** `connectivity-test`'s flags. */
-  connectivity: { tests: TestName[]; external: string[]; image: string };
+  connectivity: { tests: TestName[]; external: string[]; image: string; network?: string };
   /** Help asked for. */
   help: boolean;
 }
@@ -121,6 +122,7 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
       "test",
       "external",
       "node",
+      "network",
     ],
     collect: ["test", "external", "node"],
     boolean: ["json", "help"],
@@ -133,6 +135,9 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
   if (unknown.length) throw new UsageError(`unknown flag ${unknown[0]}`);
   if (f.output !== undefined && f.output !== "json" && f.output !== "text") {
     throw new UsageError(`--output ${f.output}: json or text`);
+  }
+  if (f.network !== undefined && !/^[a-z0-9][a-z0-9.-]*\/[a-z0-9][a-z0-9.-]*$/.test(f.network)) {
+    throw new UsageError(`--network ${f.network}: a NetworkAttachmentDefinition as NS/NAME`);
   }
   const tests = (f.test as string[]).flatMap((t) => t.split(","));
   const unknownTest = tests.find((t) => !(t in TESTS));
@@ -156,6 +161,7 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
       tests: tests as TestName[],
       external: f.external as string[],
       image: f.image ?? DEFAULT_IMAGE,
+      network: f.network,
     },
     help: f.help,
   };

@@ -1,7 +1,7 @@
 /**
  * The objects `kubectl ferry connectivity-test` creates, all in a namespace of its own (deleting
  * it removes everything): per node two test pods on the pod network (`-a`, the client; `-b`, the
- * server the policies select) and one on the node's network (`-host`), pinned by `nodeName` and
+ * server the policies select; both also on the `--network` NAD when one is given) and one on the node's network (`-host`), pinned by `nodeName` and
  * tolerating every taint, Ready once they listen; a ClusterIP and a NodePort Service of the `-a` pods; the deny-all and
  * allow NetworkPolicies. Pure.
  *
@@ -9,6 +9,7 @@
  */
 import type { Namespace, Pod, Service } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import { NETWORKS_ANNOTATION } from "../../daemon/multivif/selections.ts";
 import { HOST_PORT, POD_PORT } from "./plan.ts";
 
 /** The test image: agnhost serves (`netexec`) and connects (`connect`); `--image` replaces it. */
@@ -34,12 +35,19 @@ export function testNamespace(name: string): Namespace {
 }
 
 /** The three test pods of the `index`th node. */
-export function testPods(ns: string, node: string, index: number, image: string): Pod[] {
+export function testPods(
+  ns: string,
+  node: string,
+  index: number,
+  image: string,
+  network?: string,
+): Pod[] {
   const pod = (role: "a" | "b" | "host", port = role === "host" ? HOST_PORT : POD_PORT): Pod => ({
     metadata: {
       name: `ct-${index}-${role}`,
       namespace: ns,
       labels: { [RUN_LABEL]: "true", role },
+      ...(network && role !== "host" ? { annotations: { [NETWORKS_ANNOTATION]: network } } : {}),
     },
     spec: {
       nodeName: node,

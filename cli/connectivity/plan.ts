@@ -18,6 +18,7 @@ export const TESTS = {
   "policy-deny": "NetworkPolicy deny-all enforced",
   "policy-allow": "NetworkPolicy allow enforced",
   "external": "pod→outside address",
+  "network": "pod→pod on the --network NAD",
 } as const;
 
 /** A test's name. */
@@ -38,6 +39,8 @@ export interface TestPod {
   hostNetwork: boolean;
   /** Its addresses (the node's, for a hostNetwork pod). */
   ips: string[];
+  /** Its addresses on the `--network` NetworkAttachmentDefinition, when it has one. */
+  networkIps?: string[];
 }
 
 /** Where a check connects to. */
@@ -80,6 +83,8 @@ export interface PlanInput {
   tests: TestName[];
   /** Outside addresses `IP:PORT` given with `--external`. */
   external: string[];
+  /** The NAD `NS/NAME` given with `--network`. */
+  network?: string;
 }
 
 const familyOf = (ip: string): 4 | 6 => (ip.includes(":") ? 6 : 4);
@@ -110,7 +115,9 @@ export function planChecks(p: PlanInput): Check[] {
   const nodes = [...new Set(p.pods.map((x) => x.node))].sort();
   const pod = (node: string, suffix: string) =>
     p.pods.find((x) => x.node === node && x.name.endsWith(`-${suffix}`));
-  const families = ([4, 6] as const).filter((f) => p.pods.some((x) => byFamily(x.ips, f)));
+  const families = ([4, 6] as const).filter((f) =>
+    p.pods.some((x) => byFamily([...x.ips, ...(x.networkIps ?? [])], f))
+  );
   const checks: Check[] = [];
   const add = (
     test: TestName,
@@ -148,6 +155,19 @@ export function planChecks(p: PlanInput): Check[] {
           node: next,
           label: `${next} NodePort`,
         }, f);
+      }
+      if (p.network) {
+        for (const to of [b, pod(next, "a")]) {
+          const address = byFamily(to?.networkIps ?? [], f);
+          if (to && to !== a && address) {
+            add("network", a, {
+              address,
+              port: POD_PORT,
+              node: to.node,
+              label: `${to.name} on ${p.network}`,
+            }, f);
+          }
+        }
       }
       for (const e of p.external.map(parseHostPort).filter((e) => familyOf(e.address) === f)) {
         add("external", a, { ...e, label: "outside" }, f);

@@ -9,6 +9,7 @@
 import type { Node, Pod, Service } from "kubernetes-types/core/v1.d.ts";
 import type { KubeClient } from "../../daemon/k8s/client.ts";
 import { NAMESPACES, NETWORK_POLICIES, NODES, PODS, SERVICES } from "../../daemon/k8s/resources.ts";
+import { NETWORK_STATUS_ANNOTATION } from "../../daemon/multivif/selections.ts";
 import type { PodExec } from "../pod_exec.ts";
 import {
   allowClients,
@@ -138,8 +139,23 @@ async function runCheck(d: ConnectivityDeps, c: Check): Promise<CheckResult> {
   }
 }
 
-function testPodOf(p: Pod): TestPod {
+/** A pod's addresses on `network` (`NS/NAME`), from its network-status annotation. */
+export function networkAddresses(p: Pod, network: string): string[] {
+  try {
+    const entries = JSON.parse(p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? "[]") as {
+      name?: string;
+      default?: boolean;
+      ips?: string[];
+    }[];
+    return entries.find((e) => !e.default && e.name === network)?.ips ?? [];
+  } catch {
+    return [];
+  }
+}
+
+function testPodOf(p: Pod, network?: string): TestPod {
   return {
+    ...(network ? { networkIps: networkAddresses(p, network) } : {}),
     name: p.metadata?.name ?? "",
     node: p.spec?.nodeName ?? "",
     hostNetwork: p.spec?.hostNetwork ?? false,
@@ -158,7 +174,7 @@ function testPodOf(p: Pod): TestPod {
  */
 export async function runConnectivityTest(
   d: ConnectivityDeps,
-  options: { tests: TestName[]; external: string[] },
+  options: { tests: TestName[]; external: string[]; network?: string },
 ): Promise<ConnectivityRun> {
   const out: ConnectivityRun = { namespace: d.namespace, results: [] };
   const nodes = (await d.client.listAll<Node>(NODES, {})).items
@@ -166,10 +182,10 @@ export async function runConnectivityTest(
   await d.client.create(NAMESPACES, testNamespace(d.namespace));
   d.progress(`connectivity-test: namespace ${d.namespace}, ${nodes.length} nodes`);
   try {
-    const pods = nodes.flatMap((n, i) => testPods(d.namespace, n, i, d.image));
+    const pods = nodes.flatMap((n, i) => testPods(d.namespace, n, i, d.image, options.network));
     for (const p of pods) await d.client.create(PODS, p, d.signal);
     for (const s of testServices(d.namespace)) await d.client.create(SERVICES, s, d.signal);
-    const running = (await waitForPods(d, pods.length)).map(testPodOf);
+    const running = (await waitForPods(d, pods.length)).map((p) => testPodOf(p, options.network));
     const services = await Promise.all(
       testServices(d.namespace).map((s) =>
         d.client.get<Service>(SERVICES, d.namespace, s.metadata!.name!)
@@ -184,6 +200,7 @@ export async function runConnectivityTest(
       nodePort,
       tests: options.tests,
       external: options.external,
+      network: options.network,
     });
     // A deny check passes only for a pair that connected before the policy: a pair that cannot
     // connect at all (a broken node) must not pass as "blocked".

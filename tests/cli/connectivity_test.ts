@@ -39,7 +39,10 @@ class ModelExec implements PodExec {
     const pods = (await this.client.listAll<Pod>(PODS, { namespace: pod.namespace })).items;
     const from = pods.find((p) => p.metadata?.name === pod.name)!;
     const to = pods.find((p) => p.status?.podIP === target && !p.spec?.hostNetwork) ??
-      pods.find((p) => p.status?.podIP === target);
+      pods.find((p) => p.status?.podIP === target) ??
+      pods.find((p) =>
+        p.metadata?.annotations?.["k8s.v1.cni.cncf.io/network-status"]?.includes(`"${target}"`)
+      );
     const service = target.startsWith("10.96.");
     if (this.broken.has(from.spec!.nodeName!)) return fail("dial tcp: i/o timeout");
     if (to && this.broken.has(to.spec!.nodeName!)) return fail("dial tcp: i/o timeout");
@@ -73,6 +76,14 @@ async function kubelet(client: KubeClient, stop: AbortSignal): Promise<void> {
       }
       const i = Number(/ct-node(\d+)/.exec(p.spec!.nodeName!)![1]) - 1;
       const ip = p.spec?.hostNetwork ? nodeIp(i) : `10.244.${i}.${next++}`;
+      const nad = p.metadata.annotations?.["k8s.v1.cni.cncf.io/networks"];
+      const status = [
+        { name: "ferry", default: true, ips: [ip] },
+        ...(nad ? [{ name: nad, ips: [`10.99.${i}.${next++}`] }] : []),
+      ];
+      await client.patchMerge(PODS, p.metadata.namespace, p.metadata.name!, {
+        metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": JSON.stringify(status) } },
+      });
       await client.patchMerge(PODS, p.metadata.namespace, p.metadata.name!, {
         status: {
           phase: "Running",
@@ -216,3 +227,29 @@ Deno.test("connectivity-test whose pods never become ready says which and where,
     );
     assertEquals(await testNamespaces(client), []);
   }, { kubelet: false }));
+
+Deno.test("connectivity-test --network checks pod→pod over the NAD's addresses too", () =>
+  withCluster(async (kubeconfig, client, exec) => {
+    const r = await ferry([
+      "connectivity-test",
+      "--network",
+      "default/macv",
+      "--test",
+      "network",
+      "--json",
+      "--kubeconfig",
+      kubeconfig,
+    ], exec);
+    assertEquals(r.code, 0, r.err);
+    const summary = JSON.parse(r.out);
+    assertEquals(summary.passed, NODES_N * 2, "a→b on each node and a→next node's a");
+    for (const c of summary.checks) assertMatch(c.to.address, /^10\.99\./, JSON.stringify(c));
+    const annotated = (await client.listAll<Pod>(PODS, {})).items.filter((p) =>
+      p.metadata?.annotations?.["k8s.v1.cni.cncf.io/networks"] === "default/macv"
+    );
+    assertEquals(annotated.length, NODES_N * 2, "the -a and -b pods asked for the NAD");
+    assertEquals(await testNamespaces(client), [], "the namespace is deleted");
+    const bad = await ferry(["connectivity-test", "--network", "macv"], exec);
+    assertEquals(bad.code, 2);
+    assertMatch(bad.err, /--network macv: a NetworkAttachmentDefinition as NS\/NAME/);
+  }));
