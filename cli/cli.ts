@@ -35,7 +35,7 @@ commands:
                             routes, records, and Ferry's objects and Events (exit 1 when a part
                             could not be collected; the manifest says which)
   connectivity-test [--test NAME]... [--external IP:PORT]... [--network NS/NAME]
-                    [--image IMAGE] [--json]
+                    [--wait-repair SECONDS] [--image IMAGE] [--json]
                             test pods on every node in a namespace of its own, then pod↔pod,
                             node↔pod, Services, NetworkPolicy and outside checks; exit 1 naming
                             the nodes failures involve. Tests: ${Object.keys(TESTS).join(", ")}
@@ -85,7 +85,13 @@ export interface CliArgs {
   /** `sysdump --file`. */
   file?: string;
   /** `connectivity-test`'s flags. */
-  connectivity: { tests: TestName[]; external: string[]; image: string; network?: string };
+  connectivity: {
+    tests: TestName[];
+    external: string[];
+    image: string;
+    network?: string;
+    waitRepairSeconds: number;
+  };
   /** Help asked for. */
   help: boolean;
 }
@@ -123,6 +129,7 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
       "external",
       "node",
       "network",
+      "wait-repair",
     ],
     collect: ["test", "external", "node"],
     boolean: ["json", "help"],
@@ -138,6 +145,10 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
   }
   if (f.network !== undefined && !/^[a-z0-9][a-z0-9.-]*\/[a-z0-9][a-z0-9.-]*$/.test(f.network)) {
     throw new UsageError(`--network ${f.network}: a NetworkAttachmentDefinition as NS/NAME`);
+  }
+  const waitRepairSeconds = Number(f["wait-repair"] ?? 0);
+  if (!Number.isFinite(waitRepairSeconds) || waitRepairSeconds < 0) {
+    throw new UsageError(`--wait-repair ${f["wait-repair"]}: seconds, 0 or more`);
   }
   const tests = (f.test as string[]).flatMap((t) => t.split(","));
   const unknownTest = tests.find((t) => !(t in TESTS));
@@ -162,6 +173,7 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
       external: f.external as string[],
       image: f.image ?? DEFAULT_IMAGE,
       network: f.network,
+      waitRepairSeconds,
     },
     help: f.help,
   };
@@ -231,6 +243,7 @@ async function connectivityTest(a: CliArgs, client: KubeClient, d: CliDeps): Pro
     readyTimeoutMs: 180_000,
     connectTimeoutSeconds: 3,
     policyWaitMs: 10_000,
+    repairWaitMs: a.connectivity.waitRepairSeconds * 1000,
   }, a.connectivity);
   d.out(a.json ? summaryJson(run) : summaryText(run));
   if (run.error === "interrupted") return 130;

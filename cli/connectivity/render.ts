@@ -17,6 +17,9 @@ function route(c: Check): string {
 }
 
 function outcome(r: CheckResult): string {
+  if (r.repaired) {
+    return `ok, repaired after ${(r.repaired.afterMs / 1000).toFixed(1)} s (${r.repaired.failure})`;
+  }
   return r.ok ? `ok ${r.ms} ms` : `FAILED ${r.ms} ms: ${r.reason}`;
 }
 
@@ -53,7 +56,9 @@ export function summaryLine(run: ConnectivityRun): string {
       nodes.map((n) => `${n.node} (${n.failures} of ${failed.length})`).join(", ")
     }`
     : "";
-  return `${head}${tail}${run.error ? `; stopped: ${run.error}` : ""}`;
+  const repaired = run.results.filter((r) => r.repaired).length;
+  const repairs = repaired ? `; ${repaired} repaired while waiting` : "";
+  return `${head}${repairs}${tail}${run.error ? `; stopped: ${run.error}` : ""}`;
 }
 
 /** The summary table, then the summary line. */
@@ -90,6 +95,7 @@ export function summaryJson(run: ConnectivityRun): string {
         ok: r.ok,
         ms: r.ms,
         reason: r.reason,
+        repaired: r.repaired,
       })),
     },
     null,

@@ -34,6 +34,8 @@ export interface CheckResult {
   ms: number;
   /** Why it failed. */
   reason?: string;
+  /** It failed first and passed within `--wait-repair`: how long that took, and the failure. */
+  repaired?: { afterMs: number; failure: string };
 }
 
 /** What the run needs. */
@@ -60,6 +62,8 @@ export interface ConnectivityDeps {
   connectTimeoutSeconds: number;
   /** How long a NetworkPolicy may take to be enforced on every node. */
   policyWaitMs: number;
+  /** How long a failed check is tried again, waiting for Ferry to repair the fault (0: never). */
+  repairWaitMs: number;
 }
 
 /** The run's outcome. */
@@ -120,22 +124,31 @@ async function attempt(
   return { connected: r.code === 0, why: (r.stderr || r.stdout).trim().split("\n").at(-1) ?? "" };
 }
 
-/** Runs one check; policy checks retry until the policy is in force or `policyWaitMs` passed. */
+/**
+ * Runs one check. Policy checks retry until the policy is in force or `policyWaitMs` passed; other
+ * checks that fail retry for `repairWaitMs` (the operator's `--wait-repair`), and one that then
+ * passes is reported as repaired, with when.
+ */
 async function runCheck(d: ConnectivityDeps, c: Check): Promise<CheckResult> {
   const start = d.now();
   const policy = c.test === "policy-deny" || c.test === "policy-allow";
+  const bound = policy ? d.policyWaitMs : d.repairWaitMs;
+  let firstFailure: string | undefined;
   for (;;) {
     const { connected, why } = await attempt(d, c);
     const ok = connected === (c.expect === "connect");
     const ms = d.now() - start;
-    if (ok) return { check: c, ok, ms };
-    if (!policy || ms >= d.policyWaitMs) {
-      const reason = c.expect === "connect"
-        ? `no connection: ${why || "refused or timed out"}`
-        : `connected although denied (after ${Math.round(ms / 1000)} s)`;
-      return { check: c, ok, ms, reason };
+    if (ok) {
+      return firstFailure && !policy
+        ? { check: c, ok, ms, repaired: { afterMs: ms, failure: firstFailure } }
+        : { check: c, ok, ms };
     }
-    await d.wait(200, d.signal);
+    const reason = c.expect === "connect"
+      ? `no connection: ${why || "refused or timed out"}`
+      : `connected although denied (after ${Math.round(ms / 1000)} s)`;
+    firstFailure ??= reason;
+    if (ms >= bound) return { check: c, ok, ms, reason };
+    await d.wait(policy ? 200 : 1000, d.signal);
   }
 }
 

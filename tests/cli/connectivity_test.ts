@@ -24,6 +24,8 @@ const nodeIp = (i: number) => `192.0.2.${i + 10}`;
 /** The network model: pods by address, broken nodes, and the namespace's policies. */
 class ModelExec implements PodExec {
   readonly broken = new Set<string>();
+  /** Nodes broken for their next N connection attempts, then repaired (as Ferry repairs). */
+  readonly brokenFor = new Map<string, number>();
   constructor(readonly client: KubeClient) {}
 
   /** The run's namespace, as the first check found it. */
@@ -44,6 +46,13 @@ class ModelExec implements PodExec {
         p.metadata?.annotations?.["k8s.v1.cni.cncf.io/network-status"]?.includes(`"${target}"`)
       );
     const service = target.startsWith("10.96.");
+    for (const node of [from.spec!.nodeName!, to?.spec?.nodeName].filter((n) => n)) {
+      const left = this.brokenFor.get(node!) ?? 0;
+      if (left > 0) {
+        this.brokenFor.set(node!, left - 1);
+        return fail("dial tcp: i/o timeout");
+      }
+    }
     if (this.broken.has(from.spec!.nodeName!)) return fail("dial tcp: i/o timeout");
     if (to && this.broken.has(to.spec!.nodeName!)) return fail("dial tcp: i/o timeout");
     if (!to && !service) return fail("dial tcp: no route to host");
@@ -252,4 +261,21 @@ Deno.test("connectivity-test --network checks pod→pod over the NAD's addresses
     const bad = await ferry(["connectivity-test", "--network", "macv"], exec);
     assertEquals(bad.code, 2);
     assertMatch(bad.err, /--network macv: a NetworkAttachmentDefinition as NS\/NAME/);
+  }));
+
+Deno.test("connectivity-test --wait-repair shows a fault Ferry repaired, and how long it took", () =>
+  withCluster(async (kubeconfig, _client, exec) => {
+    exec.brokenFor.set("ct-node3", 2);
+    const args = ["connectivity-test", "--test", "pod-pod-cross-node", "--kubeconfig", kubeconfig];
+    const r = await ferry([...args, "--wait-repair", "30"], exec);
+    assertEquals(r.code, 0, r.err);
+    assertMatch(
+      r.err,
+      /pod→pod across nodes ct-1-a \(ct-node2\) → ct-2-a \(ct-node3\) \S+ … ok, repaired after \d+\.\d s \(no connection: dial tcp: i\/o timeout\)/,
+    );
+    assertMatch(r.out, /3 checks: 3 passed, 0 failed; 1 repaired while waiting\n$/);
+    exec.brokenFor.set("ct-node3", 1);
+    const without = await ferry(args, exec);
+    assertEquals(without.code, 1, "without --wait-repair the fault is a failure");
+    assertMatch(without.out, /1 failed; failures involve ct-node2 \(1 of 1\), ct-node3 \(1 of 1\)/);
   }));
