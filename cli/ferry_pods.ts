@@ -18,6 +18,15 @@ export const FERRY_SELECTOR = "app.kubernetes.io/name=ferry";
 /** The container of the daemon in Ferry's pod. */
 export const FERRY_CONTAINER = "ferry";
 
+/**
+ * How the scripts run in the image: the daemon's flags (its V8 tuning aside) and, as its
+ * entrypoint, only what the image has cached (its root filesystem is read-only, nothing is fetched).
+ */
+const NODE_RUN_FLAGS = [
+  ...DAEMON_RUN_FLAGS.filter((f) => !f.startsWith("--v8-flags")),
+  "--cached-only",
+];
+
 /** The DaemonSet's name. */
 export const FERRY_DAEMONSET = "ferry";
 
@@ -33,7 +42,7 @@ export function nodeReportArgv(): string[] {
   return [
     IMAGE_DENO,
     "run",
-    ...DAEMON_RUN_FLAGS.filter((f) => !f.startsWith("--v8-flags")),
+    ...NODE_RUN_FLAGS,
     `${IMAGE_WORKDIR}/daemon/tools/node_report.ts`,
     "stats",
     `--config=${NODE_CONFIG_FILE}`,
@@ -45,7 +54,7 @@ export function nodeDumpArgv(): string[] {
   return [
     IMAGE_DENO,
     "run",
-    ...DAEMON_RUN_FLAGS.filter((f) => !f.startsWith("--v8-flags")),
+    ...NODE_RUN_FLAGS,
     `${IMAGE_WORKDIR}/daemon/tools/node_dump.ts`,
     `--config=${NODE_CONFIG_FILE}`,
   ];
