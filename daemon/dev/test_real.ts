@@ -23,6 +23,8 @@ export const KUBE_FACING_TESTS = [
   "tests/integration/multi_network_policy_test.ts",
   "tests/integration/network_policy_table_test.ts",
   "tests/deploy/",
+  "tests/cli/status_test.ts",
+  "tests/cli/sysdump_test.ts",
 ];
 
 if (import.meta.main) {

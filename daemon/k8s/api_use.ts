@@ -117,3 +117,151 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "ipam pool/auto: claim a block, record its allocations, give an empty one back",
   },
 ];
+
+/** One kind of access of the operator's `kubectl ferry`, and where it applies. */
+export interface OperatorApiUse extends ApiUse {
+  /**
+   * The whole cluster (ClusterRole `ferry-operator`), Ferry's namespace only (Role
+   * `ferry-operator`), or what `connectivity-test` does in the namespace it creates (ClusterRole
+   * `ferry-connectivity-test`: the namespace's name is chosen at run time).
+   */
+  scope: "cluster" | "ferry-namespace" | "connectivity-test";
+}
+
+/**
+ * What `kubectl ferry` (`cli/`) does with the API, with the operator's credentials: the
+ * ClusterRole and Role `ferry-operator` in `deploy/base/rbac.yaml` grant exactly this, for an
+ * administrator to bind to the people who run it. Nothing is granted to tenants: what needs a node
+ * is read through Ferry's pods with `exec`, in Ferry's namespace only.
+ */
+export const OPERATOR_API_USE: OperatorApiUse[] = [
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: every node, its podCIDRs; ipam check; sysdump",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: the addresses pods use per node; ipam check; policy explain",
+  },
+  {
+    group: "",
+    resource: "events",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: Warning Events on nodes, Ferry's pods and the pods Ferry reported on; sysdump",
+  },
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "policy explain: namespace labels",
+  },
+  {
+    group: "networking.k8s.io",
+    resource: "networkpolicies",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "policy explain",
+  },
+  {
+    group: "ferry.dev",
+    resource: "ippools",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "ipam check; sysdump",
+  },
+  {
+    group: "ferry.dev",
+    resource: "ipblocks",
+    verbs: ["list"],
+    scope: "cluster",
+    why: "status: blocks per node (pool IPAM); ipam check; sysdump",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "kubectl exec reads the Ferry pod it runs in",
+  },
+  {
+    group: "",
+    resource: "pods/exec",
+    // create: kubectl's SPDY exec (a POST); get: its WebSocket exec (a GET upgrade) on servers
+    // before 1.35, which authorize that as get.
+    verbs: ["create", "get"],
+    scope: "ferry-namespace",
+    why: "status and sysdump: each node's /v1/stats and state, read through its Ferry pod " +
+      "(daemon/tools/node_report.ts, node_dump.ts)",
+  },
+  {
+    group: "",
+    resource: "configmaps",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "status: the routing mode in Ferry's config (ferry-config); sysdump",
+  },
+  {
+    group: "",
+    resource: "pods/log",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "sysdump: the daemons' logs (kubectl logs)",
+  },
+  {
+    group: "apps",
+    resource: "daemonsets",
+    verbs: ["get"],
+    scope: "ferry-namespace",
+    why: "sysdump: Ferry's DaemonSet",
+  },
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["create", "delete"],
+    scope: "connectivity-test",
+    why: "connectivity-test: its own namespace, deleted at the end (with everything in it)",
+  },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["list"],
+    scope: "connectivity-test",
+    why: "connectivity-test: a test pod on every node",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["create", "list"],
+    scope: "connectivity-test",
+    why: "connectivity-test: the test pods, and whether they run",
+  },
+  {
+    group: "",
+    resource: "pods/exec",
+    verbs: ["create", "get"],
+    scope: "connectivity-test",
+    why: "connectivity-test: each check connects from a test pod",
+  },
+  {
+    group: "",
+    resource: "services",
+    verbs: ["create", "get"],
+    scope: "connectivity-test",
+    why: "connectivity-test: the ClusterIP and NodePort Services, and their addresses",
+  },
+  {
+    group: "networking.k8s.io",
+    resource: "networkpolicies",
+    verbs: ["create"],
+    scope: "connectivity-test",
+    why: "connectivity-test: the deny-all and allow policies",
+  },
+];

@@ -61,7 +61,8 @@ export function fileToken(
 }
 
 /**
- * Reads a kubeconfig file's current context into a connection config.
+ * Reads a kubeconfig file's current context (or the context `options.context` names) into a
+ * connection config.
  *
  * `insecure-skip-tls-verify` is refused unless `allowInsecureTls` is given; even then Deno checks
  * certificates unless the process runs with `--unsafely-ignore-certificate-errors` (Deno has no
@@ -76,7 +77,7 @@ export function fileToken(
  */
 export async function loadKubeconfig(
   path: string,
-  options: { allowInsecureTls?: boolean } = {},
+  options: { allowInsecureTls?: boolean; context?: string } = {},
 ): Promise<ConnectionConfig> {
   let raw: RawKubeconfig;
   try {
@@ -95,7 +96,12 @@ export async function loadKubeconfig(
       ? await Deno.readTextFile(resolve(file))
       : undefined;
 
-  const context = pick(raw.contexts, raw["current-context"], "context", "context");
+  const context = pick(
+    raw.contexts,
+    options.context ?? raw["current-context"],
+    "context",
+    "context",
+  );
   const cluster = pick(raw.clusters, context.cluster as string, "cluster", "cluster");
   const user = pick(raw.users, context.user as string, "user", "user");
   if (cluster["insecure-skip-tls-verify"] && !options.allowInsecureTls) {

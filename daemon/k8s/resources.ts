@@ -107,6 +107,32 @@ export const CRDS: ResourceType = {
   namespaced: false,
 };
 
+/** ConfigMaps (Ferry's config, `ferry-config`, read by `kubectl ferry`). */
+export const CONFIGMAPS: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "configmaps",
+  kind: "ConfigMap",
+  namespaced: true,
+};
+/** apps/v1 DaemonSets (Ferry's own, read by `kubectl ferry`). */
+export const DAEMONSETS: ResourceType = {
+  group: "apps",
+  version: "v1",
+  plural: "daemonsets",
+  kind: "DaemonSet",
+  namespaced: true,
+};
+
+/** Services (`kubectl ferry connectivity-test`'s ClusterIP and NodePort). */
+export const SERVICES: ResourceType = {
+  group: "",
+  version: "v1",
+  plural: "services",
+  kind: "Service",
+  namespaced: true,
+};
+
 /** The `apiVersion` of a resource type's objects. */
 export function apiVersionOf(rt: ResourceType): string {
   return rt.group ? `${rt.group}/${rt.version}` : rt.version;

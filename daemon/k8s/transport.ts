@@ -47,6 +47,8 @@ export interface ConnectionConfig {
   clientKey?: string;
   /** Returns the bearer token to send, if any (called per request). */
   token?: () => Promise<string | undefined>;
+  /** A unix socket every request goes through, `server` being then `http://localhost` (kubectl proxy). */
+  unixSocket?: string;
 }
 
 function queryString(query: KubeRequest["query"]): string {
@@ -90,6 +92,7 @@ export class HttpTransport implements KubeTransport {
     // daemon's descriptors do not stay at the size of its largest burst.
     const options: Deno.CreateHttpClientOptions = { poolMaxIdlePerHost: 4 };
     if (config.caCert) options.caCerts = [config.caCert];
+    if (config.unixSocket) options.proxy = { transport: "unix", path: config.unixSocket };
     this.#client = config.clientCert && config.clientKey
       ? Deno.createHttpClient({ ...options, cert: config.clientCert, key: config.clientKey })
       : Deno.createHttpClient(options);

@@ -92,36 +92,21 @@ export function reportText(state: ClusterState, findings: Finding[]): string {
     findings.map((f) => `  ${f.kind}: ${f.message}\n`).join("");
 }
 
-if (import.meta.main) {
-  const flags = parseArgs(Deno.args, {
-    string: ["kubeconfig"],
-    boolean: ["json", "help"],
-    unknown: (arg: string) => {
-      console.error(`ipam-check: unknown argument ${arg}`);
-      Deno.exit(2);
-    },
-  });
-  if (flags.help) {
-    console.log("usage: deno task ipam-check [--kubeconfig FILE] [--json]");
-    Deno.exit(0);
-  }
+/**
+ * Runs the check on `client` and prints its report (JSON with `json`); returns the exit status:
+ * 1 with findings, 0 without, 2 when the cluster cannot be read. `deno task ipam-check` and
+ * `kubectl ferry ipam check` both run this.
+ */
+export async function runIpamCheck(client: KubeClient, json: boolean): Promise<number> {
   let state: ClusterState;
   try {
-    const conn = flags.kubeconfig
-      ? await loadKubeconfig(flags.kubeconfig)
-      : await inClusterConfig();
-    const transport = new HttpTransport(conn);
-    try {
-      state = await readClusterState(new KubeClient(transport));
-    } finally {
-      transport.close();
-    }
+    state = await readClusterState(client);
   } catch (e) {
     console.error(`ipam-check: cannot read the cluster: ${e instanceof Error ? e.message : e}`);
-    Deno.exit(2);
+    return 2;
   }
   const findings = clusterFindings(state);
-  if (flags.json) {
+  if (json) {
     console.log(JSON.stringify(
       {
         checked: {
@@ -138,5 +123,33 @@ if (import.meta.main) {
   } else {
     Deno.stdout.writeSync(new TextEncoder().encode(reportText(state, findings)));
   }
-  Deno.exit(findings.length ? 1 : 0);
+  return findings.length ? 1 : 0;
+}
+
+if (import.meta.main) {
+  const flags = parseArgs(Deno.args, {
+    string: ["kubeconfig"],
+    boolean: ["json", "help"],
+    unknown: (arg: string) => {
+      console.error(`ipam-check: unknown argument ${arg}`);
+      Deno.exit(2);
+    },
+  });
+  if (flags.help) {
+    console.log("usage: deno task ipam-check [--kubeconfig FILE] [--json]");
+    Deno.exit(0);
+  }
+  let transport: HttpTransport;
+  try {
+    const conn = flags.kubeconfig
+      ? await loadKubeconfig(flags.kubeconfig)
+      : await inClusterConfig();
+    transport = new HttpTransport(conn);
+  } catch (e) {
+    console.error(`ipam-check: cannot read the cluster: ${e instanceof Error ? e.message : e}`);
+    Deno.exit(2);
+  }
+  const code = await runIpamCheck(new KubeClient(transport), flags.json);
+  transport.close();
+  Deno.exit(code);
 }

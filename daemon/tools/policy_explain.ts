@@ -52,37 +52,49 @@ function endpoint(view: PolicyView, text: string): PolicyPod | string {
   return pod;
 }
 
-if (import.meta.main) {
-  const flags = parseArgs(Deno.args, { string: ["pod", "to", "from", "port", "kubeconfig"] });
-  if (!flags.pod) {
-    console.error(
-      "usage: policy-explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]",
-    );
-    Deno.exit(2);
+/** What `policy explain` is asked. */
+export interface ExplainQuestion {
+  /** `NS/NAME` of the pod. */
+  pod?: string;
+  /** Where it connects to: `NS/NAME` or an address. */
+  to?: string;
+  /** Where a connection to it comes from: `NS/NAME` or an address. */
+  from?: string;
+  /** `PORT[/PROTO]`. */
+  port?: string;
+}
+
+/** The usage line. */
+export const POLICY_EXPLAIN_USAGE =
+  "usage: policy-explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]";
+
+/**
+ * Answers `q` from the cluster `client` reads and prints the answer; returns the exit status: 0
+ * when allowed (or when only the selection was asked), 1 when denied, 2 on a bad question or an
+ * unreadable cluster. `deno task policy-explain` and `kubectl ferry policy explain` both run this.
+ */
+export async function runPolicyExplain(client: KubeClient, q: ExplainQuestion): Promise<number> {
+  if (!q.pod) {
+    console.error(POLICY_EXPLAIN_USAGE);
+    return 2;
   }
   try {
-    const conn = flags.kubeconfig
-      ? await loadKubeconfig(flags.kubeconfig)
-      : await inClusterConfig();
-    const client = new KubeClient(new HttpTransport(conn));
     const view = await readPolicyView(client);
-    const pod = endpoint(view, flags.pod);
+    const pod = endpoint(view, q.pod);
     if (typeof pod === "string") throw new Error("--pod names a pod: NS/NAME");
     const selecting = view.policies.filter((p) => policySelects(p, pod));
     console.log(
       selecting.length
-        ? `${flags.pod} is selected by: ${
+        ? `${q.pod} is selected by: ${
           selecting.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`).join(", ")
         }`
-        : `${flags.pod} is selected by no NetworkPolicy (open both ways)`,
+        : `${q.pod} is selected by no NetworkPolicy (open both ways)`,
     );
-    if (!flags.to && !flags.from) Deno.exit(0);
-    const [portText, protoText] = (flags.port ?? "").split("/");
+    if (!q.to && !q.from) return 0;
+    const [portText, protoText] = (q.port ?? "").split("/");
     const protocol = (protoText ?? "TCP").toUpperCase() as Protocol;
     const port = portText ? Number(portText) : undefined;
-    const [from, to] = flags.to
-      ? [pod, endpoint(view, flags.to)]
-      : [endpoint(view, flags.from!), pod];
+    const [from, to] = q.to ? [pod, endpoint(view, q.to)] : [endpoint(view, q.from!), pod];
     const e = explain(view, from, to, protocol, port);
     if (e.egress) {
       console.log(`egress:  ${e.egress.allowed ? "allowed" : "denied"}: ${e.egress.why}`);
@@ -91,7 +103,24 @@ if (import.meta.main) {
       console.log(`ingress: ${e.ingress.allowed ? "allowed" : "denied"}: ${e.ingress.why}`);
     }
     console.log(e.allowed ? "ALLOWED" : "DENIED");
-    Deno.exit(e.allowed ? 0 : 1);
+    return e.allowed ? 0 : 1;
+  } catch (e) {
+    console.error(`policy-explain: ${e instanceof Error ? e.message : e}`);
+    return 2;
+  }
+}
+
+if (import.meta.main) {
+  const flags = parseArgs(Deno.args, { string: ["pod", "to", "from", "port", "kubeconfig"] });
+  if (!flags.pod) {
+    console.error(POLICY_EXPLAIN_USAGE);
+    Deno.exit(2);
+  }
+  try {
+    const conn = flags.kubeconfig
+      ? await loadKubeconfig(flags.kubeconfig)
+      : await inClusterConfig();
+    Deno.exit(await runPolicyExplain(new KubeClient(new HttpTransport(conn)), flags));
   } catch (e) {
     console.error(`policy-explain: ${e instanceof Error ? e.message : e}`);
     Deno.exit(2);

@@ -33,7 +33,9 @@
  */
 import type { KubeObject } from "../../k8s/client.ts";
 import {
+  CONFIGMAPS,
   CRDS,
+  DAEMONSETS,
   EVENTS,
   LEASES,
   NAMESPACES,
@@ -41,6 +43,7 @@ import {
   NODES,
   PODS,
   type ResourceType,
+  SERVICES,
 } from "../../k8s/resources.ts";
 import { type AnswerView, answerView, checkView, viewed, viewedListType } from "./media.ts";
 import { applyMergePatch } from "./merge_patch.ts";
@@ -100,6 +103,9 @@ const BUILTIN = [
   LEASES,
   NETWORK_POLICIES,
   { ...EVENTS, group: "events.k8s.io" },
+  CONFIGMAPS,
+  DAEMONSETS,
+  SERVICES,
 ];
 
 interface OpenWatch {

@@ -88,3 +88,30 @@ Deno.test("in-cluster config uses the service host, the mounted CA, and re-reads
       "not in a cluster",
     );
   }));
+
+Deno.test("a context named by the caller is used instead of the current one (kubectl --context)", () =>
+  withTempDir(async (dir) => {
+    await Deno.writeTextFile(
+      `${dir}/config`,
+      `
+current-context: a
+contexts:
+  - {name: a, context: {cluster: ca, user: u}}
+  - {name: b, context: {cluster: cb, user: u}}
+clusters:
+  - {name: ca, cluster: {server: "https://a:6443"}}
+  - {name: cb, cluster: {server: "https://b:6443"}}
+users: [{name: u, user: {token: t}}]
+`,
+    );
+    assertEquals((await loadKubeconfig(`${dir}/config`)).server, "https://a:6443");
+    assertEquals(
+      (await loadKubeconfig(`${dir}/config`, { context: "b" })).server,
+      "https://b:6443",
+    );
+    await assertRejects(
+      () => loadKubeconfig(`${dir}/config`, { context: "c" }),
+      KubeconfigError,
+      'no context named "c"',
+    );
+  }));
