@@ -99,7 +99,9 @@ Deno.test("issue #42 item 3: an IPAM whose addresses cannot be checked before AD
   // With the default allowedTypes ["*"], `ipam: {type: "dhcp"}` is accepted; the address comes from
   // a DHCP server on the tenant's own network (e.g. a pod of the tenant on the same macvlan), so it
   // can be any address of Ferry's pod ranges, and nothing checks the plugin's result after ADD
-  // (the guard runs before; no overlap check on `result.ips`). Secure behaviour: refuse an IPAM
+  // (the guard runs before; no overlap check on `result.ips`). With the delegated bridge plugin
+  // and `isGateway: true`, the DHCP-given gateway (say 10.244.1.1/24) even goes on the tenant's
+  // bridge in the node's namespace, a second connected route for Ferry's range. Secure behaviour: refuse an IPAM
   // type the guard cannot read addresses from, or check the result's addresses after ADD (then
   // move this test to the ADD path).
   const message = await refused([{ type: "macvlan", master: "eth0", ipam: { type: "dhcp" } }]);
