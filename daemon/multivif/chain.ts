@@ -61,6 +61,9 @@ export async function plugChain(
       ran.push(i);
       result = plugged.result;
     }
+    // What the plugins decided at ADD (a DHCP lease, an IPAM Ferry does not read) is checked now.
+    const why = result && a.checkResult?.(result);
+    if (why) throw new CniError(CNI_ERROR.INVALID_CONFIG, `refused: ${why}`);
   } catch (e) {
     const partial: Attachment = {
       ...key,

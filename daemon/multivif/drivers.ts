@@ -11,7 +11,8 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
 import type { RegisteredPod } from "../service/registry.ts";
 import type { NadCache } from "./nad_cache.ts";
-import { guardNadPlugins, type NadGuard } from "./nad_guard.ts";
+import { guardNadPlugins, type NadGuard, resultRefusal } from "./nad_guard.ts";
+import { foldKey } from "./json_keys.ts";
 import {
   DEFAULT_NETWORK_ANNOTATION,
   interfaceNames,
@@ -30,6 +31,11 @@ export interface RequestedAttachment {
   plugins: NetConf[];
   /** Gateways the pod's default route should go through on this interface (`default-route`). */
   defaultRoute?: string[];
+  /**
+   * Why the chain's result may not stand (an address it got at ADD in Ferry's pod ranges), or
+   * undefined; the attachment is undone when it says why (the NAD guard's `resultRefusal`).
+   */
+  checkResult?: (result: unknown) => string | undefined;
 }
 
 /** A multi-VIF driver. */
@@ -89,10 +95,15 @@ export interface NpwgDeps {
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
 
+/** Keys (folded) only the runtime sets; a NAD's own are dropped (and `plugins`, the list's). */
+const RUNTIME_KEYS = new Set(["runtimeconfig", "prevresult", "plugins"]);
+
 /**
  * The plugins of a NAD config (single or conflist), each a complete config: `cniVersion` and
  * `name` inherited from the list (or the NAD's name), runtimeConfig from the selection for the
- * capabilities a plugin declares, `cni-args` as `args.cni`.
+ * capabilities a plugin declares (a NAD's own `runtimeConfig` and `prevResult` are dropped: they
+ * are the runtime's to give, and would hand a plugin ranges or port mappings nobody checked),
+ * `cni-args` as `args.cni`.
  *
  * @throws {CniError} code 7 naming the pod and the NAD.
  */
@@ -128,14 +139,16 @@ export function nadPlugins(
       throw fail(`plugin ${i} has no type`);
     }
     if (p.type === "ferry") throw fail("a NAD cannot delegate to Ferry itself");
-    const { plugins: _, ...rest } = p;
+    // What the runtime alone may hand a plugin (runtimeConfig, prevResult) is never taken from
+    // the tenant's config, in whatever case a Go plugin would read the key.
+    const rest = Object.fromEntries(
+      Object.entries(p).filter(([k]) => !RUNTIME_KEYS.has(foldKey(k))),
+    );
     const conf: Record<string, unknown> = { ...rest, cniVersion, name, type: p.type };
     const caps = isObject(p.capabilities) ? p.capabilities : {};
     const rc: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(runtime)) if (caps[k] === true) rc[k] = v;
-    if (Object.keys(rc).length) {
-      conf.runtimeConfig = { ...(isObject(p.runtimeConfig) ? p.runtimeConfig : {}), ...rc };
-    }
+    if (Object.keys(rc).length) conf.runtimeConfig = rc;
     if (selection.cniArgs) {
       const args = isObject(p.args) ? p.args : {};
       conf.args = {
@@ -243,6 +256,8 @@ export class NpwgDriver implements MultiVifDriver {
         : nadPlugins(text, nad, s, podName),
     };
     if (s.defaultRoute?.length) attachment.defaultRoute = s.defaultRoute;
+    const guard = this.#d.guard;
+    if (guard) attachment.checkResult = (result) => resultRefusal(result, () => guard.ranges());
     return attachment;
   }
 

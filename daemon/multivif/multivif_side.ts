@@ -26,6 +26,39 @@ export interface MultiVifSideDeps {
 }
 
 /**
+ * The ranges no NAD may overlap: this node's, every pool's, every node's podCIDRs, local mode's
+ * subnets. Before the node's watches have delivered their first lists the other nodes' and pools'
+ * ranges are not known, so a NAD cannot be checked yet: code 11, and the runtime tries again.
+ *
+ * @throws {CniError} code 11 before the watches have synced.
+ * @example
+ * ```ts
+ * ferryPodRanges(kube, config, () => network.subnets()); // ["10.244.1.0/24", ...]
+ * ```
+ */
+export function ferryPodRanges(
+  kube: Pick<KubeSide, "watcher" | "pools" | "nodes">,
+  config: DaemonConfig,
+  localSubnets: () => string[],
+): string[] {
+  if (!kube.watcher.synced) {
+    throw new CniError(
+      CNI_ERROR.TRY_AGAIN_LATER,
+      "Ferry's pod ranges are not all known yet (the node's watches have not listed): " +
+        "a NetworkAttachmentDefinition is not checked, nor plugged, before they are",
+    );
+  }
+  return [
+    ...localSubnets(),
+    ...(kube.pools?.poolCidrs() ?? []),
+    ...(kube.nodes?.list().flatMap((n) => n.podCIDRs) ?? []),
+    ...(config.ipam.mode === "local"
+      ? [config.network.subnet, ...(config.network.subnet6 ? [config.network.subnet6] : [])]
+      : []),
+  ];
+}
+
+/**
  * The CNI service's multi-network collaborators.
  *
  * @example
@@ -35,15 +68,7 @@ export interface MultiVifSideDeps {
  */
 export function multiVifSide(deps: MultiVifSideDeps): NonNullable<CniServiceDeps["multiVif"]> {
   const { config, kube, ip } = deps;
-  // Ranges no NAD may overlap: this node's, every pool's, every node's podCIDRs, local mode's.
-  const podRanges = () => [
-    ...deps.localSubnets(),
-    ...(kube.pools?.poolCidrs() ?? []),
-    ...(kube.nodes?.list().flatMap((n) => n.podCIDRs) ?? []),
-    ...(config.ipam.mode === "local"
-      ? [config.network.subnet, ...(config.network.subnet6 ? [config.network.subnet6] : [])]
-      : []),
-  ];
+  const podRanges = () => ferryPodRanges(kube, config, deps.localSubnets);
   const table: Record<DaemonConfig["multiVifDrivers"][number], () => MultiVifDriver> = {
     npwg: () =>
       new NpwgDriver({

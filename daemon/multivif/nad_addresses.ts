@@ -18,8 +18,10 @@
  *   `.range_end` (whereabouts);
  * - `ipam.addresses[i].address`, `.gateway` (static);
  * - `ipam.routes[i].gw`;
- * - `runtimeconfig.ips[i]` (a selection's `ips`), `args.cni.ips[i]` (a selection's `cni-args`, or
- *   the NAD's own `args`).
+ * - `runtimeconfig.ips[i]` (a selection's `ips`), `runtimeconfig.ipranges[i][j].subnet`,
+ *   `.rangestart`, `.rangeend`, `.gateway` (host-local's `ipRanges` capability; a NAD's own
+ *   `runtimeConfig` is dropped before this, `drivers.ts`), `args.cni.ips[i]` (a selection's
+ *   `cni-args`, or the NAD's own `args`).
  *
  * Exclusions (`ipam.exclude`, `ipam.ipranges[i].exclude`) take addresses away and routes'
  * destinations steer only the tenant's own pod: they must parse but may name any range.
@@ -200,11 +202,21 @@ export function addressesOf(plugin: Record<string, unknown>): PluginAddresses {
         w.one(`${key}.gw`, r.gw);
       }));
   });
-  w.object(
-    "runtimeconfig",
-    plugin.runtimeconfig,
-    (rc) => w.list("runtimeconfig.ips", rc.ips, (v, key) => w.one(key, v)),
-  );
+  w.object("runtimeconfig", plugin.runtimeconfig, (rc) => {
+    w.list("runtimeconfig.ips", rc.ips, (v, key) => w.one(key, v));
+    // host-local puts the `ipRanges` capability's ranges before its own.
+    w.list(
+      "runtimeconfig.ipranges",
+      rc.ipranges,
+      (set, key) =>
+        w.list(key, set, (r, key) =>
+          w.object(key, r, (r) => {
+            for (const k of ["subnet", "rangestart", "rangeend", "gateway"]) {
+              w.one(`${key}.${k}`, r[k]);
+            }
+          })),
+    );
+  });
   w.object(
     "args",
     plugin.args,

@@ -81,6 +81,16 @@ function normalized(path: string): string | undefined {
   return "/" + parts.join("/");
 }
 
+/**
+ * Whether `name` is a name the kernel would take whole: 1..127 bytes (an altname's limit), no NUL
+ * (the kernel reads a name up to its first NUL, so `ferry0\0x` IS `ferry0`), no `/`, `:` or
+ * whitespace (`dev_valid_name`), not `.` or `..`.
+ */
+export function validDeviceName(name: string): boolean {
+  return name.length > 0 && new TextEncoder().encode(name).length <= 127 &&
+    !/[\u0000\s/:]/.test(name) && name !== "." && name !== "..";
+}
+
 /** The protected device `name` is (by name or altname), if any. */
 function protectedBy(name: string, own: ProtectedDevice[]): string | undefined {
   const d = own.find((d) => d.name === name || d.altnames.includes(name));
@@ -109,7 +119,9 @@ async function deviceRefusal(
       ? plugin.bridge ?? DEFAULT_BRIDGE
       : plugin[field];
     if (v === undefined) continue;
-    if (typeof v !== "string") return `its ${field} ${JSON.stringify(v)} is not a device name`;
+    if (typeof v !== "string" || !validDeviceName(v)) {
+      return `its ${field} ${JSON.stringify(v)} is not a device name`;
+    }
     const why = protectedBy(v, own);
     if (why) return `its ${field} ${v} ${why}`;
   }
@@ -128,7 +140,9 @@ async function deviceRefusal(
   ];
   for (const [key, v, bases] of paths) {
     if (v === undefined || v === "") continue;
-    if (typeof v !== "string") return `its ${key} ${JSON.stringify(v)} is not text`;
+    if (typeof v !== "string" || v.includes("\u0000")) {
+      return `its ${key} ${JSON.stringify(v)} is not a path`;
+    }
     for (const base of bases) {
       const dir = normalized(base ? `${base}/${v}` : v);
       if (!dir) continue; // a relative kernelpath: host-device refuses it itself
@@ -148,19 +162,81 @@ function rangeRefusal(plugin: Record<string, unknown>, guard: NadGuard): string 
     const [{ key, value }] = invalid;
     return `its ${key} ${JSON.stringify(value)} is not an address or range`;
   }
-  const ferry = guard.ranges().flatMap((text) => {
-    try {
-      return normalisedSpans(text).map((span): { text: string; span: IpSpan } => ({ text, span }));
-    } catch {
-      return [];
-    }
-  });
+  const ferry = ferrySpans(() => guard.ranges());
   for (const s of spans) {
     if (!s.checked) continue;
     const hit = ferry.find((f) => spansOverlap(f.span, s.span));
     if (hit) return `its ${s.key} ${s.text} overlaps Ferry's pod range ${hit.text}`;
   }
   return undefined;
+}
+
+/**
+ * Why the result of a NAD's plugins may not stand, or undefined: an address, gateway or route's
+ * gateway in Ferry's pod ranges. The guard reads what a config names before ADD; what an IPAM
+ * decides only at ADD (`dhcp`, a delegated IPAM plugin Ferry does not know) is checked here, after
+ * it, and the attachment is undone when it overlaps. Results of every spec version (`ips` from
+ * 0.3.0 on, `ip4`/`ip6` before).
+ *
+ * @example
+ * ```ts
+ * resultRefusal({ ips: [{ address: "10.244.1.7/24" }] }, () => ["10.244.1.0/24"]);
+ * // "its result's ips[0].address 10.244.1.7/24 overlaps Ferry's pod range 10.244.1.0/24"
+ * ```
+ */
+export function resultRefusal(result: unknown, ranges: () => string[]): string | undefined {
+  if (!isObject(result)) return undefined;
+  const found: { key: string; value: unknown }[] = [];
+  const add = (key: string, value: unknown) => {
+    if (value !== undefined && value !== null) found.push({ key, value });
+  };
+  const ipsOf = (key: string, list: unknown) => {
+    if (!Array.isArray(list)) return;
+    list.forEach((ip, i) => {
+      if (!isObject(ip)) return;
+      add(`${key}[${i}].address`, ip.address);
+      add(`${key}[${i}].gateway`, ip.gateway);
+    });
+  };
+  const routesOf = (key: string, list: unknown) => {
+    if (!Array.isArray(list)) return;
+    list.forEach((r, i) => isObject(r) && add(`${key}[${i}].gw`, r.gw));
+  };
+  ipsOf("ips", result.ips);
+  routesOf("routes", result.routes);
+  for (const fam of ["ip4", "ip6"]) {
+    const legacy = result[fam];
+    if (!isObject(legacy)) continue;
+    add(`${fam}.ip`, legacy.ip);
+    add(`${fam}.gateway`, legacy.gateway);
+    routesOf(`${fam}.routes`, legacy.routes);
+  }
+  if (!found.length) return undefined;
+  const ferry = ferrySpans(ranges);
+  for (const { key, value } of found) {
+    let spans: IpSpan[];
+    try {
+      spans = normalisedSpans(String(value));
+    } catch {
+      return `its result's ${key} ${JSON.stringify(value)} is not an address`;
+    }
+    for (const span of spans) {
+      const hit = ferry.find((f) => spansOverlap(f.span, span));
+      if (hit) return `its result's ${key} ${value} overlaps Ferry's pod range ${hit.text}`;
+    }
+  }
+  return undefined;
+}
+
+/** Ferry's pod ranges as spans (a range that does not parse is left out). */
+function ferrySpans(ranges: () => string[]): { text: string; span: IpSpan }[] {
+  return ranges().flatMap((text) => {
+    try {
+      return normalisedSpans(text).map((span): { text: string; span: IpSpan } => ({ text, span }));
+    } catch {
+      return [];
+    }
+  });
 }
 
 /** Why `plugin` (as given, and `folded`: its keys as a Go plugin reads them) may not run. */

@@ -1,9 +1,17 @@
-// Issue #42 probe: what still gets past the fixes, as regression tests. Each test asserts the
-// secure behaviour and FAILS on the code as it stands (branch `attack`, from main 56a9aa4); the
-// item number of issue #42 is in each test's name.
+// Issue #42 probe: what got past the first fixes (an independent attacker's findings), as
+// regression tests; each asserted the secure behaviour and failed before its fix. The item number
+// of issue #42 is in each test's name.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
-import { guardNadPlugins, type NadGuard } from "../../../daemon/multivif/nad_guard.ts";
-import { nadPlugins } from "../../../daemon/multivif/drivers.ts";
+import {
+  guardNadPlugins,
+  type NadGuard,
+  resultRefusal,
+  validDeviceName,
+} from "../../../daemon/multivif/nad_guard.ts";
+import { nadPlugins, type RequestedAttachment } from "../../../daemon/multivif/drivers.ts";
+import { plugChain } from "../../../daemon/multivif/chain.ts";
+import type { Driver } from "../../../daemon/drivers/driver.ts";
+import type { CniRequest } from "../../../lib/envelope.ts";
 import type { NodeDevices } from "../../../daemon/multivif/node_devices.ts";
 import type { NetConf } from "../../../lib/cni/schemas.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
@@ -66,10 +74,11 @@ Deno.test("issue #42 item 5: a device name with a NUL after a protected name is 
 // Item 3: addresses a NAD may take.
 // ---------------------------------------------------------------------------------------------
 
-Deno.test("issue #42 item 3: host-local's runtimeConfig.ipRanges inside Ferry's pod range is refused", async () => {
+Deno.test("issue #42 item 3: a NAD's own runtimeConfig (host-local's ipRanges) never reaches a plugin, and the guard refuses ranges there", async () => {
   // host-local prepends `runtimeConfig.ipRanges` (the `ipRanges` capability, read from the config
-  // whatever libcni did) to `ipam.ranges`; nad_addresses.ts never reads that key, and nadPlugins
-  // passes a NAD's own `runtimeConfig` through to the plugin untouched.
+  // whatever libcni did) to `ipam.ranges`. The runtimeConfig is the runtime's to give: nadPlugins
+  // drops a NAD's own (and its prevResult), in any case, and keeps only what the selection gives
+  // for the capabilities a plugin declares.
   const text = JSON.stringify({
     cniVersion: "1.0.0",
     type: "bridge",
@@ -77,16 +86,25 @@ Deno.test("issue #42 item 3: host-local's runtimeConfig.ipRanges inside Ferry's 
     ipMasq: true, // delegated: the reference bridge plugin runs host-local itself
     ipam: { type: "host-local", ranges: [[{ subnet: "192.168.50.0/24" }]] },
     runtimeConfig: { ipRanges: [[{ subnet: "10.244.1.0/24", rangeStart: "10.244.1.7" }]] },
+    RuntimeConfig: { portMappings: [{ hostPort: 22, containerPort: 22, protocol: "tcp" }] },
+    prevResult: { ips: [{ address: "10.244.1.9/24" }] },
+    capabilities: { ips: true },
   });
-  const plugins = nadPlugins(text, nad, { namespace: "tenant", name: "evil" }, "tenant/p");
-  // What the plugin will be handed still carries the range:
+  const plugins = nadPlugins(text, nad, {
+    namespace: "tenant",
+    name: "evil",
+    ips: ["192.168.50.9/24"],
+  }, "tenant/p");
+  const handed = plugins[0] as unknown as Record<string, unknown>;
+  assertEquals(handed.runtimeConfig, { ips: ["192.168.50.9/24"] }, "only the selection's ips");
   assertEquals(
-    (plugins[0] as unknown as { runtimeConfig: { ipRanges: unknown } }).runtimeConfig.ipRanges,
-    [[{ subnet: "10.244.1.0/24", rangeStart: "10.244.1.7" }]],
+    Object.keys(handed).filter((k) => /^(runtimeconfig|prevresult)$/i.test(k)),
+    ["runtimeConfig"],
+    "no second spelling of runtimeConfig, no prevResult",
   );
-  const e = await assertRejects(() => guardNadPlugins(plugins, guard, nad, "tenant/p"), CniError);
-  assertEquals(e.code, 7);
-  // Also with the key spelled as Go finds it in any case.
+  assertEquals((await guardNadPlugins(plugins, guard, nad, "tenant/p")).length, 1);
+  // The guard itself reads host-local's ipRanges too, in any case (a plugin config from
+  // elsewhere than nadPlugins).
   await refused([{
     type: "macvlan",
     master: "eth0",
@@ -95,15 +113,63 @@ Deno.test("issue #42 item 3: host-local's runtimeConfig.ipRanges inside Ferry's 
   }]);
 });
 
-Deno.test("issue #42 item 3: an IPAM whose addresses cannot be checked before ADD (dhcp) is not let through unchecked", async () => {
-  // With the default allowedTypes ["*"], `ipam: {type: "dhcp"}` is accepted; the address comes from
-  // a DHCP server on the tenant's own network (e.g. a pod of the tenant on the same macvlan), so it
-  // can be any address of Ferry's pod ranges, and nothing checks the plugin's result after ADD
-  // (the guard runs before; no overlap check on `result.ips`). With the delegated bridge plugin
-  // and `isGateway: true`, the DHCP-given gateway (say 10.244.1.1/24) even goes on the tenant's
-  // bridge in the node's namespace, a second connected route for Ferry's range. Secure behaviour: refuse an IPAM
-  // type the guard cannot read addresses from, or check the result's addresses after ADD (then
-  // move this test to the ADD path).
-  const message = await refused([{ type: "macvlan", master: "eth0", ipam: { type: "dhcp" } }]);
-  assert(message.includes("dhcp"), message);
+Deno.test("issue #42 item 3: an address an IPAM decides only at ADD (dhcp) in Ferry's pod range is undone, code 7", async () => {
+  // With the default allowedTypes ["*"], `ipam: {type: "dhcp"}` passes the guard (nothing to read
+  // before ADD); a DHCP server on the tenant's own network can then hand out any address of
+  // Ferry's pod ranges. The chain's result is checked after ADD: such an attachment is undone
+  // (every plugin that ran gets its DEL) and the ADD fails with code 7 naming the address.
+  const plugins = await run([{ type: "macvlan", master: "eth0", ipam: { type: "dhcp" } }]);
+  const attachment: RequestedAttachment = {
+    network: "tenant/evil",
+    ifname: "net1",
+    plugins,
+    checkResult: (result) => resultRefusal(result, guard.ranges),
+  };
+  for (
+    const leased of [
+      { ips: [{ address: "10.244.1.2/24" }] },
+      { ips: [{ address: "192.168.50.2/24", gateway: "10.244.1.1" }] },
+      { ips: [{ address: "192.168.50.2/24" }], routes: [{ dst: "0.0.0.0/0", gw: "10.97.3.3" }] },
+      { ip4: { ip: "::ffff:10.244.1.2/120" } },
+    ]
+  ) {
+    const calls: string[] = [];
+    const driver = {
+      add:
+        () => (calls.push("add"), Promise.resolve({ result: { cniVersion: "1.0.0", ...leased } })),
+      del: () => (calls.push("del"), Promise.resolve()),
+      check: () => Promise.resolve(),
+    } as unknown as Driver;
+    const drivers = { macvlan: driver, ipvlan: driver, delegate: driver, "nad-bridge": driver };
+    const e = await assertRejects(
+      () =>
+        plugChain(
+          drivers,
+          { containerId: "c1", ifname: "net1" },
+          { netns: "/x", parent: "eth0" },
+          attachment,
+          {
+            command: "ADD",
+            args: {},
+            path: "/opt/cni/bin",
+          } as unknown as CniRequest,
+          "tenant/p",
+        ),
+      CniError,
+    );
+    assertEquals(e.code, 7, e.message);
+    assert(e.message.includes("overlaps Ferry's pod range"), e.message);
+    assertEquals(calls, ["add", "del"], `undone: ${JSON.stringify(leased)}`);
+  }
+  // An address outside Ferry's ranges stands.
+  assertEquals(resultRefusal({ ips: [{ address: "192.168.50.2/24" }] }, guard.ranges), undefined);
+});
+
+Deno.test("issue #42 item 5: device names the kernel would not take whole are not device names", () => {
+  for (const ok of ["eth0", "ferry.vxlan", "br-tenant", "a".repeat(127), "enp0s31f6"]) {
+    assert(validDeviceName(ok), ok);
+  }
+  for (const bad of ["", "ferry0\u0000", "a b", "a/b", "a:b", ".", "..", "a".repeat(128), "x\n"]) {
+    assert(!validDeviceName(bad), JSON.stringify(bad));
+  }
 });
