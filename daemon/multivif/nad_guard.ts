@@ -88,7 +88,7 @@ function normalized(path: string): string | undefined {
  */
 export function validDeviceName(name: string): boolean {
   return name.length > 0 && new TextEncoder().encode(name).length <= 127 &&
-    !/[\u0000\s/:]/.test(name) && name !== "." && name !== "..";
+    !name.includes("\u0000") && !/[\s/:]/.test(name) && name !== "." && name !== "..";
 }
 
 /** The protected device `name` is (by name or altname), if any. */
