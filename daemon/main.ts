@@ -36,6 +36,7 @@ import { PhaseStats } from "./telemetry/phase_stats.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
+import { portSecuritySide, removeGuardTable } from "./portsec/portsec_side.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -57,6 +58,11 @@ export async function startDaemon(
   const plumbing = openPlumbing(config, overrides.plumber, logger);
   const { plumber } = plumbing;
   const netns = await NetnsGuard.forThisProcess();
+  const guard = portSecuritySide({
+    config,
+    netfilter: plumbing.libc,
+    logger: getLogger(["ferry", "portsec"]),
+  });
   const network = new DefaultNetwork(
     {
       plumber,
@@ -66,6 +72,7 @@ export async function startDaemon(
       store,
       logger,
       reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
+      guard,
     },
     `node ${config.nodeName} has no spec.podCIDRs yet (ipam.mode kubernetes)`,
   );
@@ -93,6 +100,7 @@ export async function startDaemon(
     // The socket first: a second daemon for the same node stops here, before it touches the
     // bridge or sweeps links that the running one may be plugging.
     await claimSocketPath(config.socket);
+    if (!guard) await removeGuardTable(config.portSecurity.table, getLogger(["ferry", "portsec"]));
     if (local) await network.open(local);
     kube = config.standalone
       ? undefined

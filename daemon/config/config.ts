@@ -78,6 +78,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     logGroup: 31742,
     logPerSecond: 10,
   },
+  portSecurity: { enabled: true, table: "ferry-portsec" },
 };
 
 /** Flags that override the file. */

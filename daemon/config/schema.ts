@@ -328,6 +328,17 @@ export const DaemonConfigSchema = Type.Object({
         "denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)",
     }),
   }, { additionalProperties: false }),
+  portSecurity: Type.Object({
+    enabled: Type.Boolean({
+      description:
+        "drop what a pod sends on the default network as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies), on the host side before it reaches the bridge, another pod or the node (see security.md)",
+    }),
+    table: Type.String({
+      pattern: "^[A-Za-z][A-Za-z0-9_-]*$",
+      description:
+        "the nftables table (family `bridge`) port security is written to on the node; it stays while the daemon restarts, and is removed when port security is turned off and by the uninstall",
+    }),
+  }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
     description:
       "`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences",

@@ -14,8 +14,10 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import type { AttachmentStore } from "./attachment_store.ts";
+import type { Attachment, AttachmentStore } from "./attachment_store.ts";
 import { BridgeDriver } from "../drivers/bridge.ts";
+import type { PortGuard } from "../portsec/port_guard.ts";
+import { entryOfResult, type PortEntry } from "../portsec/guard_table.ts";
 import { parseCidr } from "../ipam/cidr.ts";
 import { defaultRange, LocalPool, type PoolRange } from "../ipam/local_pool.ts";
 import { type FamilyAllocator, RangeAllocator } from "../ipam/allocator.ts";
@@ -70,6 +72,8 @@ export interface DefaultNetworkDeps {
   logger: Logger;
   /** How long a released address stays out of use (ms). */
   reuseDelayMs?: number;
+  /** Port security: rebuilt from the records when the network opens (off when absent). */
+  guard?: PortGuard;
 }
 
 /**
@@ -192,6 +196,7 @@ export class DefaultNetwork {
       plumber: this.#d.plumber,
       bridge: this.#d.bridge,
       mtu,
+      guard: this.#d.guard,
     });
     await driver.prepare();
     const { store, logger } = this.#d;
@@ -214,6 +219,8 @@ export class DefaultNetwork {
         { links: swept.links.length, names: swept.links.join(", "), addresses: swept.addresses },
       );
     }
+    // The previous daemon's guard stays until this replaces it whole, before any ADD is served.
+    await this.#d.guard?.rebuild(guardedPorts(store.list()));
     this.#allocators = allocators;
     this.#driver = driver;
     this.#opened.resolve(driver);
@@ -247,4 +254,13 @@ export class DefaultNetwork {
     });
     return await Promise.race([this.#opened.promise, aborted]);
   }
+}
+
+/** The guard entries of the default network's recorded interfaces (port security). */
+function guardedPorts(records: Attachment[]): PortEntry[] {
+  return records.flatMap((r) => {
+    if ((r.driver ?? "bridge") !== "bridge" || !r.hostIfname) return [];
+    const entry = entryOfResult(r.result, r.hostIfname);
+    return entry ? [entry] : [];
+  });
 }

@@ -1,0 +1,59 @@
+/**
+ * Port security's wiring (`portSecurity` in the config): the node's {@link PortGuard} writing
+ * through the daemon's NETLINK_NETFILTER socket when in-process netlink is available, or nothing
+ * when port security is off (then a guard table a previous daemon left is removed).
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import type { DaemonConfig } from "../config/config.ts";
+import { NftNetlink, type NftSys } from "../policy/nft_netlink.ts";
+import { guardRemovalScript } from "./guard_table.ts";
+import { nftBridgeRunner, PortGuard } from "./port_guard.ts";
+
+/** What the side needs. */
+export interface PortSecuritySideDeps {
+  /** The daemon's config. */
+  config: Pick<DaemonConfig, "portSecurity">;
+  /** NETLINK_NETFILTER system calls (the daemon's libc), when FFI is available. */
+  netfilter?: NftSys;
+  /** Where the guard logs. */
+  logger: Logger;
+}
+
+/**
+ * The guard (nothing written yet: the default network rebuilds it when it opens), or undefined
+ * when port security is off.
+ *
+ * @example
+ * ```ts
+ * const guard = portSecuritySide({ config, netfilter: plumbing.libc, logger });
+ * ```
+ */
+export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined {
+  const runner = nftBridgeRunner();
+  if (!d.config.portSecurity.enabled) return undefined;
+  return new PortGuard({
+    table: d.config.portSecurity.table,
+    ...runner,
+    writer: d.netfilter ? new NftNetlink(d.netfilter) : undefined,
+    logger: d.logger,
+  });
+}
+
+/**
+ * Removes the guard table a daemon with port security on left (port security is off now); a
+ * failure is logged. Run once the daemon owns the node (its socket claimed).
+ *
+ * @example
+ * ```ts
+ * if (!guard) await removeGuardTable(config.portSecurity.table, logger);
+ * ```
+ */
+export async function removeGuardTable(table: string, logger: Logger): Promise<void> {
+  await nftBridgeRunner().apply(guardRemovalScript(table)).catch((e) =>
+    logger.warn("port security is off; its table could not be removed: {error}", {
+      error: e instanceof Error ? e.message : String(e),
+    })
+  );
+}

@@ -1,0 +1,261 @@
+// Port security, tried as a tenant would: from a pod's network namespace with hand-made frames on
+// a packet socket (CAP_NET_RAW, which every container has), on the simulated cluster (stand-in or,
+// in `test:real`, a real kube-apiserver). Three pods on one dual-stack node: `db` isolated by a
+// NetworkPolicy that admits only `app=web`, `web`, and `evil`, which forges. Each forgery is
+// dropped on the host side and counted for evil's port and its kind; the pods' own traffic is not
+// touched; the guard holds while the daemon is down and after its restart; a DEL takes the pod's
+// elements away; turned off, the same frames get through (they are valid). Needs root and nft.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
+import {
+  type SimNode,
+  type SimPod,
+  waitReady,
+  withSimCluster,
+} from "../../daemon/dev/cluster_sim.ts";
+import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
+import { NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
+import { dropsOf } from "../../daemon/portsec/port_guard.ts";
+import type { GuardKind } from "../../daemon/portsec/guard_table.ts";
+import { linkLocalOf } from "../../daemon/portsec/guard_table.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import { eventually } from "./_cluster.ts";
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
+const SPOOF = new URL("./_spoof.py", import.meta.url).pathname;
+const PORT = 9999;
+const TABLE = "ferry-portsec";
+
+const portOf = (p: SimPod) => hostLinkName(p.containerId, "eth0");
+const macOf = (p: SimPod) => stableMac(p.containerId, "eth0", "container");
+
+/** Sends one frame of `kind` from `pod`'s eth0 (tests/integration/_spoof.py). */
+async function send(pod: SimPod, kind: string, ...args: string[]): Promise<void> {
+  await run("ip", "netns", "exec", pod.ns.name, "python3", SPOOF, "eth0", kind, ...args);
+}
+
+/** The node's drop counters: packets per port and kind. */
+async function drops(node: SimNode): Promise<Map<string, number>> {
+  const out = await new Deno.Command("ip", {
+    args: ["netns", "exec", node.ns.name, "nft", "-j", "list", "table", "bridge", TABLE],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const counts = new Map<string, number>();
+  if (!out.success) return counts;
+  for (const d of dropsOf(new TextDecoder().decode(out.stdout))) {
+    counts.set(`${d.port}/${d.kind}`, d.packets);
+  }
+  return counts;
+}
+
+/** Whether the node's guard lists `pod`'s port. */
+async function guarded(node: SimNode, pod: SimPod): Promise<boolean> {
+  const out = await new Deno.Command("ip", {
+    args: ["netns", "exec", node.ns.name, "nft", "list", "set", "bridge", TABLE, "ports"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  return out.success && new TextDecoder().decode(out.stdout).includes(`"${portOf(pod)}"`);
+}
+
+/** A UDP listener on PORT in `pod`: the "source payload" lines it received so far. */
+async function listener(pod: SimPod): Promise<{ lines: string[]; stop(): void }> {
+  const child = new Deno.Command("ip", {
+    args: ["netns", "exec", pod.ns.name, "python3", SPOOF, "listen", String(PORT)],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const lines: string[] = [];
+  const ready = Promise.withResolvers<void>();
+  void (async () => {
+    let rest = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      rest += chunk;
+      const parts = rest.split("\n");
+      rest = parts.pop()!;
+      for (const l of parts) l === "listening" ? ready.resolve() : lines.push(l);
+    }
+  })().catch(() => {});
+  await ready.promise;
+  return {
+    lines,
+    stop: () => {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* gone */ }
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side and counted per port and kind; the pods' own traffic, link-local and duplicate address detection pass; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
+      const [node] = c.nodes;
+      const db = await c.addPod(node, "db", 0, { labels: { app: "db" } });
+      const web = await c.addPod(node, "web", 0, { labels: { app: "web" } });
+      const evil = await c.addPod(node, "evil", 0, { labels: { app: "evil" } });
+      const policy: NetworkPolicy = {
+        metadata: { name: `db-from-web-${db.containerId}`.slice(0, 60), namespace: "default" },
+        spec: {
+          podSelector: { matchLabels: { app: "db" } },
+          ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }] }],
+        },
+      };
+      await c.client.create(NETWORK_POLICIES, policy);
+      const [atDb, atWeb] = [await listener(db), await listener(web)];
+      const got = (l: { lines: string[] }, text: string) => l.lines.some((x) => x.endsWith(text));
+      try {
+        // The pods' own traffic first: web reaches db through its policy, evil reaches web.
+        await eventually(async () => {
+          await send(web, "udp4", macOf(web), macOf(db), web.ip, db.ip, String(PORT), "hi-web");
+          return got(atDb, "hi-web");
+        }, "web's own datagram reaches db (its policy admits app=web)");
+        await send(evil, "udp4", macOf(evil), macOf(web), evil.ip, web.ip, String(PORT), "hi-evil");
+        await eventually(
+          () => Promise.resolve(got(atWeb, "hi-evil")),
+          "evil's own datagram reaches web",
+        );
+        for (const [from, to] of [[evil, web], [web, evil], [db, web]]) {
+          await run("ip", "netns", "exec", from.ns.name, "ping", "-c1", "-W5", to.ip);
+          await run("ip", "netns", "exec", from.ns.name, "ping", "-6", "-c1", "-W5", to.ip6!);
+          await run(
+            "ip",
+            "netns",
+            "exec",
+            from.ns.name,
+            "ping",
+            "-6",
+            "-c1",
+            "-W5",
+            `${linkLocalOf(macOf(to))}%eth0`,
+          );
+        }
+        // Duplicate address detection of a new address (from ::) is the pod's own business.
+        await send(evil, "ns6", macOf(evil), "::", `${evil.ip6!.replace(/::.*$/, "")}::beef`);
+        const before = await drops(node);
+        const evilMac = macOf(evil), evilLl = linkLocalOf(evilMac);
+        const attacks: [GuardKind, string, string[]][] = [
+          ["ipv4", "udp4", [evilMac, macOf(db), web.ip, db.ip, String(PORT), "forged-to-db"]],
+          ["ipv4", "udp4", [evilMac, macOf(web), db.ip, web.ip, String(PORT), "forged-to-web"]],
+          ["ipv4", "udp4", [evilMac, macOf(web), "192.0.2.77", web.ip, String(PORT), "forged-out"]],
+          ["mac", "udp4", [macOf(db), macOf(web), evil.ip, web.ip, String(PORT), "forged-mac"]],
+          [
+            "ethertype",
+            "vlan4",
+            [evilMac, macOf(web), db.ip, web.ip, String(PORT), "forged-vlan"],
+          ],
+          ["arp", "arp", [evilMac, macOf(db), "2", evilMac, web.ip, macOf(db), db.ip]],
+          ["arp", "arp", [
+            evilMac,
+            "ff:ff:ff:ff:ff:ff",
+            "1",
+            evilMac,
+            web.ip,
+            "00:00:00:00:00:00",
+            web.ip,
+          ]],
+          ["nd", "na", [evilMac, macOf(db), evil.ip6!, db.ip6!, web.ip6!]],
+          ["ra", "ra", [evilMac, evilLl, "fd00:bad:bad:bad::"]],
+          ["redirect", "redirect4", [evilMac, macOf(db), evil.ip, db.ip, evil.ip, web.ip]],
+          ["redirect", "redirect6", [
+            evilMac,
+            macOf(db),
+            evilLl,
+            linkLocalOf(macOf(db)),
+            evilLl,
+            web.ip6!,
+          ]],
+          ["dhcp", "dhcp4", [evilMac, evil.ip]],
+        ];
+        // db knows web's MAC before evil claims web's address.
+        await run("ip", "netns", "exec", db.ns.name, "ping", "-c1", "-W5", web.ip);
+        for (const [kind, frame, args] of attacks) {
+          const key = `${portOf(evil)}/${kind}`;
+          const was = (await drops(node)).get(key) ?? 0;
+          await send(evil, frame, ...args);
+          await eventually(
+            async () => ((await drops(node)).get(key) ?? 0) > was,
+            `evil's ${frame} (${args.join(" ")}) is dropped and counted as ${kind}`,
+            10_000,
+          );
+        }
+        // After the forgeries, each listener gets a genuine datagram: the forged ones, sent
+        // earlier, never came.
+        await send(web, "udp4", macOf(web), macOf(db), web.ip, db.ip, String(PORT), "bye-web");
+        await send(evil, "udp4", evilMac, macOf(web), evil.ip, web.ip, String(PORT), "bye-evil");
+        await eventually(
+          () => Promise.resolve(got(atDb, "bye-web") && got(atWeb, "bye-evil")),
+          "genuine",
+        );
+        const forged = [...atDb.lines, ...atWeb.lines].filter((l) => l.includes("forged"));
+        assertEquals(forged, [], "no forged datagram arrived");
+        const neigh = await run("ip", "-n", db.ns.name, "neigh", "show", web.ip);
+        assert(!neigh.includes(evilMac), `db's neighbour entry for web is evil's: ${neigh}`);
+        const v6 = await run("ip", "-n", db.ns.name, "-6", "addr", "show", "dev", "eth0");
+        assert(!v6.includes("fd00:bad"), `db took evil's router advertisement: ${v6}`);
+        // Nothing of the genuine traffic (before and after) was dropped.
+        const after = await drops(node);
+        for (const p of [db, web]) {
+          const theirs = [...after].filter(([k, n]) => k.startsWith(portOf(p)) && n > 0);
+          assertEquals(theirs, [], `${p.name}'s own frames were dropped`);
+        }
+        assertEquals(
+          [...before].filter(([k, n]) => k.startsWith(portOf(evil)) && n > 0),
+          [],
+          "evil's own traffic and duplicate address detection were dropped",
+        );
+
+        // The daemon down: the guard stays. Restarted: rebuilt from the records, still there.
+        const forge = (text: string) =>
+          send(evil, "udp4", evilMac, macOf(web), db.ip, web.ip, String(PORT), text);
+        const ipv4Drops = async () => (await drops(node)).get(`${portOf(evil)}/ipv4`) ?? 0;
+        await c.killDaemon(node);
+        const down = await ipv4Drops();
+        await forge("forged-while-down");
+        await eventually(
+          async () => (await ipv4Drops()) > down,
+          "dropped while the daemon is down",
+        );
+        await c.startDaemon(node);
+        await waitReady(node);
+        await eventually(() => guarded(node, evil), "evil's port under guard after the restart");
+        const restarted = await ipv4Drops();
+        await forge("forged-after-restart");
+        await eventually(async () => (await ipv4Drops()) > restarted, "dropped after the restart");
+        await send(evil, "udp4", evilMac, macOf(web), evil.ip, web.ip, String(PORT), "back-evil");
+        await eventually(
+          () => Promise.resolve(got(atWeb, "back-evil")),
+          "evil's own traffic after restart",
+        );
+        assertEquals(atWeb.lines.filter((l) => l.includes("forged")), []);
+
+        // Turned off: the table goes, and the same forged frame is delivered.
+        await c.reconfigure(node, { portSecurity: { enabled: false } });
+        await waitReady(node);
+        await eventually(async () => !(await guarded(node, evil)), "the table removed");
+        await eventually(async () => {
+          await forge("forged-unguarded");
+          return got(atWeb, "forged-unguarded");
+        }, "unguarded, a forged source gets through (the frames are valid)");
+        await c.reconfigure(node, { portSecurity: { enabled: true } });
+        await waitReady(node);
+        await eventually(() => guarded(node, evil), "guarded again");
+
+        // A DEL takes the port out of the guard.
+        const out = await c.removePod(evil);
+        assertEquals(out.code, 0, out.stdout + out.stderr);
+        assertEquals(await guarded(node, evil), false, "evil's port left the guard at DEL");
+        assert(await guarded(node, web), "web's port stays");
+      } finally {
+        atDb.stop();
+        atWeb.stop();
+        await c.client.delete(NETWORK_POLICIES, "default", policy.metadata!.name!).catch(() => {});
+      }
+    }),
+});
