@@ -52,6 +52,13 @@ def ipv6(src, dst, nh, payload):
     return struct.pack("!IHBB", 6 << 28, len(payload), nh, 255) + ip6(src) + ip6(dst) + payload
 
 
+def udp6(src, dst, sport, dport, data):
+    u = struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
+    pseudo = ip6(src) + ip6(dst) + struct.pack("!I", len(u)) + b"\0\0\0\x11"
+    c = csum(pseudo + u) or 0xFFFF
+    return ipv6(src, dst, 17, u[:6] + struct.pack("!H", c) + u[8:])
+
+
 def icmp6(src, dst, body):
     pseudo = ip6(src) + ip6(dst) + struct.pack("!I", len(body)) + b"\0\0\0\x3a"
     c = csum(pseudo + body)
@@ -67,6 +74,8 @@ def frame(kind, a):
     if kind == "udp4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD [SPORT]
         sport = int(a[6]) if len(a) > 6 else 40000
         return eth(a[1], a[0], 0x0800, udp4(a[2], a[3], sport, int(a[4]), a[5].encode()))
+    if kind == "udp6":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD
+        return eth(a[1], a[0], 0x86DD, udp6(a[2], a[3], 40000, int(a[4]), a[5].encode()))
     if kind == "vlan4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD: priority-tagged (VLAN 0)
         return eth(a[1], a[0], 0x0800, udp4(a[2], a[3], 40000, int(a[4]), a[5].encode()), vlan=0)
     if kind == "arp":  # SRCMAC DSTMAC OP SENDERMAC SENDERIP TARGETMAC TARGETIP

@@ -92,7 +92,7 @@ async function listener(pod: SimPod): Promise<{ lines: string[]; stop(): void }>
 
 Deno.test({
   name:
-    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side and counted per port and kind; the pods' own traffic, link-local and duplicate address detection pass; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
+    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), forged IPv6 sources, source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side and counted per port and kind; the pods' own traffic, link-local and duplicate address detection pass; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
@@ -145,6 +145,15 @@ Deno.test({
           ["ipv4", "udp4", [evilMac, macOf(web), db.ip, web.ip, String(PORT), "forged-to-web"]],
           ["ipv4", "udp4", [evilMac, macOf(web), "192.0.2.77", web.ip, String(PORT), "forged-out"]],
           ["mac", "udp4", [macOf(db), macOf(web), evil.ip, web.ip, String(PORT), "forged-mac"]],
+          ["ipv6", "udp6", [evilMac, macOf(db), web.ip6!, db.ip6!, String(PORT), "forged-6"]],
+          ["ipv6", "udp6", [
+            evilMac,
+            macOf(web),
+            "2001:db8::77",
+            web.ip6!,
+            String(PORT),
+            "forged-6",
+          ]],
           [
             "ethertype",
             "vlan4",
