@@ -149,6 +149,7 @@ export async function startDaemon(
     pods: kube?.pods,
     policy: kube?.policy,
     multiPolicy: kube?.multiPolicy,
+    portSecurity: guard ? config.portSecurity : undefined,
     multiVif: kube
       ? multiVifSide({ config, kube, localSubnets: () => network.subnets(), ip: plumbing.ip })
       : undefined,

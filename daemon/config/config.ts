@@ -78,7 +78,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     logGroup: 31742,
     logPerSecond: 10,
   },
-  portSecurity: { enabled: true, table: "ferry-portsec" },
+  portSecurity: { enabled: true, table: "ferry-portsec", allowSourcePrefixesAnnotation: false },
 };
 
 /** Flags that override the file. */

@@ -338,6 +338,10 @@ export const DaemonConfigSchema = Type.Object({
       description:
         "the nftables table (family `bridge`) port security is written to on the node; it stays while the daemon restarts, and is removed when port security is turned off and by the uninstall",
     }),
+    allowSourcePrefixesAnnotation: Type.Boolean({
+      description:
+        "honour a pod's `ferry.dev/allowed-source-prefixes` annotation (comma-separated CIDRs it may also send from: a VPN gateway, a router in a pod); when off, the annotation is refused with a Warning Event on the pod and a log line, and the pod sends from its own addresses only",
+    }),
   }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
     description:

@@ -122,7 +122,7 @@ export class BridgeDriver implements Driver {
         await this.#d.plumber.plugVeth(spec);
       }
       await allocation;
-      await this.#d.guard?.admit(guardEntry(spec));
+      await this.#d.guard?.admit(guardEntry(spec, ctx.allowedSources));
     } catch (e) {
       await this.#undo(key, spec.hostIfname);
       throw e;
@@ -168,6 +168,7 @@ export class BridgeDriver implements Driver {
       ips: ctx.record
         ? (ctx.record.result.ips ?? []).map((ip) => ip.address.split("/")[0])
         : this.addressesOf(ctx.key),
+      ...(ctx.record?.allowedSources ? { allowed: ctx.record.allowedSources } : {}),
     });
     const removal = this.#d.plumber.unplugVeth(hostIfname);
     ctx.answerNow?.();
@@ -275,11 +276,12 @@ export class BridgeDriver implements Driver {
 }
 
 /** What a veth plug's pod may send from its host end (port security). */
-function guardEntry(spec: VethSpec): PortEntry {
+function guardEntry(spec: VethSpec, allowed: string[] | undefined): PortEntry {
   return {
     port: spec.hostIfname,
     mac: spec.containerMac,
     ips: spec.addresses.map((a) => a.cidr.split("/")[0]),
+    ...(allowed?.length ? { allowed } : {}),
   };
 }
 

@@ -62,6 +62,7 @@ const NFTA_SET_ELEM_LIST_SET = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
 const NFTA_SET_ELEM_KEY = 1;
 const NFTA_SET_ELEM_DATA = 2;
+const NFTA_SET_ELEM_KEY_END = 10;
 const NFT_REG_VERDICT = 0;
 const NF_DROP = 0;
 const NFT_JUMP = -3;
@@ -225,6 +226,8 @@ export interface SetElementOp {
   set: string;
   /** The key (a concatenation's components each padded to 4 bytes). */
   key: Uint8Array;
+  /** The last key of a range (a concatenated interval set's element). */
+  keyEnd?: Uint8Array;
 }
 
 /**
@@ -243,8 +246,8 @@ export function setElementBatch(
   seq: number,
   remove = false,
 ): { bytes: Uint8Array; seqs: number[] } {
-  const bySet = new Map<string, Uint8Array[]>();
-  for (const op of ops) bySet.set(op.set, [...(bySet.get(op.set) ?? []), op.key]);
+  const bySet = new Map<string, SetElementOp[]>();
+  for (const op of ops) bySet.set(op.set, [...(bySet.get(op.set) ?? []), op]);
   const sets = [...bySet];
   const seqs = sets.map((_, i) => seq + 1 + i);
   const type = (NFNL_SUBSYS_NFTABLES << 8) | (remove ? NFT_MSG_DESTROYSETELEM : NFT_MSG_NEWSETELEM);
@@ -264,9 +267,12 @@ export function setElementBatch(
               [NFTA_SET_ELEM_LIST_SET, str(set)],
               [
                 NFTA_SET_ELEM_LIST_ELEMENTS,
-                keys.map((
-                  k,
-                ): Attr => [NFTA_LIST_ELEM, [[NFTA_SET_ELEM_KEY, [[NFTA_DATA_VALUE, k]]]]]),
+                keys.map((k): Attr => [NFTA_LIST_ELEM, [
+                  [NFTA_SET_ELEM_KEY, [[NFTA_DATA_VALUE, k.key]]],
+                  ...(k.keyEnd
+                    ? [[NFTA_SET_ELEM_KEY_END, [[NFTA_DATA_VALUE, k.keyEnd]]] as Attr]
+                    : []),
+                ]]),
               ],
             ]),
           ]),

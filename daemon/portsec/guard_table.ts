@@ -11,6 +11,7 @@
  * @module
  */
 import { ipBytes } from "../net/netlink/messages.ts";
+import { formatCidr, formatIp, lastAddress, parseCidr } from "../ipam/cidr.ts";
 import { concatBytes } from "../../lib/bytes.ts";
 
 /** What one pod interface may send, keyed by its host-side port. */
@@ -21,6 +22,8 @@ export interface PortEntry {
   mac: string;
   /** The pod's addresses on that interface (no prefix length). */
   ips: string[];
+  /** Extra source prefixes it may send from (CIDRs; its allowed annotation). */
+  allowed?: string[];
 }
 
 /** The kinds of forgery a drop is counted as, in the order the chain checks them. */
@@ -50,9 +53,11 @@ export interface GuardLog {
 /** One set element: the set and its key, as the kernel stores it (concatenated, padded). */
 export interface GuardElement {
   /** The set. */
-  set: "ports" | "mac" | "sarp" | "src4" | "src6" | "tgt6";
+  set: "ports" | "mac" | "sarp" | "src4" | "src6" | "tgt6" | "allow4" | "allow6";
   /** The key's bytes. */
   key: Uint8Array;
+  /** The end of a range (interval sets: the last key in it). */
+  keyEnd?: Uint8Array;
   /** The key as nft writes it in a ruleset. */
   text: string;
 }
@@ -144,6 +149,15 @@ export function guardElements(entry: PortEntry): GuardElement[] {
       out.push({ set: "tgt6", key: concatBytes([port, bytes]), text: `${p} . 0x${hex(bytes)}` });
     }
   }
+  for (const prefix of entry.allowed ?? []) {
+    const cidr = parseCidr(prefix);
+    out.push({
+      set: cidr.network.family === 4 ? "allow4" : "allow6",
+      key: concatBytes([port, ipBytes(formatIp(cidr.network)).bytes]),
+      keyEnd: concatBytes([port, ipBytes(formatIp(lastAddress(cidr))).bytes]),
+      text: `${p} . ${formatCidr(cidr)}`,
+    });
+  }
   return out;
 }
 
@@ -157,6 +171,8 @@ function body(log: GuardLog | undefined): string[] {
     "  set src6 { type ifname . ipv6_addr; }",
     // The target of a neighbour advertisement, read raw (this nft has no `icmpv6 taddr`).
     "  set tgt6 { typeof iifname . @th,64,128; }",
+    "  set allow4 { type ifname . ipv4_addr; flags interval; }",
+    "  set allow6 { type ifname . ipv6_addr; flags interval; }",
   ];
   for (const kind of GUARD_KINDS) {
     lines.push(
@@ -182,8 +198,8 @@ function body(log: GuardLog | undefined): string[] {
     // Only IPv4, IPv6 and ARP (a VLAN tag would hide the rest from the checks below).
     "    ether type != { ip, ip6, arp } jump forged_ethertype",
     "    iifname . arp saddr ether . arp saddr ip != @sarp jump forged_arp",
-    "    iifname . ip saddr != @src4 jump forged_ipv4",
-    "    iifname . ip6 saddr != @src6 jump forged_ipv6",
+    "    iifname . ip saddr != @src4 iifname . ip saddr != @allow4 jump forged_ipv4",
+    "    iifname . ip6 saddr != @src6 iifname . ip6 saddr != @allow6 jump forged_ipv6",
     "    icmpv6 type nd-neighbor-advert iifname . @th,64,128 != @tgt6 jump forged_nd",
     "    icmpv6 type nd-router-advert jump forged_ra",
     "    icmpv6 type nd-redirect jump forged_redirect",

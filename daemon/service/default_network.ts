@@ -261,6 +261,7 @@ function guardedPorts(records: Attachment[]): PortEntry[] {
   return records.flatMap((r) => {
     if ((r.driver ?? "bridge") !== "bridge" || !r.hostIfname) return [];
     const entry = entryOfResult(r.result, r.hostIfname);
-    return entry ? [entry] : [];
+    if (!entry) return [];
+    return [r.allowedSources?.length ? { ...entry, allowed: r.allowedSources } : entry];
   });
 }

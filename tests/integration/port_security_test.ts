@@ -14,7 +14,9 @@ import {
   withSimCluster,
 } from "../../daemon/dev/cluster_sim.ts";
 import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
-import { NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import { EVENTS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import type { KubeObject } from "../../daemon/k8s/client.ts";
+import { ALLOWED_SOURCES_ANNOTATION } from "../../daemon/portsec/allowed_sources.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
 import { dropsOf } from "../../daemon/portsec/port_guard.ts";
 import type { GuardKind } from "../../daemon/portsec/guard_table.ts";
@@ -265,6 +267,93 @@ Deno.test({
         atDb.stop();
         atWeb.stop();
         await c.client.delete(NETWORK_POLICIES, "default", policy.metadata!.name!).catch(() => {});
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "port security: a pod whose annotation names extra source prefixes sends from them (and from nothing else) only where the operator allows it, also after a restart; elsewhere the annotation is refused with a Warning Event and the pod sends as itself only",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 2,
+      dualStack: true,
+      config: { portSecurity: { allowSourcePrefixesAnnotation: true } },
+    }, async (c) => {
+      const [allowing, refusing] = c.nodes;
+      const annotations = { [ALLOWED_SOURCES_ANNOTATION]: "198.51.100.0/24, fd00:abcd::/64" };
+      await c.reconfigure(refusing, { portSecurity: { allowSourcePrefixesAnnotation: false } });
+      await waitReady(refusing);
+      const gw = await c.addPod(allowing, "gw", 0, { annotations });
+      const peer = await c.addPod(allowing, "peer", 0);
+      const asker = await c.addPod(refusing, "asker", 0, { annotations });
+      const near = await c.addPod(refusing, "near", 0);
+      const [atPeer, atNear] = [await listener(peer), await listener(near)];
+      const got = (l: { lines: string[] }, text: string) => l.lines.some((x) => x.endsWith(text));
+      const counted = async (node: SimNode, pod: SimPod, kind: GuardKind, was: number) => {
+        await eventually(
+          async () => ((await drops(node)).get(`${portOf(pod)}/${kind}`) ?? 0) > was,
+          `${pod.name}'s forged ${kind} source dropped`,
+          10_000,
+        );
+      };
+      try {
+        const udp = (from: SimPod, to: SimPod, src: string, text: string) =>
+          send(from, "udp4", macOf(from), macOf(to), src, to.ip, String(PORT), text);
+        await udp(gw, peer, "198.51.100.7", "from-allowed");
+        await eventually(
+          () => Promise.resolve(got(atPeer, "from-allowed")),
+          "gw's datagram from its allowed prefix reaches peer",
+        );
+        await udp(gw, peer, "203.0.113.9", "forged-outside");
+        await counted(allowing, gw, "ipv4", 0);
+        await send(gw, "udp6", macOf(gw), macOf(peer), "fd00:abcd::7", peer.ip6!, "1", "x");
+        await send(gw, "udp6", macOf(gw), macOf(peer), "fd00:abce::7", peer.ip6!, "1", "x");
+        await counted(allowing, gw, "ipv6", 0);
+        assertEquals(
+          (await drops(allowing)).get(`${portOf(gw)}/ipv6`),
+          1,
+          "only the IPv6 source outside the allowed prefix is dropped",
+        );
+        // A restart rebuilds the guard from the records, the allowed prefixes with it.
+        await c.killAndRestart(allowing);
+        await waitReady(allowing);
+        await eventually(() => guarded(allowing, gw), "gw under guard after the restart");
+        await udp(gw, peer, "198.51.100.8", "allowed-after-restart");
+        await eventually(
+          () => Promise.resolve(got(atPeer, "allowed-after-restart")),
+          "the allowed prefix still allowed after the restart",
+        );
+        await udp(gw, peer, "203.0.113.9", "forged-after-restart");
+        await counted(allowing, gw, "ipv4", 0);
+
+        // Refused: the same annotation on a node that does not honour it.
+        await udp(asker, near, "198.51.100.7", "forged-refused");
+        await counted(refusing, asker, "ipv4", 0);
+        await udp(asker, near, asker.ip, "own-refused");
+        await eventually(() => Promise.resolve(got(atNear, "own-refused")), "asker's own");
+        assertEquals(atNear.lines.filter((l) => l.includes("forged")), []);
+        assertEquals(atPeer.lines.filter((l) => l.includes("forged")), []);
+        await eventually(async () => {
+          const { items } = await c.client.listAll<
+            KubeObject & { reason?: string; involvedObject?: { name?: string } }
+          >(EVENTS, { namespace: "default" });
+          return items.some((e) =>
+            e.involvedObject?.name === asker.name && e.reason === "SourcePrefixesRefused"
+          );
+        }, "a SourcePrefixesRefused Event on asker");
+        const log = await Deno.readTextFile(refusing.log);
+        assert(log.includes(ALLOWED_SOURCES_ANNOTATION), "the refusal is logged");
+        // Honoured but no prefix: the ADD fails with code 7 naming the entry.
+        const bad = await c.addPod(allowing, "bad", 0, {
+          annotations: { [ALLOWED_SOURCES_ANNOTATION]: "198.51.100.0/24,nonsense" },
+        }).then(() => "plugged", (e: Error) => e.message);
+        assert(bad.includes(`"code":7`) && bad.includes("nonsense"), bad);
+      } finally {
+        atPeer.stop();
+        atNear.stop();
       }
     }),
 });

@@ -102,7 +102,15 @@ Deno.test({
       (await run("nft", "list", "set", "bridge", table, name)).replace(/\s+/g, " ");
     try {
       await guard.rebuild([]);
-      await guard.admit(entry);
+      await guard.admit({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
+      assert(
+        (await set("allow4")).includes(`"fy0123456789ab" . 198.51.100.0/24`),
+        await set("allow4"),
+      );
+      assert(
+        (await set("allow6")).includes(`"fy0123456789ab" . fd00:abcd::/64`),
+        await set("allow6"),
+      );
       assert((await set("ports")).includes(`elements = { "fy0123456789ab" }`), await set("ports"));
       assert(
         (await set("sarp")).includes(`"fy0123456789ab" . 02:42:0a:f4:00:05 . 10.244.0.5`),
@@ -111,8 +119,8 @@ Deno.test({
       assert((await set("src6")).includes(`"fy0123456789ab" . fe80::42:aff:fef4:5`));
       assert((await set("tgt6")).includes(`0xfd000010024400000000000000000005`), await set("tgt6"));
       await guard.admit(entry); // again: no error
-      await guard.release(entry);
-      for (const s of ["ports", "mac", "sarp", "src4", "src6", "tgt6"]) {
+      await guard.release({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
+      for (const s of ["ports", "mac", "sarp", "src4", "src6", "tgt6", "allow4", "allow6"]) {
         assert(!(await set(s)).includes("fy0123456789ab"), `${s} still names the port`);
       }
       await guard.release(entry); // absent: no error
