@@ -36,7 +36,7 @@ import { PhaseStats } from "./telemetry/phase_stats.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
-import { portSecuritySide, removeGuardTable } from "./portsec/portsec_side.ts";
+import { portSecuritySide, removeGuardTable, spoofedByPod } from "./portsec/portsec_side.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -93,6 +93,7 @@ export async function startDaemon(
     gc: () => gc.podGcStats(),
     ipamCheck: () => gc.nodeCheck.stats(),
     policyRules: () => kube?.policy?.ruleCounts() ?? [],
+    spoofed: () => spoofedByPod(guard?.counts() ?? [], store.list()),
   });
   let cluster: Awaited<ReturnType<typeof clusterSide>>;
   let pool: ReturnType<typeof poolIpam>;
@@ -204,6 +205,7 @@ export async function startDaemon(
     })
     : undefined;
   conflist?.start();
+  guard?.startCounting();
   if (network.waitingFor) logger.warn("not ready: {why}", { why: network.waitingFor });
   return {
     config,
@@ -244,6 +246,7 @@ export async function startDaemon(
       await kube?.close();
       plumbing.close();
       trimmer?.stop();
+      guard?.stopCounting();
     },
   };
 }

@@ -71,6 +71,8 @@ export interface PortDrops {
  */
 export class PortGuard {
   readonly #d: PortGuardDeps;
+  #counts: PortDrops[] = [];
+  #countTimer?: ReturnType<typeof setInterval>;
 
   /** Creates the guard; nothing is written before {@link PortGuard.rebuild}. */
   constructor(deps: PortGuardDeps) {
@@ -155,6 +157,29 @@ export class PortGuard {
   async drops(): Promise<PortDrops[]> {
     const json = await this.#d.listJson?.(this.#d.table).catch(() => undefined);
     return json ? dropsOf(json) : [];
+  }
+
+  /**
+   * Reads the drop counters every `everyMs` for {@link PortGuard.counts} (the metrics read them
+   * at each scrape; listing the table is a process, so not then).
+   */
+  startCounting(everyMs = 10_000): void {
+    this.stopCounting();
+    const read = () => void this.drops().then((d) => (this.#counts = d));
+    const timer = this.#countTimer = setInterval(read, everyMs);
+    Deno.unrefTimer(timer);
+    read();
+  }
+
+  /** Stops reading the counters. */
+  stopCounting(): void {
+    if (this.#countTimer !== undefined) clearInterval(this.#countTimer);
+    this.#countTimer = undefined;
+  }
+
+  /** The drop counters as last read (see {@link PortGuard.startCounting}). */
+  counts(): PortDrops[] {
+    return this.#counts;
   }
 }
 

@@ -9,7 +9,8 @@ import type { Logger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config/config.ts";
 import { NftNetlink, type NftSys } from "../policy/nft_netlink.ts";
 import { guardRemovalScript } from "./guard_table.ts";
-import { nftBridgeRunner, PortGuard } from "./port_guard.ts";
+import { nftBridgeRunner, type PortDrops, PortGuard } from "./port_guard.ts";
+import type { Attachment } from "../service/attachment_store.ts";
 
 /** What the side needs. */
 export interface PortSecuritySideDeps {
@@ -56,4 +57,29 @@ export async function removeGuardTable(table: string, logger: Logger): Promise<v
       error: e instanceof Error ? e.message : String(e),
     })
   );
+}
+
+/**
+ * The drop counters by pod (the port's attachment record names it; an unnamed port counts as
+ * its port's name in no namespace), for the metrics.
+ *
+ * @example
+ * ```ts
+ * spoofedByPod(guard.counts(), store.list()); // [{ namespace: "default", pod: "evil", kind: "arp", packets: 2 }]
+ * ```
+ */
+export function spoofedByPod(
+  drops: PortDrops[],
+  records: Pick<Attachment, "hostIfname" | "pod">[],
+): { namespace: string; pod: string; kind: string; packets: number }[] {
+  const byPort = new Map(records.filter((r) => r.hostIfname).map((r) => [r.hostIfname!, r.pod]));
+  return drops.map((d) => {
+    const pod = byPort.get(d.port);
+    return {
+      namespace: pod?.namespace ?? "",
+      pod: pod?.name ?? d.port,
+      kind: d.kind,
+      packets: d.packets,
+    };
+  });
 }

@@ -35,6 +35,8 @@ export interface MetricsSources {
   ipamCheck?: () => { conflicts: number; leaked: number };
   /** NetworkPolicy: packets counted by each rule of the policy table. */
   policyRules?: () => { comment: string; packets: number }[];
+  /** Port security: frames dropped per pod and kind of forgery. */
+  spoofed?: () => { namespace: string; pod: string; kind: string; packets: number }[];
 }
 
 /**
@@ -183,6 +185,17 @@ export class FerryMetrics {
             const m = /^(\S+): no (ingress|egress) rule allows it$/.exec(r.comment);
             return m ? [[{ pod: m[1], direction: m[2] }, r.packets]] : [];
           })),
+      ),
+      new Gauge(
+        "ferry_spoofed_packets",
+        "Port security: frames a pod of this node sent as someone else, dropped on the host " +
+          "side, by pod and kind (mac, ethertype, arp, ipv4, ipv6, nd, ra, redirect, dhcp); " +
+          "read every 10 s, starting again when the guard table is rebuilt",
+        () =>
+          summed((sources.spoofed?.() ?? []).map((d): [Labels, number] => [
+            { namespace: d.namespace, pod: d.pod, kind: d.kind },
+            d.packets,
+          ])),
       ),
     ];
   }
