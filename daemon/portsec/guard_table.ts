@@ -109,13 +109,14 @@ const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart
 /**
  * The elements that let `entry`'s pod send as itself: its port, its MAC, its ARP senders (each
  * IPv4 address, and `0.0.0.0` for probes), its IPv4 sources, its IPv6 sources (each address, its
- * link-local address, `::` for duplicate address detection) and the targets its neighbour
- * advertisements may name (its IPv6 addresses and link-local address).
+ * link-local address, `::` for duplicate address detection; the last two also for an IPv4-only
+ * pod) and the targets its neighbour advertisements may name (its IPv6 addresses and link-local
+ * address).
  *
  * @example
  * ```ts
  * guardElements({ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] })
- *   .map((e) => e.set); // ["ports", "mac", "sarp", "sarp", "src4"]
+ *   .map((e) => e.set); // ["ports", "mac", "sarp", "sarp", "src4", "src6", "src6", "tgt6"]
  * ```
  */
 export function guardElements(entry: PortEntry): GuardElement[] {
@@ -139,15 +140,15 @@ export function guardElements(entry: PortEntry): GuardElement[] {
   for (const ip of v4) {
     out.push({ set: "src4", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
   }
-  if (v6.length) {
-    const own = [...v6, linkLocalOf(entry.mac)];
-    for (const ip of [...own, "::"]) {
-      out.push({ set: "src6", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
-    }
-    for (const ip of own) {
-      const bytes = ipBytes(ip).bytes;
-      out.push({ set: "tgt6", key: concatBytes([port, bytes]), text: `${p} . 0x${hex(bytes)}` });
-    }
+  // The link-local address and :: whatever the pod's families: its kernel solicits routers and
+  // joins multicast groups from them as soon as the link is up.
+  const own = [...v6, linkLocalOf(entry.mac)];
+  for (const ip of [...own, "::"]) {
+    out.push({ set: "src6", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
+  }
+  for (const ip of own) {
+    const bytes = ipBytes(ip).bytes;
+    out.push({ set: "tgt6", key: concatBytes([port, bytes]), text: `${p} . 0x${hex(bytes)}` });
   }
   for (const prefix of entry.allowed ?? []) {
     const cidr = parseCidr(prefix);

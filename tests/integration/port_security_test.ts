@@ -357,3 +357,31 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "port security: IPv4-only pods still reach each other's link-local addresses, and nothing of their own traffic is counted as forged",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      const a = await c.addPod(node, "a", 0);
+      const b = await c.addPod(node, "b", 0);
+      await eventually(() => guarded(node, b), "b under guard");
+      await run("ip", "netns", "exec", a.ns.name, "ping", "-c1", "-W5", b.ip);
+      // Their link-local addresses go through duplicate address detection first (an IPv4-only
+      // pod's interface keeps it on): reachable once it is done.
+      const linkLocal = `${linkLocalOf(macOf(b))}%eth0`;
+      await eventually(
+        () =>
+          new Deno.Command("ip", {
+            args: ["netns", "exec", a.ns.name, "ping", "-6", "-c1", "-W1", linkLocal],
+            stdout: "null",
+            stderr: "null",
+          }).output().then((o) => o.success),
+        `a reaches b's link-local address ${linkLocal}`,
+      );
+      const counted = [...await drops(node)].filter(([, n]) => n > 0);
+      assertEquals(counted, [], "the pods' own frames were counted as forged");
+    }),
+});
