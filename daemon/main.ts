@@ -141,7 +141,7 @@ export async function startDaemon(
       macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs),
       ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs),
       delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
-      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs),
+      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, guard),
     },
     store,
     netns,

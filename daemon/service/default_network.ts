@@ -18,6 +18,7 @@ import type { Attachment, AttachmentStore } from "./attachment_store.ts";
 import { BridgeDriver } from "../drivers/bridge.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
 import { entryOfResult, type PortEntry } from "../portsec/guard_table.ts";
+import { hostLinkName } from "../net/naming.ts";
 import { parseCidr } from "../ipam/cidr.ts";
 import { defaultRange, LocalPool, type PoolRange } from "../ipam/local_pool.ts";
 import { type FamilyAllocator, RangeAllocator } from "../ipam/allocator.ts";
@@ -256,11 +257,16 @@ export class DefaultNetwork {
   }
 }
 
-/** The guard entries of the default network's recorded interfaces (port security). */
+/**
+ * The guard entries of the recorded interfaces on Ferry's veths (port security): the default
+ * network's, and native NAD bridges' (whose records name no host end: it is derived).
+ */
 function guardedPorts(records: Attachment[]): PortEntry[] {
   return records.flatMap((r) => {
-    if ((r.driver ?? "bridge") !== "bridge" || !r.hostIfname) return [];
-    const entry = entryOfResult(r.result, r.hostIfname);
+    const driver = r.driver ?? "bridge";
+    if (driver !== "bridge" && driver !== "nad-bridge") return [];
+    const port = r.hostIfname ?? hostLinkName(r.containerId, r.ifname);
+    const entry = entryOfResult(r.result, port);
     if (!entry) return [];
     return [r.allowedSources?.length ? { ...entry, allowed: r.allowedSources } : entry];
   });

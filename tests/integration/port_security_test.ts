@@ -14,7 +14,12 @@ import {
   withSimCluster,
 } from "../../daemon/dev/cluster_sim.ts";
 import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
-import { EVENTS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import {
+  EVENTS,
+  NETWORK_ATTACHMENT_DEFINITIONS,
+  NETWORK_POLICIES,
+} from "../../daemon/k8s/resources.ts";
+import { installNadCrd } from "../../daemon/dev/crds.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { ALLOWED_SOURCES_ANNOTATION } from "../../daemon/portsec/allowed_sources.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
@@ -34,8 +39,13 @@ const portOf = (p: SimPod) => hostLinkName(p.containerId, "eth0");
 const macOf = (p: SimPod) => stableMac(p.containerId, "eth0", "container");
 
 /** Sends one frame of `kind` from `pod`'s eth0 (tests/integration/_spoof.py). */
-async function send(pod: SimPod, kind: string, ...args: string[]): Promise<void> {
-  await run("ip", "netns", "exec", pod.ns.name, "python3", SPOOF, "eth0", kind, ...args);
+function send(pod: SimPod, kind: string, ...args: string[]): Promise<void> {
+  return sendOn(pod, "eth0", kind, ...args);
+}
+
+/** Sends one frame of `kind` from `pod`'s interface `ifname`. */
+async function sendOn(pod: SimPod, ifname: string, kind: string, ...args: string[]) {
+  await run("ip", "netns", "exec", pod.ns.name, "python3", SPOOF, ifname, kind, ...args);
 }
 
 /** The node's drop counters: packets per port and kind. */
@@ -383,5 +393,84 @@ Deno.test({
       );
       const counted = [...await drops(node)].filter(([, n]) => n > 0);
       assertEquals(counted, [], "the pods' own frames were counted as forged");
+    }),
+});
+
+Deno.test({
+  name:
+    "port security on a native NAD bridge: a pod's forged source and ARP on its second interface are dropped and counted for that interface's port; its own traffic there passes; DEL takes the port out",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const name = `psbr-${t}`;
+      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+        metadata: { name, namespace: "default" },
+        spec: {
+          config: JSON.stringify({
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge: `fyb${t}`,
+            ipam: { type: "host-local", ranges: [[{ subnet: "192.168.86.0/24" }]] },
+          }),
+        },
+      } as KubeObject);
+      try {
+        const annotations = { "k8s.v1.cni.cncf.io/networks": name };
+        const f = await c.addPod(node, "nf", 30_000, { annotations });
+        const g = await c.addPod(node, "ng", 30_000, { annotations });
+        const net1 = async (p: SimPod) =>
+          (JSON.parse(
+            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+          ) as {
+            addr_info: { local: string }[];
+          }[])[0].addr_info[0].local;
+        const [fIp, gIp] = [await net1(f), await net1(g)];
+        const fMac = stableMac(f.containerId, "net1", "container");
+        const gMac = stableMac(g.containerId, "net1", "container");
+        const fPort = hostLinkName(f.containerId, "net1");
+        const atG = await listener(g);
+        try {
+          await sendOn(f, "net1", "udp4", fMac, gMac, fIp, gIp, String(PORT), "own-net1");
+          await eventually(
+            () => Promise.resolve(atG.lines.some((l) => l === `${fIp} own-net1`)),
+            "f's own datagram on net1 reaches g",
+          );
+          for (
+            const [kind, frame, args] of [
+              ["ipv4", "udp4", [fMac, gMac, "192.168.86.250", gIp, String(PORT), "forged-net1"]],
+              ["arp", "arp", [fMac, gMac, "2", fMac, "192.168.86.250", gMac, gIp]],
+            ] as [GuardKind, string, string[]][]
+          ) {
+            await sendOn(f, "net1", frame, ...args);
+            await eventually(
+              async () => ((await drops(node)).get(`${fPort}/${kind}`) ?? 0) > 0,
+              `f's forged ${frame} on net1 dropped and counted as ${kind}`,
+              10_000,
+            );
+          }
+          assertEquals(atG.lines.filter((l) => l.includes("forged")), []);
+        } finally {
+          atG.stop();
+        }
+        assertEquals((await c.removePod(f)).code, 0);
+        const ports = await run(
+          "ip",
+          "netns",
+          "exec",
+          node.ns.name,
+          "nft",
+          "list",
+          "set",
+          "bridge",
+          TABLE,
+          "ports",
+        );
+        assert(!ports.includes(fPort), `f's net1 port left the guard at DEL: ${ports}`);
+      } finally {
+        await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
+      }
     }),
 });
