@@ -36,7 +36,12 @@ import { PhaseStats } from "./telemetry/phase_stats.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
-import { portSecuritySide, removeGuardTable, spoofedByPod } from "./portsec/portsec_side.ts";
+import {
+  podGuardSide,
+  portSecuritySide,
+  removeGuardTable,
+  spoofedByPod,
+} from "./portsec/portsec_side.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -122,6 +127,7 @@ export async function startDaemon(
   }
   const { controller, identity } = cluster;
   const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
+  const podGuard = guard ? podGuardSide(config) : undefined;
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -138,8 +144,8 @@ export async function startDaemon(
     network,
     networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
-      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs),
-      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs),
+      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs, podGuard),
+      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs, podGuard),
       delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
       "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, guard),
     },

@@ -11,6 +11,8 @@ import { NftNetlink, type NftSys } from "../policy/nft_netlink.ts";
 import { guardRemovalScript } from "./guard_table.ts";
 import { nftBridgeRunner, type PortDrops, PortGuard } from "./port_guard.ts";
 import type { Attachment } from "../service/attachment_store.ts";
+import { NftRunner } from "../cluster/masquerade.ts";
+import type { SublinkGuard } from "../drivers/sublink.ts";
 
 /** What the side needs. */
 export interface PortSecuritySideDeps {
@@ -82,4 +84,21 @@ export function spoofedByPod(
       packets: d.packets,
     };
   });
+}
+
+/**
+ * Port security for macvlan and ipvlan interfaces: their guard tables, written with `nft` inside
+ * the pod's namespace.
+ *
+ * @example
+ * ```ts
+ * new SublinkDriver("macvlan", plumber, 60_000, podGuardSide(config));
+ * ```
+ */
+export function podGuardSide(config: Pick<DaemonConfig, "portSecurity">): SublinkGuard {
+  const nft = new NftRunner();
+  return {
+    table: config.portSecurity.table,
+    applyIn: (netns, script) => nft.applyIn(netns, script),
+  };
 }

@@ -13,7 +13,17 @@ import {
   waitReady,
   withSimCluster,
 } from "../../daemon/dev/cluster_sim.ts";
-import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
+import {
+  IS_ROOT,
+  kernelSupports,
+  run,
+  type TestNetns,
+  uniqueToken,
+  withMasterLink,
+  withNetns,
+} from "../../daemon/dev/netns.ts";
+import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
+import { podGuardTable } from "../../daemon/portsec/pod_guard.ts";
 import {
   EVENTS,
   NETWORK_ATTACHMENT_DEFINITIONS,
@@ -473,4 +483,111 @@ Deno.test({
         await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
       }
     }),
+});
+
+Deno.test({
+  name:
+    "port security on macvlan: the pod's namespace holds a guard on its interface's egress that drops and counts a forged source, MAC and ARP sender and a router advertisement, lets its own traffic out, and goes at DEL",
+  ignore: opts.ignore || !(await kernelSupports("macvlan")),
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withMasterLink((master) =>
+      withFerry({}, (ferry) =>
+        withNetns(2, async ([a, b]) => {
+          const table = podGuardTable(ferry.config.portSecurity.table, "net1");
+          const subnet = `172.${16 + Math.floor(Math.random() * 16)}.${
+            Math.floor(Math.random() * 256)
+          }`;
+          const stdin = netconf("1.0.0", {
+            name: `mv-${uniqueToken()}`,
+            attachment: {
+              type: "macvlan",
+              master,
+              mode: "bridge",
+              ipam: {
+                type: "host-local",
+                ranges: [[{ subnet: `${subnet}.0/24` }]],
+                dataDir: `${ferry.dir}/host-local`,
+              },
+            },
+          });
+          const ids = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+          const plugged = [];
+          for (const [i, ns] of [a, b].entries()) {
+            const out = await ferry.shim(cniEnv("ADD", ns, ids[i], "net1"), stdin);
+            assertEquals(out.code, 0, out.stdout + out.stderr);
+            plugged.push(out.json as { ips: { address: string }[] });
+          }
+          const [aIp, bIp] = plugged.map((r) => r.ips[0].address.split("/")[0]);
+          const [aMac, bMac] = ids.map((id) => stableMac(id, "net1", "container"));
+          const counts = async () => {
+            const out = await run(
+              "ip",
+              "netns",
+              "exec",
+              a.name,
+              "nft",
+              "-j",
+              "list",
+              "table",
+              "netdev",
+              table,
+            );
+            const by = new Map<string, number>();
+            for (
+              const item of JSON.parse(out).nftables as {
+                rule?: { comment?: string; expr: { counter?: { packets: number } }[] };
+              }[]
+            ) {
+              const n = item.rule?.expr.find((e) => e.counter)?.counter?.packets ?? 0;
+              if (item.rule?.comment) {
+                by.set(item.rule.comment, (by.get(item.rule.comment) ?? 0) + n);
+              }
+            }
+            return by;
+          };
+          const sendA = (kind: string, ...args: string[]) =>
+            run("ip", "netns", "exec", a.name, "python3", SPOOF, "net1", kind, ...args).catch(() =>
+              ""
+            );
+          const pod = (ns: TestNetns) => ({ ns }) as SimPod;
+          const atB = await listener(pod(b));
+          try {
+            await sendA("udp4", aMac, bMac, aIp, bIp, String(PORT), "own-mv");
+            await eventually(
+              () => Promise.resolve(atB.lines.some((l) => l === `${aIp} own-mv`)),
+              "a's own datagram over macvlan reaches b",
+            );
+            const attacks: [string, string, string[]][] = [
+              ["ipv4", "udp4", [aMac, bMac, `${subnet}.250`, bIp, String(PORT), "forged-mv"]],
+              ["mac", "udp4", [bMac, bMac, aIp, bIp, String(PORT), "forged-mv-mac"]],
+              ["arp", "arp", [aMac, bMac, "2", aMac, bIp, bMac, bIp]],
+              ["ra", "ra", [aMac, linkLocalOf(aMac), "fd00:bad:bad:bad::"]],
+            ];
+            for (const [kind, frame, args] of attacks) {
+              const was = (await counts()).get(kind) ?? 0;
+              await sendA(frame, ...args);
+              await eventually(
+                async () => ((await counts()).get(kind) ?? 0) > was,
+                `a's ${frame} (${args.join(" ")}) dropped in its namespace and counted as ${kind}`,
+                10_000,
+              );
+            }
+            await sendA("udp4", aMac, bMac, aIp, bIp, String(PORT), "bye-mv");
+            await eventually(
+              () => Promise.resolve(atB.lines.some((l) => l.endsWith("bye-mv"))),
+              "genuine",
+            );
+            assertEquals(atB.lines.filter((l) => l.includes("forged")), []);
+          } finally {
+            atB.stop();
+          }
+          const del = await ferry.shim(cniEnv("DEL", a, ids[0], "net1"), stdin);
+          assertEquals(del.code, 0, del.stdout);
+          const left = await run("ip", "netns", "exec", a.name, "nft", "list", "tables");
+          assert(!left.includes(table), `the guard table left at DEL: ${left}`);
+          await ferry.shim(cniEnv("DEL", b, ids[1], "net1"), stdin);
+        }))
+    ),
 });

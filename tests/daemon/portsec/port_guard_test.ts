@@ -14,6 +14,7 @@ import {
   type PortEntry,
 } from "../../../daemon/portsec/guard_table.ts";
 import { dropsOf, nftBridgeRunner, PortGuard } from "../../../daemon/portsec/port_guard.ts";
+import { podGuardScript } from "../../../daemon/portsec/pod_guard.ts";
 import { assertNftAccepts, HAS_NFT } from "../policy/_nft.ts";
 
 const entry: PortEntry = {
@@ -129,5 +130,25 @@ Deno.test({
       writer.close();
       await guard.remove().catch(() => {});
     }
+  },
+});
+
+Deno.test({
+  name:
+    "a macvlan's guard (its MAC, addresses, DHCP) and an ipvlan's (no MAC of its own, no address) are scripts nft accepts",
+  ignore: !HAS_NFT,
+  fn: async () => {
+    const macvlan = podGuardScript("ferry-portsec", {
+      ifname: "net1",
+      mac: "02:00:00:00:00:01",
+      ips: ["192.168.1.5", "fd00::5"],
+      dhcp: true,
+    });
+    assert(macvlan.includes("ip saddr 0.0.0.0 udp sport 68 udp dport 67 accept"), macvlan);
+    assert(macvlan.includes(`hook egress device "net1"`), macvlan);
+    await assertNftAccepts(macvlan);
+    const ipvlan = podGuardScript("ferry-portsec", { ifname: "net2", ips: [] });
+    assert(!ipvlan.includes("ether saddr"), ipvlan);
+    await assertNftAccepts(ipvlan);
   },
 });
