@@ -41,6 +41,7 @@ import {
   portSecuritySide,
   removeGuardTable,
   spoofedByPod,
+  spoofingReporter,
 } from "./portsec/portsec_side.ts";
 
 /**
@@ -211,7 +212,17 @@ export async function startDaemon(
     })
     : undefined;
   conflist?.start();
-  guard?.startCounting();
+  guard?.startCounting(
+    10_000,
+    spoofingReporter({
+      records: () => store.list(),
+      logger: getLogger(["ferry", "portsec"]),
+      event: (namespace, name, reason, message) => {
+        const pod = kube?.pods.registry.get(namespace, name);
+        if (pod) kube!.pods.event?.(pod, "Warning", reason, message);
+      },
+    }),
+  );
   if (network.waitingFor) logger.warn("not ready: {why}", { why: network.waitingFor });
   return {
     config,

@@ -6,7 +6,7 @@
  * send is per-pod elements of a few sets keyed by the host-side port ({@link guardElements}), not
  * rules per pod, so an ADD adds elements (in-process, `nft_netlink.ts`) and the rules never change.
  * Every drop goes through the chain of its kind, which counts it per port in a dynamic set
- * (`drop_<kind>`, read for metrics) and optionally logs it to NFLOG. Pure: text and bytes only.
+ * (`drop_<kind>`, read for metrics, log lines and Events). Pure: text and bytes only.
  *
  * @module
  */
@@ -41,14 +41,6 @@ export const GUARD_KINDS = [
 
 /** A kind of forgery. */
 export type GuardKind = typeof GUARD_KINDS[number];
-
-/** Where drops are logged (NFLOG), when they are. */
-export interface GuardLog {
-  /** The NFLOG group. */
-  group: number;
-  /** Log lines per second at most, per kind. */
-  perSecond: number;
-}
 
 /** One set element: the set and its key, as the kernel stores it (concatenated, padded). */
 export interface GuardElement {
@@ -163,7 +155,7 @@ export function guardElements(entry: PortEntry): GuardElement[] {
 }
 
 /** The sets and the chains of the table: everything but the elements. */
-function body(log: GuardLog | undefined): string[] {
+function body(): string[] {
   const lines = [
     "  set ports { type ifname; }",
     "  set mac { type ifname . ether_addr; }",
@@ -181,11 +173,6 @@ function body(log: GuardLog | undefined): string[] {
       `  chain forged_${kind} {`,
       // Counting may fail (a full set); the drop below it does not depend on it.
       `    update @drop_${kind} { iifname }`,
-      ...(log
-        ? [
-          `    limit rate ${log.perSecond}/second log group ${log.group} prefix "ferry-portsec ${kind} "`,
-        ]
-        : []),
       "    drop",
       "  }",
     );
@@ -220,12 +207,12 @@ function body(log: GuardLog | undefined): string[] {
  * guardTableScript("ferry-portsec", [{ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] }]);
  * ```
  */
-export function guardTableScript(table: string, entries: PortEntry[], log?: GuardLog): string {
+export function guardTableScript(table: string, entries: PortEntry[]): string {
   const lines = [
     `table bridge ${table}`,
     `delete table bridge ${table}`,
     `table bridge ${table} {`,
-    ...body(log),
+    ...body(),
     "}",
   ];
   for (const e of entries) {

@@ -16,7 +16,6 @@ import {
   GUARD_KINDS,
   guardElements,
   type GuardKind,
-  type GuardLog,
   guardRemovalScript,
   guardTableScript,
   type PortEntry,
@@ -43,8 +42,6 @@ export interface PortGuardDeps {
   listJson?(table: string): Promise<string | undefined>;
   /** The in-process writer; without it elements go through `apply`. */
   writer?: ElementWriter;
-  /** Log drops to NFLOG. */
-  log?: GuardLog;
   /** Where it says what it did. */
   logger: Logger;
 }
@@ -86,7 +83,7 @@ export class PortGuard {
 
   /** Replaces the table whole with the guard of `entries`, in one transaction. */
   async rebuild(entries: PortEntry[]): Promise<void> {
-    await this.#d.apply(guardTableScript(this.#d.table, entries, this.#d.log));
+    await this.#d.apply(guardTableScript(this.#d.table, entries));
     this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
       ports: entries.length,
       table: this.#d.table,
@@ -161,11 +158,17 @@ export class PortGuard {
 
   /**
    * Reads the drop counters every `everyMs` for {@link PortGuard.counts} (the metrics read them
-   * at each scrape; listing the table is a process, so not then).
+   * at each scrape; listing the table is a process, so not then), telling `increased` what was
+   * dropped since the last read.
    */
-  startCounting(everyMs = 10_000): void {
+  startCounting(everyMs = 10_000, increased?: (drops: PortDrops[]) => void): void {
     this.stopCounting();
-    const read = () => void this.drops().then((d) => (this.#counts = d));
+    const read = () =>
+      void this.drops().then((d) => {
+        const more = dropIncreases(this.#counts, d);
+        this.#counts = d;
+        if (more.length) increased?.(more);
+      });
     const timer = this.#countTimer = setInterval(read, everyMs);
     Deno.unrefTimer(timer);
     read();
@@ -206,6 +209,25 @@ export function dropsOf(json: string): PortDrops[] {
     }
   }
   return out;
+}
+
+/**
+ * What was dropped between two reads of the counters, per port and kind (a counter lower than
+ * before was reset with its table: all of it is new).
+ *
+ * @example
+ * ```ts
+ * dropIncreases([{ port: "fy1", kind: "arp", packets: 2 }], [{ port: "fy1", kind: "arp", packets: 5 }]);
+ * // [{ port: "fy1", kind: "arp", packets: 3 }]
+ * ```
+ */
+export function dropIncreases(before: PortDrops[], after: PortDrops[]): PortDrops[] {
+  const was = new Map(before.map((d) => [`${d.port}/${d.kind}`, d.packets]));
+  return after.flatMap((d) => {
+    const old = was.get(`${d.port}/${d.kind}`) ?? 0;
+    const packets = d.packets >= old ? d.packets - old : d.packets;
+    return packets > 0 ? [{ ...d, packets }] : [];
+  });
 }
 
 /**

@@ -114,7 +114,7 @@ async function listener(pod: SimPod): Promise<{ lines: string[]; stop(): void }>
 
 Deno.test({
   name:
-    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), forged IPv6 sources, source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side and counted per port and kind; the pods' own traffic, link-local and duplicate address detection pass; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
+    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), forged IPv6 sources, source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side, counted per port and kind and said on the pod and in the log; the pods' own traffic, link-local and duplicate address detection pass; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
@@ -226,6 +226,26 @@ Deno.test({
         );
         const forged = [...atDb.lines, ...atWeb.lines].filter((l) => l.includes("forged"));
         assertEquals(forged, [], "no forged datagram arrived");
+        // Said on the pod and in the log (the counters are read every 10 s).
+        await eventually(
+          async () => {
+            const { items } = await c.client.listAll<
+              KubeObject & { reason?: string; message?: string; involvedObject?: { name?: string } }
+            >(EVENTS, { namespace: "default" });
+            return items.some((e) =>
+              e.involvedObject?.name === evil.name && e.reason === "SpoofedFramesDropped" &&
+              (e.message ?? "").includes("forging")
+            );
+          },
+          "a SpoofedFramesDropped Event on evil",
+          40_000,
+          500,
+        );
+        const log = await Deno.readTextFile(node.log);
+        assert(
+          log.includes(`pod default/${evil.name} sent`) && log.includes("dropped by port security"),
+          "a log line names evil and what it forged",
+        );
         const neigh = await run("ip", "-n", db.ns.name, "neigh", "show", web.ip);
         assert(!neigh.includes(evilMac), `db's neighbour entry for web is evil's: ${neigh}`);
         const v6 = await run("ip", "-n", db.ns.name, "-6", "addr", "show", "dev", "eth0");

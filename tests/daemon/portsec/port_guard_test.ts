@@ -13,7 +13,13 @@ import {
   linkLocalOf,
   type PortEntry,
 } from "../../../daemon/portsec/guard_table.ts";
-import { dropsOf, nftBridgeRunner, PortGuard } from "../../../daemon/portsec/port_guard.ts";
+import {
+  dropIncreases,
+  dropsOf,
+  nftBridgeRunner,
+  PortGuard,
+} from "../../../daemon/portsec/port_guard.ts";
+import { spoofingReporter } from "../../../daemon/portsec/portsec_side.ts";
 import { podGuardScript } from "../../../daemon/portsec/pod_guard.ts";
 import { assertNftAccepts, HAS_NFT } from "../policy/_nft.ts";
 
@@ -151,4 +157,47 @@ Deno.test({
     assert(!ipvlan.includes("ether saddr"), ipvlan);
     await assertNftAccepts(ipvlan);
   },
+});
+
+Deno.test("what was dropped between two reads is the difference per port and kind; a reset counter counts whole", () => {
+  assertEquals(
+    dropIncreases(
+      [{ port: "fy1", kind: "arp", packets: 2 }, { port: "fy2", kind: "ra", packets: 9 }],
+      [
+        { port: "fy1", kind: "arp", packets: 5 },
+        { port: "fy1", kind: "ipv4", packets: 1 },
+        { port: "fy2", kind: "ra", packets: 4 },
+        { port: "fy3", kind: "mac", packets: 0 },
+      ],
+    ),
+    [
+      { port: "fy1", kind: "arp", packets: 3 },
+      { port: "fy1", kind: "ipv4", packets: 1 },
+      { port: "fy2", kind: "ra", packets: 4 },
+    ],
+  );
+  assertEquals(
+    dropIncreases([{ port: "fy1", kind: "arp", packets: 2 }], [
+      { port: "fy1", kind: "arp", packets: 2 },
+    ]),
+    [],
+  );
+});
+
+Deno.test("new drops are said once per pod and kind: a log line naming pod and forgery, a Warning Event on the pod", () => {
+  const lines: Record<string, unknown>[] = [];
+  const events: string[] = [];
+  const report = spoofingReporter({
+    records: () => [{ hostIfname: "fy1", pod: { namespace: "team", name: "evil" } }],
+    logger: { warn: (_m: string, p: Record<string, unknown>) => lines.push(p) } as never,
+    event: (ns, name, reason, message) => events.push(`${ns}/${name} ${reason}: ${message}`),
+  });
+  report([{ port: "fy1", kind: "arp", packets: 3 }, { port: "fy9", kind: "ra", packets: 1 }]);
+  assertEquals(lines.map((l) => `${l.namespace}/${l.pod} ${l.what}`), [
+    "team/evil 3 frame(s) forging another ARP sender",
+    "/fy9 1 frame(s) forging a router advertisement",
+  ]);
+  assertEquals(events, [
+    "team/evil SpoofedFramesDropped: port security dropped 3 frame(s) forging another ARP sender sent by this pod",
+  ]);
 });
