@@ -331,7 +331,7 @@ export const DaemonConfigSchema = Type.Object({
   portSecurity: Type.Object({
     enabled: Type.Boolean({
       description:
-        "drop what a pod sends on the default network as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies), on the host side before it reaches the bridge, another pod or the node (see security.md)",
+        "drop what a pod sends as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies) on the interfaces Ferry plugs: on the host side before it reaches the bridge, another pod or the node (default network, native NAD bridges), in the pod's namespace for macvlan and ipvlan (see security.md)",
     }),
     table: Type.String({
       pattern: "^[A-Za-z][A-Za-z0-9_-]*$",
