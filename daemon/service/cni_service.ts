@@ -283,7 +283,7 @@ export class CniService {
     const nads = nadWait
       ? AbortSignal.any([nadWait.signal, ...(run.signal ? [run.signal] : [])])
       : undefined;
-    if (pod && run.driver === "bridge") run.allowedSources = this.#allowedSources(run, pod);
+    if (pod && run.driver === "bridge") run.allowedSources = this.#allowedSources(pod);
     const record = await this.#record(run, await this.#plugDefault(run, nads));
     if (pod && nads) await this.#plugExtrasOrUndo(run, pod, record, nads);
     if (pod && (this.#d.policy || this.#d.multiPolicy)) await this.#enforcePolicy(run, pod, record);
@@ -303,7 +303,7 @@ export class CniService {
    *
    * @throws {CniError} code 7 when an honoured annotation names something that is no prefix.
    */
-  #allowedSources(run: AddRun, pod: RegisteredPod): string[] | undefined {
+  #allowedSources(pod: RegisteredPod): string[] | undefined {
     const ps = this.#d.portSecurity;
     if (!ps) return undefined;
     const asked = allowedSources(pod.annotations, ps.allowSourcePrefixesAnnotation);
