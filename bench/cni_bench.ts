@@ -16,6 +16,7 @@
  *   everything is deleted;
  * - NetworkPolicy's cost on the daemon's ADD: policy off, no policy, 100 policies none of which
  *   selects the pods, 100 of which one isolates them (`policyAddCost` of `bench/policy_bench.ts`);
+ * - port security's cost on the daemon's ADD: on and off (`bench/portsec_bench.ts`);
  * - with `--node`, where the realkubelet node is built (`../shared/tools/realkubelet`), 20 and 50
  *   pods created with kubectl until all Running, reference plugins and Ferry in turn.
  *
@@ -47,6 +48,7 @@ import { QUIET_MS } from "../daemon/runtime/idle_trim.ts";
 import { type PhaseSummary as Series, summarize } from "../daemon/telemetry/phase_stats.ts";
 import { cniBenchReport, type CniBenchResult } from "./report.ts";
 import { type PolicyAddCase, policyAddCost } from "./policy_bench.ts";
+import { portSecurityAddCost } from "./portsec_bench.ts";
 
 /** What to run. */
 interface BenchOptions {
@@ -458,6 +460,12 @@ async function main(o: BenchOptions): Promise<void> {
   const policyAdd = (c: PolicyAddCase["case"]) => policyCost.find((r) => r.case === c)!.addP50Ms;
   for (const r of policyCost) figures[`daemon ADD p50, ${r.case} (ms)`] = r.addP50Ms;
 
+  // 8. What port security costs an ADD (the same kind of simulated node).
+  console.log("port security's cost on the ADD");
+  const portsec = await portSecurityAddCost(o.n);
+  figures["daemon ADD p50, port security on (ms)"] = portsec.onP50Ms;
+  figures["daemon ADD p50, port security off (ms)"] = portsec.offP50Ms;
+
   const floor100 = figures["100 at once: floor wall, median of 2 (ms)"];
   const at = (name: string) => memory.find((m) => m.at.startsWith(name));
   const plugged = at(`${o.pods} pods plugged`)!, afterChurn = at("after the churn")!;
@@ -545,6 +553,12 @@ async function main(o: BenchOptions): Promise<void> {
       } (none selecting) vs ${policyAdd("no policy")} ms (${
         policyAdd("policy off")
       } ms with policy off)`,
+    },
+    {
+      what: "ADD p50 with port security on ≤ off + 0.5 ms (issue 43; the daemon's own handling " +
+        "on a simulated node, on and off twice in turn)",
+      met: portsec.onP50Ms <= portsec.offP50Ms + 0.5,
+      measured: `${portsec.onP50Ms} (on) vs ${portsec.offP50Ms} ms (off)`,
     },
     ...(nodeBench?.targets ?? []),
   ];

@@ -517,8 +517,11 @@ async function benchPolicies(c: SimCluster, count: number, selecting: boolean) {
   await new Promise((r) => setTimeout(r, 2000));
 }
 
-/** TCP between two pods of one node: iperf3 throughput (Gbit/s) and new connections per second. */
-async function tcpBetween(c: SimCluster) {
+/**
+ * TCP between two pods of one node: iperf3 throughput (Gbit/s) and new connections per second
+ * (also `bench/portsec_bench.ts`).
+ */
+export async function tcpBetween(c: SimCluster) {
   const node = c.nodes[0];
   const srv = await c.addPod(node, "srv", 30_000, { labels: { app: "bench" } });
   const cli = await c.addPod(node, "cli", 30_000, { labels: { role: "client" } });

@@ -4,7 +4,7 @@
  * on every node): removes what Ferry left on the node, in the order
  * that keeps the runtime from half-using it: the conflist first (new pods stop naming Ferry), then
  * the shim (wrapper, its Deno, its bundle), the links Ferry made on its bridge, the bridge, the
- * VXLAN device, its routes (protocol 199), its nftables tables (masquerade, policy), its state and socket directories.
+ * VXLAN device, its routes (protocol 199), its nftables tables (masquerade, policy, port security), its state and socket directories.
  * Names come from the daemon's config file (the ConfigMap's `config.json`; defaults otherwise).
  * Prints what it removed; what is already gone is skipped. In the image it runs as
  * `deno run --allow-all --cached-only cni/uninstall.ts`.
@@ -31,6 +31,8 @@ export interface NodeInstall {
   nftTable: string;
   /** The NetworkPolicy table (family inet). */
   policyTable?: string;
+  /** Port security's table (family bridge). */
+  guardTable?: string;
   /** The daemon's state directory. */
   stateDir: string;
   /** The directory of the daemon's socket. */
@@ -97,6 +99,10 @@ export async function uninstallNode(n: NodeInstall): Promise<string[]> {
   for (const table of [n.nftTable, n.policyTable].filter((t): t is string => !!t)) {
     note((await quiet("nft", ["delete", "table", "inet", table])).ok, `nft table inet ${table}`);
   }
+  if (n.guardTable) {
+    const ok = (await quiet("nft", ["delete", "table", "bridge", n.guardTable])).ok;
+    note(ok, `nft table bridge ${n.guardTable}`);
+  }
   note(await removePath(n.stateDir, true), n.stateDir);
   note(await removePath(n.socketDir, true), n.socketDir);
   return done;
@@ -124,6 +130,7 @@ if (import.meta.main) {
     vxlanDevice: config.routing.vxlan.device,
     nftTable: config.masquerade.table,
     policyTable: config.policy.table,
+    guardTable: config.portSecurity.table,
     stateDir: root + config.stateDir,
     socketDir: root + (config.socket.slice(0, config.socket.lastIndexOf("/")) || "/"),
   });

@@ -38,6 +38,13 @@ import { StopWatchdog, type WatchdogVerdict } from "./runtime/stop_watchdog.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
+import {
+  podGuardSide,
+  portSecuritySide,
+  removeGuardTable,
+  spoofedByPod,
+  spoofingReporter,
+} from "./portsec/portsec_side.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -59,6 +66,11 @@ export async function startDaemon(
   const plumbing = openPlumbing(config, overrides.plumber, logger);
   const { plumber } = plumbing;
   const netns = await NetnsGuard.forThisProcess();
+  const guard = portSecuritySide({
+    config,
+    netfilter: plumbing.libc,
+    logger: getLogger(["ferry", "portsec"]),
+  });
   const network = new DefaultNetwork(
     {
       plumber,
@@ -68,6 +80,7 @@ export async function startDaemon(
       store,
       logger,
       reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
+      guard,
     },
     `node ${config.nodeName} has no spec.podCIDRs yet (ipam.mode kubernetes)`,
   );
@@ -91,6 +104,7 @@ export async function startDaemon(
     unroutableRanges: () => cluster?.controller.stats().unroutable.length ?? 0,
     policyProblems: () => policyProblems(kube?.policy?.stats(), kube?.multiPolicy?.stats()),
     policyRefused: () => kube?.policy?.refused() ?? [],
+    spoofed: () => spoofedByPod(guard?.counts() ?? [], store.list()),
   });
   let cluster: Awaited<ReturnType<typeof clusterSide>>;
   let pool: ReturnType<typeof poolIpam>;
@@ -98,6 +112,7 @@ export async function startDaemon(
     // The socket first: a second daemon for the same node stops here, before it touches the
     // bridge or sweeps links that the running one may be plugging.
     await claimSocketPath(config.socket);
+    if (!guard) await removeGuardTable(config.portSecurity.table, getLogger(["ferry", "portsec"]));
     if (local) await network.open(local);
     kube = config.standalone
       ? undefined
@@ -118,6 +133,7 @@ export async function startDaemon(
   }
   const { controller, identity } = cluster;
   const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
+  const podGuard = guard ? podGuardSide(config) : undefined;
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -134,10 +150,10 @@ export async function startDaemon(
     network,
     networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
-      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs),
-      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs),
+      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs, podGuard),
+      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs, podGuard),
       delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
-      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs),
+      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, guard),
     },
     store,
     netns,
@@ -146,6 +162,7 @@ export async function startDaemon(
     pods: kube?.pods,
     policy: kube?.policy,
     multiPolicy: kube?.multiPolicy,
+    portSecurity: guard ? config.portSecurity : undefined,
     multiVif: kube
       ? multiVifSide({ config, kube, localSubnets: () => network.subnets(), ip: plumbing.ip })
       : undefined,
@@ -215,6 +232,17 @@ export async function startDaemon(
     })
     : undefined;
   conflist?.start();
+  guard?.startCounting(
+    10_000,
+    spoofingReporter({
+      records: () => store.list(),
+      logger: getLogger(["ferry", "portsec"]),
+      event: (namespace, name, reason, message) => {
+        const pod = kube?.pods.registry.get(namespace, name);
+        if (pod) kube!.pods.event?.(pod, "Warning", reason, message);
+      },
+    }),
+  );
   if (network.waitingFor) logger.warn("not ready: {why}", { why: network.waitingFor });
   return {
     config,
@@ -255,6 +283,7 @@ export async function startDaemon(
       await kube?.close();
       plumbing.close();
       trimmer?.stop();
+      guard?.stopCounting();
     },
   };
 }

@@ -80,6 +80,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     logPerSecond: 10,
     limits: { policyEntries: 1000, namespaceEntries: 10_000 },
   },
+  portSecurity: { enabled: true, table: "ferry-portsec", allowSourcePrefixesAnnotation: false },
 };
 
 /** Flags that override the file. */

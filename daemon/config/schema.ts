@@ -344,6 +344,21 @@ export const DaemonConfigSchema = Type.Object({
       }),
     }, { additionalProperties: false }),
   }, { additionalProperties: false }),
+  portSecurity: Type.Object({
+    enabled: Type.Boolean({
+      description:
+        "drop what a pod sends as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies) on the interfaces Ferry plugs: on the host side before it reaches the bridge, another pod or the node (default network, native NAD bridges), in the pod's namespace for macvlan and ipvlan (see security.md)",
+    }),
+    table: Type.String({
+      pattern: "^[A-Za-z][A-Za-z0-9_-]*$",
+      description:
+        "the nftables table (family `bridge`) port security is written to on the node; it stays while the daemon restarts, and is removed when port security is turned off and by the uninstall",
+    }),
+    allowSourcePrefixesAnnotation: Type.Boolean({
+      description:
+        "honour a pod's `ferry.dev/allowed-source-prefixes` annotation (comma-separated CIDRs it may also send from: a VPN gateway, a router in a pod); when off, the annotation is refused with a Warning Event on the pod and a log line, and the pod sends from its own addresses only",
+    }),
+  }, { additionalProperties: false }),
   logFormat: Type.Union([Type.Literal("json"), Type.Literal("text")], {
     description:
       "`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences",

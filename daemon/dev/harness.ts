@@ -187,6 +187,11 @@ export async function withFerry<T>(
       // serves its probes and metrics on a port of its own.
       masquerade: { enabled: false },
       ...given,
+      // Its own port security table (on its own bridge's ports only).
+      portSecurity: {
+        table: `fp${token}`,
+        ...(given.portSecurity as Record<string, unknown> | undefined),
+      },
       server: { httpPort: 0, ...(given.server as Record<string, unknown> | undefined) },
       // Its own bridge and subnet; the host's forwarding sysctls are left alone unless asked.
       network: {
@@ -210,6 +215,7 @@ export async function withFerry<T>(
     daemon = await startDaemon(config, options.daemon);
   } catch (e) {
     await removeBridge(config.network.bridge);
+    await removeGuardTable(config.portSecurity.table);
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw e;
   }
@@ -246,8 +252,15 @@ export async function withFerry<T>(
   } finally {
     if (running) await daemon.stop();
     await removeBridge(config.network.bridge);
+    await removeGuardTable(config.portSecurity.table);
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Deletes a throwaway Ferry's port security table (a stopped daemon leaves it, as a node's must). */
+export async function removeGuardTable(table: string): Promise<void> {
+  await new Deno.Command("nft", { args: ["delete", "table", "bridge", table], stderr: "null" })
+    .output();
 }
 
 /** Deletes a throwaway Ferry's bridge (the daemon leaves it on stop, as a node's must stay). */

@@ -16,6 +16,8 @@ import { HOST_LINK_PREFIX, hostLinkName, stableMac } from "../net/naming.ts";
 import type { BridgeSpec, InterfaceAddress, Plumber, VethSpec } from "../net/plumber.ts";
 import { firstDifference } from "../service/live_check.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
+import type { PortGuard } from "../portsec/port_guard.ts";
+import type { PortEntry } from "../portsec/guard_table.ts";
 
 /** What the bridge driver needs. */
 export interface BridgeDriverDeps {
@@ -27,6 +29,8 @@ export interface BridgeDriverDeps {
   bridge: string;
   /** MTU of the bridge and the pod interfaces. */
   mtu: number;
+  /** Port security: each pod's port under guard before its ADD answers (off when absent). */
+  guard?: Pick<PortGuard, "admit" | "release">;
 }
 
 /** The bridge the allocators imply: their gateways with their subnets' prefixes. */
@@ -118,6 +122,7 @@ export class BridgeDriver implements Driver {
         await this.#d.plumber.plugVeth(spec);
       }
       await allocation;
+      await this.#d.guard?.admit(guardEntry(spec, ctx.allowedSources));
     } catch (e) {
       await this.#undo(key, spec.hostIfname);
       throw e;
@@ -155,9 +160,17 @@ export class BridgeDriver implements Driver {
    * no address is handed out while an interface still holds it.
    */
   async del(ctx: RecordContext): Promise<void> {
-    const removal = this.#d.plumber.unplugVeth(
-      ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname),
-    );
+    const hostIfname = ctx.record?.hostIfname ??
+      hostLinkName(ctx.key.containerId, ctx.key.ifname);
+    await this.#d.guard?.release({
+      port: hostIfname,
+      mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
+      ips: ctx.record
+        ? (ctx.record.result.ips ?? []).map((ip) => ip.address.split("/")[0])
+        : this.addressesOf(ctx.key),
+      ...(ctx.record?.allowedSources ? { allowed: ctx.record.allowedSources } : {}),
+    });
+    const removal = this.#d.plumber.unplugVeth(hostIfname);
     ctx.answerNow?.();
     await removal;
     for (const a of this.#d.allocators) await a.release(ctx.key);
@@ -260,6 +273,16 @@ export class BridgeDriver implements Driver {
   owners(): AttachmentKey[] {
     return this.#d.allocators.flatMap((a) => a.allocations().map((x) => x.owner));
   }
+}
+
+/** What a veth plug's pod may send from its host end (port security). */
+function guardEntry(spec: VethSpec, allowed: string[] | undefined): PortEntry {
+  return {
+    port: spec.hostIfname,
+    mac: spec.containerMac,
+    ips: spec.addresses.map((a) => a.cidr.split("/")[0]),
+    ...(allowed?.length ? { allowed } : {}),
+  };
 }
 
 /**

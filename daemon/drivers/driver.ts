@@ -28,6 +28,8 @@ export interface AddContext {
   path: string[];
   /** The previous result of a chained invocation. */
   prevResult?: CniResult;
+  /** Extra source prefixes port security lets the interface send from (CIDRs). */
+  allowedSources?: string[];
   /** Hears the time (ms) spent allocating addresses, for the `ipam` phase. */
   ipamTime?: (ms: number) => void;
   /**

@@ -20,6 +20,7 @@ import { vethResult } from "./bridge.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { refuseTakenName } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
+import type { PortGuard } from "../portsec/port_guard.ts";
 
 /** Reference bridge settings this driver does not implement: present and set, they delegate. */
 const DELEGATED_SETTINGS = [
@@ -56,12 +57,21 @@ export function nativeBridgeConf(conf: NetConf): boolean {
 export class NadBridgeDriver implements Driver {
   readonly #plumber: Plumber;
   readonly #pluginTimeoutMs: number;
+  readonly #guard?: Pick<PortGuard, "admit" | "release">;
   readonly #validate = validateNadBridgeConf;
 
-  /** Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`. */
-  constructor(plumber: Plumber, pluginTimeoutMs: number) {
+  /**
+   * Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`. With `guard` (port
+   * security), each pod's port is under guard before its ADD answers, as on the default network.
+   */
+  constructor(
+    plumber: Plumber,
+    pluginTimeoutMs: number,
+    guard?: Pick<PortGuard, "admit" | "release">,
+  ) {
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
+    this.#guard = guard;
   }
 
   #conf(conf: NetConf): NadBridgeConf {
@@ -110,6 +120,11 @@ export class NadBridgeDriver implements Driver {
           : [],
       });
       await this.#plumber.plugVeth(spec);
+      await this.#guard?.admit({
+        port: spec.hostIfname,
+        mac: spec.containerMac,
+        ips: ips.map((ip) => ip.address.split("/")[0]),
+      });
     } catch (e) {
       await this.#plumber.unplugVeth(spec.hostIfname).catch(() => {});
       if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx)).catch(() => {});
@@ -125,9 +140,13 @@ export class NadBridgeDriver implements Driver {
   /** Removes the host end (the pod end goes with it) and releases the addresses. */
   async del(ctx: RecordContext): Promise<void> {
     this.#conf(ctx.conf);
-    await this.#plumber.unplugVeth(
-      ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname),
-    );
+    const port = ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname);
+    await this.#guard?.release({
+      port,
+      mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
+      ips: (ctx.record?.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
+    });
+    await this.#plumber.unplugVeth(port);
     if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx));
   }
 

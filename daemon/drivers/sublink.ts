@@ -19,6 +19,15 @@ import { firstDifference } from "../service/live_check.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
+import { podGuardScript, podGuardTable } from "../portsec/pod_guard.ts";
+
+/** Port security in the pod's namespace: the table's name and how a script runs there. */
+export interface SublinkGuard {
+  /** The guard table's name (one per interface: `<table>-<ifname>`). */
+  table: string;
+  /** Runs an `nft -f` script inside the network namespace at path `netns`. */
+  applyIn(netns: string, script: string): Promise<void>;
+}
 
 /**
  * A macvlan or ipvlan driver.
@@ -32,13 +41,24 @@ export class SublinkDriver implements Driver {
   readonly #kind: "macvlan" | "ipvlan";
   readonly #plumber: Plumber;
   readonly #pluginTimeoutMs: number;
+  readonly #guard?: SublinkGuard;
   readonly #validate;
 
-  /** Creates the driver for `kind`; its IPAM plugin is killed after `pluginTimeoutMs`. */
-  constructor(kind: "macvlan" | "ipvlan", plumber: Plumber, pluginTimeoutMs: number) {
+  /**
+   * Creates the driver for `kind`; its IPAM plugin is killed after `pluginTimeoutMs`. With
+   * `guard` (port security), each interface gets its guard table in the pod's namespace before
+   * its ADD answers.
+   */
+  constructor(
+    kind: "macvlan" | "ipvlan",
+    plumber: Plumber,
+    pluginTimeoutMs: number,
+    guard?: SublinkGuard,
+  ) {
     this.#kind = kind;
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
+    this.#guard = guard;
     this.#validate = kind === "macvlan" ? validateMacvlanConf : validateIpvlanConf;
   }
 
@@ -89,6 +109,25 @@ export class SublinkDriver implements Driver {
       await ipamDel(this.#ipam(ctx)).catch(() => {});
       throw e;
     }
+    if (this.#guard) {
+      const script = podGuardScript(this.#guard.table, {
+        ifname: key.ifname,
+        mac,
+        ips: (ipam.ips ?? []).map((ip) => ip.address.split("/")[0]),
+        dhcp: (ctx.conf.ipam as { type?: string } | undefined)?.type === "dhcp",
+      });
+      try {
+        await this.#guard.applyIn(netns, script);
+      } catch (e) {
+        await this.#plumber.unplugIn(netns, key.ifname).catch(() => {});
+        await ipamDel(this.#ipam(ctx)).catch(() => {});
+        throw new CniError(
+          CNI_ERROR.IO_FAILURE,
+          `port security for ${key.ifname} could not be put in place`,
+          e instanceof Error ? e.message : String(e),
+        );
+      }
+    }
     const iface = {
       name: key.ifname,
       mac: mac ?? await masterMac(master),
@@ -112,6 +151,11 @@ export class SublinkDriver implements Driver {
   async del(ctx: RecordContext): Promise<void> {
     this.#conf(ctx.conf);
     if (ctx.netns) await this.#plumber.unplugIn(ctx.netns, ctx.key.ifname);
+    if (ctx.netns && this.#guard) {
+      const table = podGuardTable(this.#guard.table, ctx.key.ifname);
+      await this.#guard.applyIn(ctx.netns, `table netdev ${table}\ndelete table netdev ${table}\n`)
+        .catch(() => {}); // a namespace gone takes its tables along
+    }
     await ipamDel(this.#ipam(ctx));
   }
 

@@ -45,16 +45,31 @@ function addrLine(a: InterfaceAddress, ifname: string): string {
   return `addr add ${a.cidr} dev ${ifname}${isIpv6(a.cidr) ? " nodad" : ""}`;
 }
 
-/** Sysctls an interface inside the pod needs: IPv6 enabled on it when it gets an IPv6 address. */
 /**
- * IPv6 on, and no duplicate address detection on the pod interface: its addresses are unique by
- * allocation, and a link-local address still in detection (a second or two after the link comes
- * up) stalls neighbour discovery, so a new pod's first IPv6 packets would wait for it.
+ * Sysctls an interface inside the pod needs. IPv6 on, and no duplicate address detection on the
+ * pod interface: its addresses are unique by allocation, and a link-local address still in
+ * detection (a second or two after the link comes up) stalls neighbour discovery, so a new pod's
+ * first IPv6 packets would wait for it. Router advertisements and redirects are not accepted
+ * (port security): a pod's routes are Ferry's, never another pod's (IPv4 redirects are accepted
+ * when either `all` or the interface accepts them, so both are off).
  */
 function podSysctls(ifname: string, addresses: InterfaceAddress[]): Sysctl[] {
-  return addresses.some((a) => isIpv6(a.cidr))
-    ? [[`net/ipv6/conf/${ifname}/disable_ipv6`, "0"], [`net/ipv6/conf/${ifname}/accept_dad`, "0"]]
-    : [];
+  const out: Sysctl[] = [];
+  if (addresses.some((a) => !isIpv6(a.cidr))) {
+    out.push(
+      ["net/ipv4/conf/all/accept_redirects", "0"],
+      [`net/ipv4/conf/${ifname}/accept_redirects`, "0"],
+    );
+  }
+  if (addresses.some((a) => isIpv6(a.cidr))) {
+    out.push(
+      [`net/ipv6/conf/${ifname}/disable_ipv6`, "0"],
+      [`net/ipv6/conf/${ifname}/accept_dad`, "0"],
+      [`net/ipv6/conf/${ifname}/accept_ra`, "0"],
+      [`net/ipv6/conf/${ifname}/accept_redirects`, "0"],
+    );
+  }
+  return out;
 }
 
 /** Lines configuring an interface already in the pod: up, addresses, routes. */

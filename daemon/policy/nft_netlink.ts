@@ -31,7 +31,10 @@ const NFT_MSG_NEWSETELEM = 12;
 const NFT_MSG_GETRULE = 7;
 /** `ENOENT`: no such table (nothing isolated on the node). */
 const ENOENT = 2;
+const NFT_MSG_DESTROYSETELEM = 30;
 const NFPROTO_INET = 1;
+/** `NFPROTO_BRIDGE`: the family of a bridge table. */
+export const NFPROTO_BRIDGE = 7;
 const NLM_F_APPEND = 0x800;
 
 const NFTA_CHAIN_TABLE = 1;
@@ -63,6 +66,7 @@ const NFTA_SET_ELEM_LIST_SET = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
 const NFTA_SET_ELEM_KEY = 1;
 const NFTA_SET_ELEM_DATA = 2;
+const NFTA_SET_ELEM_KEY_END = 10;
 const NFT_REG_VERDICT = 0;
 const NF_DROP = 0;
 const NFT_JUMP = -3;
@@ -322,6 +326,70 @@ export function parseRuleDump(
   return out;
 }
 
+/** A set element to add or remove: the key's bytes as the kernel stores them (no data). */
+export interface SetElementOp {
+  /** The set. */
+  set: string;
+  /** The key (a concatenation's components each padded to 4 bytes). */
+  key: Uint8Array;
+  /** The last key of a range (a concatenated interval set's element). */
+  keyEnd?: Uint8Array;
+}
+
+/**
+ * One transaction adding (or, with `remove`, destroying: absent is fine) `ops`' elements of the
+ * sets of table `table` of `family`, one message per set, numbered from `seq`.
+ *
+ * @example
+ * ```ts
+ * const { bytes } = setElementBatch(NFPROTO_BRIDGE, "ferry-portsec", [{ set: "ports", key }], 1);
+ * ```
+ */
+export function setElementBatch(
+  family: number,
+  table: string,
+  ops: SetElementOp[],
+  seq: number,
+  remove = false,
+): { bytes: Uint8Array; seqs: number[] } {
+  const bySet = new Map<string, SetElementOp[]>();
+  for (const op of ops) bySet.set(op.set, [...(bySet.get(op.set) ?? []), op]);
+  const sets = [...bySet];
+  const seqs = sets.map((_, i) => seq + 1 + i);
+  const type = (NFNL_SUBSYS_NFTABLES << 8) | (remove ? NFT_MSG_DESTROYSETELEM : NFT_MSG_NEWSETELEM);
+  const batch = (t: number, s: number) => frame(t, 0, s, nfgenmsg(0, NFNL_SUBSYS_NFTABLES));
+  return {
+    bytes: concatBytes([
+      batch(NFNL_MSG_BATCH_BEGIN, seq),
+      ...sets.map(([set, keys], i) =>
+        frame(
+          type,
+          NL.F_ACK | (remove ? 0 : NL.F_CREATE),
+          seqs[i],
+          concatBytes([
+            nfgenmsg(family),
+            encodeAttrs([
+              [NFTA_SET_ELEM_LIST_TABLE, str(table)],
+              [NFTA_SET_ELEM_LIST_SET, str(set)],
+              [
+                NFTA_SET_ELEM_LIST_ELEMENTS,
+                keys.map((k): Attr => [NFTA_LIST_ELEM, [
+                  [NFTA_SET_ELEM_KEY, [[NFTA_DATA_VALUE, k.key]]],
+                  ...(k.keyEnd
+                    ? [[NFTA_SET_ELEM_KEY_END, [[NFTA_DATA_VALUE, k.keyEnd]]] as Attr]
+                    : []),
+                ]]),
+              ],
+            ]),
+          ]),
+        )
+      ),
+      batch(NFNL_MSG_BATCH_END, seq + sets.length + 1),
+    ]),
+    seqs,
+  };
+}
+
 /** The system calls the writer needs (`Libc` in the daemon). */
 export interface NftSys {
   /** A NETLINK_NETFILTER socket, in the calling thread's namespace, with a receive timeout. */
@@ -361,12 +429,33 @@ export class NftNetlink {
   /** Applies `ops` to inet table `table` as one transaction; throws with the kernel's errno. */
   write(table: string, ops: NftOp[]): Promise<void> {
     if (!ops.length) return Promise.resolve();
+    return this.#transact(table, (seq) => nftBatch(table, ops, seq));
+  }
+
+  /**
+   * Adds (or, with `remove`, destroys) set elements of table `table` of `family` as one
+   * transaction; throws with the kernel's errno.
+   */
+  writeElements(
+    family: number,
+    table: string,
+    ops: SetElementOp[],
+    remove = false,
+  ): Promise<void> {
+    if (!ops.length) return Promise.resolve();
+    return this.#transact(table, (seq) => setElementBatch(family, table, ops, seq, remove));
+  }
+
+  #transact(
+    table: string,
+    build: (seq: number) => { bytes: Uint8Array; seqs: number[] },
+  ): Promise<void> {
     const sys = this.#sys;
     const fd = this.#fd ??= sys.netfilterSocket(2000);
     // Answers of an earlier batch that timed out are not this one's.
     while (sys.tryRecv(fd, this.#buf) !== undefined) { /* drained */ }
-    const { bytes, seqs } = nftBatch(table, ops, this.#seq);
-    this.#seq += ops.length + 2;
+    const { bytes, seqs } = build(this.#seq);
+    this.#seq += seqs.length + 2;
     sys.send(fd, bytes);
     const waiting = new Set(seqs);
     let failure: number | undefined;

@@ -41,6 +41,8 @@ export interface Attachment {
   chain?: NetConf[];
   /** A NAD that replaced the pod's default network (`v1.multus-cni.io/default-network`). */
   defaultNetwork?: boolean;
+  /** Extra source prefixes port security lets the interface send from (its pod's annotation). */
+  allowedSources?: string[];
   /** The result returned to the runtime, in the current spec version. */
   result: CniResult;
   /** When it was plugged (ISO 8601). */

@@ -30,6 +30,7 @@ import type { MultiVifDriver, RequestedAttachment } from "../multivif/drivers.ts
 import { checkChain, plugChain, unplugChain } from "../multivif/chain.ts";
 import { defaultDst } from "../net/link_plan.ts";
 import { Abandoned, asAbandoned } from "./abandoned.ts";
+import { allowedSources } from "../portsec/allowed_sources.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -87,6 +88,11 @@ export interface CniServiceDeps {
   };
   /** Where ADD's phases are timed (`/v1/stats`); none when absent. */
   phases?: PhaseStats;
+  /**
+   * Port security: whether a pod's allowed-source-prefixes annotation is honoured (otherwise it
+   * is refused with an Event on the pod); absent when port security is off.
+   */
+  portSecurity?: { allowSourcePrefixesAnnotation: boolean };
   /**
    * Additional interfaces (multi-VIF): the enabled drivers, in order, how long ADD waits for a
    * selected NetworkAttachmentDefinition to reach the watch (ms), and how the pod's default route
@@ -291,6 +297,7 @@ export class CniService {
     const nads = nadWait
       ? AbortSignal.any([nadWait.signal, ...(run.signal ? [run.signal] : [])])
       : undefined;
+    if (pod && run.driver === "bridge") run.allowedSources = this.#allowedSources(pod);
     const record = await this.#record(run, await this.#plugDefault(run, nads));
     if (pod && nads) await this.#plugExtrasOrUndo(run, pod, record, nads);
     if (pod && (this.#d.policy || this.#d.multiPolicy)) await this.#enforcePolicy(run, pod, record);
@@ -302,6 +309,29 @@ export class CniService {
     // A hang-up noticed only when the answer is written undoes this ADD as well.
     undelivered?.(() => this.#undoUndelivered(key, record, req));
     return record.result;
+  }
+
+  /**
+   * The extra source prefixes the pod's annotation asks for, when port security honours them; a
+   * refused annotation is said on the pod and logged, and the pod sends from its own addresses.
+   *
+   * @throws {CniError} code 7 when an honoured annotation names something that is no prefix.
+   */
+  #allowedSources(pod: RegisteredPod): string[] | undefined {
+    const ps = this.#d.portSecurity;
+    if (!ps) return undefined;
+    const asked = allowedSources(pod.annotations, ps.allowSourcePrefixesAnnotation);
+    if ("invalid" in asked) throw new CniError(CNI_ERROR.INVALID_CONFIG, asked.invalid);
+    if ("refused" in asked) {
+      this.#d.logger.warn("pod {namespace}/{name}: {why}", {
+        namespace: pod.namespace,
+        name: pod.name,
+        why: asked.refused,
+      });
+      this.#d.pods?.event?.(pod, "Warning", "SourcePrefixesRefused", asked.refused);
+      return undefined;
+    }
+    return asked.prefixes;
   }
 
   /** The ADD's pod, when Kubernetes is on and the runtime named one (its wait timed). */
@@ -376,6 +406,7 @@ export class CniService {
         args: req.args,
         path: req.path,
         prevResult: req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined,
+        allowedSources: run.allowedSources,
         ipamTime: (ms) => this.#d.phases?.record("ipam", ms),
         resultKnown: (result, hostIfname) => {
           announced = recordOf(run, result, hostIfname);
@@ -973,6 +1004,8 @@ interface AddRun extends Selection {
   started: number;
   /** Whether the failure was already said on the pod. */
   reported: boolean;
+  /** Extra source prefixes port security lets the default interface send from. */
+  allowedSources?: string[];
 }
 
 /** The default interface plugged, and its record (staged while the plug went on, if announced). */
@@ -999,5 +1032,6 @@ function recordOf(run: AddRun, result: CniResult, hostIfname?: string): Attachme
     r.path = run.req.path;
   }
   if (run.podRef) r.pod = run.podRef;
+  if (run.allowedSources?.length) r.allowedSources = run.allowedSources;
   return r;
 }

@@ -14,8 +14,11 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import type { AttachmentStore } from "./attachment_store.ts";
+import type { Attachment, AttachmentStore } from "./attachment_store.ts";
 import { BridgeDriver } from "../drivers/bridge.ts";
+import type { PortGuard } from "../portsec/port_guard.ts";
+import { entryOfResult, type PortEntry } from "../portsec/guard_table.ts";
+import { hostLinkName } from "../net/naming.ts";
 import { parseCidr } from "../ipam/cidr.ts";
 import { defaultRange, LocalPool, type PoolRange } from "../ipam/local_pool.ts";
 import { type FamilyAllocator, RangeAllocator } from "../ipam/allocator.ts";
@@ -70,6 +73,8 @@ export interface DefaultNetworkDeps {
   logger: Logger;
   /** How long a released address stays out of use (ms). */
   reuseDelayMs?: number;
+  /** Port security: rebuilt from the records when the network opens (off when absent). */
+  guard?: PortGuard;
 }
 
 /**
@@ -192,6 +197,7 @@ export class DefaultNetwork {
       plumber: this.#d.plumber,
       bridge: this.#d.bridge,
       mtu,
+      guard: this.#d.guard,
     });
     await driver.prepare();
     const { store, logger } = this.#d;
@@ -214,6 +220,8 @@ export class DefaultNetwork {
         { links: swept.links.length, names: swept.links.join(", "), addresses: swept.addresses },
       );
     }
+    // The previous daemon's guard stays until this replaces it whole, before any ADD is served.
+    await this.#d.guard?.rebuild(guardedPorts(store.list()));
     this.#allocators = allocators;
     this.#driver = driver;
     this.#opened.resolve(driver);
@@ -247,4 +255,19 @@ export class DefaultNetwork {
     });
     return await Promise.race([this.#opened.promise, aborted]);
   }
+}
+
+/**
+ * The guard entries of the recorded interfaces on Ferry's veths (port security): the default
+ * network's, and native NAD bridges' (whose records name no host end: it is derived).
+ */
+function guardedPorts(records: Attachment[]): PortEntry[] {
+  return records.flatMap((r) => {
+    const driver = r.driver ?? "bridge";
+    if (driver !== "bridge" && driver !== "nad-bridge") return [];
+    const port = r.hostIfname ?? hostLinkName(r.containerId, r.ifname);
+    const entry = entryOfResult(r.result, port);
+    if (!entry) return [];
+    return [r.allowedSources?.length ? { ...entry, allowed: r.allowedSources } : entry];
+  });
 }

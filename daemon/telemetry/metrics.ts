@@ -41,6 +41,8 @@ export interface MetricsSources {
   policyProblems?: () => { kind: string; problem: string; count: number }[];
   /** NetworkPolicy: the policies the size limits refuse now, by `namespace/name`. */
   policyRefused?: () => string[];
+  /** Port security: frames dropped per pod and kind of forgery. */
+  spoofed?: () => { namespace: string; pod: string; kind: string; packets: number }[];
 }
 
 /**
@@ -59,11 +61,17 @@ function summed(samples: [Labels, number][]): [Labels, number][] {
 }
 
 /**
- * Labels that name a tenant's objects: pods (`pod`), NetworkPolicies (`policy`, and the `rule` of
- * one), NADs (`network`). The scrapers' port leaves them out unless the scraper shows the detail
- * token (`server.metricsDetailTokenFile`).
+ * Labels that name a tenant's objects: namespaces (`namespace`), pods (`pod`), NetworkPolicies
+ * (`policy`, and the `rule` of one), NADs (`network`). The scrapers' port leaves them out unless
+ * the scraper shows the detail token (`server.metricsDetailTokenFile`).
  */
-export const TENANT_LABELS: ReadonlySet<string> = new Set(["pod", "policy", "rule", "network"]);
+export const TENANT_LABELS: ReadonlySet<string> = new Set([
+  "namespace",
+  "pod",
+  "policy",
+  "rule",
+  "network",
+]);
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -226,6 +234,17 @@ export class FerryMetrics {
         "NetworkPolicy: 1 for each policy the size limits (policy.limits) refuse on this node, " +
           "by policy (namespace/name): the pods it selects are isolated without what it allows",
         () => (sources.policyRefused?.() ?? []).map((policy): [Labels, number] => [{ policy }, 1]),
+      ),
+      new Gauge(
+        "ferry_spoofed_packets",
+        "Port security: frames a pod of this node sent as someone else, dropped on the host " +
+          "side, by pod and kind (mac, ethertype, arp, ipv4, ipv6, nd, ra, redirect, dhcp); " +
+          "read every 10 s, starting again when the guard table is rebuilt",
+        () =>
+          summed((sources.spoofed?.() ?? []).map((d): [Labels, number] => [
+            { namespace: d.namespace, pod: d.pod, kind: d.kind },
+            d.packets,
+          ])),
       ),
     ];
   }

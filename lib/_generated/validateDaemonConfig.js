@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond","limits"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"},"limits":{"additionalProperties":false,"type":"object","required":["policyEntries","namespaceEntries"],"properties":{"policyEntries":{"minimum":1,"description":"entries (peers, ipBlock excepts and ports, over all its rules) one NetworkPolicy may hold; a policy over it is refused as a whole: the pods it selects are isolated without what it allows, with a Warning Event `PolicyTooLarge` on it","type":"integer"},"namespaceEntries":{"minimum":1,"description":"entries the NetworkPolicies of one namespace may hold together, taken in name order; the policy that would bring the namespace over it, and each after it that would too, is refused as `policy.limits.policyEntries` says","type":"integer"}}}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","portSecurity","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: default-network plugs and unplugs are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (quarantine)","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond","limits"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"},"limits":{"additionalProperties":false,"type":"object","required":["policyEntries","namespaceEntries"],"properties":{"policyEntries":{"minimum":1,"description":"entries (peers, ipBlock excepts and ports, over all its rules) one NetworkPolicy may hold; a policy over it is refused as a whole: the pods it selects are isolated without what it allows, with a Warning Event `PolicyTooLarge` on it","type":"integer"},"namespaceEntries":{"minimum":1,"description":"entries the NetworkPolicies of one namespace may hold together, taken in name order; the policy that would bring the namespace over it, and each after it that would too, is refused as `policy.limits.policyEntries` says","type":"integer"}}}}},"portSecurity":{"additionalProperties":false,"type":"object","required":["enabled","table","allowSourcePrefixesAnnotation"],"properties":{"enabled":{"description":"drop what a pod sends as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies) on the interfaces Ferry plugs: on the host side before it reaches the bridge, another pod or the node (default network, native NAD bridges), in the pod's namespace for macvlan and ipvlan (see security.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `bridge`) port security is written to on the node; it stays while the daemon restarts, and is removed when port security is turned off and by the uninstall","type":"string"},"allowSourcePrefixesAnnotation":{"description":"honour a pod's `ferry.dev/allowed-source-prefixes` annotation (comma-separated CIDRs it may also send from: a VPN gateway, a router in a pod); when off, the annotation is refused with a Warning Event on the pod and a log line, and the pod sends from its own addresses only","type":"boolean"}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern4 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -270,8 +270,8 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(data.logFormat === undefined){
-const err25 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logFormat"},message:"must have required property '"+"logFormat"+"'"};
+if(data.portSecurity === undefined){
+const err25 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "portSecurity"},message:"must have required property '"+"portSecurity"+"'"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -280,9 +280,8 @@ vErrors.push(err25);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(func2.call(schema11.properties, key0))){
-const err26 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(data.logFormat === undefined){
+const err26 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "logFormat"},message:"must have required property '"+"logFormat"+"'"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -291,12 +290,9 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-if(data.socket !== undefined){
-let data0 = data.socket;
-if(typeof data0 === "string"){
-if(!pattern0.test(data0)){
-const err27 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+for(const key0 in data){
+if(!(func2.call(schema11.properties, key0))){
+const err27 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -306,8 +302,11 @@ vErrors.push(err27);
 errors++;
 }
 }
-else {
-const err28 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.socket !== undefined){
+let data0 = data.socket;
+if(typeof data0 === "string"){
+if(!pattern0.test(data0)){
+const err28 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -317,11 +316,8 @@ vErrors.push(err28);
 errors++;
 }
 }
-if(data.nodeName !== undefined){
-let data1 = data.nodeName;
-if(typeof data1 === "string"){
-if(data1.length < 1){
-const err29 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err29 = {instancePath:instancePath+"/socket",schemaPath:"#/properties/socket/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -331,8 +327,11 @@ vErrors.push(err29);
 errors++;
 }
 }
-else {
-const err30 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.nodeName !== undefined){
+let data1 = data.nodeName;
+if(typeof data1 === "string"){
+if(data1.length < 1){
+const err30 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -342,9 +341,8 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data.kubeconfig !== undefined){
-if(typeof data.kubeconfig !== "string"){
-const err31 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err31 = {instancePath:instancePath+"/nodeName",schemaPath:"#/properties/nodeName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -354,9 +352,9 @@ vErrors.push(err31);
 errors++;
 }
 }
-if(data.allowInsecureTls !== undefined){
-if(typeof data.allowInsecureTls !== "boolean"){
-const err32 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.kubeconfig !== undefined){
+if(typeof data.kubeconfig !== "string"){
+const err32 = {instancePath:instancePath+"/kubeconfig",schemaPath:"#/properties/kubeconfig/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -366,9 +364,9 @@ vErrors.push(err32);
 errors++;
 }
 }
-if(data.standalone !== undefined){
-if(typeof data.standalone !== "boolean"){
-const err33 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.allowInsecureTls !== undefined){
+if(typeof data.allowInsecureTls !== "boolean"){
+const err33 = {instancePath:instancePath+"/allowInsecureTls",schemaPath:"#/properties/allowInsecureTls/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -378,11 +376,9 @@ vErrors.push(err33);
 errors++;
 }
 }
-if(data.podWaitSeconds !== undefined){
-let data5 = data.podWaitSeconds;
-if((typeof data5 == "number") && (isFinite(data5))){
-if(data5 <= 0 || isNaN(data5)){
-const err34 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data.standalone !== undefined){
+if(typeof data.standalone !== "boolean"){
+const err34 = {instancePath:instancePath+"/standalone",schemaPath:"#/properties/standalone/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -392,8 +388,11 @@ vErrors.push(err34);
 errors++;
 }
 }
-else {
-const err35 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.podWaitSeconds !== undefined){
+let data5 = data.podWaitSeconds;
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 <= 0 || isNaN(data5)){
+const err35 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -403,11 +402,8 @@ vErrors.push(err35);
 errors++;
 }
 }
-if(data.apiRequestTimeoutSeconds !== undefined){
-let data6 = data.apiRequestTimeoutSeconds;
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 <= 0 || isNaN(data6)){
-const err36 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err36 = {instancePath:instancePath+"/podWaitSeconds",schemaPath:"#/properties/podWaitSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -417,8 +413,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-else {
-const err37 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.apiRequestTimeoutSeconds !== undefined){
+let data6 = data.apiRequestTimeoutSeconds;
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 <= 0 || isNaN(data6)){
+const err37 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -428,11 +427,8 @@ vErrors.push(err37);
 errors++;
 }
 }
-if(data.watch !== undefined){
-let data7 = data.watch;
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-if(data7.timeoutSeconds === undefined){
-const err38 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
+else {
+const err38 = {instancePath:instancePath+"/apiRequestTimeoutSeconds",schemaPath:"#/properties/apiRequestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -441,8 +437,12 @@ vErrors.push(err38);
 }
 errors++;
 }
-if(data7.unhealthyAfterSeconds === undefined){
-const err39 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
+}
+if(data.watch !== undefined){
+let data7 = data.watch;
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+if(data7.timeoutSeconds === undefined){
+const err39 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "timeoutSeconds"},message:"must have required property '"+"timeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -451,8 +451,8 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(data7.resyncSeconds === undefined){
-const err40 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
+if(data7.unhealthyAfterSeconds === undefined){
+const err40 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "unhealthyAfterSeconds"},message:"must have required property '"+"unhealthyAfterSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -461,8 +461,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-if(data7.requestTimeoutSeconds === undefined){
-const err41 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
+if(data7.resyncSeconds === undefined){
+const err41 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "resyncSeconds"},message:"must have required property '"+"resyncSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -471,9 +471,8 @@ vErrors.push(err41);
 }
 errors++;
 }
-for(const key1 in data7){
-if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
-const err42 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data7.requestTimeoutSeconds === undefined){
+const err42 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/required",keyword:"required",params:{missingProperty: "requestTimeoutSeconds"},message:"must have required property '"+"requestTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -482,11 +481,9 @@ vErrors.push(err42);
 }
 errors++;
 }
-}
-if(data7.timeoutSeconds !== undefined){
-let data8 = data7.timeoutSeconds;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-const err43 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key1 in data7){
+if(!((((key1 === "timeoutSeconds") || (key1 === "unhealthyAfterSeconds")) || (key1 === "resyncSeconds")) || (key1 === "requestTimeoutSeconds"))){
+const err43 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -495,9 +492,11 @@ vErrors.push(err43);
 }
 errors++;
 }
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 < 1 || isNaN(data8)){
-const err44 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data7.timeoutSeconds !== undefined){
+let data8 = data7.timeoutSeconds;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+const err44 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -506,13 +505,9 @@ vErrors.push(err44);
 }
 errors++;
 }
-}
-}
-if(data7.unhealthyAfterSeconds !== undefined){
-let data9 = data7.unhealthyAfterSeconds;
-if((typeof data9 == "number") && (isFinite(data9))){
-if(data9 <= 0 || isNaN(data9)){
-const err45 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 < 1 || isNaN(data8)){
+const err45 = {instancePath:instancePath+"/watch/timeoutSeconds",schemaPath:"#/properties/watch/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -522,8 +517,12 @@ vErrors.push(err45);
 errors++;
 }
 }
-else {
-const err46 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data7.unhealthyAfterSeconds !== undefined){
+let data9 = data7.unhealthyAfterSeconds;
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 <= 0 || isNaN(data9)){
+const err46 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -533,11 +532,8 @@ vErrors.push(err46);
 errors++;
 }
 }
-if(data7.resyncSeconds !== undefined){
-let data10 = data7.resyncSeconds;
-if((typeof data10 == "number") && (isFinite(data10))){
-if(data10 < 0 || isNaN(data10)){
-const err47 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+else {
+const err47 = {instancePath:instancePath+"/watch/unhealthyAfterSeconds",schemaPath:"#/properties/watch/properties/unhealthyAfterSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -547,8 +543,11 @@ vErrors.push(err47);
 errors++;
 }
 }
-else {
-const err48 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data7.resyncSeconds !== undefined){
+let data10 = data7.resyncSeconds;
+if((typeof data10 == "number") && (isFinite(data10))){
+if(data10 < 0 || isNaN(data10)){
+const err48 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -558,11 +557,8 @@ vErrors.push(err48);
 errors++;
 }
 }
-if(data7.requestTimeoutSeconds !== undefined){
-let data11 = data7.requestTimeoutSeconds;
-if((typeof data11 == "number") && (isFinite(data11))){
-if(data11 <= 0 || isNaN(data11)){
-const err49 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err49 = {instancePath:instancePath+"/watch/resyncSeconds",schemaPath:"#/properties/watch/properties/resyncSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -572,8 +568,11 @@ vErrors.push(err49);
 errors++;
 }
 }
-else {
-const err50 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data7.requestTimeoutSeconds !== undefined){
+let data11 = data7.requestTimeoutSeconds;
+if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 <= 0 || isNaN(data11)){
+const err50 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -583,9 +582,8 @@ vErrors.push(err50);
 errors++;
 }
 }
-}
 else {
-const err51 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err51 = {instancePath:instancePath+"/watch/requestTimeoutSeconds",schemaPath:"#/properties/watch/properties/requestTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -595,11 +593,9 @@ vErrors.push(err51);
 errors++;
 }
 }
-if(data.stateDir !== undefined){
-let data12 = data.stateDir;
-if(typeof data12 === "string"){
-if(!pattern0.test(data12)){
-const err52 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+}
+else {
+const err52 = {instancePath:instancePath+"/watch",schemaPath:"#/properties/watch/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -609,8 +605,11 @@ vErrors.push(err52);
 errors++;
 }
 }
-else {
-const err53 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.stateDir !== undefined){
+let data12 = data.stateDir;
+if(typeof data12 === "string"){
+if(!pattern0.test(data12)){
+const err53 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -620,9 +619,8 @@ vErrors.push(err53);
 errors++;
 }
 }
-if(data.stagedConflist !== undefined){
-if(typeof data.stagedConflist !== "string"){
-const err54 = {instancePath:instancePath+"/stagedConflist",schemaPath:"#/properties/stagedConflist/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err54 = {instancePath:instancePath+"/stateDir",schemaPath:"#/properties/stateDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -632,11 +630,9 @@ vErrors.push(err54);
 errors++;
 }
 }
-if(data.cniConfDir !== undefined){
-let data14 = data.cniConfDir;
-if(typeof data14 === "string"){
-if(!pattern0.test(data14)){
-const err55 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+if(data.stagedConflist !== undefined){
+if(typeof data.stagedConflist !== "string"){
+const err55 = {instancePath:instancePath+"/stagedConflist",schemaPath:"#/properties/stagedConflist/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -646,8 +642,11 @@ vErrors.push(err55);
 errors++;
 }
 }
-else {
-const err56 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.cniConfDir !== undefined){
+let data14 = data.cniConfDir;
+if(typeof data14 === "string"){
+if(!pattern0.test(data14)){
+const err56 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -657,11 +656,8 @@ vErrors.push(err56);
 errors++;
 }
 }
-if(data.sysctlDir !== undefined){
-let data15 = data.sysctlDir;
-if(typeof data15 === "string"){
-if(!pattern0.test(data15)){
-const err57 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
+else {
+const err57 = {instancePath:instancePath+"/cniConfDir",schemaPath:"#/properties/cniConfDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -671,8 +667,11 @@ vErrors.push(err57);
 errors++;
 }
 }
-else {
-const err58 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.sysctlDir !== undefined){
+let data15 = data.sysctlDir;
+if(typeof data15 === "string"){
+if(!pattern0.test(data15)){
+const err58 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/pattern",keyword:"pattern",params:{pattern: "^/"},message:"must match pattern \""+"^/"+"\""};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -682,11 +681,8 @@ vErrors.push(err58);
 errors++;
 }
 }
-if(data.network !== undefined){
-let data16 = data.network;
-if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
-if(data16.subnet === undefined){
-const err59 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
+else {
+const err59 = {instancePath:instancePath+"/sysctlDir",schemaPath:"#/properties/sysctlDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -695,8 +691,12 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data16.bridge === undefined){
-const err60 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
+}
+if(data.network !== undefined){
+let data16 = data.network;
+if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
+if(data16.subnet === undefined){
+const err60 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "subnet"},message:"must have required property '"+"subnet"+"'"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -705,8 +705,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-if(data16.forwarding === undefined){
-const err61 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
+if(data16.bridge === undefined){
+const err61 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "bridge"},message:"must have required property '"+"bridge"+"'"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -715,8 +715,8 @@ vErrors.push(err61);
 }
 errors++;
 }
-if(data16.plumbing === undefined){
-const err62 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
+if(data16.forwarding === undefined){
+const err62 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "forwarding"},message:"must have required property '"+"forwarding"+"'"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -725,8 +725,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-if(data16.mtu === undefined){
-const err63 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
+if(data16.plumbing === undefined){
+const err63 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "plumbing"},message:"must have required property '"+"plumbing"+"'"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -735,9 +735,8 @@ vErrors.push(err63);
 }
 errors++;
 }
-for(const key2 in data16){
-if(!(func2.call(schema11.properties.network.properties, key2))){
-const err64 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(data16.mtu === undefined){
+const err64 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/required",keyword:"required",params:{missingProperty: "mtu"},message:"must have required property '"+"mtu"+"'"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -746,10 +745,9 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-if(data16.subnet !== undefined){
-if(typeof data16.subnet !== "string"){
-const err65 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key2 in data16){
+if(!(func2.call(schema11.properties.network.properties, key2))){
+const err65 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -759,9 +757,9 @@ vErrors.push(err65);
 errors++;
 }
 }
-if(data16.rangeStart !== undefined){
-if(typeof data16.rangeStart !== "string"){
-const err66 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.subnet !== undefined){
+if(typeof data16.subnet !== "string"){
+const err66 = {instancePath:instancePath+"/network/subnet",schemaPath:"#/properties/network/properties/subnet/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -771,9 +769,9 @@ vErrors.push(err66);
 errors++;
 }
 }
-if(data16.rangeEnd !== undefined){
-if(typeof data16.rangeEnd !== "string"){
-const err67 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.rangeStart !== undefined){
+if(typeof data16.rangeStart !== "string"){
+const err67 = {instancePath:instancePath+"/network/rangeStart",schemaPath:"#/properties/network/properties/rangeStart/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -783,9 +781,9 @@ vErrors.push(err67);
 errors++;
 }
 }
-if(data16.gateway !== undefined){
-if(typeof data16.gateway !== "string"){
-const err68 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.rangeEnd !== undefined){
+if(typeof data16.rangeEnd !== "string"){
+const err68 = {instancePath:instancePath+"/network/rangeEnd",schemaPath:"#/properties/network/properties/rangeEnd/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -795,9 +793,9 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(data16.subnet6 !== undefined){
-if(typeof data16.subnet6 !== "string"){
-const err69 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.gateway !== undefined){
+if(typeof data16.gateway !== "string"){
+const err69 = {instancePath:instancePath+"/network/gateway",schemaPath:"#/properties/network/properties/gateway/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -807,11 +805,9 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data16.bridge !== undefined){
-let data22 = data16.bridge;
-if(typeof data22 === "string"){
-if(!pattern4.test(data22)){
-const err70 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data16.subnet6 !== undefined){
+if(typeof data16.subnet6 !== "string"){
+const err70 = {instancePath:instancePath+"/network/subnet6",schemaPath:"#/properties/network/properties/subnet6/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -821,8 +817,11 @@ vErrors.push(err70);
 errors++;
 }
 }
-else {
-const err71 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data16.bridge !== undefined){
+let data22 = data16.bridge;
+if(typeof data22 === "string"){
+if(!pattern4.test(data22)){
+const err71 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -832,14 +831,25 @@ vErrors.push(err71);
 errors++;
 }
 }
-if(data16.forwarding !== undefined){
-if(typeof data16.forwarding !== "boolean"){
-const err72 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err72 = {instancePath:instancePath+"/network/bridge",schemaPath:"#/properties/network/properties/bridge/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err72];
 }
 else {
 vErrors.push(err72);
+}
+errors++;
+}
+}
+if(data16.forwarding !== undefined){
+if(typeof data16.forwarding !== "boolean"){
+const err73 = {instancePath:instancePath+"/network/forwarding",schemaPath:"#/properties/network/properties/forwarding/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
 }
 errors++;
 }
@@ -850,17 +860,7 @@ const _errs53 = errors;
 let valid3 = false;
 const _errs54 = errors;
 if(typeof data24 !== "string"){
-const err73 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-if("netlink" !== data24){
-const err74 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
+const err74 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -869,12 +869,8 @@ vErrors.push(err74);
 }
 errors++;
 }
-var _valid0 = _errs54 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const _errs56 = errors;
-if(typeof data24 !== "string"){
-const err75 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("netlink" !== data24){
+const err75 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/0/const",keyword:"const",params:{allowedValue: "netlink"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -883,8 +879,12 @@ vErrors.push(err75);
 }
 errors++;
 }
-if("iproute2" !== data24){
-const err76 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
+var _valid0 = _errs54 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const _errs56 = errors;
+if(typeof data24 !== "string"){
+const err76 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -893,16 +893,26 @@ vErrors.push(err76);
 }
 errors++;
 }
-var _valid0 = _errs56 === errors;
-valid3 = valid3 || _valid0;
-}
-if(!valid3){
-const err77 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("iproute2" !== data24){
+const err77 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf/1/const",keyword:"const",params:{allowedValue: "iproute2"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err77];
 }
 else {
 vErrors.push(err77);
+}
+errors++;
+}
+var _valid0 = _errs56 === errors;
+valid3 = valid3 || _valid0;
+}
+if(!valid3){
+const err78 = {instancePath:instancePath+"/network/plumbing",schemaPath:"#/properties/network/properties/plumbing/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
 }
 errors++;
 }
@@ -921,18 +931,7 @@ vErrors = null;
 if(data16.mtu !== undefined){
 let data25 = data16.mtu;
 if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err78 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err78];
-}
-else {
-vErrors.push(err78);
-}
-errors++;
-}
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 65535 || isNaN(data25)){
-const err79 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+const err79 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -941,8 +940,9 @@ vErrors.push(err79);
 }
 errors++;
 }
-if(data25 < 576 || isNaN(data25)){
-const err80 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 65535 || isNaN(data25)){
+const err80 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -951,11 +951,8 @@ vErrors.push(err80);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err81 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data25 < 576 || isNaN(data25)){
+const err81 = {instancePath:instancePath+"/network/mtu",schemaPath:"#/properties/network/properties/mtu/minimum",keyword:"minimum",params:{comparison: ">=", limit: 576},message:"must be >= 576"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -965,11 +962,10 @@ vErrors.push(err81);
 errors++;
 }
 }
-if(data.ipam !== undefined){
-let data26 = data.ipam;
-if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
-if(data26.mode === undefined){
-const err82 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+}
+else {
+const err82 = {instancePath:instancePath+"/network",schemaPath:"#/properties/network/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -978,8 +974,12 @@ vErrors.push(err82);
 }
 errors++;
 }
-if(data26.pools === undefined){
-const err83 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
+}
+if(data.ipam !== undefined){
+let data26 = data.ipam;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+if(data26.mode === undefined){
+const err83 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -988,8 +988,8 @@ vErrors.push(err83);
 }
 errors++;
 }
-if(data26.reuseDelaySeconds === undefined){
-const err84 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
+if(data26.pools === undefined){
+const err84 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "pools"},message:"must have required property '"+"pools"+"'"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -998,8 +998,8 @@ vErrors.push(err84);
 }
 errors++;
 }
-if(data26.blockReleaseSeconds === undefined){
-const err85 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
+if(data26.reuseDelaySeconds === undefined){
+const err85 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "reuseDelaySeconds"},message:"must have required property '"+"reuseDelaySeconds"+"'"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1008,14 +1008,24 @@ vErrors.push(err85);
 }
 errors++;
 }
-for(const key3 in data26){
-if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
-const err86 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(data26.blockReleaseSeconds === undefined){
+const err86 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/required",keyword:"required",params:{missingProperty: "blockReleaseSeconds"},message:"must have required property '"+"blockReleaseSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err86];
 }
 else {
 vErrors.push(err86);
+}
+errors++;
+}
+for(const key3 in data26){
+if(!((((key3 === "mode") || (key3 === "pools")) || (key3 === "reuseDelaySeconds")) || (key3 === "blockReleaseSeconds"))){
+const err87 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err87];
+}
+else {
+vErrors.push(err87);
 }
 errors++;
 }
@@ -1026,17 +1036,7 @@ const _errs64 = errors;
 let valid5 = false;
 const _errs65 = errors;
 if(typeof data27 !== "string"){
-const err87 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err87];
-}
-else {
-vErrors.push(err87);
-}
-errors++;
-}
-if("local" !== data27){
-const err88 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
+const err88 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1045,12 +1045,8 @@ vErrors.push(err88);
 }
 errors++;
 }
-var _valid1 = _errs65 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs67 = errors;
-if(typeof data27 !== "string"){
-const err89 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("local" !== data27){
+const err89 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "local"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1059,8 +1055,12 @@ vErrors.push(err89);
 }
 errors++;
 }
-if("kubernetes" !== data27){
-const err90 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
+var _valid1 = _errs65 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs67 = errors;
+if(typeof data27 !== "string"){
+const err90 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1069,12 +1069,8 @@ vErrors.push(err90);
 }
 errors++;
 }
-var _valid1 = _errs67 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs69 = errors;
-if(typeof data27 !== "string"){
-const err91 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("kubernetes" !== data27){
+const err91 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "kubernetes"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1083,8 +1079,12 @@ vErrors.push(err91);
 }
 errors++;
 }
-if("pool" !== data27){
-const err92 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
+var _valid1 = _errs67 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs69 = errors;
+if(typeof data27 !== "string"){
+const err92 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1093,12 +1093,8 @@ vErrors.push(err92);
 }
 errors++;
 }
-var _valid1 = _errs69 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const _errs71 = errors;
-if(typeof data27 !== "string"){
-const err93 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("pool" !== data27){
+const err93 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "pool"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1107,13 +1103,27 @@ vErrors.push(err93);
 }
 errors++;
 }
-if("auto" !== data27){
-const err94 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+var _valid1 = _errs69 === errors;
+valid5 = valid5 || _valid1;
+if(!valid5){
+const _errs71 = errors;
+if(typeof data27 !== "string"){
+const err94 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err94];
 }
 else {
 vErrors.push(err94);
+}
+errors++;
+}
+if("auto" !== data27){
+const err95 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf/3/const",keyword:"const",params:{allowedValue: "auto"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
 }
 errors++;
 }
@@ -1123,12 +1133,12 @@ valid5 = valid5 || _valid1;
 }
 }
 if(!valid5){
-const err95 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err96 = {instancePath:instancePath+"/ipam/mode",schemaPath:"#/properties/ipam/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err95];
+vErrors = [err96];
 }
 else {
-vErrors.push(err95);
+vErrors.push(err96);
 }
 errors++;
 }
@@ -1148,21 +1158,7 @@ if(data26.pools !== undefined){
 let data28 = data26.pools;
 if(Array.isArray(data28)){
 if(data28.length < 1){
-const err96 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err96];
-}
-else {
-vErrors.push(err96);
-}
-errors++;
-}
-const len0 = data28.length;
-for(let i0=0; i0<len0; i0++){
-let data29 = data28[i0];
-if(typeof data29 === "string"){
-if(!pattern5.test(data29)){
-const err97 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+const err97 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1171,9 +1167,12 @@ vErrors.push(err97);
 }
 errors++;
 }
-}
-else {
-const err98 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len0 = data28.length;
+for(let i0=0; i0<len0; i0++){
+let data29 = data28[i0];
+if(typeof data29 === "string"){
+if(!pattern5.test(data29)){
+const err98 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1183,9 +1182,8 @@ vErrors.push(err98);
 errors++;
 }
 }
-}
 else {
-const err99 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err99 = {instancePath:instancePath+"/ipam/pools/" + i0,schemaPath:"#/properties/ipam/properties/pools/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1195,10 +1193,9 @@ vErrors.push(err99);
 errors++;
 }
 }
-if(data26.reuseDelaySeconds !== undefined){
-let data30 = data26.reuseDelaySeconds;
-if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
-const err100 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err100 = {instancePath:instancePath+"/ipam/pools",schemaPath:"#/properties/ipam/properties/pools/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1207,9 +1204,11 @@ vErrors.push(err100);
 }
 errors++;
 }
-if((typeof data30 == "number") && (isFinite(data30))){
-if(data30 > 3600 || isNaN(data30)){
-const err101 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+if(data26.reuseDelaySeconds !== undefined){
+let data30 = data26.reuseDelaySeconds;
+if(!(((typeof data30 == "number") && (!(data30 % 1) && !isNaN(data30))) && (isFinite(data30)))){
+const err101 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1218,8 +1217,9 @@ vErrors.push(err101);
 }
 errors++;
 }
-if(data30 < 0 || isNaN(data30)){
-const err102 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data30 == "number") && (isFinite(data30))){
+if(data30 > 3600 || isNaN(data30)){
+const err102 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1228,12 +1228,8 @@ vErrors.push(err102);
 }
 errors++;
 }
-}
-}
-if(data26.blockReleaseSeconds !== undefined){
-let data31 = data26.blockReleaseSeconds;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err103 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data30 < 0 || isNaN(data30)){
+const err103 = {instancePath:instancePath+"/ipam/reuseDelaySeconds",schemaPath:"#/properties/ipam/properties/reuseDelaySeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1242,9 +1238,12 @@ vErrors.push(err103);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 > 86400 || isNaN(data31)){
-const err104 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data26.blockReleaseSeconds !== undefined){
+let data31 = data26.blockReleaseSeconds;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err104 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1253,8 +1252,9 @@ vErrors.push(err104);
 }
 errors++;
 }
-if(data31 < 0 || isNaN(data31)){
-const err105 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 > 86400 || isNaN(data31)){
+const err105 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1263,16 +1263,26 @@ vErrors.push(err105);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err106 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31 < 0 || isNaN(data31)){
+const err106 = {instancePath:instancePath+"/ipam/blockReleaseSeconds",schemaPath:"#/properties/ipam/properties/blockReleaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err106];
 }
 else {
 vErrors.push(err106);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err107 = {instancePath:instancePath+"/ipam",schemaPath:"#/properties/ipam/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err107];
+}
+else {
+vErrors.push(err107);
 }
 errors++;
 }
@@ -1284,22 +1294,22 @@ const len1 = data32.length;
 for(let i1=0; i1<len1; i1++){
 let data33 = data32[i1];
 if(typeof data33 !== "string"){
-const err107 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err107];
-}
-else {
-vErrors.push(err107);
-}
-errors++;
-}
-if(!((data33 === "npwg") || (data33 === "noop"))){
-const err108 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+const err108 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err108];
 }
 else {
 vErrors.push(err108);
+}
+errors++;
+}
+if(!((data33 === "npwg") || (data33 === "noop"))){
+const err109 = {instancePath:instancePath+"/multiVifDrivers/" + i1,schemaPath:"#/properties/multiVifDrivers/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.multiVifDrivers.items.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err109];
+}
+else {
+vErrors.push(err109);
 }
 errors++;
 }
@@ -1315,12 +1325,12 @@ continue;
 }
 if(typeof indices0[item0] == "number"){
 j0 = indices0[item0];
-const err109 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
+const err110 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/uniqueItems",keyword:"uniqueItems",params:{i: i2, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i2+" are identical)"};
 if(vErrors === null){
-vErrors = [err109];
+vErrors = [err110];
 }
 else {
-vErrors.push(err109);
+vErrors.push(err110);
 }
 errors++;
 break;
@@ -1330,21 +1340,7 @@ indices0[item0] = i2;
 }
 }
 else {
-const err110 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err110];
-}
-else {
-vErrors.push(err110);
-}
-errors++;
-}
-}
-if(data.multiNetwork !== undefined){
-let data34 = data.multiNetwork;
-if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-if(data34.allowCrossNamespace === undefined){
-const err111 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
+const err111 = {instancePath:instancePath+"/multiVifDrivers",schemaPath:"#/properties/multiVifDrivers/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1353,8 +1349,12 @@ vErrors.push(err111);
 }
 errors++;
 }
-if(data34.interfacePrefix === undefined){
-const err112 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
+}
+if(data.multiNetwork !== undefined){
+let data34 = data.multiNetwork;
+if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
+if(data34.allowCrossNamespace === undefined){
+const err112 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowCrossNamespace"},message:"must have required property '"+"allowCrossNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1363,8 +1363,8 @@ vErrors.push(err112);
 }
 errors++;
 }
-if(data34.configDir === undefined){
-const err113 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
+if(data34.interfacePrefix === undefined){
+const err113 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "interfacePrefix"},message:"must have required property '"+"interfacePrefix"+"'"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1373,8 +1373,8 @@ vErrors.push(err113);
 }
 errors++;
 }
-if(data34.allowedTypes === undefined){
-const err114 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowedTypes"},message:"must have required property '"+"allowedTypes"+"'"};
+if(data34.configDir === undefined){
+const err114 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "configDir"},message:"must have required property '"+"configDir"+"'"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1383,9 +1383,8 @@ vErrors.push(err114);
 }
 errors++;
 }
-for(const key4 in data34){
-if(!((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes"))){
-const err115 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data34.allowedTypes === undefined){
+const err115 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "allowedTypes"},message:"must have required property '"+"allowedTypes"+"'"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1394,10 +1393,9 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-if(data34.allowCrossNamespace !== undefined){
-if(typeof data34.allowCrossNamespace !== "boolean"){
-const err116 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key4 in data34){
+if(!((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes"))){
+const err116 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1407,11 +1405,9 @@ vErrors.push(err116);
 errors++;
 }
 }
-if(data34.interfacePrefix !== undefined){
-let data36 = data34.interfacePrefix;
-if(typeof data36 === "string"){
-if(!pattern6.test(data36)){
-const err117 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
+if(data34.allowCrossNamespace !== undefined){
+if(typeof data34.allowCrossNamespace !== "boolean"){
+const err117 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1421,8 +1417,11 @@ vErrors.push(err117);
 errors++;
 }
 }
-else {
-const err118 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.interfacePrefix !== undefined){
+let data36 = data34.interfacePrefix;
+if(typeof data36 === "string"){
+if(!pattern6.test(data36)){
+const err118 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1432,14 +1431,25 @@ vErrors.push(err118);
 errors++;
 }
 }
-if(data34.configDir !== undefined){
-if(typeof data34.configDir !== "string"){
-const err119 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err119 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err119];
 }
 else {
 vErrors.push(err119);
+}
+errors++;
+}
+}
+if(data34.configDir !== undefined){
+if(typeof data34.configDir !== "string"){
+const err120 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err120];
+}
+else {
+vErrors.push(err120);
 }
 errors++;
 }
@@ -1452,18 +1462,7 @@ for(let i3=0; i3<len2; i3++){
 let data39 = data38[i3];
 if(typeof data39 === "string"){
 if(!pattern7.test(data39)){
-const err120 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
-if(vErrors === null){
-vErrors = [err120];
-}
-else {
-vErrors.push(err120);
-}
-errors++;
-}
-}
-else {
-const err121 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err121 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1473,9 +1472,8 @@ vErrors.push(err121);
 errors++;
 }
 }
-}
 else {
-const err122 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err122 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1487,7 +1485,7 @@ errors++;
 }
 }
 else {
-const err123 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err123 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1497,11 +1495,9 @@ vErrors.push(err123);
 errors++;
 }
 }
-if(data.gc !== undefined){
-let data40 = data.gc;
-if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
-if(data40.graceSeconds === undefined){
-const err124 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
+}
+else {
+const err124 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1510,8 +1506,12 @@ vErrors.push(err124);
 }
 errors++;
 }
-if(data40.intervalSeconds === undefined){
-const err125 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
+}
+if(data.gc !== undefined){
+let data40 = data.gc;
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+if(data40.graceSeconds === undefined){
+const err125 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1520,8 +1520,8 @@ vErrors.push(err125);
 }
 errors++;
 }
-if(data40.maxRetries === undefined){
-const err126 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
+if(data40.intervalSeconds === undefined){
+const err126 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1530,8 +1530,8 @@ vErrors.push(err126);
 }
 errors++;
 }
-if(data40.reclaimIntervalSeconds === undefined){
-const err127 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
+if(data40.maxRetries === undefined){
+const err127 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1540,8 +1540,8 @@ vErrors.push(err127);
 }
 errors++;
 }
-if(data40.leaseNamespace === undefined){
-const err128 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
+if(data40.reclaimIntervalSeconds === undefined){
+const err128 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1550,9 +1550,8 @@ vErrors.push(err128);
 }
 errors++;
 }
-for(const key5 in data40){
-if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
-const err129 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(data40.leaseNamespace === undefined){
+const err129 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1561,11 +1560,9 @@ vErrors.push(err129);
 }
 errors++;
 }
-}
-if(data40.graceSeconds !== undefined){
-let data41 = data40.graceSeconds;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err130 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key5 in data40){
+if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
+const err130 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1574,9 +1571,11 @@ vErrors.push(err130);
 }
 errors++;
 }
-if((typeof data41 == "number") && (isFinite(data41))){
-if(data41 > 86400 || isNaN(data41)){
-const err131 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+if(data40.graceSeconds !== undefined){
+let data41 = data40.graceSeconds;
+if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
+const err131 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1585,8 +1584,9 @@ vErrors.push(err131);
 }
 errors++;
 }
-if(data41 < 0 || isNaN(data41)){
-const err132 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data41 == "number") && (isFinite(data41))){
+if(data41 > 86400 || isNaN(data41)){
+const err132 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1595,12 +1595,8 @@ vErrors.push(err132);
 }
 errors++;
 }
-}
-}
-if(data40.intervalSeconds !== undefined){
-let data42 = data40.intervalSeconds;
-if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
-const err133 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data41 < 0 || isNaN(data41)){
+const err133 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1609,9 +1605,12 @@ vErrors.push(err133);
 }
 errors++;
 }
-if((typeof data42 == "number") && (isFinite(data42))){
-if(data42 > 86400 || isNaN(data42)){
-const err134 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data40.intervalSeconds !== undefined){
+let data42 = data40.intervalSeconds;
+if(!(((typeof data42 == "number") && (!(data42 % 1) && !isNaN(data42))) && (isFinite(data42)))){
+const err134 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1620,8 +1619,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-if(data42 < 0 || isNaN(data42)){
-const err135 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data42 == "number") && (isFinite(data42))){
+if(data42 > 86400 || isNaN(data42)){
+const err135 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1630,12 +1630,8 @@ vErrors.push(err135);
 }
 errors++;
 }
-}
-}
-if(data40.maxRetries !== undefined){
-let data43 = data40.maxRetries;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err136 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data42 < 0 || isNaN(data42)){
+const err136 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1644,9 +1640,12 @@ vErrors.push(err136);
 }
 errors++;
 }
-if((typeof data43 == "number") && (isFinite(data43))){
-if(data43 > 100 || isNaN(data43)){
-const err137 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+}
+}
+if(data40.maxRetries !== undefined){
+let data43 = data40.maxRetries;
+if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
+const err137 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1655,8 +1654,9 @@ vErrors.push(err137);
 }
 errors++;
 }
-if(data43 < 0 || isNaN(data43)){
-const err138 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data43 == "number") && (isFinite(data43))){
+if(data43 > 100 || isNaN(data43)){
+const err138 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1665,12 +1665,8 @@ vErrors.push(err138);
 }
 errors++;
 }
-}
-}
-if(data40.reclaimIntervalSeconds !== undefined){
-let data44 = data40.reclaimIntervalSeconds;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err139 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data43 < 0 || isNaN(data43)){
+const err139 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1679,9 +1675,12 @@ vErrors.push(err139);
 }
 errors++;
 }
-if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 > 3600 || isNaN(data44)){
-const err140 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+}
+}
+if(data40.reclaimIntervalSeconds !== undefined){
+let data44 = data40.reclaimIntervalSeconds;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err140 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1690,8 +1689,9 @@ vErrors.push(err140);
 }
 errors++;
 }
-if(data44 < 1 || isNaN(data44)){
-const err141 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data44 == "number") && (isFinite(data44))){
+if(data44 > 3600 || isNaN(data44)){
+const err141 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1700,13 +1700,8 @@ vErrors.push(err141);
 }
 errors++;
 }
-}
-}
-if(data40.leaseNamespace !== undefined){
-let data45 = data40.leaseNamespace;
-if(typeof data45 === "string"){
-if(!pattern8.test(data45)){
-const err142 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
+if(data44 < 1 || isNaN(data44)){
+const err142 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1716,8 +1711,12 @@ vErrors.push(err142);
 errors++;
 }
 }
-else {
-const err143 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data40.leaseNamespace !== undefined){
+let data45 = data40.leaseNamespace;
+if(typeof data45 === "string"){
+if(!pattern8.test(data45)){
+const err143 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1727,9 +1726,8 @@ vErrors.push(err143);
 errors++;
 }
 }
-}
 else {
-const err144 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err144 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1739,11 +1737,9 @@ vErrors.push(err144);
 errors++;
 }
 }
-if(data.routing !== undefined){
-let data46 = data.routing;
-if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
-if(data46.mode === undefined){
-const err145 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+}
+else {
+const err145 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1752,8 +1748,12 @@ vErrors.push(err145);
 }
 errors++;
 }
-if(data46.vxlan === undefined){
-const err146 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
+}
+if(data.routing !== undefined){
+let data46 = data.routing;
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+if(data46.mode === undefined){
+const err146 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1762,14 +1762,24 @@ vErrors.push(err146);
 }
 errors++;
 }
-for(const key6 in data46){
-if(!((key6 === "mode") || (key6 === "vxlan"))){
-const err147 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(data46.vxlan === undefined){
+const err147 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
 if(vErrors === null){
 vErrors = [err147];
 }
 else {
 vErrors.push(err147);
+}
+errors++;
+}
+for(const key6 in data46){
+if(!((key6 === "mode") || (key6 === "vxlan"))){
+const err148 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err148];
+}
+else {
+vErrors.push(err148);
 }
 errors++;
 }
@@ -1780,17 +1790,7 @@ const _errs115 = errors;
 let valid16 = false;
 const _errs116 = errors;
 if(typeof data47 !== "string"){
-const err148 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err148];
-}
-else {
-vErrors.push(err148);
-}
-errors++;
-}
-if("none" !== data47){
-const err149 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
+const err149 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1799,12 +1799,8 @@ vErrors.push(err149);
 }
 errors++;
 }
-var _valid2 = _errs116 === errors;
-valid16 = valid16 || _valid2;
-if(!valid16){
-const _errs118 = errors;
-if(typeof data47 !== "string"){
-const err150 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("none" !== data47){
+const err150 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1813,8 +1809,12 @@ vErrors.push(err150);
 }
 errors++;
 }
-if("host-gw" !== data47){
-const err151 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
+var _valid2 = _errs116 === errors;
+valid16 = valid16 || _valid2;
+if(!valid16){
+const _errs118 = errors;
+if(typeof data47 !== "string"){
+const err151 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1823,12 +1823,8 @@ vErrors.push(err151);
 }
 errors++;
 }
-var _valid2 = _errs118 === errors;
-valid16 = valid16 || _valid2;
-if(!valid16){
-const _errs120 = errors;
-if(typeof data47 !== "string"){
-const err152 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("host-gw" !== data47){
+const err152 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1837,8 +1833,12 @@ vErrors.push(err152);
 }
 errors++;
 }
-if("vxlan" !== data47){
-const err153 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
+var _valid2 = _errs118 === errors;
+valid16 = valid16 || _valid2;
+if(!valid16){
+const _errs120 = errors;
+if(typeof data47 !== "string"){
+const err153 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -1847,17 +1847,27 @@ vErrors.push(err153);
 }
 errors++;
 }
-var _valid2 = _errs120 === errors;
-valid16 = valid16 || _valid2;
-}
-}
-if(!valid16){
-const err154 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("vxlan" !== data47){
+const err154 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err154];
 }
 else {
 vErrors.push(err154);
+}
+errors++;
+}
+var _valid2 = _errs120 === errors;
+valid16 = valid16 || _valid2;
+}
+}
+if(!valid16){
+const err155 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err155];
+}
+else {
+vErrors.push(err155);
 }
 errors++;
 }
@@ -1877,17 +1887,7 @@ if(data46.vxlan !== undefined){
 let data48 = data46.vxlan;
 if(data48 && typeof data48 == "object" && !Array.isArray(data48)){
 if(data48.vni === undefined){
-const err155 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
-if(vErrors === null){
-vErrors = [err155];
-}
-else {
-vErrors.push(err155);
-}
-errors++;
-}
-if(data48.port === undefined){
-const err156 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+const err156 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -1896,8 +1896,8 @@ vErrors.push(err156);
 }
 errors++;
 }
-if(data48.device === undefined){
-const err157 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
+if(data48.port === undefined){
+const err157 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -1906,9 +1906,8 @@ vErrors.push(err157);
 }
 errors++;
 }
-for(const key7 in data48){
-if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
-const err158 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(data48.device === undefined){
+const err158 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -1917,11 +1916,9 @@ vErrors.push(err158);
 }
 errors++;
 }
-}
-if(data48.vni !== undefined){
-let data49 = data48.vni;
-if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
-const err159 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key7 in data48){
+if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
+const err159 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -1930,9 +1927,11 @@ vErrors.push(err159);
 }
 errors++;
 }
-if((typeof data49 == "number") && (isFinite(data49))){
-if(data49 > 16777215 || isNaN(data49)){
-const err160 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
+}
+if(data48.vni !== undefined){
+let data49 = data48.vni;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err160 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -1941,8 +1940,9 @@ vErrors.push(err160);
 }
 errors++;
 }
-if(data49 < 1 || isNaN(data49)){
-const err161 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data49 == "number") && (isFinite(data49))){
+if(data49 > 16777215 || isNaN(data49)){
+const err161 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -1951,12 +1951,8 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-}
-if(data48.port !== undefined){
-let data50 = data48.port;
-if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
-const err162 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data49 < 1 || isNaN(data49)){
+const err162 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -1965,9 +1961,12 @@ vErrors.push(err162);
 }
 errors++;
 }
-if((typeof data50 == "number") && (isFinite(data50))){
-if(data50 > 65535 || isNaN(data50)){
-const err163 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+}
+if(data48.port !== undefined){
+let data50 = data48.port;
+if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
+const err163 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -1976,8 +1975,9 @@ vErrors.push(err163);
 }
 errors++;
 }
-if(data50 < 1 || isNaN(data50)){
-const err164 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data50 == "number") && (isFinite(data50))){
+if(data50 > 65535 || isNaN(data50)){
+const err164 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -1986,13 +1986,8 @@ vErrors.push(err164);
 }
 errors++;
 }
-}
-}
-if(data48.device !== undefined){
-let data51 = data48.device;
-if(typeof data51 === "string"){
-if(!pattern4.test(data51)){
-const err165 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+if(data50 < 1 || isNaN(data50)){
+const err165 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2002,8 +1997,12 @@ vErrors.push(err165);
 errors++;
 }
 }
-else {
-const err166 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data48.device !== undefined){
+let data51 = data48.device;
+if(typeof data51 === "string"){
+if(!pattern4.test(data51)){
+const err166 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2013,9 +2012,8 @@ vErrors.push(err166);
 errors++;
 }
 }
-}
 else {
-const err167 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err167 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2027,7 +2025,7 @@ errors++;
 }
 }
 else {
-const err168 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err168 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2037,11 +2035,9 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data.masquerade !== undefined){
-let data52 = data.masquerade;
-if(data52 && typeof data52 == "object" && !Array.isArray(data52)){
-if(data52.enabled === undefined){
-const err169 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+}
+else {
+const err169 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2050,8 +2046,12 @@ vErrors.push(err169);
 }
 errors++;
 }
-if(data52.nonMasqueradeCIDRs === undefined){
-const err170 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
+}
+if(data.masquerade !== undefined){
+let data52 = data.masquerade;
+if(data52 && typeof data52 == "object" && !Array.isArray(data52)){
+if(data52.enabled === undefined){
+const err170 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2060,8 +2060,8 @@ vErrors.push(err170);
 }
 errors++;
 }
-if(data52.table === undefined){
-const err171 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(data52.nonMasqueradeCIDRs === undefined){
+const err171 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2070,9 +2070,8 @@ vErrors.push(err171);
 }
 errors++;
 }
-for(const key8 in data52){
-if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
-const err172 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+if(data52.table === undefined){
+const err172 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2081,15 +2080,26 @@ vErrors.push(err172);
 }
 errors++;
 }
-}
-if(data52.enabled !== undefined){
-if(typeof data52.enabled !== "boolean"){
-const err173 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key8 in data52){
+if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
+const err173 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err173];
 }
 else {
 vErrors.push(err173);
+}
+errors++;
+}
+}
+if(data52.enabled !== undefined){
+if(typeof data52.enabled !== "boolean"){
+const err174 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err174];
+}
+else {
+vErrors.push(err174);
 }
 errors++;
 }
@@ -2100,19 +2110,7 @@ if(Array.isArray(data54)){
 const len3 = data54.length;
 for(let i4=0; i4<len3; i4++){
 if(typeof data54[i4] !== "string"){
-const err174 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i4,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err174];
-}
-else {
-vErrors.push(err174);
-}
-errors++;
-}
-}
-}
-else {
-const err175 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err175 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i4,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2122,11 +2120,9 @@ vErrors.push(err175);
 errors++;
 }
 }
-if(data52.table !== undefined){
-let data56 = data52.table;
-if(typeof data56 === "string"){
-if(!pattern10.test(data56)){
-const err176 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
+}
+else {
+const err176 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2136,8 +2132,11 @@ vErrors.push(err176);
 errors++;
 }
 }
-else {
-const err177 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data52.table !== undefined){
+let data56 = data52.table;
+if(typeof data56 === "string"){
+if(!pattern10.test(data56)){
+const err177 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2147,9 +2146,8 @@ vErrors.push(err177);
 errors++;
 }
 }
-}
 else {
-const err178 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err178 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2159,11 +2157,9 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data.pluginTimeoutSeconds !== undefined){
-let data57 = data.pluginTimeoutSeconds;
-if((typeof data57 == "number") && (isFinite(data57))){
-if(data57 <= 0 || isNaN(data57)){
-const err179 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+}
+else {
+const err179 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2173,8 +2169,11 @@ vErrors.push(err179);
 errors++;
 }
 }
-else {
-const err180 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.pluginTimeoutSeconds !== undefined){
+let data57 = data.pluginTimeoutSeconds;
+if((typeof data57 == "number") && (isFinite(data57))){
+if(data57 <= 0 || isNaN(data57)){
+const err180 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2184,10 +2183,8 @@ vErrors.push(err180);
 errors++;
 }
 }
-if(data.maxRequestBytes !== undefined){
-let data58 = data.maxRequestBytes;
-if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
-const err181 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err181 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2196,14 +2193,27 @@ vErrors.push(err181);
 }
 errors++;
 }
-if((typeof data58 == "number") && (isFinite(data58))){
-if(data58 < 1024 || isNaN(data58)){
-const err182 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+}
+if(data.maxRequestBytes !== undefined){
+let data58 = data.maxRequestBytes;
+if(!(((typeof data58 == "number") && (!(data58 % 1) && !isNaN(data58))) && (isFinite(data58)))){
+const err182 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
 else {
 vErrors.push(err182);
+}
+errors++;
+}
+if((typeof data58 == "number") && (isFinite(data58))){
+if(data58 < 1024 || isNaN(data58)){
+const err183 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+if(vErrors === null){
+vErrors = [err183];
+}
+else {
+vErrors.push(err183);
 }
 errors++;
 }
@@ -2213,17 +2223,7 @@ if(data.server !== undefined){
 let data59 = data.server;
 if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
 if(data59.readTimeoutSeconds === undefined){
-const err183 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
-if(vErrors === null){
-vErrors = [err183];
-}
-else {
-vErrors.push(err183);
-}
-errors++;
-}
-if(data59.writeTimeoutSeconds === undefined){
-const err184 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
+const err184 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2232,8 +2232,8 @@ vErrors.push(err184);
 }
 errors++;
 }
-if(data59.maxConnections === undefined){
-const err185 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
+if(data59.writeTimeoutSeconds === undefined){
+const err185 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2242,8 +2242,8 @@ vErrors.push(err185);
 }
 errors++;
 }
-if(data59.httpHost === undefined){
-const err186 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
+if(data59.maxConnections === undefined){
+const err186 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2252,8 +2252,8 @@ vErrors.push(err186);
 }
 errors++;
 }
-if(data59.httpPort === undefined){
-const err187 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
+if(data59.httpHost === undefined){
+const err187 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2262,8 +2262,8 @@ vErrors.push(err187);
 }
 errors++;
 }
-if(data59.metricsHost === undefined){
-const err188 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsHost"},message:"must have required property '"+"metricsHost"+"'"};
+if(data59.httpPort === undefined){
+const err188 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2272,8 +2272,8 @@ vErrors.push(err188);
 }
 errors++;
 }
-if(data59.metricsPort === undefined){
-const err189 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsPort"},message:"must have required property '"+"metricsPort"+"'"};
+if(data59.metricsHost === undefined){
+const err189 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsHost"},message:"must have required property '"+"metricsHost"+"'"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2282,8 +2282,8 @@ vErrors.push(err189);
 }
 errors++;
 }
-if(data59.metricsDetailTokenFile === undefined){
-const err190 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsDetailTokenFile"},message:"must have required property '"+"metricsDetailTokenFile"+"'"};
+if(data59.metricsPort === undefined){
+const err190 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsPort"},message:"must have required property '"+"metricsPort"+"'"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2292,9 +2292,8 @@ vErrors.push(err190);
 }
 errors++;
 }
-for(const key9 in data59){
-if(!((((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort")) || (key9 === "metricsDetailTokenFile"))){
-const err191 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data59.metricsDetailTokenFile === undefined){
+const err191 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsDetailTokenFile"},message:"must have required property '"+"metricsDetailTokenFile"+"'"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2303,12 +2302,9 @@ vErrors.push(err191);
 }
 errors++;
 }
-}
-if(data59.readTimeoutSeconds !== undefined){
-let data60 = data59.readTimeoutSeconds;
-if((typeof data60 == "number") && (isFinite(data60))){
-if(data60 <= 0 || isNaN(data60)){
-const err192 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+for(const key9 in data59){
+if(!((((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort")) || (key9 === "metricsDetailTokenFile"))){
+const err192 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2318,8 +2314,11 @@ vErrors.push(err192);
 errors++;
 }
 }
-else {
-const err193 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59.readTimeoutSeconds !== undefined){
+let data60 = data59.readTimeoutSeconds;
+if((typeof data60 == "number") && (isFinite(data60))){
+if(data60 <= 0 || isNaN(data60)){
+const err193 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2329,11 +2328,8 @@ vErrors.push(err193);
 errors++;
 }
 }
-if(data59.writeTimeoutSeconds !== undefined){
-let data61 = data59.writeTimeoutSeconds;
-if((typeof data61 == "number") && (isFinite(data61))){
-if(data61 <= 0 || isNaN(data61)){
-const err194 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err194 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2343,8 +2339,11 @@ vErrors.push(err194);
 errors++;
 }
 }
-else {
-const err195 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data59.writeTimeoutSeconds !== undefined){
+let data61 = data59.writeTimeoutSeconds;
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 <= 0 || isNaN(data61)){
+const err195 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2354,10 +2353,8 @@ vErrors.push(err195);
 errors++;
 }
 }
-if(data59.maxConnections !== undefined){
-let data62 = data59.maxConnections;
-if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
-const err196 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err196 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2366,9 +2363,11 @@ vErrors.push(err196);
 }
 errors++;
 }
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 < 1 || isNaN(data62)){
-const err197 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data59.maxConnections !== undefined){
+let data62 = data59.maxConnections;
+if(!(((typeof data62 == "number") && (!(data62 % 1) && !isNaN(data62))) && (isFinite(data62)))){
+const err197 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2377,11 +2376,9 @@ vErrors.push(err197);
 }
 errors++;
 }
-}
-}
-if(data59.httpHost !== undefined){
-if(typeof data59.httpHost !== "string"){
-const err198 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data62 == "number") && (isFinite(data62))){
+if(data62 < 1 || isNaN(data62)){
+const err198 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2391,10 +2388,10 @@ vErrors.push(err198);
 errors++;
 }
 }
-if(data59.httpPort !== undefined){
-let data64 = data59.httpPort;
-if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
-const err199 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data59.httpHost !== undefined){
+if(typeof data59.httpHost !== "string"){
+const err199 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2403,9 +2400,11 @@ vErrors.push(err199);
 }
 errors++;
 }
-if((typeof data64 == "number") && (isFinite(data64))){
-if(data64 > 65535 || isNaN(data64)){
-const err200 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data59.httpPort !== undefined){
+let data64 = data59.httpPort;
+if(!(((typeof data64 == "number") && (!(data64 % 1) && !isNaN(data64))) && (isFinite(data64)))){
+const err200 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2414,8 +2413,9 @@ vErrors.push(err200);
 }
 errors++;
 }
-if(data64 < -1 || isNaN(data64)){
-const err201 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data64 == "number") && (isFinite(data64))){
+if(data64 > 65535 || isNaN(data64)){
+const err201 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2424,11 +2424,8 @@ vErrors.push(err201);
 }
 errors++;
 }
-}
-}
-if(data59.metricsHost !== undefined){
-if(typeof data59.metricsHost !== "string"){
-const err202 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data64 < -1 || isNaN(data64)){
+const err202 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2438,10 +2435,10 @@ vErrors.push(err202);
 errors++;
 }
 }
-if(data59.metricsPort !== undefined){
-let data66 = data59.metricsPort;
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err203 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data59.metricsHost !== undefined){
+if(typeof data59.metricsHost !== "string"){
+const err203 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2450,9 +2447,11 @@ vErrors.push(err203);
 }
 errors++;
 }
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 > 65535 || isNaN(data66)){
-const err204 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data59.metricsPort !== undefined){
+let data66 = data59.metricsPort;
+if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
+const err204 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2461,8 +2460,9 @@ vErrors.push(err204);
 }
 errors++;
 }
-if(data66 < -1 || isNaN(data66)){
-const err205 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 > 65535 || isNaN(data66)){
+const err205 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2471,11 +2471,8 @@ vErrors.push(err205);
 }
 errors++;
 }
-}
-}
-if(data59.metricsDetailTokenFile !== undefined){
-if(typeof data59.metricsDetailTokenFile !== "string"){
-const err206 = {instancePath:instancePath+"/server/metricsDetailTokenFile",schemaPath:"#/properties/server/properties/metricsDetailTokenFile/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data66 < -1 || isNaN(data66)){
+const err206 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2486,8 +2483,9 @@ errors++;
 }
 }
 }
-else {
-const err207 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data59.metricsDetailTokenFile !== undefined){
+if(typeof data59.metricsDetailTokenFile !== "string"){
+const err207 = {instancePath:instancePath+"/server/metricsDetailTokenFile",schemaPath:"#/properties/server/properties/metricsDetailTokenFile/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2497,11 +2495,9 @@ vErrors.push(err207);
 errors++;
 }
 }
-if(data.shutdownTimeoutSeconds !== undefined){
-let data68 = data.shutdownTimeoutSeconds;
-if((typeof data68 == "number") && (isFinite(data68))){
-if(data68 < 0 || isNaN(data68)){
-const err208 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+else {
+const err208 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2511,8 +2507,11 @@ vErrors.push(err208);
 errors++;
 }
 }
-else {
-const err209 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data.shutdownTimeoutSeconds !== undefined){
+let data68 = data.shutdownTimeoutSeconds;
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 < 0 || isNaN(data68)){
+const err209 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2522,10 +2521,8 @@ vErrors.push(err209);
 errors++;
 }
 }
-if(data.nice !== undefined){
-let data69 = data.nice;
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err210 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err210 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2534,9 +2531,11 @@ vErrors.push(err210);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 > 19 || isNaN(data69)){
-const err211 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
+}
+if(data.nice !== undefined){
+let data69 = data.nice;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err211 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2545,13 +2544,24 @@ vErrors.push(err211);
 }
 errors++;
 }
-if(data69 < -20 || isNaN(data69)){
-const err212 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 > 19 || isNaN(data69)){
+const err212 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err212];
 }
 else {
 vErrors.push(err212);
+}
+errors++;
+}
+if(data69 < -20 || isNaN(data69)){
+const err213 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+if(vErrors === null){
+vErrors = [err213];
+}
+else {
+vErrors.push(err213);
 }
 errors++;
 }
@@ -2563,17 +2573,7 @@ const _errs170 = errors;
 let valid22 = false;
 const _errs171 = errors;
 if(typeof data70 !== "string"){
-const err213 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err213];
-}
-else {
-vErrors.push(err213);
-}
-errors++;
-}
-if("trace" !== data70){
-const err214 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+const err214 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2582,12 +2582,8 @@ vErrors.push(err214);
 }
 errors++;
 }
-var _valid3 = _errs171 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs173 = errors;
-if(typeof data70 !== "string"){
-const err215 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("trace" !== data70){
+const err215 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2596,8 +2592,12 @@ vErrors.push(err215);
 }
 errors++;
 }
-if("debug" !== data70){
-const err216 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+var _valid3 = _errs171 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs173 = errors;
+if(typeof data70 !== "string"){
+const err216 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2606,12 +2606,8 @@ vErrors.push(err216);
 }
 errors++;
 }
-var _valid3 = _errs173 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs175 = errors;
-if(typeof data70 !== "string"){
-const err217 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("debug" !== data70){
+const err217 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2620,8 +2616,12 @@ vErrors.push(err217);
 }
 errors++;
 }
-if("info" !== data70){
-const err218 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+var _valid3 = _errs173 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs175 = errors;
+if(typeof data70 !== "string"){
+const err218 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2630,12 +2630,8 @@ vErrors.push(err218);
 }
 errors++;
 }
-var _valid3 = _errs175 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs177 = errors;
-if(typeof data70 !== "string"){
-const err219 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("info" !== data70){
+const err219 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2644,8 +2640,12 @@ vErrors.push(err219);
 }
 errors++;
 }
-if("warning" !== data70){
-const err220 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+var _valid3 = _errs175 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs177 = errors;
+if(typeof data70 !== "string"){
+const err220 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2654,12 +2654,8 @@ vErrors.push(err220);
 }
 errors++;
 }
-var _valid3 = _errs177 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs179 = errors;
-if(typeof data70 !== "string"){
-const err221 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("warning" !== data70){
+const err221 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2668,8 +2664,12 @@ vErrors.push(err221);
 }
 errors++;
 }
-if("error" !== data70){
-const err222 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+var _valid3 = _errs177 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs179 = errors;
+if(typeof data70 !== "string"){
+const err222 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2678,12 +2678,8 @@ vErrors.push(err222);
 }
 errors++;
 }
-var _valid3 = _errs179 === errors;
-valid22 = valid22 || _valid3;
-if(!valid22){
-const _errs181 = errors;
-if(typeof data70 !== "string"){
-const err223 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("error" !== data70){
+const err223 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2692,13 +2688,27 @@ vErrors.push(err223);
 }
 errors++;
 }
-if("fatal" !== data70){
-const err224 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+var _valid3 = _errs179 === errors;
+valid22 = valid22 || _valid3;
+if(!valid22){
+const _errs181 = errors;
+if(typeof data70 !== "string"){
+const err224 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err224];
 }
 else {
 vErrors.push(err224);
+}
+errors++;
+}
+if("fatal" !== data70){
+const err225 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err225];
+}
+else {
+vErrors.push(err225);
 }
 errors++;
 }
@@ -2710,12 +2720,12 @@ valid22 = valid22 || _valid3;
 }
 }
 if(!valid22){
-const err225 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err226 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err225];
+vErrors = [err226];
 }
 else {
-vErrors.push(err225);
+vErrors.push(err226);
 }
 errors++;
 }
@@ -2735,17 +2745,7 @@ if(data.policy !== undefined){
 let data71 = data.policy;
 if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
 if(data71.enabled === undefined){
-const err226 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
-if(vErrors === null){
-vErrors = [err226];
-}
-else {
-vErrors.push(err226);
-}
-errors++;
-}
-if(data71.table === undefined){
-const err227 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+const err227 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2754,8 +2754,8 @@ vErrors.push(err227);
 }
 errors++;
 }
-if(data71.logDenied === undefined){
-const err228 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logDenied"},message:"must have required property '"+"logDenied"+"'"};
+if(data71.table === undefined){
+const err228 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -2764,8 +2764,8 @@ vErrors.push(err228);
 }
 errors++;
 }
-if(data71.logGroup === undefined){
-const err229 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logGroup"},message:"must have required property '"+"logGroup"+"'"};
+if(data71.logDenied === undefined){
+const err229 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logDenied"},message:"must have required property '"+"logDenied"+"'"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -2774,8 +2774,8 @@ vErrors.push(err229);
 }
 errors++;
 }
-if(data71.logPerSecond === undefined){
-const err230 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logPerSecond"},message:"must have required property '"+"logPerSecond"+"'"};
+if(data71.logGroup === undefined){
+const err230 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logGroup"},message:"must have required property '"+"logGroup"+"'"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -2784,8 +2784,8 @@ vErrors.push(err230);
 }
 errors++;
 }
-if(data71.limits === undefined){
-const err231 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
+if(data71.logPerSecond === undefined){
+const err231 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logPerSecond"},message:"must have required property '"+"logPerSecond"+"'"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -2794,9 +2794,8 @@ vErrors.push(err231);
 }
 errors++;
 }
-for(const key10 in data71){
-if(!((((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond")) || (key10 === "limits"))){
-const err232 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data71.limits === undefined){
+const err232 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -2805,10 +2804,9 @@ vErrors.push(err232);
 }
 errors++;
 }
-}
-if(data71.enabled !== undefined){
-if(typeof data71.enabled !== "boolean"){
-const err233 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key10 in data71){
+if(!((((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond")) || (key10 === "limits"))){
+const err233 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -2818,11 +2816,9 @@ vErrors.push(err233);
 errors++;
 }
 }
-if(data71.table !== undefined){
-let data73 = data71.table;
-if(typeof data73 === "string"){
-if(!pattern11.test(data73)){
-const err234 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+if(data71.enabled !== undefined){
+if(typeof data71.enabled !== "boolean"){
+const err234 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -2832,8 +2828,11 @@ vErrors.push(err234);
 errors++;
 }
 }
-else {
-const err235 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data71.table !== undefined){
+let data73 = data71.table;
+if(typeof data73 === "string"){
+if(!pattern11.test(data73)){
+const err235 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -2843,9 +2842,8 @@ vErrors.push(err235);
 errors++;
 }
 }
-if(data71.logDenied !== undefined){
-if(typeof data71.logDenied !== "boolean"){
-const err236 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err236 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -2855,10 +2853,9 @@ vErrors.push(err236);
 errors++;
 }
 }
-if(data71.logGroup !== undefined){
-let data75 = data71.logGroup;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err237 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data71.logDenied !== undefined){
+if(typeof data71.logDenied !== "boolean"){
+const err237 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -2867,9 +2864,11 @@ vErrors.push(err237);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 > 65535 || isNaN(data75)){
-const err238 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data71.logGroup !== undefined){
+let data75 = data71.logGroup;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err238 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -2878,8 +2877,9 @@ vErrors.push(err238);
 }
 errors++;
 }
-if(data75 < 1 || isNaN(data75)){
-const err239 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 > 65535 || isNaN(data75)){
+const err239 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -2888,12 +2888,8 @@ vErrors.push(err239);
 }
 errors++;
 }
-}
-}
-if(data71.logPerSecond !== undefined){
-let data76 = data71.logPerSecond;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err240 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data75 < 1 || isNaN(data75)){
+const err240 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -2902,9 +2898,12 @@ vErrors.push(err240);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 > 10000 || isNaN(data76)){
-const err241 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+}
+}
+if(data71.logPerSecond !== undefined){
+let data76 = data71.logPerSecond;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err241 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -2913,13 +2912,24 @@ vErrors.push(err241);
 }
 errors++;
 }
-if(data76 < 1 || isNaN(data76)){
-const err242 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 > 10000 || isNaN(data76)){
+const err242 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err242];
 }
 else {
 vErrors.push(err242);
+}
+errors++;
+}
+if(data76 < 1 || isNaN(data76)){
+const err243 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err243];
+}
+else {
+vErrors.push(err243);
 }
 errors++;
 }
@@ -2929,17 +2939,7 @@ if(data71.limits !== undefined){
 let data77 = data71.limits;
 if(data77 && typeof data77 == "object" && !Array.isArray(data77)){
 if(data77.policyEntries === undefined){
-const err243 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "policyEntries"},message:"must have required property '"+"policyEntries"+"'"};
-if(vErrors === null){
-vErrors = [err243];
-}
-else {
-vErrors.push(err243);
-}
-errors++;
-}
-if(data77.namespaceEntries === undefined){
-const err244 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "namespaceEntries"},message:"must have required property '"+"namespaceEntries"+"'"};
+const err244 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "policyEntries"},message:"must have required property '"+"policyEntries"+"'"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -2948,9 +2948,8 @@ vErrors.push(err244);
 }
 errors++;
 }
-for(const key11 in data77){
-if(!((key11 === "policyEntries") || (key11 === "namespaceEntries"))){
-const err245 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data77.namespaceEntries === undefined){
+const err245 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "namespaceEntries"},message:"must have required property '"+"namespaceEntries"+"'"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -2959,11 +2958,9 @@ vErrors.push(err245);
 }
 errors++;
 }
-}
-if(data77.policyEntries !== undefined){
-let data78 = data77.policyEntries;
-if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
-const err246 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key11 in data77){
+if(!((key11 === "policyEntries") || (key11 === "namespaceEntries"))){
+const err246 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -2972,9 +2969,11 @@ vErrors.push(err246);
 }
 errors++;
 }
-if((typeof data78 == "number") && (isFinite(data78))){
-if(data78 < 1 || isNaN(data78)){
-const err247 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data77.policyEntries !== undefined){
+let data78 = data77.policyEntries;
+if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
+const err247 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -2983,12 +2982,9 @@ vErrors.push(err247);
 }
 errors++;
 }
-}
-}
-if(data77.namespaceEntries !== undefined){
-let data79 = data77.namespaceEntries;
-if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
-const err248 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data78 == "number") && (isFinite(data78))){
+if(data78 < 1 || isNaN(data78)){
+const err248 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -2997,9 +2993,12 @@ vErrors.push(err248);
 }
 errors++;
 }
-if((typeof data79 == "number") && (isFinite(data79))){
-if(data79 < 1 || isNaN(data79)){
-const err249 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data77.namespaceEntries !== undefined){
+let data79 = data77.namespaceEntries;
+if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
+const err249 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3008,11 +3007,9 @@ vErrors.push(err249);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err250 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data79 == "number") && (isFinite(data79))){
+if(data79 < 1 || isNaN(data79)){
+const err250 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3023,8 +3020,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err251 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err251 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3034,13 +3032,9 @@ vErrors.push(err251);
 errors++;
 }
 }
-if(data.logFormat !== undefined){
-let data80 = data.logFormat;
-const _errs204 = errors;
-let valid25 = false;
-const _errs205 = errors;
-if(typeof data80 !== "string"){
-const err252 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err252 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3049,8 +3043,12 @@ vErrors.push(err252);
 }
 errors++;
 }
-if("json" !== data80){
-const err253 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+}
+if(data.portSecurity !== undefined){
+let data80 = data.portSecurity;
+if(data80 && typeof data80 == "object" && !Array.isArray(data80)){
+if(data80.enabled === undefined){
+const err253 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3059,12 +3057,8 @@ vErrors.push(err253);
 }
 errors++;
 }
-var _valid4 = _errs205 === errors;
-valid25 = valid25 || _valid4;
-if(!valid25){
-const _errs207 = errors;
-if(typeof data80 !== "string"){
-const err254 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data80.table === undefined){
+const err254 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3073,8 +3067,8 @@ vErrors.push(err254);
 }
 errors++;
 }
-if("text" !== data80){
-const err255 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(data80.allowSourcePrefixesAnnotation === undefined){
+const err255 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "allowSourcePrefixesAnnotation"},message:"must have required property '"+"allowSourcePrefixesAnnotation"+"'"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3083,11 +3077,9 @@ vErrors.push(err255);
 }
 errors++;
 }
-var _valid4 = _errs207 === errors;
-valid25 = valid25 || _valid4;
-}
-if(!valid25){
-const err256 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+for(const key12 in data80){
+if(!(((key12 === "enabled") || (key12 === "table")) || (key12 === "allowSourcePrefixesAnnotation"))){
+const err256 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3096,11 +3088,135 @@ vErrors.push(err256);
 }
 errors++;
 }
+}
+if(data80.enabled !== undefined){
+if(typeof data80.enabled !== "boolean"){
+const err257 = {instancePath:instancePath+"/portSecurity/enabled",schemaPath:"#/properties/portSecurity/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err257];
+}
 else {
-errors = _errs204;
+vErrors.push(err257);
+}
+errors++;
+}
+}
+if(data80.table !== undefined){
+let data82 = data80.table;
+if(typeof data82 === "string"){
+if(!pattern11.test(data82)){
+const err258 = {instancePath:instancePath+"/portSecurity/table",schemaPath:"#/properties/portSecurity/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+if(vErrors === null){
+vErrors = [err258];
+}
+else {
+vErrors.push(err258);
+}
+errors++;
+}
+}
+else {
+const err259 = {instancePath:instancePath+"/portSecurity/table",schemaPath:"#/properties/portSecurity/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err259];
+}
+else {
+vErrors.push(err259);
+}
+errors++;
+}
+}
+if(data80.allowSourcePrefixesAnnotation !== undefined){
+if(typeof data80.allowSourcePrefixesAnnotation !== "boolean"){
+const err260 = {instancePath:instancePath+"/portSecurity/allowSourcePrefixesAnnotation",schemaPath:"#/properties/portSecurity/properties/allowSourcePrefixesAnnotation/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err260];
+}
+else {
+vErrors.push(err260);
+}
+errors++;
+}
+}
+}
+else {
+const err261 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err261];
+}
+else {
+vErrors.push(err261);
+}
+errors++;
+}
+}
+if(data.logFormat !== undefined){
+let data84 = data.logFormat;
+const _errs213 = errors;
+let valid26 = false;
+const _errs214 = errors;
+if(typeof data84 !== "string"){
+const err262 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err262];
+}
+else {
+vErrors.push(err262);
+}
+errors++;
+}
+if("json" !== data84){
+const err263 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err263];
+}
+else {
+vErrors.push(err263);
+}
+errors++;
+}
+var _valid4 = _errs214 === errors;
+valid26 = valid26 || _valid4;
+if(!valid26){
+const _errs216 = errors;
+if(typeof data84 !== "string"){
+const err264 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err264];
+}
+else {
+vErrors.push(err264);
+}
+errors++;
+}
+if("text" !== data84){
+const err265 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err265];
+}
+else {
+vErrors.push(err265);
+}
+errors++;
+}
+var _valid4 = _errs216 === errors;
+valid26 = valid26 || _valid4;
+}
+if(!valid26){
+const err266 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err266];
+}
+else {
+vErrors.push(err266);
+}
+errors++;
+}
+else {
+errors = _errs213;
 if(vErrors !== null){
-if(_errs204){
-vErrors.length = _errs204;
+if(_errs213){
+vErrors.length = _errs213;
 }
 else {
 vErrors = null;
@@ -3110,12 +3226,12 @@ vErrors = null;
 }
 }
 else {
-const err257 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err267 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err257];
+vErrors = [err267];
 }
 else {
-vErrors.push(err257);
+vErrors.push(err267);
 }
 errors++;
 }

@@ -22,6 +22,7 @@ Deno.test({
       vxlanDevice: `fv${t}`,
       nftTable: table,
       policyTable: `${table}p`,
+      guardTable: `${table}g`,
       stateDir: `${dir}/state`,
       socketDir: `${dir}/run`,
     };
@@ -39,6 +40,7 @@ Deno.test({
       await run("ip", "link", "set", port, "master", bridge);
       await run("nft", "add", "table", "inet", table);
       await run("nft", "add", "table", "inet", `${table}p`);
+      await run("nft", "add", "table", "bridge", `${table}g`);
       const removed = await uninstallNode(node);
       assertEquals(
         await Promise.all(
@@ -52,6 +54,10 @@ Deno.test({
       assertEquals([await link(bridge), await link(port)], [false, false]);
       assert(!(await run("nft", "list", "tables")).includes(`inet ${table}`));
       assert(!(await run("nft", "list", "tables")).includes(`inet ${table}p`), "the policy table");
+      assert(
+        !(await run("nft", "list", "tables")).includes(`bridge ${table}g`),
+        "the port security table",
+      );
       assertEquals([await exists(node.stateDir), await exists(node.socketDir)], [false, false]);
       assert(
         removed.includes(`bridge ${bridge}`) && removed.includes(`link ${port}`),
@@ -64,6 +70,7 @@ Deno.test({
       await run("ip", "link", "del", port).catch(() => {});
       await run("nft", "delete", "table", "inet", table).catch(() => {});
       await run("nft", "delete", "table", "inet", `${table}p`).catch(() => {});
+      await run("nft", "delete", "table", "bridge", `${table}g`).catch(() => {});
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     }
   },

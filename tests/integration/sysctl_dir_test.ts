@@ -65,6 +65,8 @@ for (const [name, make] of plumbers) {
               run("ip", "netns", "exec", ns.name, "cat", `/proc/sys/net/ipv6/conf/eth0/${path}`);
             assertEquals((await read("disable_ipv6")).trim(), "0");
             assertEquals((await read("accept_dad")).trim(), "0");
+            assertEquals((await read("accept_ra")).trim(), "0", "router advertisements refused");
+            assertEquals((await read("accept_redirects")).trim(), "0", "redirects refused");
             const bridgeV6 = await Deno.readTextFile(
               `/proc/sys/net/ipv6/conf/${bridge}/disable_ipv6`,
             );

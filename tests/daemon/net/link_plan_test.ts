@@ -25,7 +25,10 @@ Deno.test("a veth plug is one batch per namespace: pair on the bridge in hairpin
       ],
     },
     container: {
-      sysctls: [],
+      sysctls: [
+        ["net/ipv4/conf/all/accept_redirects", "0"],
+        ["net/ipv4/conf/eth0/accept_redirects", "0"],
+      ],
       lines: [
         "link set lo up",
         "link set eth0 up",
@@ -36,14 +39,18 @@ Deno.test("a veth plug is one batch per namespace: pair on the bridge in hairpin
   });
 });
 
-Deno.test("a dual-stack plug enables IPv6 in the pod, skips DAD and routes each family via its gateway", () => {
+Deno.test("a dual-stack plug enables IPv6 in the pod, skips DAD, refuses router advertisements and redirects and routes each family via its gateway", () => {
   const plan = planVeth({
     ...spec,
     addresses: [...spec.addresses, { cidr: "fd00::5/64", gateway: "fd00::1" }],
   });
   assertEquals(plan.container.sysctls, [
+    ["net/ipv4/conf/all/accept_redirects", "0"],
+    ["net/ipv4/conf/eth0/accept_redirects", "0"],
     ["net/ipv6/conf/eth0/disable_ipv6", "0"],
     ["net/ipv6/conf/eth0/accept_dad", "0"],
+    ["net/ipv6/conf/eth0/accept_ra", "0"],
+    ["net/ipv6/conf/eth0/accept_redirects", "0"],
   ]);
   assertEquals(plan.container.lines.slice(2), [
     "addr add 10.244.0.5/24 dev eth0",

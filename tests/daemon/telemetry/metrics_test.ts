@@ -2,6 +2,7 @@
 // rule and per pod, since one policy rule is several nft rules (families, peers, pods).
 import { assertEquals } from "deno-std/assert/mod.js";
 import { FerryMetrics } from "../../../daemon/telemetry/metrics.ts";
+import { spoofedByPod } from "../../../daemon/portsec/portsec_side.ts";
 
 Deno.test("the policy counters of one rule, or one pod's drops, are one series each, summed", () => {
   const metrics = new FerryMetrics({
@@ -81,5 +82,25 @@ Deno.test("each policy the size limits refuse is one series of 1, none when none
   assertEquals(series(), [
     'ferry_policy_refused{policy="t/huge"} 1',
     'ferry_policy_refused{policy="t/huge2"} 1',
+  ]);
+});
+
+Deno.test("port security's drops are one series per pod and kind of forgery", () => {
+  const metrics = new FerryMetrics({
+    spoofed: () =>
+      spoofedByPod(
+        [
+          { port: "fy1", kind: "arp", packets: 2 },
+          { port: "fy1", kind: "ipv4", packets: 5 },
+          { port: "fy9", kind: "ra", packets: 1 },
+        ],
+        [{ hostIfname: "fy1", pod: { namespace: "a", name: "evil" } }],
+      ),
+  });
+  const lines = metrics.text().split("\n").filter((l) => l.startsWith("ferry_spoofed_"));
+  assertEquals(lines.sort(), [
+    'ferry_spoofed_packets{namespace="",pod="fy9",kind="ra"} 1',
+    'ferry_spoofed_packets{namespace="a",pod="evil",kind="arp"} 2',
+    'ferry_spoofed_packets{namespace="a",pod="evil",kind="ipv4"} 5',
   ]);
 });

@@ -1,0 +1,255 @@
+/**
+ * Port security's nftables table, as data: one `bridge` family table whose `prerouting` chain sees
+ * every frame a pod sends into a Ferry bridge (to another pod or to the node) and drops what the
+ * pod may not send: a source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target
+ * that is not its own, router advertisements, redirects and DHCP server replies. What a pod may
+ * send is per-pod elements of a few sets keyed by the host-side port ({@link guardElements}), not
+ * rules per pod, so an ADD adds elements (in-process, `nft_netlink.ts`) and the rules never change.
+ * Every drop goes through the chain of its kind, which counts it per port in a dynamic set
+ * (`drop_<kind>`, read for metrics, log lines and Events). Pure: text and bytes only.
+ *
+ * @module
+ */
+import { ipBytes } from "../net/netlink/messages.ts";
+import { formatCidr, formatIp, lastAddress, parseCidr } from "../ipam/cidr.ts";
+import { concatBytes } from "../../lib/bytes.ts";
+
+/** What one pod interface may send, keyed by its host-side port. */
+export interface PortEntry {
+  /** The host-side link (a port of a Ferry bridge). */
+  port: string;
+  /** The MAC Ferry gave the pod's interface. */
+  mac: string;
+  /** The pod's addresses on that interface (no prefix length). */
+  ips: string[];
+  /** Extra source prefixes it may send from (CIDRs; its allowed annotation). */
+  allowed?: string[];
+}
+
+/** The kinds of forgery a drop is counted as, in the order the chain checks them. */
+export const GUARD_KINDS = [
+  "mac",
+  "ethertype",
+  "arp",
+  "ipv4",
+  "ipv6",
+  "nd",
+  "ra",
+  "redirect",
+  "dhcp",
+] as const;
+
+/** A kind of forgery. */
+export type GuardKind = typeof GUARD_KINDS[number];
+
+/** One set element: the set and its key, as the kernel stores it (concatenated, padded). */
+export interface GuardElement {
+  /** The set. */
+  set: "ports" | "mac" | "sarp" | "src4" | "src6" | "tgt6" | "allow4" | "allow6";
+  /** The key's bytes. */
+  key: Uint8Array;
+  /** The end of a range (interval sets: the last key in it). */
+  keyEnd?: Uint8Array;
+  /** The key as nft writes it in a ruleset. */
+  text: string;
+}
+
+const IFNAMSIZ = 16;
+
+/** A component padded to the kernel's 4-byte register boundary. */
+function pad(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(Math.ceil(bytes.length / 4) * 4);
+  out.set(bytes);
+  return out;
+}
+
+function ifnameBytes(name: string): Uint8Array {
+  const bytes = new TextEncoder().encode(name);
+  if (bytes.length >= IFNAMSIZ) throw new Error(`not an interface name: ${name}`);
+  const out = new Uint8Array(IFNAMSIZ);
+  out.set(bytes);
+  return out;
+}
+
+function macBytes(mac: string): Uint8Array {
+  const parts = mac.split(":");
+  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) {
+    throw new Error(`not a MAC address: ${mac}`);
+  }
+  return new Uint8Array(parts.map((p) => parseInt(p, 16)));
+}
+
+/**
+ * The IPv6 link-local address the kernel derives from `mac` (EUI-64, the default address
+ * generation mode of a pod's namespace).
+ *
+ * @example
+ * ```ts
+ * linkLocalOf("02:42:0a:f4:00:05"); // "fe80::42:aff:fef4:5"
+ * ```
+ */
+export function linkLocalOf(mac: string): string {
+  const b = macBytes(mac);
+  const eui = [b[0] ^ 0x02, b[1], b[2], 0xff, 0xfe, b[3], b[4], b[5]];
+  const groups: string[] = [];
+  for (let i = 0; i < 8; i += 2) groups.push(((eui[i] << 8) | eui[i + 1]).toString(16));
+  return `fe80::${groups.join(":")}`;
+}
+
+const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+
+/**
+ * The elements that let `entry`'s pod send as itself: its port, its MAC, its ARP senders (each
+ * IPv4 address, and `0.0.0.0` for probes), its IPv4 sources, its IPv6 sources (each address, its
+ * link-local address, `::` for duplicate address detection; the last two also for an IPv4-only
+ * pod) and the targets its neighbour advertisements may name (its IPv6 addresses and link-local
+ * address).
+ *
+ * @example
+ * ```ts
+ * guardElements({ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] })
+ *   .map((e) => e.set); // ["ports", "mac", "sarp", "sarp", "src4", "src6", "src6", "tgt6"]
+ * ```
+ */
+export function guardElements(entry: PortEntry): GuardElement[] {
+  const port = ifnameBytes(entry.port);
+  const mac = pad(macBytes(entry.mac));
+  const p = JSON.stringify(entry.port);
+  const m = entry.mac.toLowerCase();
+  const v4 = entry.ips.filter((ip) => !ip.includes(":"));
+  const v6 = entry.ips.filter((ip) => ip.includes(":"));
+  const out: GuardElement[] = [
+    { set: "ports", key: port, text: p },
+    { set: "mac", key: concatBytes([port, mac]), text: `${p} . ${m}` },
+  ];
+  for (const ip of [...v4, "0.0.0.0"]) {
+    out.push({
+      set: "sarp",
+      key: concatBytes([port, mac, ipBytes(ip).bytes]),
+      text: `${p} . ${m} . ${ip}`,
+    });
+  }
+  for (const ip of v4) {
+    out.push({ set: "src4", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
+  }
+  // The link-local address and :: whatever the pod's families: its kernel solicits routers and
+  // joins multicast groups from them as soon as the link is up.
+  const own = [...v6, linkLocalOf(entry.mac)];
+  for (const ip of [...own, "::"]) {
+    out.push({ set: "src6", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
+  }
+  for (const ip of own) {
+    const bytes = ipBytes(ip).bytes;
+    out.push({ set: "tgt6", key: concatBytes([port, bytes]), text: `${p} . 0x${hex(bytes)}` });
+  }
+  for (const prefix of entry.allowed ?? []) {
+    const cidr = parseCidr(prefix);
+    out.push({
+      set: cidr.network.family === 4 ? "allow4" : "allow6",
+      key: concatBytes([port, ipBytes(formatIp(cidr.network)).bytes]),
+      keyEnd: concatBytes([port, ipBytes(formatIp(lastAddress(cidr))).bytes]),
+      text: `${p} . ${formatCidr(cidr)}`,
+    });
+  }
+  return out;
+}
+
+/** The sets and the chains of the table: everything but the elements. */
+function body(): string[] {
+  const lines = [
+    "  set ports { type ifname; }",
+    "  set mac { type ifname . ether_addr; }",
+    "  set sarp { type ifname . ether_addr . ipv4_addr; }",
+    "  set src4 { type ifname . ipv4_addr; }",
+    "  set src6 { type ifname . ipv6_addr; }",
+    // The target of a neighbour advertisement, read raw (this nft has no `icmpv6 taddr`).
+    "  set tgt6 { typeof iifname . @th,64,128; }",
+    "  set allow4 { type ifname . ipv4_addr; flags interval; }",
+    "  set allow6 { type ifname . ipv6_addr; flags interval; }",
+  ];
+  for (const kind of GUARD_KINDS) {
+    lines.push(
+      `  set drop_${kind} { type ifname; flags dynamic; counter; size 65536; }`,
+      `  chain forged_${kind} {`,
+      // Counting may fail (a full set); the drop below it does not depend on it.
+      `    update @drop_${kind} { iifname }`,
+      "    drop",
+      "  }",
+    );
+  }
+  lines.push(
+    "  chain guard {",
+    "    type filter hook prerouting priority -300; policy accept;",
+    // Ports of this guard only (another daemon's, in a test, has its own table).
+    "    iifname != @ports accept",
+    "    iifname . ether saddr != @mac jump forged_mac",
+    // Only IPv4, IPv6 and ARP (a VLAN tag would hide the rest from the checks below).
+    "    ether type != { ip, ip6, arp } jump forged_ethertype",
+    "    iifname . arp saddr ether . arp saddr ip != @sarp jump forged_arp",
+    "    iifname . ip saddr != @src4 iifname . ip saddr != @allow4 jump forged_ipv4",
+    "    iifname . ip6 saddr != @src6 iifname . ip6 saddr != @allow6 jump forged_ipv6",
+    "    icmpv6 type nd-neighbor-advert iifname . @th,64,128 != @tgt6 jump forged_nd",
+    "    icmpv6 type nd-router-advert jump forged_ra",
+    "    icmpv6 type nd-redirect jump forged_redirect",
+    "    icmp type redirect jump forged_redirect",
+    "    udp sport { 67, 547 } jump forged_dhcp",
+    "  }",
+  );
+  return lines;
+}
+
+/**
+ * One `nft -f` transaction that replaces bridge table `table` whole with the guard of `entries`:
+ * the frames of a pod under guard are never let through unchecked, not even while it is rebuilt.
+ *
+ * @example
+ * ```ts
+ * guardTableScript("ferry-portsec", [{ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] }]);
+ * ```
+ */
+export function guardTableScript(table: string, entries: PortEntry[]): string {
+  const lines = [
+    `table bridge ${table}`,
+    `delete table bridge ${table}`,
+    `table bridge ${table} {`,
+    ...body(),
+    "}",
+  ];
+  for (const e of entries) {
+    for (const el of guardElements(e)) {
+      lines.push(`add element bridge ${table} ${el.set} { ${el.text} }`);
+    }
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** The script that removes bridge table `table`, present or not. */
+export function guardRemovalScript(table: string): string {
+  return `table bridge ${table}\ndelete table bridge ${table}\n`;
+}
+
+/**
+ * A pod interface's entry from the result of its ADD: the interface in the sandbox, its MAC and
+ * the addresses on it; undefined when the result has no such interface or no MAC.
+ *
+ * @example
+ * ```ts
+ * entryOfResult(result, "fy0123456789ab")?.ips; // ["10.244.0.5"]
+ * ```
+ */
+export function entryOfResult(
+  result: {
+    interfaces?: { mac?: string; sandbox?: string }[];
+    ips?: { address: string; interface?: number }[];
+  },
+  port: string,
+): PortEntry | undefined {
+  // The last interface in a sandbox: the one this ADD made (a chained result lists earlier ones).
+  const index = (result.interfaces ?? []).findLastIndex((i) => i.sandbox);
+  const mac = result.interfaces?.[index]?.mac;
+  if (index < 0 || !mac) return undefined;
+  const ips = (result.ips ?? []).filter((ip) => ip.interface === index).map((ip) =>
+    ip.address.split("/")[0]
+  );
+  return { port, mac, ips };
+}

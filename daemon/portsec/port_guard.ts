@@ -1,0 +1,265 @@
+/**
+ * Port security on this node: keeps the guard table ({@link guardTableScript}) in line with the
+ * pod interfaces Ferry plugged on its bridges. Rebuilt whole from the attachment records at start
+ * (one `nft -f` transaction that replaces the previous daemon's table: no moment without guard),
+ * then an ADD adds its pod's elements in-process before it answers ({@link PortGuard.admit}, one
+ * nf_tables netlink batch) and a DEL destroys them. The drops are counted per port and kind in the
+ * table itself ({@link PortGuard.drops}).
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import { feedStdin } from "../runtime/child_input.ts";
+import { NFPROTO_BRIDGE, type SetElementOp } from "../policy/nft_netlink.ts";
+import {
+  GUARD_KINDS,
+  guardElements,
+  type GuardKind,
+  guardRemovalScript,
+  guardTableScript,
+  type PortEntry,
+} from "./guard_table.ts";
+
+/** Writes set elements in-process (`NftNetlink`). */
+export interface ElementWriter {
+  /** Adds (or, with `remove`, destroys) elements of a table of `family` in one transaction. */
+  writeElements(
+    family: number,
+    table: string,
+    ops: SetElementOp[],
+    remove?: boolean,
+  ): Promise<void>;
+}
+
+/** What the guard needs. */
+export interface PortGuardDeps {
+  /** The bridge-family table it owns. */
+  table: string;
+  /** Runs an `nft -f` script as one transaction. */
+  apply(script: string): Promise<void>;
+  /** `nft -j list table bridge <table>`, undefined when there is none (for counting drops). */
+  listJson?(table: string): Promise<string | undefined>;
+  /** The in-process writer; without it elements go through `apply`. */
+  writer?: ElementWriter;
+  /** Where it says what it did. */
+  logger: Logger;
+}
+
+/** Dropped frames of one port and kind. */
+export interface PortDrops {
+  /** The host-side port. */
+  port: string;
+  /** What was forged. */
+  kind: GuardKind;
+  /** Frames dropped. */
+  packets: number;
+}
+
+/**
+ * The node's port guard.
+ *
+ * @example
+ * ```ts
+ * const guard = new PortGuard({ table: "ferry-portsec", apply, writer, logger });
+ * await guard.rebuild(entries);
+ * await guard.admit({ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] });
+ * ```
+ */
+export class PortGuard {
+  readonly #d: PortGuardDeps;
+  #counts: PortDrops[] = [];
+  #countTimer?: ReturnType<typeof setInterval>;
+
+  /** Creates the guard; nothing is written before {@link PortGuard.rebuild}. */
+  constructor(deps: PortGuardDeps) {
+    this.#d = deps;
+  }
+
+  /** The table's name. */
+  get table(): string {
+    return this.#d.table;
+  }
+
+  /** Replaces the table whole with the guard of `entries`, in one transaction. */
+  async rebuild(entries: PortEntry[]): Promise<void> {
+    await this.#d.apply(guardTableScript(this.#d.table, entries));
+    this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
+      ports: entries.length,
+      table: this.#d.table,
+    });
+  }
+
+  /**
+   * Lets `entry`'s pod send as itself (and as nothing else) from its port.
+   *
+   * @throws {CniError} code 5 when the kernel refuses.
+   */
+  async admit(entry: PortEntry): Promise<void> {
+    const elements = guardElements(entry);
+    try {
+      if (this.#d.writer) {
+        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, elements);
+      } else {
+        await this.#d.apply(
+          elements.map((e) => `add element bridge ${this.#d.table} ${e.set} { ${e.text} }`)
+            .join("\n") + "\n",
+        );
+      }
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `port security for ${entry.port} could not be put in place`,
+        e instanceof Error ? e.message : String(e),
+      );
+    }
+  }
+
+  /**
+   * Removes `entry`'s elements and its drop counters (a port no longer under guard: its frames
+   * are dropped until the link is gone). Absent elements are fine; a failure is logged.
+   */
+  async release(entry: PortEntry): Promise<void> {
+    const ops: SetElementOp[] = [
+      ...guardElements(entry),
+      ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: guardElements(entry)[0].key })),
+    ];
+    try {
+      if (this.#d.writer) {
+        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, ops, true);
+        return;
+      }
+      // Without the writer, one transaction per element: a missing one fails only itself.
+      const texts = [
+        ...guardElements(entry).map((e) => `${e.set} { ${e.text} }`),
+        ...GUARD_KINDS.map((kind) => `drop_${kind} { ${JSON.stringify(entry.port)} }`),
+      ];
+      for (const t of texts) {
+        await this.#d.apply(`delete element bridge ${this.#d.table} ${t}\n`).catch(() => {});
+      }
+    } catch (e) {
+      this.#d.logger.warn("port security elements of {port} not removed: {error}", {
+        port: entry.port,
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
+  }
+
+  /** Removes the table (port security turned off, or the uninstall). */
+  async remove(): Promise<void> {
+    await this.#d.apply(guardRemovalScript(this.#d.table));
+  }
+
+  /** The frames dropped so far, per port and kind (none when the table cannot be listed). */
+  async drops(): Promise<PortDrops[]> {
+    const json = await this.#d.listJson?.(this.#d.table).catch(() => undefined);
+    return json ? dropsOf(json) : [];
+  }
+
+  /**
+   * Reads the drop counters every `everyMs` for {@link PortGuard.counts} (the metrics read them
+   * at each scrape; listing the table is a process, so not then), telling `increased` what was
+   * dropped since the last read.
+   */
+  startCounting(everyMs = 10_000, increased?: (drops: PortDrops[]) => void): void {
+    this.stopCounting();
+    const read = () =>
+      void this.drops().then((d) => {
+        const more = dropIncreases(this.#counts, d);
+        this.#counts = d;
+        if (more.length) increased?.(more);
+      });
+    const timer = this.#countTimer = setInterval(read, everyMs);
+    Deno.unrefTimer(timer);
+    read();
+  }
+
+  /** Stops reading the counters. */
+  stopCounting(): void {
+    if (this.#countTimer !== undefined) clearInterval(this.#countTimer);
+    this.#countTimer = undefined;
+  }
+
+  /** The drop counters as last read (see {@link PortGuard.startCounting}). */
+  counts(): PortDrops[] {
+    return this.#counts;
+  }
+}
+
+/**
+ * The drop counters of `nft -j list table bridge …` output: the elements of the `drop_<kind>`
+ * sets with their counters (pure).
+ *
+ * @example
+ * ```ts
+ * dropsOf(json); // [{ port: "fy0123456789ab", kind: "ipv4", packets: 3 }]
+ * ```
+ */
+export function dropsOf(json: string): PortDrops[] {
+  const out: PortDrops[] = [];
+  const items = (JSON.parse(json) as { nftables?: Record<string, unknown>[] }).nftables ?? [];
+  for (const item of items) {
+    const set = item.set as { name?: string; elem?: unknown[] } | undefined;
+    const kind = set?.name?.startsWith("drop_") ? set.name.slice(5) as GuardKind : undefined;
+    if (!kind || !GUARD_KINDS.includes(kind)) continue;
+    for (const e of set!.elem ?? []) {
+      const elem = (e as { elem?: { val?: unknown; counter?: { packets?: number } } }).elem;
+      if (typeof elem?.val !== "string") continue;
+      out.push({ port: elem.val, kind, packets: elem.counter?.packets ?? 0 });
+    }
+  }
+  return out;
+}
+
+/**
+ * What was dropped between two reads of the counters, per port and kind (a counter lower than
+ * before was reset with its table: all of it is new).
+ *
+ * @example
+ * ```ts
+ * dropIncreases([{ port: "fy1", kind: "arp", packets: 2 }], [{ port: "fy1", kind: "arp", packets: 5 }]);
+ * // [{ port: "fy1", kind: "arp", packets: 3 }]
+ * ```
+ */
+export function dropIncreases(before: PortDrops[], after: PortDrops[]): PortDrops[] {
+  const was = new Map(before.map((d) => [`${d.port}/${d.kind}`, d.packets]));
+  return after.flatMap((d) => {
+    const old = was.get(`${d.port}/${d.kind}`) ?? 0;
+    const packets = d.packets >= old ? d.packets - old : d.packets;
+    return packets > 0 ? [{ ...d, packets }] : [];
+  });
+}
+
+/**
+ * `nft` runs for the guard: `apply` (`nft -f -`) and `listJson` (`nft -j list table bridge`).
+ *
+ * @example
+ * ```ts
+ * const guard = new PortGuard({ table: "ferry-portsec", ...nftBridgeRunner(), logger });
+ * ```
+ */
+export function nftBridgeRunner(): Pick<PortGuardDeps, "apply" | "listJson"> {
+  return {
+    async apply(script: string): Promise<void> {
+      const child = new Deno.Command("nft", {
+        args: ["-f", "-"],
+        stdin: "piped",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      await feedStdin(child, script);
+      const out = await child.output();
+      if (!out.success) {
+        throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
+      }
+    },
+    async listJson(table: string): Promise<string | undefined> {
+      const out = await new Deno.Command("nft", {
+        args: ["-j", "list", "table", "bridge", table],
+        stdout: "piped",
+        stderr: "null",
+      }).output();
+      return out.success ? new TextDecoder().decode(out.stdout) : undefined;
+    },
+  };
+}

@@ -1,0 +1,159 @@
+/**
+ * Port security's wiring (`portSecurity` in the config): the node's {@link PortGuard} writing
+ * through the daemon's NETLINK_NETFILTER socket when in-process netlink is available, or nothing
+ * when port security is off (then a guard table a previous daemon left is removed).
+ *
+ * @module
+ */
+import type { Logger } from "@logtape/logtape";
+import type { DaemonConfig } from "../config/config.ts";
+import { NftNetlink, type NftSys } from "../policy/nft_netlink.ts";
+import { guardRemovalScript } from "./guard_table.ts";
+import { nftBridgeRunner, type PortDrops, PortGuard } from "./port_guard.ts";
+import type { Attachment } from "../service/attachment_store.ts";
+import { NftRunner } from "../cluster/masquerade.ts";
+import type { SublinkGuard } from "../drivers/sublink.ts";
+
+/** What the side needs. */
+export interface PortSecuritySideDeps {
+  /** The daemon's config. */
+  config: Pick<DaemonConfig, "portSecurity">;
+  /** NETLINK_NETFILTER system calls (the daemon's libc), when FFI is available. */
+  netfilter?: NftSys;
+  /** Where the guard logs. */
+  logger: Logger;
+}
+
+/**
+ * The guard (nothing written yet: the default network rebuilds it when it opens), or undefined
+ * when port security is off.
+ *
+ * @example
+ * ```ts
+ * const guard = portSecuritySide({ config, netfilter: plumbing.libc, logger });
+ * ```
+ */
+export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined {
+  const runner = nftBridgeRunner();
+  if (!d.config.portSecurity.enabled) return undefined;
+  return new PortGuard({
+    table: d.config.portSecurity.table,
+    ...runner,
+    writer: d.netfilter ? new NftNetlink(d.netfilter) : undefined,
+    logger: d.logger,
+  });
+}
+
+/**
+ * Removes the guard table a daemon with port security on left (port security is off now); a
+ * failure is logged. Run once the daemon owns the node (its socket claimed).
+ *
+ * @example
+ * ```ts
+ * if (!guard) await removeGuardTable(config.portSecurity.table, logger);
+ * ```
+ */
+export async function removeGuardTable(table: string, logger: Logger): Promise<void> {
+  await nftBridgeRunner().apply(guardRemovalScript(table)).catch((e) =>
+    logger.warn("port security is off; its table could not be removed: {error}", {
+      error: e instanceof Error ? e.message : String(e),
+    })
+  );
+}
+
+/**
+ * The drop counters by pod (the port's attachment record names it; an unnamed port counts as
+ * its port's name in no namespace), for the metrics.
+ *
+ * @example
+ * ```ts
+ * spoofedByPod(guard.counts(), store.list()); // [{ namespace: "default", pod: "evil", kind: "arp", packets: 2 }]
+ * ```
+ */
+export function spoofedByPod(
+  drops: PortDrops[],
+  records: Pick<Attachment, "hostIfname" | "pod">[],
+): { namespace: string; pod: string; kind: string; packets: number }[] {
+  const byPort = new Map(records.filter((r) => r.hostIfname).map((r) => [r.hostIfname!, r.pod]));
+  return drops.map((d) => {
+    const pod = byPort.get(d.port);
+    return {
+      namespace: pod?.namespace ?? "",
+      pod: pod?.name ?? d.port,
+      kind: d.kind,
+      packets: d.packets,
+    };
+  });
+}
+
+/**
+ * Port security for macvlan and ipvlan interfaces: their guard tables, written with `nft` inside
+ * the pod's namespace.
+ *
+ * @example
+ * ```ts
+ * new SublinkDriver("macvlan", plumber, 60_000, podGuardSide(config));
+ * ```
+ */
+export function podGuardSide(config: Pick<DaemonConfig, "portSecurity">): SublinkGuard {
+  const nft = new NftRunner();
+  return {
+    table: config.portSecurity.table,
+    applyIn: (netns, script) => nft.applyIn(netns, script),
+  };
+}
+
+/** What {@link spoofingReporter} needs. */
+export interface SpoofingReporterDeps {
+  /** The attachment records (which pod a port is). */
+  records(): Pick<Attachment, "hostIfname" | "pod">[];
+  /** Where the lines go. */
+  logger: Logger;
+  /** Records a Warning Event on a pod (with Kubernetes). */
+  event?(namespace: string, name: string, reason: string, message: string): void;
+}
+
+/**
+ * Says what pods forged since the counters were last read: one log line and one Warning Event
+ * (`SpoofedFramesDropped`) per pod and kind, at most once per read of the counters (10 s).
+ *
+ * @example
+ * ```ts
+ * guard.startCounting(10_000, spoofingReporter({ records: () => store.list(), logger }));
+ * ```
+ */
+export function spoofingReporter(d: SpoofingReporterDeps): (increases: PortDrops[]) => void {
+  return (increases) => {
+    for (const s of spoofedByPod(increases, d.records())) {
+      const what = `${s.packets} frame(s) forging ${KIND_WORDS[s.kind] ?? s.kind}`;
+      d.logger.warn("pod {namespace}/{pod} sent {what}: dropped by port security", {
+        namespace: s.namespace,
+        pod: s.pod,
+        kind: s.kind,
+        packets: s.packets,
+        what,
+      });
+      if (s.namespace) {
+        d.event?.(
+          s.namespace,
+          s.pod,
+          "SpoofedFramesDropped",
+          `port security dropped ${what} sent by this pod`,
+        );
+      }
+    }
+  };
+}
+
+/** What each kind of drop forged, in words. */
+const KIND_WORDS: Record<string, string> = {
+  mac: "another source MAC",
+  ethertype: "a protocol other than IPv4, IPv6 and ARP (or a VLAN tag)",
+  arp: "another ARP sender",
+  ipv4: "another IPv4 source",
+  ipv6: "another IPv6 source",
+  nd: "a neighbour advertisement for another address",
+  ra: "a router advertisement",
+  redirect: "a redirect",
+  dhcp: "a DHCP server's message",
+};

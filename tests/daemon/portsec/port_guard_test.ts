@@ -1,0 +1,203 @@
+// Port security's table: its script is one nft transaction nft accepts; a pod's elements name its
+// port, MAC and addresses (link-local and `::` for IPv6, `0.0.0.0` for ARP probes); written
+// in-process they are what nft itself lists, and a release takes them all away, absent or not.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { getLogger } from "@logtape/logtape";
+import { IS_ROOT, run, uniqueToken } from "../../../daemon/dev/netns.ts";
+import { Libc } from "../../../daemon/net/netlink/libc.ts";
+import { NftNetlink } from "../../../daemon/policy/nft_netlink.ts";
+import {
+  entryOfResult,
+  guardElements,
+  guardTableScript,
+  linkLocalOf,
+  type PortEntry,
+} from "../../../daemon/portsec/guard_table.ts";
+import {
+  dropIncreases,
+  dropsOf,
+  nftBridgeRunner,
+  PortGuard,
+} from "../../../daemon/portsec/port_guard.ts";
+import { spoofingReporter } from "../../../daemon/portsec/portsec_side.ts";
+import { podGuardScript } from "../../../daemon/portsec/pod_guard.ts";
+import { assertNftAccepts, HAS_NFT } from "../policy/_nft.ts";
+
+const entry: PortEntry = {
+  port: "fy0123456789ab",
+  mac: "02:42:0a:f4:00:05",
+  ips: ["10.244.0.5", "fd00:10:244::5"],
+};
+
+Deno.test("a pod's IPv6 link-local address is the EUI-64 of its MAC", () => {
+  assertEquals(linkLocalOf("02:42:0a:f4:00:05"), "fe80::42:aff:fef4:5");
+  assertEquals(linkLocalOf("0e:00:00:00:00:01"), "fe80::c00:ff:fe00:1");
+});
+
+Deno.test("a pod may send from its port with its MAC, its addresses, its link-local address, :: and ARP probes", () => {
+  assertEquals(guardElements(entry).map((e) => `${e.set} ${e.text}`), [
+    `ports "fy0123456789ab"`,
+    `mac "fy0123456789ab" . 02:42:0a:f4:00:05`,
+    `sarp "fy0123456789ab" . 02:42:0a:f4:00:05 . 10.244.0.5`,
+    `sarp "fy0123456789ab" . 02:42:0a:f4:00:05 . 0.0.0.0`,
+    `src4 "fy0123456789ab" . 10.244.0.5`,
+    `src6 "fy0123456789ab" . fd00:10:244::5`,
+    `src6 "fy0123456789ab" . fe80::42:aff:fef4:5`,
+    `src6 "fy0123456789ab" . ::`,
+    `tgt6 "fy0123456789ab" . 0xfd000010024400000000000000000005`,
+    `tgt6 "fy0123456789ab" . 0xfe8000000000000000420afffef40005`,
+  ]);
+  // Keys as the kernel stores them: the name in 16 bytes, the MAC padded to 8, then the address.
+  const arp = guardElements(entry)[2].key;
+  assertEquals(arp.length, 16 + 8 + 4);
+  assertEquals([...arp.subarray(16, 24)], [2, 0x42, 0x0a, 0xf4, 0, 5, 0, 0]);
+});
+
+Deno.test("the entry of a recorded result is its last sandboxed interface and that interface's addresses", () => {
+  const result = {
+    interfaces: [
+      { name: "other", mac: "02:00:00:00:00:09", sandbox: "/x" },
+      { name: "fyhost", mac: "02:00:00:00:00:01" },
+      { name: "eth0", mac: "02:00:00:00:00:02", sandbox: "/x" },
+    ],
+    ips: [{ address: "10.1.0.9/24", interface: 0 }, { address: "10.244.0.5/24", interface: 2 }],
+  };
+  assertEquals(entryOfResult(result, "fyhost"), {
+    port: "fyhost",
+    mac: "02:00:00:00:00:02",
+    ips: ["10.244.0.5"],
+  });
+  assertEquals(entryOfResult({ interfaces: [{ mac: "02:00:00:00:00:01" }] }, "fyhost"), undefined);
+});
+
+Deno.test({
+  name: "the guard table is one transaction nft accepts, with every pod's elements",
+  ignore: !HAS_NFT,
+  fn: () => assertNftAccepts(guardTableScript("ferry-portsec", [entry])),
+});
+
+Deno.test("the drop counters are read per port and kind from the table's listing", () => {
+  const json = JSON.stringify({
+    nftables: [
+      { set: { name: "ports", elem: ["fy1"] } },
+      { set: { name: "drop_ipv4", elem: [{ elem: { val: "fy1", counter: { packets: 3 } } }] } },
+      { set: { name: "drop_ra", elem: [{ elem: { val: "fy2", counter: { packets: 1 } } }] } },
+    ],
+  });
+  assertEquals(dropsOf(json), [
+    { port: "fy1", kind: "ipv4", packets: 3 },
+    { port: "fy2", kind: "ra", packets: 1 },
+  ]);
+});
+
+Deno.test({
+  name:
+    "elements written in-process are those nft lists, and a release removes them all, twice without failing",
+  ignore: !IS_ROOT || !HAS_NFT,
+  fn: async () => {
+    // A table of its own, naming a port that does not exist: it guards nothing on this machine.
+    const t = uniqueToken().slice(0, 8);
+    const table = `fpt${t}`;
+    const writer = new NftNetlink(Libc.open());
+    const guard = new PortGuard({
+      table,
+      ...nftBridgeRunner(),
+      writer,
+      logger: getLogger(["ferry", "test"]),
+    });
+    const set = async (name: string) =>
+      (await run("nft", "list", "set", "bridge", table, name)).replace(/\s+/g, " ");
+    try {
+      await guard.rebuild([]);
+      await guard.admit({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
+      assert(
+        (await set("allow4")).includes(`"fy0123456789ab" . 198.51.100.0/24`),
+        await set("allow4"),
+      );
+      assert(
+        (await set("allow6")).includes(`"fy0123456789ab" . fd00:abcd::/64`),
+        await set("allow6"),
+      );
+      assert((await set("ports")).includes(`elements = { "fy0123456789ab" }`), await set("ports"));
+      assert(
+        (await set("sarp")).includes(`"fy0123456789ab" . 02:42:0a:f4:00:05 . 10.244.0.5`),
+        await set("sarp"),
+      );
+      assert((await set("src6")).includes(`"fy0123456789ab" . fe80::42:aff:fef4:5`));
+      assert((await set("tgt6")).includes(`0xfd000010024400000000000000000005`), await set("tgt6"));
+      await guard.admit(entry); // again: no error
+      await guard.release({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
+      for (const s of ["ports", "mac", "sarp", "src4", "src6", "tgt6", "allow4", "allow6"]) {
+        assert(!(await set(s)).includes("fy0123456789ab"), `${s} still names the port`);
+      }
+      await guard.release(entry); // absent: no error
+      assertEquals(await guard.drops(), []);
+    } finally {
+      writer.close();
+      await guard.remove().catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "a macvlan's guard (its MAC, addresses, DHCP) and an ipvlan's (no MAC of its own, no address) are scripts nft accepts",
+  ignore: !HAS_NFT,
+  fn: async () => {
+    const macvlan = podGuardScript("ferry-portsec", {
+      ifname: "net1",
+      mac: "02:00:00:00:00:01",
+      ips: ["192.168.1.5", "fd00::5"],
+      dhcp: true,
+    });
+    assert(macvlan.includes("ip saddr 0.0.0.0 udp sport 68 udp dport 67 accept"), macvlan);
+    assert(macvlan.includes(`hook egress device "net1"`), macvlan);
+    await assertNftAccepts(macvlan);
+    const ipvlan = podGuardScript("ferry-portsec", { ifname: "net2", ips: [] });
+    assert(!ipvlan.includes("ether saddr"), ipvlan);
+    await assertNftAccepts(ipvlan);
+  },
+});
+
+Deno.test("what was dropped between two reads is the difference per port and kind; a reset counter counts whole", () => {
+  assertEquals(
+    dropIncreases(
+      [{ port: "fy1", kind: "arp", packets: 2 }, { port: "fy2", kind: "ra", packets: 9 }],
+      [
+        { port: "fy1", kind: "arp", packets: 5 },
+        { port: "fy1", kind: "ipv4", packets: 1 },
+        { port: "fy2", kind: "ra", packets: 4 },
+        { port: "fy3", kind: "mac", packets: 0 },
+      ],
+    ),
+    [
+      { port: "fy1", kind: "arp", packets: 3 },
+      { port: "fy1", kind: "ipv4", packets: 1 },
+      { port: "fy2", kind: "ra", packets: 4 },
+    ],
+  );
+  assertEquals(
+    dropIncreases([{ port: "fy1", kind: "arp", packets: 2 }], [
+      { port: "fy1", kind: "arp", packets: 2 },
+    ]),
+    [],
+  );
+});
+
+Deno.test("new drops are said once per pod and kind: a log line naming pod and forgery, a Warning Event on the pod", () => {
+  const lines: Record<string, unknown>[] = [];
+  const events: string[] = [];
+  const report = spoofingReporter({
+    records: () => [{ hostIfname: "fy1", pod: { namespace: "team", name: "evil" } }],
+    logger: { warn: (_m: string, p: Record<string, unknown>) => lines.push(p) } as never,
+    event: (ns, name, reason, message) => events.push(`${ns}/${name} ${reason}: ${message}`),
+  });
+  report([{ port: "fy1", kind: "arp", packets: 3 }, { port: "fy9", kind: "ra", packets: 1 }]);
+  assertEquals(lines.map((l) => `${l.namespace}/${l.pod} ${l.what}`), [
+    "team/evil 3 frame(s) forging another ARP sender",
+    "/fy9 1 frame(s) forging a router advertisement",
+  ]);
+  assertEquals(events, [
+    "team/evil SpoofedFramesDropped: port security dropped 3 frame(s) forging another ARP sender sent by this pod",
+  ]);
+});
