@@ -262,7 +262,7 @@ Deno.test({
               `info ADD of pod default/pod-${id}, container ${id}, eth0: abandoned by its requester, rolled back`,
             );
             assertEquals(
-              lines(records).filter((l) => l.includes("999") || l.startsWith("error")),
+              lines(records).filter((l) => l.includes("code 999") || l.startsWith("error")),
               [],
               "nothing logged as an internal error",
             );

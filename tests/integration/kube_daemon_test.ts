@@ -716,7 +716,7 @@ Deno.test({
               `info ADD of pod default/${name}, container ${cid}, eth0: abandoned by its requester, rolled back`,
             );
             assertEquals(
-              lines(records).filter((l) => l.includes("999")),
+              lines(records).filter((l) => l.includes("code 999")),
               [],
               "nothing logged as an internal error",
             );
