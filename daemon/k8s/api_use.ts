@@ -114,4 +114,11 @@ export const DAEMON_API_USE: ApiUse[] = [
     verbs: ["get", "create", "update", "delete"],
     why: "ipam pool/auto: claim a block, record its allocations, give an empty one back",
   },
+  {
+    group: "ferry.dev",
+    resource: "networkblocks",
+    verbs: ["list", "get", "create", "update", "delete"],
+    why: "NAD networks (whereabouts IPAM served natively): list a space's blocks from storage " +
+      "to claim and settle one, claim it, record its allocations, give an empty one back",
+  },
 ];
