@@ -36,6 +36,9 @@ import { PhaseStats } from "./telemetry/phase_stats.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
+import { NativeNadIpam } from "./drivers/nad_native_ipam.ts";
+import { NadNetworkIpam } from "./ipam/nad_network_ipam.ts";
+import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./k8s/network_block_api.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -113,6 +116,21 @@ export async function startDaemon(
   }
   const { controller, identity } = cluster;
   const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
+  const nadIpam = kube && config.multiNetwork.whereaboutsIpam === "native"
+    ? new NativeNadIpam(() =>
+      NadNetworkIpam.open({
+        nodeName: config.nodeName,
+        api: kubeNetworkBlockApi(kube!.client, {
+          namespace: config.gc.leaseNamespace,
+          name: NAD_CLAIM_LEASE.name,
+        }),
+        stateDir: config.stateDir,
+        releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
+        reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
+        logger: getLogger(["ferry", "ipam", "networks"]),
+      })
+    )
+    : undefined;
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -129,10 +147,10 @@ export async function startDaemon(
     network,
     networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
-      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs),
-      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs),
+      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs, nadIpam),
+      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs, nadIpam),
       delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
-      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs),
+      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, nadIpam),
     },
     store,
     netns,
@@ -232,6 +250,7 @@ export async function startDaemon(
       // Not awaited: a write still under way ends when the client below is closed (or the API
       // answers, or its request time limit passes); nothing is sent after it.
       ipam?.close();
+      await nadIpam?.close(AbortSignal.timeout(5000));
       await kube?.close();
       plumbing.close();
       trimmer?.stop();

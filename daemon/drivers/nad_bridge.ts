@@ -19,6 +19,7 @@ import { firstDifference } from "../service/live_check.ts";
 import { vethResult } from "./bridge.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { refuseTakenName } from "./driver.ts";
+import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 
 /** Reference bridge settings this driver does not implement: present and set, they delegate. */
@@ -58,8 +59,14 @@ export class NadBridgeDriver implements Driver {
   readonly #pluginTimeoutMs: number;
   readonly #validate = validateNadBridgeConf;
 
-  /** Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`. */
-  constructor(plumber: Plumber, pluginTimeoutMs: number) {
+  readonly #native?: NativeNadIpam;
+
+  /**
+   * Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`; `native` serves
+   * whereabouts configs in-process.
+   */
+  constructor(plumber: Plumber, pluginTimeoutMs: number, native?: NativeNadIpam) {
+    this.#native = native;
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
   }
@@ -74,7 +81,7 @@ export class NadBridgeDriver implements Driver {
   }
 
   #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, timeoutMs: this.#pluginTimeoutMs };
+    return { ...ctx, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
   }
 
   /** Addresses from the IPAM plugin, the bridge (with gateways), the veth; undone on failure. */

@@ -17,6 +17,7 @@ import { stableMac } from "../net/naming.ts";
 import type { Plumber, SublinkSpec } from "../net/plumber.ts";
 import { firstDifference } from "../service/live_check.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
+import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
 
@@ -34,8 +35,19 @@ export class SublinkDriver implements Driver {
   readonly #pluginTimeoutMs: number;
   readonly #validate;
 
-  /** Creates the driver for `kind`; its IPAM plugin is killed after `pluginTimeoutMs`. */
-  constructor(kind: "macvlan" | "ipvlan", plumber: Plumber, pluginTimeoutMs: number) {
+  readonly #native?: NativeNadIpam;
+
+  /**
+   * Creates the driver for `kind`; its IPAM plugin is killed after `pluginTimeoutMs`; `native`
+   * serves whereabouts configs in-process.
+   */
+  constructor(
+    kind: "macvlan" | "ipvlan",
+    plumber: Plumber,
+    pluginTimeoutMs: number,
+    native?: NativeNadIpam,
+  ) {
+    this.#native = native;
     this.#kind = kind;
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
@@ -52,7 +64,7 @@ export class SublinkDriver implements Driver {
   }
 
   #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, timeoutMs: this.#pluginTimeoutMs };
+    return { ...ctx, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
   }
 
   /** Gets addresses from the IPAM plugin, creates and configures the link; undoes both on failure. */

@@ -13,6 +13,7 @@ import type { BlockIpam } from "../ipam/block_ipam.ts";
 import { NodeCheck, type NodeCheckStats } from "../ipam/node_check.ts";
 import { type KubeSide, podSubject } from "../k8s/kube_side.ts";
 import { kubeBlockApi } from "../k8s/pool_api.ts";
+import { kubeNetworkBlockApi } from "../k8s/network_block_api.ts";
 import { kubeLeaseApi } from "../k8s/lease_api.ts";
 import { NODES, PODS } from "../k8s/resources.ts";
 import type { NetnsGuard } from "../net/netns_guard.ts";
@@ -140,9 +141,11 @@ export function gcSide(deps: GcSideDeps): GcSide {
     logger,
   });
   netnsSweep?.start();
-  // Pool IPAM: one daemon at a time (the Lease holder) reclaims the blocks of deleted nodes.
+  // Pool IPAM, NAD networks served natively: one daemon at a time (the Lease holder) reclaims
+  // the blocks of deleted nodes.
   const pools = kube?.pools;
-  const reclaimer = kube && pools
+  const nadNative = config.multiNetwork.whereaboutsIpam === "native";
+  const reclaimer = kube && (pools || nadNative)
     ? new DeadNodeBlocks({
       lease: new LeaderLease(
         kubeLeaseApi(kube.client, config.gc.leaseNamespace, "ferry-ipam-reclaim"),
@@ -155,6 +158,7 @@ export function gcSide(deps: GcSideDeps): GcSide {
       nodeExists: async (name) =>
         (await kube.client.find(NODES, undefined, name, { metadataOnly: true })) !== undefined,
       api: kubeBlockApi(kube.client),
+      networks: nadNative ? kubeNetworkBlockApi(kube.client) : undefined,
       intervalMs: config.gc.reclaimIntervalSeconds * 1000,
       logger,
     })

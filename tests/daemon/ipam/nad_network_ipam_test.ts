@@ -5,7 +5,12 @@ import { cidrsOverlap, formatIp, parseCidr, parseIp } from "../../../daemon/ipam
 import { installNetworkBlockCrd } from "../../../daemon/dev/crds.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
 import { kubeNetworkBlockApi } from "../../../daemon/k8s/network_block_api.ts";
-import { LEASES, NETWORKBLOCKS } from "../../../daemon/k8s/resources.ts";
+import { LEASES, NETWORKBLOCKS, NODES } from "../../../daemon/k8s/resources.ts";
+import type { Node } from "kubernetes-types/core/v1.d.ts";
+import { DeadNodeBlocks } from "../../../daemon/gc/dead_node_blocks.ts";
+import { LeaderLease } from "../../../daemon/gc/leader_lease.ts";
+import { kubeLeaseApi } from "../../../daemon/k8s/lease_api.ts";
+import { KubeApiError } from "../../../daemon/k8s/errors.ts";
 import type { NetworkBlockObject } from "../../../daemon/ipam/nad_blocks.ts";
 import { type NadIpamConfig, parseWhereabouts, rangeHolds } from "../../../daemon/ipam/nad_ipam.ts";
 import { NadNetworkIpam, type NetworkBlockApi } from "../../../daemon/ipam/nad_network_ipam.ts";
@@ -266,6 +271,59 @@ Deno.test("an empty block is given back after releaseAfterMs, a static address's
       await n1.release(owner(1));
       await until(async () => (await env.blocks()).length === 0);
       assertEquals(n1.stats().blocks, []);
+    });
+  });
+});
+
+Deno.test("a deleted node's NAD blocks are reclaimed; a live node's stay, and their addresses go to the others", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const { client, id } = env.k;
+      const live = `n1-${id}`;
+      const lease = `ferry-test-${id}`;
+      await client.create<Node>(NODES, { metadata: { name: live } });
+      try {
+        const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
+        const n1 = await env.open("n1", dirs[0]);
+        const ghost = await env.open("n2", dirs[1]); // no Node object: deleted
+        await n1.add(c, "default/n", owner("live"));
+        await Promise.all(
+          Array.from({ length: 13 }, (_, i) => ghost.add(c, "default/n", owner(`g${i}`))),
+        );
+        await Promise.all([n1.flush(), ghost.flush()]);
+        await ghost.close();
+        await assertRejects(() => n1.add(c, "default/n", owner("more")), CniError);
+        const reclaimer = new DeadNodeBlocks({
+          lease: new LeaderLease(kubeLeaseApi(client, "default", lease), "daemon-a", 15_000),
+          nodeKnown: () => false,
+          nodesSynced: () => true,
+          nodeExists: (name) =>
+            client.get(NODES, undefined, name).then(() => true, (e) => {
+              if (e instanceof KubeApiError && e.isNotFound) return false;
+              throw e;
+            }),
+          api: undefined!,
+          // This test's blocks only: others a shared real server holds are not this test's.
+          networks: {
+            list: async (f) =>
+              (await env.api.list(f)).filter((b) => b.spec?.network.startsWith(`${env.net}/`)),
+            delete: env.api.delete,
+          },
+          intervalMs: 60_000,
+          logger: getLogger(["ferry", "gc"]),
+        });
+        await reclaimer.tick();
+        const left = await env.blocks();
+        assertEquals(left.map((b) => b.spec!.node), [live], "only the live node's block is left");
+        assertEquals(reclaimer.stats().reclaimed, 13);
+        const more = await Promise.all(
+          Array.from({ length: 13 }, (_, i) => n1.add(c, "default/n", owner(`m${i}`))),
+        );
+        assertEquals(new Set(more.map((r) => r.ips[0].address)).size, 13);
+      } finally {
+        await client.delete(NODES, undefined, live).catch(() => {});
+        await client.delete(LEASES, "default", lease).catch(() => {});
+      }
     });
   });
 });
