@@ -452,3 +452,30 @@ export function spaceKey(config: NadIpamConfig, range: NadRange): string {
     : `range-${formatCidr(range.cidr)}`;
   return config.networkName ? `${config.networkName}/${scope}` : scope;
 }
+
+/**
+ * The CIDR of every range a whereabouts IPAM config names (`range` and each `ipRanges[].range`,
+ * in either form, IPv4-mapped ones as IPv4), normalised; ranges that do not parse are left out
+ * (parsing the config refuses them). For checks that must see every range, such as the NAD guard.
+ *
+ * @example
+ * ```ts
+ * whereaboutsRangeCidrs({ type: "whereabouts", range: "10.0.0.5-10.0.0.9/24" }); // ["10.0.0.0/24"]
+ * ```
+ */
+export function whereaboutsRangeCidrs(ipam: unknown): string[] {
+  if (!isObject(ipam)) return [];
+  const texts = [
+    ipam.range,
+    ...(Array.isArray(ipam.ipRanges) ? ipam.ipRanges : [])
+      .map((r) => isObject(r) ? r.range : undefined),
+  ];
+  return texts.flatMap((t) => {
+    if (typeof t !== "string") return [];
+    try {
+      return [formatCidr(ipAndCidr(t.slice(t.indexOf("-") + 1)).cidr)];
+    } catch {
+      return [];
+    }
+  });
+}

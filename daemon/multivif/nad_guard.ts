@@ -6,7 +6,7 @@
  * - the plugin type, and its IPAM type, must be among `multiNetwork.allowedTypes` (`*` allows all);
  * - it must not name a device Ferry owns (the node bridge, the VXLAN device) as its bridge, master
  *   or device: a NAD bridge on Ferry's bridge would put addresses on it that Ferry never assigned;
- * - no address range it names (host-local ranges and subnet, whereabouts' range, static addresses,
+ * - no address range it names (host-local ranges and subnet, whereabouts' ranges, static addresses,
  *   the runtime `ips`) may overlap Ferry's pod ranges (node podCIDRs, pools, the local subnets);
  * - host-local keeps its files under Ferry's state directory: a NAD naming another `dataDir` is
  *   refused, one naming none gets `<stateDir>/host-local` (host-local's own default,
@@ -20,6 +20,7 @@
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
 import { type Cidr, cidrsOverlap, parseCidr } from "../ipam/cidr.ts";
+import { whereaboutsRangeCidrs } from "../ipam/nad_ipam.ts";
 
 /** What the guard checks NADs against. */
 export interface NadGuard {
@@ -49,7 +50,8 @@ function rangesOf(plugin: Record<string, unknown>): string[] {
     }
   };
   add(ipam.subnet);
-  add(ipam.range); // whereabouts
+  if (ipam.type === "whereabouts") out.push(...whereaboutsRangeCidrs(ipam)); // every form
+  else add(ipam.range);
   for (const set of Array.isArray(ipam.ranges) ? ipam.ranges : []) {
     for (const r of Array.isArray(set) ? set : []) if (isObject(r)) add(r.subnet);
   }
