@@ -11,6 +11,8 @@ import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORKBLOCKS } from "../../daemon/k8s/
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import type { NetworkBlockObject } from "../../daemon/ipam/nad_blocks.ts";
 import { eventually } from "./_cluster.ts";
+import { readClusterState } from "../../daemon/tools/ipam_check.ts";
+import { networkFindings } from "../../daemon/ipam/nad_integrity.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
@@ -119,6 +121,12 @@ Deno.test({
               "the 60 allocations recorded in the network's blocks",
               30_000,
             );
+            // ipam check's NAD half over this network: nothing overlapping, twice or leaked.
+            const state = await readClusterState(c.client);
+            const mine = (state.networkBlocks ?? []).filter((b) =>
+              b.spec?.network.startsWith(`${space}/`)
+            );
+            assertEquals(networkFindings({ ...state, networkBlocks: mine }), []);
             for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
             await eventually(
               async () => (await recorded(c, space)).length === 0,
