@@ -131,6 +131,11 @@ export async function startDaemon(
       })
     )
     : undefined;
+  // Opened at start (not only at the first NAD ADD): its reconcile adopts what a lost state dir
+  // left in the API, and the sweep releases what of that belongs to gone pods.
+  void nadIpam?.ipam().catch((e) =>
+    logger.warn("NAD networks' IPAM not open yet: {error}", { error: String(e) })
+  );
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -171,6 +176,7 @@ export async function startDaemon(
     service,
     netns,
     ipam: () => pool?.current(),
+    nadIpam: nadIpam && (() => nadIpam.opened()),
   });
   let server: Awaited<ReturnType<typeof serverSide>> | undefined;
   const stats = (): DaemonStats => ({

@@ -67,6 +67,11 @@ export class NativeNadIpam {
     void ipam?.close();
   }
 
+  /** The node's NAD IPAM if it is open (or opening), else undefined; never opens it. */
+  async opened(): Promise<NadNetworkIpam | undefined> {
+    return await this.#ipam?.catch(() => undefined);
+  }
+
   /** Whether `conf`'s IPAM is served here. */
   serves(conf: NetConf): boolean {
     return conf.ipam?.type === "whereabouts";

@@ -47,6 +47,8 @@ export interface GcSideDeps {
   netns: NetnsGuard;
   /** Pool IPAM, once open. */
   ipam: () => BlockIpam | undefined;
+  /** NAD networks served natively, once open: their adopted allocations of gone pods go too. */
+  nadIpam?: () => Promise<Pick<BlockIpam, "releaseAdoptedOfGonePods"> | undefined>;
 }
 
 /** The running garbage collectors. */
@@ -91,19 +93,20 @@ export function gcSide(deps: GcSideDeps): GcSide {
   const afterSweep = () => {
     nodeCheck.run();
     // Adopted allocations of pods gone from the server (asked of its storage, not the cache).
-    const ipam = deps.ipam();
-    if (!kube || !ipam) return;
-    void ipam.releaseAdoptedOfGonePods(async (pod) => {
+    if (!kube) return;
+    const gone = async (pod: { uid: string; namespace: string; name: string }) => {
       const found = await kube.client.find<Pod>(PODS, pod.namespace, pod.name, {
         metadataOnly: true,
       });
       // Gone: no pod of that name, or another pod of it (a new UID).
       return !found || (!!pod.uid && found.metadata?.uid !== pod.uid);
-    }).catch((e) =>
+    };
+    const warn = (e: unknown) =>
       getLogger(["ferry", "daemon"]).warn("releasing adopted allocations failed: {error}", {
         error: String(e),
-      })
-    );
+      });
+    void deps.ipam()?.releaseAdoptedOfGonePods(gone).catch(warn);
+    void deps.nadIpam?.().then((nad) => nad?.releaseAdoptedOfGonePods(gone)).catch(warn);
   };
   // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
   const gc = kube

@@ -149,6 +149,8 @@ export class NadNetworkIpam {
   readonly #d: NadNetworkIpamDeps;
   readonly #blocks = new Map<string, Held>();
   readonly #meta = new Map<string, { uid: string; namespace?: string; name?: string }>();
+  /** Owners whose addresses were adopted from block objects at start (state lost here). */
+  readonly #adopted = new Set<string>();
   readonly #claiming = new Map<string, Promise<Held | undefined>>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0 };
@@ -203,8 +205,9 @@ export class NadNetworkIpam {
       for (const a of spec.allocations ?? []) {
         const owner = { containerId: a.containerID, ifname: a.ifname };
         this.#meta.set(ownerKey(owner), { uid: a.podUID, namespace: a.namespace, name: a.name });
-        // State lost here: what the object records stays taken until a DEL releases it.
-        if (!meta) await held.local.hold(a.ip, owner);
+        // State lost here: what the object records stays taken until a DEL releases it, or the
+        // sweep finds its pod gone (releaseAdoptedOfGonePods).
+        if (!meta && await held.local.hold(a.ip, owner)) this.#adopted.add(ownerKey(owner));
       }
       this.#kick(held);
     }
@@ -289,6 +292,8 @@ export class NadNetworkIpam {
     statics: string[] = [],
   ): Promise<NadIpamResult> {
     const ips: NadIpamResult["ips"] = [];
+    // A repeated ADD gets the same addresses; a failed one gives back only what it took.
+    const before = new Set(this.addressesOf(owner));
     this.#meta.set(ownerKey(owner), {
       uid: pod?.uid ?? "",
       namespace: pod?.namespace,
@@ -311,7 +316,13 @@ export class NadNetworkIpam {
         });
       }
     } catch (e) {
-      await this.release(owner).catch(() => {});
+      for (const b of [...this.#blocks.values()]) {
+        const ip = b.local.addressOf(owner);
+        if (!ip || before.has(ip)) continue;
+        await b.local.release(owner).catch(() => {});
+        this.#kick(b);
+        this.#checkEmpty(b);
+      }
       throw e;
     }
     for (const a of config.addresses) ips.push(a);
@@ -529,7 +540,32 @@ export class NadNetworkIpam {
       this.#checkEmpty(b);
     }
     this.#meta.delete(ownerKey(owner));
+    this.#adopted.delete(ownerKey(owner));
     return out;
+  }
+
+  /**
+   * Releases the adopted allocations (see {@link NadNetworkIpam.open}) whose pod is gone: `gone`
+   * asks the API about the pod the block object named. Such an allocation has no attachment record
+   * on this node (its state was lost), so no DEL will ever release it. Returns the addresses.
+   */
+  async releaseAdoptedOfGonePods(
+    gone: (pod: { uid: string; namespace: string; name: string }) => Promise<boolean>,
+  ): Promise<string[]> {
+    const released: string[] = [];
+    for (const key of [...this.#adopted]) {
+      const meta = this.#meta.get(key);
+      if (!meta?.namespace || !meta.name || this.#closed) continue;
+      if (!(await gone({ uid: meta.uid, namespace: meta.namespace, name: meta.name }))) continue;
+      const [containerId, ifname] = key.split("\n");
+      const ips = await this.release({ containerId, ifname });
+      released.push(...ips);
+      this.#d.logger.info("released the adopted NAD allocation of {pod} ({ips}): the pod is gone", {
+        pod: `${meta.namespace}/${meta.name}`,
+        ips: ips.join(", "),
+      });
+    }
+    return released;
   }
 
   /** The addresses `owner` holds on NAD networks. */

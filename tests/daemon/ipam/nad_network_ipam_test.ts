@@ -236,7 +236,10 @@ Deno.test("a restarted node keeps its pods' addresses; one whose state was lost 
     await threeDirs(async (dirs) => {
       const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
       const n1 = await env.open("n1", dirs[0]);
-      const first = await Promise.all([0, 1, 2].map((i) => n1.add(c, "default/n", owner(i))));
+      const pod = (i: number) => ({ namespace: "default", name: `p${i}`, uid: `u${i}` });
+      const first = await Promise.all(
+        [0, 1, 2].map((i) => n1.add(c, "default/n", owner(i), pod(i))),
+      );
       await n1.flush(AbortSignal.timeout(20_000));
       await n1.close();
       const again = await env.open("n1", dirs[0]);
@@ -253,6 +256,11 @@ Deno.test("a restarted node keeps its pods' addresses; one whose state was lost 
       );
       const all = [...first, ...fresh].map((r) => r.ips[0].address);
       assertEquals(new Set(all).size, 14, `duplicates among ${all.join(" ")}`);
+      // No DEL will come for the adopted ones: the sweep releases those whose pod is gone.
+      const released = await lost.releaseAdoptedOfGonePods((p) => Promise.resolve(p.name === "p1"));
+      assertEquals(released, [addr(first[1].ips[0].address)]);
+      const next = await lost.add(c, "default/n", owner("after"));
+      assertEquals(next.ips[0].address, first[1].ips[0].address);
     });
   });
 });
@@ -324,6 +332,30 @@ Deno.test("a deleted node's NAD blocks are reclaimed; a live node's stay, and th
         await client.delete(NODES, undefined, live).catch(() => {});
         await client.delete(LEASES, "default", lease).catch(() => {});
       }
+    });
+  });
+});
+
+Deno.test("an ADD that fails on its second range gives back what it took, and keeps what the owner held before", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const n1 = await env.open("n1", dirs[0]);
+      const base = freshCidr24();
+      const full = base.replace(".0/24", ".16/30"); // 2 addresses
+      const one = conf({ range: base.replace(".0/24", ".0/28"), network_name: env.net });
+      const two = conf({
+        range: base.replace(".0/24", ".0/28"),
+        ipRanges: [{ range: full }],
+        network_name: env.net,
+      });
+      await n1.add(conf({ range: full, network_name: env.net }), "default/f", owner("f1"));
+      await n1.add(conf({ range: full, network_name: env.net }), "default/f", owner("f2"));
+      const held = await n1.add(one, "default/n", owner("x"));
+      const e = await assertRejects(() => n1.add(two, "default/n", owner("x")), CniError);
+      assertEquals(e.code, CNI_ERROR.ADDRESSES_EXHAUSTED);
+      assertEquals(n1.addressesOf(owner("x")), [addr(held.ips[0].address)], "kept from before");
+      await assertRejects(() => n1.add(two, "default/n", owner("y")), CniError);
+      assertEquals(n1.addressesOf(owner("y")), [], "nothing left of the failed ADD");
     });
   });
 });
