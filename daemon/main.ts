@@ -38,6 +38,10 @@ import { DelegatedDriver } from "./drivers/delegated.ts";
 import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
 import { NativeNadIpam } from "./drivers/nad_native_ipam.ts";
 import { NadNetworkIpam } from "./ipam/nad_network_ipam.ts";
+import { WhereaboutsReservations } from "./ipam/whereabouts_migration.ts";
+import { KubeApiError } from "./k8s/errors.ts";
+import { PODS, WHEREABOUTS_IPPOOLS } from "./k8s/resources.ts";
+import type { WhereaboutsPoolObject } from "./ipam/whereabouts_pools.ts";
 import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./k8s/network_block_api.ts";
 
 /**
@@ -116,9 +120,28 @@ export async function startDaemon(
   }
   const { controller, identity } = cluster;
   const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
-  const nadIpam = kube && config.multiNetwork.whereaboutsIpam === "native"
-    ? new NativeNadIpam(() =>
-      NadNetworkIpam.open({
+  // whereabouts' own records, so that its live pods' addresses are never handed out (migration).
+  const whereabouts = kube && config.multiNetwork.whereaboutsIpam === "native"
+    ? new WhereaboutsReservations({
+      list: () =>
+        kube!.client.listAll<WhereaboutsPoolObject>(WHEREABOUTS_IPPOOLS, {}).then(
+          (l) => l.items,
+          (e) => {
+            if (e instanceof KubeApiError && e.isNotFound) return []; // whereabouts not installed
+            throw e;
+          },
+        ),
+      podExists: async (namespace, name) =>
+        (await kube!.client.find(PODS, namespace, name, { metadataOnly: true })) !== undefined,
+      logger: getLogger(["ferry", "ipam", "networks"]),
+    })
+    : undefined;
+  // Read again with the sweep: while nodes still delegating to whereabouts add to its records.
+  if (config.gc.intervalSeconds > 0) whereabouts?.start(config.gc.intervalSeconds * 1000);
+  const nadIpam = kube && whereabouts
+    ? new NativeNadIpam(async () => {
+      await whereabouts.refresh();
+      return await NadNetworkIpam.open({
         nodeName: config.nodeName,
         api: kubeNetworkBlockApi(kube!.client, {
           namespace: config.gc.leaseNamespace,
@@ -128,8 +151,9 @@ export async function startDaemon(
         releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
         reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
         logger: getLogger(["ferry", "ipam", "networks"]),
-      })
-    )
+        foreign: (ip) => whereabouts.holder(ip),
+      });
+    })
     : undefined;
   // Opened at start (not only at the first NAD ADD): its reconcile adopts what a lost state dir
   // left in the API, and the sweep releases what of that belongs to gone pods.
@@ -256,6 +280,7 @@ export async function startDaemon(
       // Not awaited: a write still under way ends when the client below is closed (or the API
       // answers, or its request time limit passes); nothing is sent after it.
       ipam?.close();
+      whereabouts?.stop();
       await nadIpam?.close(AbortSignal.timeout(5000));
       await kube?.close();
       plumbing.close();

@@ -178,7 +178,7 @@ export const DaemonConfigSchema = Type.Object({
     }),
     whereaboutsIpam: Type.Union([Type.Literal("delegate"), Type.Literal("native")], {
       description:
-        '`"type": "whereabouts"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default while whereabouts\' own allocations are not yet honoured: see docs/multiple-networks.md)',
+        '`"type": "whereabouts"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default: switching is a step of the migration from whereabouts, see docs/multiple-networks.md)',
     }),
   }, { additionalProperties: false }),
   gc: Type.Object({

@@ -84,6 +84,12 @@ export interface NadNetworkIpamDeps {
   reuseDelayMs?: number;
   /** Where to log. */
   logger: Logger;
+  /**
+   * The live pod another IPAM (whereabouts, before the migration) gave `ip`, if any: such an
+   * address is set aside (held for that pod, recorded in its block) instead of handed out, and
+   * released by the sweep once that pod is gone.
+   */
+  foreign?: (ip: string) => { namespace: string; name: string } | undefined;
 }
 
 /** The IPAM part of an ADD's result on a NAD network. */
@@ -347,15 +353,22 @@ export class NadNetworkIpam {
     // ADDs may fill a block claimed for this one before it gets its turn.
     for (;;) {
       for (const b of mine()) {
-        if (b.local.free <= 0) continue;
-        try {
-          const ip = await b.local.allocate(owner);
+        while (b.local.free > 0) {
+          let ip: string;
+          try {
+            ip = await b.local.allocate(owner);
+          } catch (e) {
+            if (e instanceof CniError && e.code === CNI_ERROR.ADDRESSES_EXHAUSTED) break;
+            throw e;
+          }
+          const holder = this.#d.foreign?.(ip);
+          if (holder) {
+            await this.#setAside(b, ip, owner, holder);
+            continue;
+          }
           b.emptySince = undefined;
           this.#kick(b);
           return ip;
-        } catch (e) {
-          if (e instanceof CniError && e.code === CNI_ERROR.ADDRESSES_EXHAUSTED) continue;
-          throw e;
         }
       }
       const claimed = await this.#claim(space, range);
@@ -370,6 +383,29 @@ export class NadNetworkIpam {
         mine().map((b) => formatCidr(b.cidr)).join(", ") || "none"
       }, no free block left in the range`,
     );
+  }
+
+  /**
+   * Gives `ip` back from `owner` and holds it for the live pod another IPAM gave it, as an
+   * adopted allocation (released by the sweep once that pod is gone).
+   */
+  async #setAside(
+    b: Held,
+    ip: string,
+    owner: Owner,
+    holder: { namespace: string; name: string },
+  ): Promise<void> {
+    await b.local.release(owner);
+    const other = { containerId: `whereabouts-${ip.replace(/[.:]/g, "-")}`, ifname: "whereabouts" };
+    if (await b.local.hold(ip, other)) {
+      this.#meta.set(ownerKey(other), { uid: "", ...holder });
+      this.#adopted.add(ownerKey(other));
+      this.#kick(b);
+      this.#d.logger.info("left {ip} to {pod}, whose address it is in whereabouts' IPPool", {
+        ip,
+        pod: `${holder.namespace}/${holder.name}`,
+      });
+    }
   }
 
   /** Claims a block of `range` (one claim per range at a time; concurrent callers share it). */

@@ -121,4 +121,11 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "NAD networks (whereabouts IPAM served natively): list a space's blocks from storage " +
       "to claim and settle one, claim it, record its allocations, give an empty one back",
   },
+  {
+    group: "whereabouts.cni.cncf.io",
+    resource: "ippools",
+    verbs: ["list"],
+    why: "NAD networks served natively: the addresses whereabouts gave pods that still live are " +
+      "never handed out (migration from whereabouts)",
+  },
 ];

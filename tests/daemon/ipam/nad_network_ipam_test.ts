@@ -359,3 +359,38 @@ Deno.test("an ADD that fails on its second range gives back what it took, and ke
     });
   });
 });
+
+Deno.test("an address whereabouts gave a live pod is never handed out; once that pod is gone the sweep frees it", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
+      const theirs = formatIp({ family: 4, value: c.ranges[0].cidr.network.value + 3n });
+      const ipam = await NadNetworkIpam.open({
+        nodeName: `n1-${env.k.id}`,
+        api: env.api,
+        stateDir: dirs[0],
+        releaseAfterMs: 600_000,
+        logger: getLogger(["ferry", "ipam"]),
+        foreign: (ip) => ip === theirs ? { namespace: "default", name: "wa-pod" } : undefined,
+      });
+      try {
+        const got = await Promise.all(
+          Array.from({ length: 13 }, (_, i) => ipam.add(c, "default/n", owner(i))),
+        );
+        const ips = got.map((r) => addr(r.ips[0].address));
+        assert(!ips.includes(theirs), `${theirs} handed out: ${ips.join(" ")}`);
+        await assertRejects(() => ipam.add(c, "default/n", owner("full")), CniError);
+        await ipam.flush(AbortSignal.timeout(20_000));
+        const recorded = (await env.blocks()).flatMap((b) => b.spec!.allocations ?? []);
+        assertEquals(
+          recorded.filter((a) => a.ip === theirs).map((a) => a.name),
+          ["wa-pod"],
+          "recorded for whereabouts' pod",
+        );
+        assertEquals(await ipam.releaseAdoptedOfGonePods(() => Promise.resolve(true)), [theirs]);
+      } finally {
+        await ipam.close();
+      }
+    });
+  });
+});
