@@ -221,6 +221,7 @@ export async function startDaemon(
       : undefined,
     cluster: controller.stats(),
     ipam: pool?.current()?.stats(),
+    nadIpam: nadIpam?.stats(),
   });
   try {
     server = await serverSide({ config, service, metrics, trimmer, healthy, ready, stats, logger });

@@ -11,7 +11,7 @@ import { podRefFromArgs } from "../../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { parseWhereabouts } from "../ipam/nad_ipam.ts";
-import type { NadNetworkIpam } from "../ipam/nad_network_ipam.ts";
+import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
 import type { AttachmentKey } from "../service/attachment_store.ts";
 
 /** One call's inputs (a subset of the drivers' IPAM call). */
@@ -38,17 +38,18 @@ const isObject = (x: unknown): x is Record<string, unknown> =>
  * ```
  */
 export class NativeNadIpam {
-  readonly #open: () => Promise<NadNetworkIpam>;
+  readonly #opener: () => Promise<NadNetworkIpam>;
   #ipam?: Promise<NadNetworkIpam>;
+  #open?: NadNetworkIpam;
 
   /** `open` opens the node's NAD IPAM; it is called once, at the first use. */
   constructor(open: () => Promise<NadNetworkIpam>) {
-    this.#open = open;
+    this.#opener = open;
   }
 
   /** The node's NAD IPAM (opened at the first call; a failed open is tried again next time). */
   ipam(): Promise<NadNetworkIpam> {
-    this.#ipam ??= this.#open().catch((e) => {
+    this.#ipam ??= this.#opener().then((ipam) => this.#open = ipam).catch((e) => {
       this.#ipam = undefined;
       throw new CniError(
         CNI_ERROR.TRY_AGAIN_LATER,
@@ -70,6 +71,11 @@ export class NativeNadIpam {
   /** The node's NAD IPAM if it is open (or opening), else undefined; never opens it. */
   async opened(): Promise<NadNetworkIpam | undefined> {
     return await this.#ipam?.catch(() => undefined);
+  }
+
+  /** The NAD IPAM's counters, once it is open. */
+  stats(): NadNetworkIpamStats | undefined {
+    return this.#open?.stats();
   }
 
   /** Whether `conf`'s IPAM is served here. */

@@ -11,6 +11,8 @@ import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORKBLOCKS } from "../../daemon/k8s/
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import type { NetworkBlockObject } from "../../daemon/ipam/nad_blocks.ts";
 import { eventually } from "./_cluster.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import { STATS_PATH } from "../../lib/socket_api.ts";
 import { readClusterState } from "../../daemon/tools/ipam_check.ts";
 import { networkFindings } from "../../daemon/ipam/nad_integrity.ts";
 
@@ -127,6 +129,21 @@ Deno.test({
               b.spec?.network.startsWith(`${space}/`)
             );
             assertEquals(networkFindings({ ...state, networkBlocks: mine }), []);
+            // Each node's /v1/stats shows its blocks of the network.
+            for (const node of c.nodes) {
+              const res = await unixRequest(
+                node.socket,
+                "GET",
+                STATS_PATH,
+                undefined,
+                AbortSignal.timeout(5000),
+              );
+              const nad = JSON.parse(res.body).nadIpam as { blocks: string[]; claims: number };
+              assert(
+                nad?.blocks.some((b) => b.startsWith(`${space}/`)) && nad.claims > 0,
+                `${node.name}: ${res.body.slice(0, 300)}`,
+              );
+            }
             for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
             await eventually(
               async () => (await recorded(c, space)).length === 0,
