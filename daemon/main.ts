@@ -156,10 +156,14 @@ export async function startDaemon(
     })
     : undefined;
   // Opened at start (not only at the first NAD ADD): its reconcile adopts what a lost state dir
-  // left in the API, and the sweep releases what of that belongs to gone pods.
-  void nadIpam?.ipam().catch((e) =>
-    logger.warn("NAD networks' IPAM not open yet: {error}", { error: String(e) })
-  );
+  // left in the API, and the sweep releases what of that belongs to gone pods; neither by a
+  // daemon that does not hold its node's identity (another holds the node's blocks).
+  const nodeHeld = () => !identity || identity.held;
+  if (nodeHeld()) {
+    void nadIpam?.ipam().catch((e) =>
+      logger.warn("NAD networks' IPAM not open yet: {error}", { error: String(e) })
+    );
+  }
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -200,7 +204,7 @@ export async function startDaemon(
     service,
     netns,
     ipam: () => pool?.current(),
-    nadIpam: nadIpam && (() => nadIpam.opened()),
+    nadIpam: nadIpam && (() => nodeHeld() ? nadIpam.opened() : Promise.resolve(undefined)),
   });
   let server: Awaited<ReturnType<typeof serverSide>> | undefined;
   const stats = (): DaemonStats => ({
