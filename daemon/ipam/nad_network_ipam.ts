@@ -413,7 +413,12 @@ export class NadNetworkIpam {
     const key = `${space}\n${rangeId(range)}`;
     let claiming = this.#claiming.get(key);
     if (!claiming) {
-      claiming = this.#claimNew(space, range).finally(() => this.#claiming.delete(key));
+      claiming = this.#claimNew(space, range).catch((e) => {
+        throw this.#unavailable(
+          e,
+          `cannot claim a block of ${formatCidr(range.cidr)} (space ${space})`,
+        );
+      }).finally(() => this.#claiming.delete(key));
       this.#claiming.set(key, claiming);
     }
     return claiming;
@@ -458,6 +463,16 @@ export class NadNetworkIpam {
       CNI_ERROR.TRY_AGAIN_LATER,
       `cannot claim a block of ${formatCidr(range.cidr)} (space ${space}) for node ${nodeName}`,
       "other nodes kept winning the claims",
+    );
+  }
+
+  /** An API failure as code 11 (the runtime retries); a CniError as it is. */
+  #unavailable(e: unknown, what: string): CniError {
+    if (e instanceof CniError) return e;
+    return new CniError(
+      CNI_ERROR.TRY_AGAIN_LATER,
+      `${what} for node ${this.#d.nodeName}`,
+      errorText(e),
     );
   }
 
@@ -550,7 +565,10 @@ export class NadNetworkIpam {
     const single: Cidr = { network: ip, prefix: ip.family === 4 ? 32 : 128 };
     const created = await this.#create(space, STATIC_RANGE, single, []);
     if (!created) throw refuse("another pod holds it");
-    if (!(await this.#settle(created.obj, single, created.turn))) {
+    const settled = await this.#settle(created.obj, single, created.turn).catch((e) => {
+      throw this.#unavailable(e, `cannot reserve static address ${addr}`);
+    });
+    if (!settled) {
       throw refuse("it lies in a block another node holds for its pods");
     }
     const pool: PoolRange = {

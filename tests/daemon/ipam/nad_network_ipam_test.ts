@@ -394,3 +394,32 @@ Deno.test("an address whereabouts gave a live pod is never handed out; once that
     });
   });
 });
+
+Deno.test("an API failure while claiming is code 11 (the runtime retries), not an internal error", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      let down = true;
+      const flaky: NetworkBlockApi = {
+        ...env.api,
+        list: (f) => down ? Promise.reject(new Error("cannot reach the API")) : env.api.list(f),
+      };
+      const ipam = await NadNetworkIpam.open({
+        nodeName: `n1-${env.k.id}`,
+        api: { ...flaky, list: (f) => f.node ? env.api.list(f) : flaky.list(f) },
+        stateDir: dirs[0],
+        releaseAfterMs: 600_000,
+        logger: getLogger(["ferry", "ipam"]),
+      });
+      try {
+        const c = conf({ range: freshCidr24(), network_name: env.net });
+        const e = await assertRejects(() => ipam.add(c, "default/n", owner(1)), CniError);
+        assertEquals(e.code, CNI_ERROR.TRY_AGAIN_LATER, e.message);
+        assert(e.details?.includes("cannot reach the API"), e.details);
+        down = false;
+        assertEquals((await ipam.add(c, "default/n", owner(1))).ips.length, 1, "then it works");
+      } finally {
+        await ipam.close();
+      }
+    });
+  });
+});
