@@ -136,6 +136,8 @@ interface BlockMeta {
 }
 
 const ownerKey = (o: Owner) => `${o.containerId}\n${o.ifname}`;
+/** The container ID prefix of an address set aside for another IPAM's pod (whereabouts'). */
+const SET_ASIDE = "whereabouts-";
 const errorText = (e: unknown) => e instanceof Error ? e.message : String(e);
 const isApi = (e: unknown, test: (k: KubeApiError) => boolean) =>
   e instanceof KubeApiError && test(e);
@@ -185,7 +187,11 @@ export class NadNetworkIpam {
       if (!entry.isDirectory) continue;
       const meta = await Deno.readTextFile(`${this.#dir}/${entry.name}/.block.json`)
         .then((t) => JSON.parse(t) as BlockMeta).catch(() => undefined);
-      if (meta?.cidr && networkBlockName(meta.network, parseCidr(meta.cidr)) === entry.name) {
+      let named: string | undefined;
+      try {
+        named = meta && networkBlockName(meta.network, parseCidr(meta.cidr));
+      } catch { /* reported below */ }
+      if (meta && named === entry.name) {
         local.set(entry.name, meta);
       } else {
         logger.error("NAD block directory {dir} has no readable .block.json; left alone", {
@@ -212,8 +218,10 @@ export class NadNetworkIpam {
         const owner = { containerId: a.containerID, ifname: a.ifname };
         this.#meta.set(ownerKey(owner), { uid: a.podUID, namespace: a.namespace, name: a.name });
         // State lost here: what the object records stays taken until a DEL releases it, or the
-        // sweep finds its pod gone (releaseAdoptedOfGonePods).
+        // sweep finds its pod gone (releaseAdoptedOfGonePods). An address set aside for another
+        // IPAM's pod is released the same way, whatever the state.
         if (!meta && await held.local.hold(a.ip, owner)) this.#adopted.add(ownerKey(owner));
+        if (a.containerID.startsWith(SET_ASIDE)) this.#adopted.add(ownerKey(owner));
       }
       this.#kick(held);
     }
@@ -396,7 +404,7 @@ export class NadNetworkIpam {
     holder: { namespace: string; name: string },
   ): Promise<void> {
     await b.local.release(owner);
-    const other = { containerId: `whereabouts-${ip.replace(/[.:]/g, "-")}`, ifname: "whereabouts" };
+    const other = { containerId: `${SET_ASIDE}${ip.replace(/[.:]/g, "-")}`, ifname: "whereabouts" };
     if (await b.local.hold(ip, other)) {
       this.#meta.set(ownerKey(other), { uid: "", ...holder });
       this.#adopted.add(ownerKey(other));

@@ -387,10 +387,17 @@ Deno.test("an address whereabouts gave a live pod is never handed out; once that
           ["wa-pod"],
           "recorded for whereabouts' pod",
         );
-        assertEquals(await ipam.releaseAdoptedOfGonePods(() => Promise.resolve(true)), [theirs]);
+        assertEquals(
+          await ipam.releaseAdoptedOfGonePods(() => Promise.resolve(false)),
+          [],
+          "kept while the pod lives",
+        );
       } finally {
         await ipam.close();
       }
+      // Restarted (the set-aside address in its directory): still released once the pod is gone.
+      const again = await env.open("n1", dirs[0]);
+      assertEquals(await again.releaseAdoptedOfGonePods(() => Promise.resolve(true)), [theirs]);
     });
   });
 });
