@@ -7,8 +7,13 @@ import { type SimCluster, type SimPod, withSimCluster } from "../../daemon/dev/c
 import { installNadCrd, installNetworkBlockCrd } from "../../daemon/dev/crds.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
-import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORKBLOCKS } from "../../daemon/k8s/resources.ts";
+import {
+  EVENTS,
+  NETWORK_ATTACHMENT_DEFINITIONS,
+  NETWORKBLOCKS,
+} from "../../daemon/k8s/resources.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
+import type { Event } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkBlockObject } from "../../daemon/ipam/nad_blocks.ts";
 import { eventually } from "./_cluster.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
@@ -267,5 +272,39 @@ Deno.test({
       } finally {
         await dropBlocks(c, space);
       }
+    }),
+});
+
+Deno.test({
+  name:
+    "a NAD with a bad whereabouts config is refused with code 7 naming the key, an InvalidNetworkSelection Event on the pod, nothing left behind",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, config: CONFIG }, async (c) => {
+      await withNad(
+        c,
+        { range: "192.168.120.0/24", ipRanges: [{ range: "192.168.121.9-192.168.121.300/24" }] },
+        async (nad) => {
+          const e = await c.addPod(c.nodes[0], "badwa", 0, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": nad },
+          }).then(() => undefined, (e: Error) => e.message);
+          assert(e?.includes('"code":7'), e);
+          assert(e?.includes("ipam.ipRanges[0].range"), e);
+          await eventually(async () => {
+            const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
+            return items.some((ev) =>
+              ev.involvedObject?.name?.startsWith("badwa") &&
+              ev.reason === "InvalidNetworkSelection" &&
+              (ev.message ?? "").includes("ipam.ipRanges[0].range")
+            );
+          }, "an InvalidNetworkSelection Event naming the key");
+          const { items } = await c.client.listAll<NetworkBlockObject>(NETWORKBLOCKS, {});
+          assertEquals(
+            items.filter((b) => b.spec?.node === c.nodes[0].name),
+            [],
+            "no block claimed for the refused ADD",
+          );
+        },
+      );
     }),
 });
