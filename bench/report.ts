@@ -243,9 +243,30 @@ export function multinetReport(r: MultinetResult, heading = "#"): string {
         `${r.twoExtra.p50} ms`,
         `${r.twoExtra.p90} ms`,
       ],
+      ...(r.oneHostLocal
+        ? [[
+          "default network + one macvlan NAD (host-local)",
+          `${r.oneHostLocal.p50} ms`,
+          `${r.oneHostLocal.p90} ms`,
+        ]]
+        : []),
+      ...(r.oneNative
+        ? [[
+          "default network + one macvlan NAD (whereabouts config, served natively)",
+          `${r.oneNative.p50} ms`,
+          `${r.oneNative.p90} ms`,
+        ]]
+        : []),
     ]),
     "",
     `- two extra networks cost ${r.ratio}× the default network's p50`,
+    ...(r.burst
+      ? [
+        `- a burst of ${r.burst.pods} pods over ${r.burst.nodes} simulated nodes at once: ` +
+        `${r.burst.defaultOnlyS} s on the default network alone, ${r.burst.nativeNadS} s with one ` +
+        `native whereabouts NAD each (${r.burst.ratio}×; target ≤ 1.3×)`,
+      ]
+      : []),
     "",
   ].join("\n");
 }

@@ -15,6 +15,7 @@ import type { NodeCheckStats } from "./ipam/node_check.ts";
 import type { NetnsSweepStats } from "./gc/netns_sweep.ts";
 import type { ClusterStats } from "./cluster/controller.ts";
 import type { BlockIpamStats } from "./ipam/block_ipam.ts";
+import type { NadNetworkIpamStats } from "./ipam/nad_network_ipam.ts";
 import type { PodGcStats } from "./gc/pod_gc.ts";
 import type { DeadNodeBlocksStats } from "./gc/dead_node_blocks.ts";
 import type { Plumber } from "./net/plumber.ts";
@@ -107,6 +108,8 @@ export interface DaemonStats {
   nodes?: number;
   /** Pool IPAM: this node's blocks, claims, writes (`ipam.mode` pool, or auto resolved to it). */
   ipam?: BlockIpamStats;
+  /** NAD networks served natively: this node's NetworkBlocks, claims, writes (once open). */
+  nadIpam?: NadNetworkIpamStats;
   /**
    * The IP reconcile loop and sweep: released, given up, sweeps run and skipped, queued; in pool
    * mode, whether this daemon holds the reclaim Lease and the dead nodes' blocks it reclaimed.

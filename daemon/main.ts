@@ -45,6 +45,13 @@ import {
   spoofedByPod,
   spoofingReporter,
 } from "./portsec/portsec_side.ts";
+import { NativeNadIpam } from "./drivers/nad_native_ipam.ts";
+import { NadNetworkIpam } from "./ipam/nad_network_ipam.ts";
+import { WhereaboutsReservations } from "./ipam/whereabouts_migration.ts";
+import { KubeApiError } from "./k8s/errors.ts";
+import { PODS, WHEREABOUTS_IPPOOLS } from "./k8s/resources.ts";
+import type { WhereaboutsPoolObject } from "./ipam/whereabouts_pools.ts";
+import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./k8s/network_block_api.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -134,6 +141,50 @@ export async function startDaemon(
   const { controller, identity } = cluster;
   const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
   const podGuard = guard ? podGuardSide(config) : undefined;
+  // whereabouts' own records, so that its live pods' addresses are never handed out (migration).
+  const whereabouts = kube && config.multiNetwork.whereaboutsIpam === "native"
+    ? new WhereaboutsReservations({
+      list: () =>
+        kube!.client.listAll<WhereaboutsPoolObject>(WHEREABOUTS_IPPOOLS, {}).then(
+          (l) => l.items,
+          (e) => {
+            if (e instanceof KubeApiError && e.isNotFound) return []; // whereabouts not installed
+            throw e;
+          },
+        ),
+      podExists: async (namespace, name) =>
+        (await kube!.client.find(PODS, namespace, name, { metadataOnly: true })) !== undefined,
+      logger: getLogger(["ferry", "ipam", "networks"]),
+    })
+    : undefined;
+  // Read again with the sweep: while nodes still delegating to whereabouts add to its records.
+  if (config.gc.intervalSeconds > 0) whereabouts?.start(config.gc.intervalSeconds * 1000);
+  const nadIpam = kube && whereabouts
+    ? new NativeNadIpam(async () => {
+      await whereabouts.refresh();
+      return await NadNetworkIpam.open({
+        nodeName: config.nodeName,
+        api: kubeNetworkBlockApi(kube!.client, {
+          namespace: config.gc.leaseNamespace,
+          name: NAD_CLAIM_LEASE.name,
+        }),
+        stateDir: config.stateDir,
+        releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
+        reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
+        logger: getLogger(["ferry", "ipam", "networks"]),
+        foreign: (ip) => whereabouts.holder(ip),
+      });
+    })
+    : undefined;
+  // Opened at start (not only at the first NAD ADD): its reconcile adopts what a lost state dir
+  // left in the API, and the sweep releases what of that belongs to gone pods; neither by a
+  // daemon that does not hold its node's identity (another holds the node's blocks).
+  const nodeHeld = () => !identity || identity.held;
+  if (nodeHeld()) {
+    void nadIpam?.ipam().catch((e) =>
+      logger.warn("NAD networks' IPAM not open yet: {error}", { error: String(e) })
+    );
+  }
   let serving = false;
   // Ready: the socket serves, the first pod list is in, and the pod watch is not failing past
   // its deadline (then new pods cannot be seen, so ADD cannot be served).
@@ -150,10 +201,10 @@ export async function startDaemon(
     network,
     networkWaitMs: config.podWaitSeconds * 1000,
     drivers: {
-      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs, podGuard),
-      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs, podGuard),
+      macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs, podGuard, nadIpam),
+      ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs, podGuard, nadIpam),
       delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
-      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, guard),
+      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, guard, nadIpam),
     },
     store,
     netns,
@@ -175,6 +226,7 @@ export async function startDaemon(
     service,
     netns,
     ipam: () => pool?.current(),
+    nadIpam: nadIpam && (() => nodeHeld() ? nadIpam.opened() : Promise.resolve(undefined)),
   });
   let server: Awaited<ReturnType<typeof serverSide>> | undefined;
   const stats = (): DaemonStats => ({
@@ -195,6 +247,7 @@ export async function startDaemon(
       : undefined,
     cluster: controller.stats(),
     ipam: pool?.current()?.stats(),
+    nadIpam: nadIpam?.stats(),
   });
   try {
     // Ready but degraded while some ranges of other nodes cannot be routed.
@@ -280,6 +333,8 @@ export async function startDaemon(
       // Not awaited: a write still under way ends when the client below is closed (or the API
       // answers, or its request time limit passes); nothing is sent after it.
       ipam?.close();
+      whereabouts?.stop();
+      await nadIpam?.close(AbortSignal.timeout(5000));
       await kube?.close();
       plumbing.close();
       trimmer?.stop();

@@ -46,6 +46,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     interfacePrefix: "net",
     configDir: "/etc/cni/multus/net.d",
     allowedTypes: ["*"],
+    whereaboutsIpam: "delegate",
   },
   gc: {
     graceSeconds: 60,

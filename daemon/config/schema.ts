@@ -176,6 +176,10 @@ export const DaemonConfigSchema = Type.Object({
       description:
         'plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `["macvlan", "bridge", "static", "host-local", "tuning"]` keeps tenants off `host-device` and the rest',
     }),
+    whereaboutsIpam: Type.Union([Type.Literal("delegate"), Type.Literal("native")], {
+      description:
+        '`"type": "whereabouts"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default: switching is a step of the migration from whereabouts, see docs/multiple-networks.md)',
+    }),
   }, { additionalProperties: false }),
   gc: Type.Object({
     graceSeconds: Type.Integer({

@@ -1,6 +1,6 @@
 /**
  * `deno task chaos:cluster [--nodes 30] [--pods 1500] [--concurrency 30] [--block-size 28]
- * [--kills 10] [--api-outage 20] [--kubeconfig FILE] [--out FILE]` (as root): address integrity
+ * [--kills 10] [--api-outage 20] [--no-nad] [--kubeconfig FILE] [--out FILE]` (as root): address integrity
  * under faults, mistakes and tenants, on a simulated cluster (`cluster_sim.ts`: one daemon
  * process per node in its own network namespace) in pool IPAM sharing one IPPool of small blocks.
  * Without `--kubeconfig` the API is the embedded stand-in; with it, a real kube-apiserver.
@@ -12,6 +12,9 @@
  * off the nodes' segment, which no node can route to; a node re-addressed (its interface and its
  * Node's InternalIP); an IPPool overlapping the shared one (another block size) created, and one
  * node reconfigured to draw from it first; the API gone for `--api-outage` seconds.
+ *
+ * Unless `--no-nad`, every pod also joins a macvlan NAD network whose whereabouts IPAM the daemons
+ * serve natively (its `NetworkBlock`s checked as the pool's blocks are).
  *
  * Every few seconds, and at the end: the ground truth (the addresses on every live pod's
  * interface) and `ipam check`'s cluster-wide findings must show no address on two pods and no two
@@ -26,7 +29,17 @@
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import { type SimCluster, type SimNode, type SimPod, withSimCluster } from "./cluster_sim.ts";
-import { IPBLOCKS, IPPOOLS, PODS } from "../k8s/resources.ts";
+import {
+  IPBLOCKS,
+  IPPOOLS,
+  NETWORK_ATTACHMENT_DEFINITIONS,
+  NETWORKBLOCKS,
+  PODS,
+} from "../k8s/resources.ts";
+import type { KubeObject } from "../k8s/client.ts";
+import type { NetworkBlockObject } from "../ipam/nad_blocks.ts";
+import { networkFindings } from "../ipam/nad_integrity.ts";
+import { installNadCrd, installNetworkBlockCrd } from "./crds.ts";
 import { blockName, type IpBlockObject, type IpPoolObject } from "../ipam/ip_pools.ts";
 import { cidrContains, formatCidr, parseCidr, parseIp } from "../ipam/cidr.ts";
 import type { ClusterStats } from "../cluster/controller.ts";
@@ -52,6 +65,11 @@ export interface ClusterChaosOptions {
   apiOutageSeconds: number;
   /** A real API server's kubeconfig; the stand-in when absent. */
   kubeconfig?: string;
+  /**
+   * Every pod also joins a macvlan NAD network whose whereabouts IPAM the daemons serve natively
+   * (`multiNetwork.whereaboutsIpam: native`): the same rules hold on it.
+   */
+  nadNetwork?: boolean;
   /** Where progress goes. */
   log?: (line: string) => void;
 }
@@ -93,9 +111,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const between = (lo: number, hi: number) => lo + Math.random() * (hi - lo);
 const pick = <T>(list: T[]): T => list[Math.floor(Math.random() * list.length)];
 
-/** The IPv4 address on a pod's eth0 now (undefined when it has none: its interface is gone). */
-async function liveAddress(pod: SimPod): Promise<string | undefined> {
-  const out = await run("ip", "-n", pod.ns.name, "-4", "-o", "addr", "show", "dev", "eth0")
+/** The IPv4 address on a pod's `dev` now (undefined when it has none: its interface is gone). */
+async function liveAddress(pod: SimPod, dev = "eth0"): Promise<string | undefined> {
+  const out = await run("ip", "-n", pod.ns.name, "-4", "-o", "addr", "show", "dev", dev)
     .catch(() => "");
   return /inet (\S+)\//.exec(out)?.[1];
 }
@@ -131,14 +149,52 @@ export function runClusterChaos(options: ClusterChaosOptions): Promise<ClusterCh
       gc: { graceSeconds: 2, intervalSeconds: 2, reclaimIntervalSeconds: 2 },
       ipam: { blockReleaseSeconds: 5 },
       logLevel: "info",
+      ...(options.nadNetwork ? { multiNetwork: { whereaboutsIpam: "native" } } : {}),
     },
-  }, (c) => churn(c, options, log));
+  }, async (c) => {
+    if (!options.nadNetwork) return await churn(c, options, log);
+    await installNadCrd(c.client);
+    await installNetworkBlockCrd(c.client);
+    const token = crypto.randomUUID().slice(0, 6);
+    const nad = { name: `cc-${token}`, space: `cc-${token}` };
+    await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+      metadata: { name: nad.name, namespace: "default" },
+      spec: {
+        config: JSON.stringify({
+          cniVersion: "1.0.0",
+          type: "macvlan",
+          master: "eth0",
+          ipam: {
+            type: "whereabouts",
+            range: `192.168.${4 * Math.floor(Math.random() * 60)}.0/22`,
+            network_name: nad.space,
+          },
+        }),
+      },
+    } as KubeObject);
+    try {
+      return await churn(c, options, log, nad);
+    } finally {
+      await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", nad.name).catch(() => {});
+      for (const b of await nadBlocks(c, nad.space).catch(() => [])) {
+        await c.client.delete(NETWORKBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+      }
+    }
+  });
+}
+
+/** The NetworkBlocks of `network_name` `space`. */
+async function nadBlocks(c: SimCluster, space: string): Promise<NetworkBlockObject[]> {
+  return (await c.client.listAll<NetworkBlockObject>(NETWORKBLOCKS, {})).items.filter((b) =>
+    b.spec?.network.startsWith(`${space}/`)
+  );
 }
 
 async function churn(
   c: SimCluster,
   options: ClusterChaosOptions,
   log: (line: string) => void,
+  nad?: { name: string; space: string },
 ): Promise<ClusterChaosReport> {
   const report: ClusterChaosReport = {
     options: {
@@ -148,6 +204,7 @@ async function churn(
       blockSize: options.blockSize,
       kills: options.kills,
       apiOutageSeconds: options.apiOutageSeconds,
+      nadNetwork: !!nad,
     },
     api: options.kubeconfig ? "kube-apiserver" : "stand-in",
     durationMs: 0,
@@ -197,7 +254,12 @@ async function churn(
     let pod: SimPod | undefined;
     for (let attempt = 0; !pod; attempt++) {
       try {
-        pod = await c.addPod(node, name, 60_000);
+        pod = await c.addPod(
+          node,
+          name,
+          60_000,
+          nad ? { annotations: { "k8s.v1.cni.cncf.io/networks": nad.name } } : undefined,
+        );
       } catch (e) {
         const text = e instanceof Error ? e.message : String(e);
         // The pod object could not be created (the API is away): as for a runtime, no pod yet.
@@ -234,16 +296,18 @@ async function churn(
   /** The ground truth and ipam check: no address on two live pods, no overlapping blocks. */
   const check = async () => {
     report.checks++;
-    const seen = new Map<string, string>();
-    for (const pod of [...live]) {
-      const ip = await liveAddress(pod);
-      if (!ip || !live.has(pod)) continue;
-      const other = seen.get(ip);
-      if (other && other !== pod.name) {
-        const text = `${ip} on ${other} and ${pod.name} at ${at()} ms`;
-        if (!report.duplicates.includes(text)) report.duplicates.push(text);
+    for (const dev of nad ? ["eth0", "net1"] : ["eth0"]) {
+      const seen = new Map<string, string>();
+      for (const pod of [...live]) {
+        const ip = await liveAddress(pod, dev);
+        if (!ip || !live.has(pod)) continue;
+        const other = seen.get(ip);
+        if (other && other !== pod.name) {
+          const text = `${ip} on ${other} and ${pod.name} (${dev}) at ${at()} ms`;
+          if (!report.duplicates.includes(text)) report.duplicates.push(text);
+        }
+        seen.set(ip, pod.name);
       }
-      seen.set(ip, pod.name);
     }
     if (Date.now() < outageUntil) return;
     let findings: Finding[];
@@ -256,6 +320,20 @@ async function churn(
       c.nodes.some((n) => f.message.includes(n.name)) || f.message.includes(pool.name);
     for (
       const f of findings.filter((f) => ours(f) && (f.kind === "duplicate" || f.kind === "overlap"))
+    ) {
+      const text = `${f.kind}: ${f.message}`;
+      if (!report.integrityFindings.includes(text)) report.integrityFindings.push(text);
+    }
+    if (!nad) return;
+    const state = await readClusterState(c.client).catch(() => undefined);
+    if (!state) return;
+    const mine = (state.networkBlocks ?? []).filter((b) =>
+      b.spec?.network.startsWith(`${nad.space}/`)
+    );
+    for (
+      const f of networkFindings({ ...state, networkBlocks: mine }).filter((f) =>
+        f.kind === "duplicate" || f.kind === "overlap"
+      )
     ) {
       const text = `${f.kind}: ${f.message}`;
       if (!report.integrityFindings.includes(text)) report.integrityFindings.push(text);
@@ -396,10 +474,18 @@ async function churn(
   const leaks = async () => {
     const blocks = await blocksOf().catch(() => [] as IpBlockObject[]);
     const findings = await readClusterState(c.client).then(clusterFindings, () => [] as Finding[]);
+    const nadLeft = nad ? await nadBlocks(c, nad.space).catch(() => []) : [];
     return {
-      allocations: blocks.flatMap((b) =>
-        (b.spec?.allocations ?? []).map((a) => `${a.ip} in ${b.spec!.cidr} (${b.spec!.node})`)
-      ),
+      allocations: [
+        ...blocks.flatMap((b) =>
+          (b.spec?.allocations ?? []).map((a) => `${a.ip} in ${b.spec!.cidr} (${b.spec!.node})`)
+        ),
+        ...nadLeft.flatMap((b) =>
+          (b.spec?.allocations ?? []).map((a) =>
+            `${a.ip} of ${a.namespace}/${a.name} in NAD block ${b.spec!.cidr} (${b.spec!.node})`
+          )
+        ),
+      ],
       records: (await Promise.all(c.nodes.map(attachmentRecords))).flat(),
       findings: findings.filter((f) =>
         f.kind === "leak" || f.kind === "duplicate" || f.kind === "overlap"
@@ -510,7 +596,10 @@ if (import.meta.main) {
       "kubeconfig",
       "out",
     ],
+    boolean: ["nad"],
+    negatable: ["nad"],
     default: {
+      nad: true,
       nodes: "30",
       pods: "1500",
       concurrency: "30",
@@ -528,6 +617,7 @@ if (import.meta.main) {
     kills: Number(flags.kills),
     apiOutageSeconds: Number(flags["api-outage"]),
     kubeconfig: flags.kubeconfig,
+    nadNetwork: flags.nad,
     log: (line) => console.error(`chaos:cluster: ${line}`),
   });
   const text = JSON.stringify({ date: new Date().toISOString(), ...report }, null, 2);

@@ -13,6 +13,7 @@ import {
   IPPOOLS,
   MULTI_NETWORK_POLICIES,
   NETWORK_ATTACHMENT_DEFINITIONS,
+  NETWORKBLOCKS,
   type ResourceType,
 } from "../k8s/resources.ts";
 
@@ -29,6 +30,11 @@ const CRD_DIR = new URL("../../deploy/base/crds/", import.meta.url);
  */
 export function installPoolCrds(client: KubeClient): Promise<void> {
   return installCrds(client, ["ippools.yaml", "ipblocks.yaml"], [IPPOOLS, IPBLOCKS]);
+}
+
+/** Creates the NetworkBlock CRD (NAD networks' blocks) unless it exists, and waits until it is served. */
+export function installNetworkBlockCrd(client: KubeClient): Promise<void> {
+  return installCrds(client, ["networkblocks.yaml"], [NETWORKBLOCKS]);
 }
 
 /** Creates the NetworkAttachmentDefinition CRD unless it exists, and waits until it is served. */

@@ -11,6 +11,7 @@
 export const KUBE_FACING_TESTS = [
   "tests/daemon/k8s/",
   "tests/daemon/ipam/block_ipam_test.ts",
+  "tests/daemon/ipam/nad_network_ipam_test.ts",
   "tests/daemon/cluster/node_identity_test.ts",
   "tests/daemon/gc/dead_node_blocks_test.ts",
   "tests/integration/kube_daemon_test.ts",
@@ -18,6 +19,7 @@ export const KUBE_FACING_TESTS = [
   "tests/integration/cluster_pool_test.ts",
   "tests/integration/gc_test.ts",
   "tests/integration/multi_network_test.ts",
+  "tests/integration/nad_ipam_test.ts",
   "tests/integration/chaos_cluster_test.ts",
   "tests/integration/network_policy_test.ts",
   "tests/integration/multi_network_policy_test.ts",

@@ -9,6 +9,7 @@ import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { compareVersions } from "../../lib/cni/versions.ts";
 import { delegate } from "../net/delegate.ts";
 import type { AttachmentKey } from "../service/attachment_store.ts";
+import type { NativeNadIpam } from "./nad_native_ipam.ts";
 
 /** One IPAM call's inputs. */
 export interface IpamCall {
@@ -24,6 +25,8 @@ export interface IpamCall {
   path: string[];
   /** Kills a plugin that runs longer than this (ms). */
   timeoutMs?: number;
+  /** Serves whereabouts configs natively (`multiNetwork.whereaboutsIpam: native`). */
+  native?: NativeNadIpam;
 }
 
 function run(command: "ADD" | "DEL" | "CHECK", call: IpamCall, prevResult?: CniResult) {
@@ -44,12 +47,14 @@ function run(command: "ADD" | "DEL" | "CHECK", call: IpamCall, prevResult?: CniR
 /** Runs the IPAM plugin's ADD; an attachment without `ipam` gets an empty result. */
 export async function ipamAdd(call: IpamCall): Promise<CniResult> {
   if (!call.conf.ipam?.type) return { cniVersion: call.conf.cniVersion };
+  if (call.native?.serves(call.conf)) return await call.native.add(call);
   return (await run("ADD", call))!;
 }
 
 /** Runs the IPAM plugin's DEL (releases the addresses); nothing to do without `ipam`. */
 export async function ipamDel(call: IpamCall): Promise<void> {
   if (!call.conf.ipam?.type) return;
+  if (call.native?.serves(call.conf)) return await call.native.del(call);
   await run("DEL", call);
 }
 
@@ -59,5 +64,6 @@ export async function ipamDel(call: IpamCall): Promise<void> {
  */
 export async function ipamCheck(call: IpamCall, expected: CniResult): Promise<void> {
   if (!call.conf.ipam?.type || compareVersions(call.conf.cniVersion, "0.4.0") < 0) return;
+  if (call.native?.serves(call.conf)) return await call.native.check(call, expected);
   await run("CHECK", call, expected);
 }

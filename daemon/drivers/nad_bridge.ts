@@ -19,6 +19,7 @@ import { firstDifference } from "../service/live_check.ts";
 import { vethResult } from "./bridge.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { refuseTakenName } from "./driver.ts";
+import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
 
@@ -60,15 +61,20 @@ export class NadBridgeDriver implements Driver {
   readonly #guard?: Pick<PortGuard, "admit" | "release">;
   readonly #validate = validateNadBridgeConf;
 
+  readonly #native?: NativeNadIpam;
+
   /**
    * Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`. With `guard` (port
-   * security), each pod's port is under guard before its ADD answers, as on the default network.
+   * security), each pod's port is under guard before its ADD answers, as on the default network;
+   * `native` serves whereabouts configs in-process.
    */
   constructor(
     plumber: Plumber,
     pluginTimeoutMs: number,
     guard?: Pick<PortGuard, "admit" | "release">,
+    native?: NativeNadIpam,
   ) {
+    this.#native = native;
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
     this.#guard = guard;
@@ -84,7 +90,7 @@ export class NadBridgeDriver implements Driver {
   }
 
   #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, timeoutMs: this.#pluginTimeoutMs };
+    return { ...ctx, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
   }
 
   /** Addresses from the IPAM plugin, the bridge (with gateways), the veth; undone on failure. */

@@ -17,6 +17,7 @@ import { stableMac } from "../net/naming.ts";
 import type { Plumber, SublinkSpec } from "../net/plumber.ts";
 import { firstDifference } from "../service/live_check.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
+import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
 import { podGuardScript, podGuardTable } from "../portsec/pod_guard.ts";
@@ -44,17 +45,21 @@ export class SublinkDriver implements Driver {
   readonly #guard?: SublinkGuard;
   readonly #validate;
 
+  readonly #native?: NativeNadIpam;
+
   /**
    * Creates the driver for `kind`; its IPAM plugin is killed after `pluginTimeoutMs`. With
    * `guard` (port security), each interface gets its guard table in the pod's namespace before
-   * its ADD answers.
+   * its ADD answers; `native` serves whereabouts configs in-process.
    */
   constructor(
     kind: "macvlan" | "ipvlan",
     plumber: Plumber,
     pluginTimeoutMs: number,
     guard?: SublinkGuard,
+    native?: NativeNadIpam,
   ) {
+    this.#native = native;
     this.#kind = kind;
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
@@ -72,7 +77,7 @@ export class SublinkDriver implements Driver {
   }
 
   #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, timeoutMs: this.#pluginTimeoutMs };
+    return { ...ctx, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
   }
 
   /** Gets addresses from the IPAM plugin, creates and configures the link; undoes both on failure. */

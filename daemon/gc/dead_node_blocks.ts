@@ -1,6 +1,7 @@
 /**
- * Reclaims the blocks of nodes that no longer exist (pool IPAM): a deleted node's pods are gone
- * with it, so its blocks go back to the pool. One daemon at a time does it, the holder of a Lease;
+ * Reclaims the blocks of nodes that no longer exist (pool IPAM, and NAD networks served natively:
+ * their `NetworkBlock`s): a deleted node's pods are gone with it, so its blocks go back to the
+ * pool or the network's address space. One daemon at a time does it, the holder of a Lease;
  * a block is deleted only when its node is in neither the node watch nor the API (a GET answers
  * 404: a node that was just created, or that the watch has not delivered yet, keeps its blocks),
  * and with uid and resourceVersion preconditions, so a block that changed meanwhile stays.
@@ -11,13 +12,16 @@ import type { Logger } from "@logtape/logtape";
 import type { BlockApi, PoolView } from "../ipam/block_ipam.ts";
 import { KubeApiError } from "../k8s/errors.ts";
 import type { LeaderLease } from "./leader_lease.ts";
+import type { NetworkBlockApi } from "../ipam/nad_network_ipam.ts";
 
 /** What the reclaimer needs. */
 export interface DeadNodeBlocksDeps {
   /** The Lease this daemon competes for. */
   lease: LeaderLease;
-  /** The watched blocks (and whether their watch has delivered its first list). */
-  pools: PoolView & { synced: boolean };
+  /** The watched blocks (and whether their watch has delivered its first list); none without pool IPAM. */
+  pools?: PoolView & { synced: boolean };
+  /** NAD networks' blocks (listed from storage at each look), when they are served natively. */
+  networks?: Pick<NetworkBlockApi, "list" | "delete">;
   /** Whether the node watch knows `name` (and has delivered its first list). */
   nodeKnown: (name: string) => boolean;
   /** Whether the node watch has delivered its first list. */
@@ -79,10 +83,10 @@ export class DeadNodeBlocks {
 
   async #tick(): Promise<void> {
     const { pools, lease, api, logger } = this.#d;
-    if (!pools.synced || !this.#d.nodesSynced()) return;
+    if ((pools && !pools.synced) || !this.#d.nodesSynced()) return;
     this.#stats.leader = await lease.acquireOrRenew();
     if (!this.#stats.leader) return;
-    for (const b of pools.blocks()) {
+    for (const b of pools?.blocks() ?? []) {
       if (this.#d.nodeKnown(b.node) || await this.#d.nodeExists(b.node)) continue;
       const obj = await api.get(b.name);
       if (!obj?.spec || obj.spec.node !== b.node || !obj.metadata?.uid) continue;
@@ -96,6 +100,42 @@ export class DeadNodeBlocks {
       logger.info(
         "reclaimed block {cidr} of node {node}, which no longer exists ({n} allocations dropped)",
         { cidr: obj.spec.cidr, node: b.node, n: obj.spec.allocations?.length ?? 0 },
+      );
+    }
+    await this.#reclaimNetworks();
+  }
+
+  /** Deletes the NAD networks' blocks whose node is gone (uid and resourceVersion preconditions). */
+  async #reclaimNetworks(): Promise<void> {
+    const { networks, logger } = this.#d;
+    if (!networks) return;
+    const dead = new Map<string, boolean>();
+    for (const obj of await networks.list({})) {
+      const node = obj.spec?.node;
+      if (!node || !obj.metadata?.uid || !obj.metadata.name) continue;
+      if (!dead.has(node)) {
+        dead.set(node, !this.#d.nodeKnown(node) && !(await this.#d.nodeExists(node)));
+      }
+      if (!dead.get(node)) continue;
+      try {
+        await networks.delete(
+          obj.metadata.name,
+          obj.metadata.uid,
+          obj.metadata.resourceVersion ?? "",
+        );
+      } catch (e) {
+        if (e instanceof KubeApiError && (e.isNotFound || e.isConflict)) continue;
+        throw e;
+      }
+      this.#stats.reclaimed++;
+      logger.info(
+        "reclaimed NAD block {cidr} of network {network} of node {node}, which no longer exists ({n} allocations dropped)",
+        {
+          cidr: obj.spec!.cidr,
+          network: obj.spec!.network,
+          node,
+          n: obj.spec!.allocations?.length ?? 0,
+        },
       );
     }
   }

@@ -13,6 +13,7 @@ import type { BlockIpam } from "../ipam/block_ipam.ts";
 import { NodeCheck, type NodeCheckStats } from "../ipam/node_check.ts";
 import { type KubeSide, podSubject } from "../k8s/kube_side.ts";
 import { kubeBlockApi } from "../k8s/pool_api.ts";
+import { kubeNetworkBlockApi } from "../k8s/network_block_api.ts";
 import { kubeLeaseApi } from "../k8s/lease_api.ts";
 import { NODES, PODS } from "../k8s/resources.ts";
 import type { NetnsGuard } from "../net/netns_guard.ts";
@@ -46,6 +47,8 @@ export interface GcSideDeps {
   netns: NetnsGuard;
   /** Pool IPAM, once open. */
   ipam: () => BlockIpam | undefined;
+  /** NAD networks served natively, once open: their adopted allocations of gone pods go too. */
+  nadIpam?: () => Promise<Pick<BlockIpam, "releaseAdoptedOfGonePods"> | undefined>;
 }
 
 /** The running garbage collectors. */
@@ -90,19 +93,20 @@ export function gcSide(deps: GcSideDeps): GcSide {
   const afterSweep = () => {
     nodeCheck.run();
     // Adopted allocations of pods gone from the server (asked of its storage, not the cache).
-    const ipam = deps.ipam();
-    if (!kube || !ipam) return;
-    void ipam.releaseAdoptedOfGonePods(async (pod) => {
+    if (!kube) return;
+    const gone = async (pod: { uid: string; namespace: string; name: string }) => {
       const found = await kube.client.find<Pod>(PODS, pod.namespace, pod.name, {
         metadataOnly: true,
       });
       // Gone: no pod of that name, or another pod of it (a new UID).
       return !found || (!!pod.uid && found.metadata?.uid !== pod.uid);
-    }).catch((e) =>
+    };
+    const warn = (e: unknown) =>
       getLogger(["ferry", "daemon"]).warn("releasing adopted allocations failed: {error}", {
         error: String(e),
-      })
-    );
+      });
+    void deps.ipam()?.releaseAdoptedOfGonePods(gone).catch(warn);
+    void deps.nadIpam?.().then((nad) => nad?.releaseAdoptedOfGonePods(gone)).catch(warn);
   };
   // The IP reconcile loop and sweep: only with Kubernetes (it needs the pod cache).
   const gc = kube
@@ -140,9 +144,11 @@ export function gcSide(deps: GcSideDeps): GcSide {
     logger,
   });
   netnsSweep?.start();
-  // Pool IPAM: one daemon at a time (the Lease holder) reclaims the blocks of deleted nodes.
+  // Pool IPAM, NAD networks served natively: one daemon at a time (the Lease holder) reclaims
+  // the blocks of deleted nodes.
   const pools = kube?.pools;
-  const reclaimer = kube && pools
+  const nadNative = config.multiNetwork.whereaboutsIpam === "native";
+  const reclaimer = kube && (pools || nadNative)
     ? new DeadNodeBlocks({
       lease: new LeaderLease(
         kubeLeaseApi(kube.client, config.gc.leaseNamespace, "ferry-ipam-reclaim"),
@@ -155,6 +161,7 @@ export function gcSide(deps: GcSideDeps): GcSide {
       nodeExists: async (name) =>
         (await kube.client.find(NODES, undefined, name, { metadataOnly: true })) !== undefined,
       api: kubeBlockApi(kube.client),
+      networks: nadNative ? kubeNetworkBlockApi(kube.client) : undefined,
       intervalMs: config.gc.reclaimIntervalSeconds * 1000,
       logger,
     })

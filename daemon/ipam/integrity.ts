@@ -8,6 +8,7 @@
  */
 import { type Cidr, cidrContains, cidrsOverlap, formatCidr, parseCidr, parseIp } from "./cidr.ts";
 import { type IpBlockObject, type IpPoolObject, parsePool } from "./ip_pools.ts";
+import type { NetworkBlockObject } from "./nad_blocks.ts";
 
 /** The kinds of finding. */
 export type FindingKind =
@@ -72,6 +73,8 @@ export interface ClusterState {
   nodes: CheckedNode[];
   /** Every pod. */
   pods: CheckedPod[];
+  /** Every NetworkBlock (NAD networks served natively), when read. */
+  networkBlocks?: NetworkBlockObject[];
 }
 
 function parseOr(text: string): Cidr | undefined {

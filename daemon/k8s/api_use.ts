@@ -116,6 +116,20 @@ export const DAEMON_API_USE: ApiUse[] = [
     verbs: ["get", "create", "update", "delete"],
     why: "ipam pool/auto: claim a block, record its allocations, give an empty one back",
   },
+  {
+    group: "ferry.dev",
+    resource: "networkblocks",
+    verbs: ["list", "get", "create", "update", "delete"],
+    why: "NAD networks (whereabouts IPAM served natively): list a space's blocks from storage " +
+      "to claim and settle one, claim it, record its allocations, give an empty one back",
+  },
+  {
+    group: "whereabouts.cni.cncf.io",
+    resource: "ippools",
+    verbs: ["list"],
+    why: "NAD networks served natively: the addresses whereabouts gave pods that still live are " +
+      "never handed out (migration from whereabouts)",
+  },
 ];
 
 /** One kind of access of the operator's `kubectl ferry`, and where it applies. */

@@ -21,11 +21,11 @@ export const CLAIM_LEASE = { namespace: "kube-system", name: "ferry-ipam-claims"
 const CLAIMS_ANNOTATION = "ferry.dev/claims";
 
 /**
- * Reads the claim Lease (creating it when absent); its `commit` writes the next count with the
+ * Reads the claim Lease `at` (creating it when absent); its `commit` writes the next count with the
  * read resourceVersion as precondition. Every commit changes the object, so every commit moves
  * its resourceVersion on.
  */
-async function claimTurn(
+export async function claimTurn(
   kube: KubeClient,
   at: { namespace: string; name: string },
 ): Promise<ClaimTurn> {

@@ -90,6 +90,22 @@ export const IPBLOCKS: ResourceType = {
   kind: "IPBlock",
   namespaced: false,
 };
+/** The blocks of NAD networks' address spaces (`deploy/base/crds/networkblocks.yaml`). */
+export const NETWORKBLOCKS: ResourceType = {
+  group: "ferry.dev",
+  version: "v1",
+  plural: "networkblocks",
+  kind: "NetworkBlock",
+  namespaced: false,
+};
+/** whereabouts' own IP pools (read for the migration to Ferry's NAD IPAM). */
+export const WHEREABOUTS_IPPOOLS: ResourceType = {
+  group: "whereabouts.cni.cncf.io",
+  version: "v1alpha1",
+  plural: "ippools",
+  kind: "IPPool",
+  namespaced: true,
+};
 /** coordination.k8s.io Leases (one daemon at a time reclaims dead nodes' blocks). */
 export const LEASES: ResourceType = {
   group: "coordination.k8s.io",

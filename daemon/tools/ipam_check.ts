@@ -2,7 +2,8 @@
  * `deno task ipam-check [--kubeconfig FILE] [--json]`: whether any pod address of the cluster is
  * held twice, leaked or out of place. Reads IPPools, IPBlocks, Nodes and every pod (`status.podIPs`,
  * else the default entry of its `network-status`) and reports each finding of
- * {@link clusterFindings}; exits 1 when there is any, 0 when there is none, 2 when the cluster
+ * {@link clusterFindings}, and the NetworkBlocks of NAD networks served natively with
+ * {@link networkFindings}; exits 1 when there is any, 0 when there is none, 2 when the cluster
  * cannot be read. In the image: `deno run --allow-all daemon/tools/ipam_check.ts` (in-cluster config
  * when no kubeconfig is given; the DaemonSet's RBAC allows every read it makes).
  *
@@ -13,7 +14,14 @@ import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { KubeApiError } from "../k8s/errors.ts";
 import { inClusterConfig, loadKubeconfig } from "../k8s/kubeconfig.ts";
-import { IPBLOCKS, IPPOOLS, NODES, PODS, type ResourceType } from "../k8s/resources.ts";
+import {
+  IPBLOCKS,
+  IPPOOLS,
+  NETWORKBLOCKS,
+  NODES,
+  PODS,
+  type ResourceType,
+} from "../k8s/resources.ts";
 import { HttpTransport } from "../k8s/transport.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
 import {
@@ -23,6 +31,8 @@ import {
   type Finding,
 } from "../ipam/integrity.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
+import type { NetworkBlockObject } from "../ipam/nad_blocks.ts";
+import { networkFindings } from "../ipam/nad_integrity.ts";
 
 /** The default-network addresses of a pod: `status.podIPs`, else network-status' default entry. */
 export function podAddresses(pod: Pod): string[] {
@@ -63,15 +73,17 @@ export async function readClusterState(client: KubeClient): Promise<ClusterState
       throw e;
     }
   };
-  const [pools, blocks, nodes, pods] = await Promise.all([
+  const [pools, blocks, nodes, pods, networkBlocks] = await Promise.all([
     all<IpPoolObject>(IPPOOLS),
     all<IpBlockObject>(IPBLOCKS),
     all<Node>(NODES),
     all<Pod>(PODS),
+    all<NetworkBlockObject>(NETWORKBLOCKS),
   ]);
   return {
     pools,
     blocks,
+    networkBlocks,
     nodes: nodes.map((n) => ({
       name: n.metadata?.name ?? "",
       podCIDRs: n.spec?.podCIDRs ?? (n.spec?.podCIDR ? [n.spec.podCIDR] : []),
@@ -83,6 +95,7 @@ export async function readClusterState(client: KubeClient): Promise<ClusterState
 /** The report as a person reads it. */
 export function reportText(state: ClusterState, findings: Finding[]): string {
   const head = `ipam check: ${state.pools.length} IPPools, ${state.blocks.length} IPBlocks, ` +
+    (state.networkBlocks?.length ? `${state.networkBlocks.length} NetworkBlocks, ` : "") +
     `${state.nodes.length} nodes, ${state.pods.length} pods`;
   if (!findings.length) return `${head}: no address held twice, leaked or out of place\n`;
   const counts = new Map<string, number>();
@@ -105,13 +118,17 @@ export async function runIpamCheck(client: KubeClient, json: boolean): Promise<n
     console.error(`ipam-check: cannot read the cluster: ${e instanceof Error ? e.message : e}`);
     return 2;
   }
-  const findings = clusterFindings(state);
+  const findings = [
+    ...clusterFindings(state),
+    ...networkFindings({ ...state, networkBlocks: state.networkBlocks ?? [] }),
+  ];
   if (json) {
     console.log(JSON.stringify(
       {
         checked: {
           pools: state.pools.length,
           blocks: state.blocks.length,
+          networkBlocks: state.networkBlocks?.length ?? 0,
           nodes: state.nodes.length,
           pods: state.pods.length,
         },

@@ -44,3 +44,28 @@ Deno.test({
     assert(report.adds.ok >= report.options.pods * 0.9, text);
   },
 });
+
+Deno.test({
+  name:
+    "chaos:cluster at small size with every pod also on a NAD network served natively: no address on two pods on either network, no overlapping blocks, nothing leaked",
+  ignore: !IS_ROOT || !hasNft,
+  fn: async () => {
+    const lines: string[] = [];
+    const report = await runClusterChaos({
+      nodes: 4,
+      pods: 60,
+      concurrency: 8,
+      blockSize: 28,
+      kills: 2,
+      apiOutageSeconds: 3,
+      kubeconfig: REAL_KUBECONFIG,
+      nadNetwork: true,
+      log: (line) => lines.push(line),
+    });
+    const text = JSON.stringify(report, null, 2);
+    assert(report.ok, `${text}\n${lines.join("\n")}`);
+    assert(report.faults.length >= 6, `every fault was injected:\n${text}`);
+    assert(report.checks >= 2, text);
+    assert(report.adds.ok >= report.options.pods * 0.9, text);
+  },
+});

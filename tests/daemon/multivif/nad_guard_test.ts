@@ -387,3 +387,29 @@ Deno.test("a bridge NAD naming no bridge joins cni0: refused where cni0 is Ferry
   );
   assertEquals((await run([{ type: "bridge" }])).length, 1);
 });
+
+Deno.test("whereabouts ranges in every form are held to Ferry's pod ranges: start-end, ipRanges, IPv4-mapped", async () => {
+  const wa = (ipam: Record<string, unknown>) => [
+    { type: "macvlan", master: "eth0", ipam: { type: "whereabouts", ...ipam } },
+  ];
+  const cases = [
+    { range: "10.244.1.5-10.244.1.9/24" },
+    { range: "192.168.7.0/24", ipRanges: [{ range: "10.97.3.0/24" }] },
+    { ipRanges: [{ range: "192.168.7.0/24" }, { range: "fd00:10:244:5::/64" }] },
+    { range: "::ffff:10.244.1.0/120" },
+    { ipRanges: [{ range: "10.244.1.1-::ffff:10.244.1.9/120" }] },
+  ];
+  for (const ipam of cases) {
+    const msg = await refused(wa(ipam));
+    assertEquals(
+      msg.includes("overlaps Ferry's pod range"),
+      true,
+      `${JSON.stringify(ipam)}: ${msg}`,
+    );
+  }
+  assertEquals(
+    (await run(wa({ range: "192.168.7.5-192.168.7.9/24", ipRanges: [{ range: "fd00:99::/64" }] })))
+      .length,
+    1,
+  );
+});

@@ -1,0 +1,131 @@
+/**
+ * Whereabouts IPAM configs served by Ferry itself (`multiNetwork.whereaboutsIpam: native`): the
+ * macvlan, ipvlan and NAD bridge drivers ask this instead of exec'ing a `whereabouts` binary. The
+ * config is parsed ({@link parseWhereabouts}: a bad one is code 7 naming the key), addresses come
+ * from the node's share of the network's cluster-wide space ({@link NadNetworkIpam}), and a
+ * pod's static `ips` (its selection's, through `runtimeConfig.ips`) are reserved in that space.
+ *
+ * @module
+ */
+import { podRefFromArgs } from "../../lib/cni/args.ts";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
+import { parseWhereabouts } from "../ipam/nad_ipam.ts";
+import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
+import type { AttachmentKey } from "../service/attachment_store.ts";
+
+/** One call's inputs (a subset of the drivers' IPAM call). */
+export interface NativeIpamCall {
+  /** The attachment config holding `ipam`. */
+  conf: NetConf;
+  /** Container ID and interface. */
+  key: AttachmentKey;
+  /** CNI_ARGS. */
+  args: Record<string, string>;
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> =>
+  typeof x === "object" && x !== null && !Array.isArray(x);
+
+/**
+ * Serves `"type": "whereabouts"` IPAM natively.
+ *
+ * @example
+ * ```ts
+ * const native = new NativeNadIpam(() => NadNetworkIpam.open({ nodeName, api, stateDir,
+ *   releaseAfterMs: 300_000, logger }));
+ * if (native.serves(conf)) result = await native.add({ conf, key, args });
+ * ```
+ */
+export class NativeNadIpam {
+  readonly #opener: () => Promise<NadNetworkIpam>;
+  #ipam?: Promise<NadNetworkIpam>;
+  #open?: NadNetworkIpam;
+
+  /** `open` opens the node's NAD IPAM; it is called once, at the first use. */
+  constructor(open: () => Promise<NadNetworkIpam>) {
+    this.#opener = open;
+  }
+
+  /** The node's NAD IPAM (opened at the first call; a failed open is tried again next time). */
+  ipam(): Promise<NadNetworkIpam> {
+    this.#ipam ??= this.#opener().then((ipam) => this.#open = ipam).catch((e) => {
+      this.#ipam = undefined;
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        "the cluster-wide IPAM of NAD networks is not available yet",
+        e instanceof Error ? e.message : String(e),
+      );
+    });
+    return this.#ipam;
+  }
+
+  /** Writes what is pending (until `signal` aborts) and stops; nothing to do if never opened. */
+  async close(signal?: AbortSignal): Promise<void> {
+    const ipam = await this.#ipam?.catch(() => undefined);
+    await ipam?.flush(signal);
+    // Not awaited: as the pool IPAM's, a write under way ends with the client.
+    void ipam?.close();
+  }
+
+  /** The node's NAD IPAM if it is open (or opening), else undefined; never opens it. */
+  async opened(): Promise<NadNetworkIpam | undefined> {
+    return await this.#ipam?.catch(() => undefined);
+  }
+
+  /** The NAD IPAM's counters, once it is open. */
+  stats(): NadNetworkIpamStats | undefined {
+    return this.#open?.stats();
+  }
+
+  /** Whether `conf`'s IPAM is served here. */
+  serves(conf: NetConf): boolean {
+    return conf.ipam?.type === "whereabouts";
+  }
+
+  /**
+   * Allocates the attachment's addresses.
+   *
+   * @throws {CniError} 7 for a bad config or a static address another pod holds, 101 when a
+   * range is full.
+   */
+  async add(call: NativeIpamCall): Promise<CniResult> {
+    const pod = podRefFromArgs(call.args);
+    const where = `${pod ? `pod ${pod.namespace}/${pod.name}: ` : ""}network ${call.conf.name}`;
+    const config = parseWhereabouts(call.conf.ipam, where);
+    const rc = isObject(call.conf.runtimeConfig) ? call.conf.runtimeConfig : {};
+    const statics = Array.isArray(rc.ips) ? rc.ips.filter((x) => typeof x === "string") : [];
+    const ipam = await this.ipam();
+    const r = await ipam.add(config, call.conf.name, call.key, pod, statics as string[]);
+    const result: CniResult = { cniVersion: call.conf.cniVersion, ips: r.ips };
+    if (r.routes.length) result.routes = r.routes;
+    if (r.dns) result.dns = r.dns as CniResult["dns"];
+    return result;
+  }
+
+  /** Releases the attachment's addresses (nothing held is not an error). */
+  async del(call: NativeIpamCall): Promise<void> {
+    await (await this.ipam()).release(call.key);
+  }
+
+  /**
+   * Confirms the attachment still holds the addresses of `expected`.
+   *
+   * @throws {CniError} 100 naming an address it no longer holds.
+   */
+  async check(call: NativeIpamCall, expected: CniResult): Promise<void> {
+    const held = new Set((await this.ipam()).addressesOf(call.key));
+    const config = parseWhereabouts(call.conf.ipam, `network ${call.conf.name}`);
+    const statics = new Set(config.addresses.map((a) => a.address));
+    for (const ip of expected.ips ?? []) {
+      if (statics.has(ip.address)) continue;
+      const addr = ip.address.split("/")[0];
+      if (!held.has(addr)) {
+        throw new CniError(
+          CNI_ERROR.CHECK_MISMATCH,
+          `network ${call.conf.name}: ${addr} is no longer held by ${call.key.containerId}/${call.key.ifname}`,
+        );
+      }
+    }
+  }
+}

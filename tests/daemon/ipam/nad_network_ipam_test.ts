@@ -1,0 +1,432 @@
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { getLogger } from "@logtape/logtape";
+import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
+import { cidrsOverlap, formatIp, parseCidr, parseIp } from "../../../daemon/ipam/cidr.ts";
+import { installNetworkBlockCrd } from "../../../daemon/dev/crds.ts";
+import { withTempDir } from "../../../daemon/dev/netns.ts";
+import { kubeNetworkBlockApi } from "../../../daemon/k8s/network_block_api.ts";
+import { LEASES, NETWORKBLOCKS, NODES } from "../../../daemon/k8s/resources.ts";
+import type { Node } from "kubernetes-types/core/v1.d.ts";
+import { DeadNodeBlocks } from "../../../daemon/gc/dead_node_blocks.ts";
+import { LeaderLease } from "../../../daemon/gc/leader_lease.ts";
+import { kubeLeaseApi } from "../../../daemon/k8s/lease_api.ts";
+import { KubeApiError } from "../../../daemon/k8s/errors.ts";
+import type { NetworkBlockObject } from "../../../daemon/ipam/nad_blocks.ts";
+import { type NadIpamConfig, parseWhereabouts, rangeHolds } from "../../../daemon/ipam/nad_ipam.ts";
+import { NadNetworkIpam, type NetworkBlockApi } from "../../../daemon/ipam/nad_network_ipam.ts";
+import { freshCidr24, until } from "./_pools.ts";
+import { type KubeTarget, withKube } from "../k8s/_target.ts";
+
+interface Env {
+  k: KubeTarget;
+  api: NetworkBlockApi;
+  /** A network_name unique to this test. */
+  net: string;
+  /** Opens node `short`'s IPAM on `stateDir` (one per node and test). */
+  open(short: string, stateDir: string, releaseAfterMs?: number): Promise<NadNetworkIpam>;
+  /** The blocks of this test's nodes in the API now. */
+  blocks(): Promise<NetworkBlockObject[]>;
+}
+
+/** Runs `fn` on the API under test; every block of the test's nodes is removed afterwards. */
+function withNadIpam(fn: (env: Env) => Promise<void>): Promise<void> {
+  return withKube(async (k) => {
+    await installNetworkBlockCrd(k.client);
+    const lease = { namespace: "default", name: `ferry-nad-claims-${k.id}` };
+    const api = kubeNetworkBlockApi(k.client, lease);
+    const opened: NadNetworkIpam[] = [];
+    const node = (short: string) => `${short}-${k.id}`;
+    const blocks = async () =>
+      (await k.client.listAll<NetworkBlockObject>(NETWORKBLOCKS, {})).items.filter((b) =>
+        b.spec?.node.endsWith(`-${k.id}`)
+      );
+    try {
+      await fn({
+        k,
+        api,
+        net: `net-${k.id}`,
+        async open(short, stateDir, releaseAfterMs = 600_000) {
+          const ipam = await NadNetworkIpam.open({
+            nodeName: node(short),
+            api,
+            stateDir,
+            releaseAfterMs,
+            logger: getLogger(["ferry", "ipam"]),
+          });
+          opened.push(ipam);
+          return ipam;
+        },
+        blocks,
+      });
+    } finally {
+      for (const ipam of opened) await ipam.close();
+      for (const b of await blocks()) {
+        await k.client.delete(NETWORKBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+      }
+      await k.client.delete(LEASES, lease.namespace, lease.name).catch(() => {});
+    }
+  });
+}
+
+const W = "pod default/p: NetworkAttachmentDefinition default/n";
+const conf = (ipam: Record<string, unknown>): NadIpamConfig =>
+  parseWhereabouts({ type: "whereabouts", ...ipam }, W);
+const owner = (i: number | string) => ({ containerId: `c${i}`, ifname: "net1" });
+const addr = (cidr: string) => cidr.split("/")[0];
+
+/** Three nodes' state directories. */
+async function threeDirs<T>(fn: (dirs: string[]) => Promise<T>): Promise<T> {
+  return await withTempDir((a) => withTempDir((b) => withTempDir((c) => fn([a, b, c]))));
+}
+
+/** Asserts the blocks in the API overlap nowhere within a space. */
+function assertNoOverlap(blocks: NetworkBlockObject[]): void {
+  for (const [i, a] of blocks.entries()) {
+    for (const b of blocks.slice(i + 1)) {
+      if (a.spec!.network !== b.spec!.network) continue;
+      assert(
+        !cidrsOverlap(parseCidr(a.spec!.cidr), parseCidr(b.spec!.cidr)),
+        `blocks ${a.spec!.cidr} (${a.spec!.node}) and ${b.spec!.cidr} (${b.spec!.node}) overlap`,
+      );
+    }
+  }
+}
+
+Deno.test("three nodes share a /24: 60 pods round-robin get 60 distinct addresses of the range, recorded in non-overlapping blocks", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const nodes = await Promise.all(["n1", "n2", "n3"].map((n, i) => env.open(n, dirs[i])));
+      const c = conf({ range: freshCidr24(), network_name: env.net });
+      const got = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          nodes[i % 3].add(c, "default/macvlan", owner(i), {
+            namespace: "default",
+            name: `p${i}`,
+            uid: `u${i}`,
+          })),
+      );
+      const ips = got.map((r) => addr(r.ips[0].address));
+      assertEquals(new Set(ips).size, 60, `duplicates among ${ips.join(" ")}`);
+      for (const ip of ips) assert(rangeHolds(c.ranges[0], parseIp(ip)), `${ip} outside range`);
+      for (const n of nodes) await n.flush(AbortSignal.timeout(20_000));
+      const blocks = await env.blocks();
+      assertNoOverlap(blocks);
+      const recorded = blocks.flatMap((b) => b.spec!.allocations ?? []).map((a) => a.ip).sort();
+      assertEquals(recorded, [...ips].sort(), "every allocation is recorded in its node's block");
+      for (const b of blocks) {
+        for (const a of b.spec!.allocations ?? []) {
+          assert(parseCidr(b.spec!.cidr) && a.name?.startsWith("p"), "allocations name their pod");
+        }
+      }
+    });
+  });
+});
+
+Deno.test("a /27 shared by three nodes serves all 30 addresses however the pods are placed, then answers 101 naming the network and the range", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const nodes = await Promise.all(["n1", "n2", "n3"].map((n, i) => env.open(n, dirs[i])));
+      const base = freshCidr24().replace(".0/24", ".32/27");
+      const c = conf({ range: base, network_name: env.net });
+      // Uneven: 20 on n1, 8 on n2, 2 on n3, interleaved.
+      const placement = [...Array(20).fill(0), ...Array(8).fill(1), ...Array(2).fill(2)]
+        .sort(() => Math.random() - 0.5);
+      const got = await Promise.all(
+        placement.map((n, i) => nodes[n].add(c, "default/telco", owner(i))),
+      );
+      const ips = got.map((r) => addr(r.ips[0].address));
+      assertEquals(new Set(ips).size, 30, `duplicates among ${ips.join(" ")}`);
+      const e = await assertRejects(() => nodes[2].add(c, "default/telco", owner("x")), CniError);
+      assertEquals(e.code, CNI_ERROR.ADDRESSES_EXHAUSTED);
+      assert(e.message.includes("network default/telco"), e.message);
+      assert(e.message.includes(`range ${base}`), e.message);
+      // A release on one node lets another node have that address.
+      const [freed] = await nodes[0].release(owner(placement.indexOf(0)));
+      let again: string | undefined;
+      await until(async () => {
+        again = await nodes[2].add(c, "default/telco", owner("y")).then(
+          (r) => addr(r.ips[0].address),
+          () => undefined,
+        );
+        return again !== undefined;
+      });
+      assertEquals(again, freed);
+    });
+  });
+});
+
+Deno.test("a static address is reserved in the space: the allocator skips it and a second pod asking for it is refused", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const [n1, n2] = await Promise.all(["n1", "n2"].map((n, i) => env.open(n, dirs[i])));
+      const cidr = freshCidr24().replace(".0/24", ".0/28");
+      const c = conf({ range: cidr, network_name: env.net });
+      const prefix = cidr.split(".").slice(0, 3).join(".");
+      const fixed = `${prefix}.5`;
+      const s = await n1.add(c, "default/n", owner("s"), undefined, [`${fixed}/28`]);
+      assertEquals(s.ips.map((i) => i.address), [`${fixed}/28`]);
+      const e = await assertRejects(
+        () => n2.add(c, "default/n", owner("t"), undefined, [`${fixed}/28`]),
+        CniError,
+      );
+      assertEquals(e.code, CNI_ERROR.INVALID_CONFIG);
+      assert(e.message.includes(`static address ${fixed}`), e.message);
+      const rest = await Promise.all(
+        Array.from({ length: 13 }, (_, i) => [n1, n2][i % 2].add(c, "default/n", owner(i))),
+      );
+      const ips = rest.map((r) => addr(r.ips[0].address));
+      assert(!ips.includes(fixed), `the static ${fixed} was handed out: ${ips.join(" ")}`);
+      assertEquals(new Set([...ips, fixed]).size, 14);
+      await assertRejects(() => n2.add(c, "default/n", owner("z")), CniError);
+    });
+  });
+});
+
+Deno.test("two NADs with one network_name share the space; without it, or with another, they do not", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const [n1, n2] = await Promise.all(["n1", "n2"].map((n, i) => env.open(n, dirs[i])));
+      const range = freshCidr24().replace(".0/24", ".0/29"); // 6 addresses
+      const a = conf({ range, network_name: env.net });
+      const b = conf({ range, network_name: env.net, exclude: [] });
+      const ips = await Promise.all(
+        Array.from(
+          { length: 6 },
+          (_, i) =>
+            (i % 2 ? n1 : n2).add(i < 3 ? a : b, i < 3 ? "default/a" : "default/b", owner(i)),
+        ),
+      );
+      assertEquals(new Set(ips.map((r) => r.ips[0].address)).size, 6);
+      await assertRejects(() => n1.add(b, "default/b", owner("x")), CniError);
+      // Another network_name, or none, is another space: all six addresses are free there.
+      for (const name of [`${env.net}-other`, undefined]) {
+        const other = conf({ range, ...(name ? { network_name: name } : {}) });
+        const o = await Promise.all(
+          Array.from({ length: 6 }, (_, i) => n1.add(other, "default/other", owner(`${name}${i}`))),
+        );
+        assertEquals(new Set(o.map((r) => r.ips[0].address)).size, 6, `space of ${name}`);
+      }
+      // Overlapping ranges of one name share it (the default): the /28 around the full /29 has
+      // 8 addresses left.
+      const wider = conf({ range: range.replace(".0/29", ".0/28"), network_name: env.net });
+      const w = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => n2.add(wider, "default/wider", owner(`w${i}`))),
+      );
+      const wips = w.map((r) => r.ips[0].address.split("/")[0]);
+      for (const r of ips) {
+        assert(!wips.includes(addr(r.ips[0].address)), "overlapping ranges share");
+      }
+      await assertRejects(() => n2.add(wider, "default/wider", owner("w-full")), CniError);
+      // enable_overlapping_ranges false: that /28 is a space of its own, all 14 addresses free.
+      const apart = conf({
+        range: range.replace(".0/29", ".0/28"),
+        network_name: env.net,
+        enable_overlapping_ranges: false,
+      });
+      const p = await Promise.all(
+        Array.from({ length: 14 }, (_, i) => n1.add(apart, "default/apart", owner(`p${i}`))),
+      );
+      assertEquals(new Set(p.map((r) => r.ips[0].address)).size, 14);
+    });
+  });
+});
+
+Deno.test("a restarted node keeps its pods' addresses; one whose state was lost adopts them from its blocks", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
+      const n1 = await env.open("n1", dirs[0]);
+      const pod = (i: number) => ({ namespace: "default", name: `p${i}`, uid: `u${i}` });
+      const first = await Promise.all(
+        [0, 1, 2].map((i) => n1.add(c, "default/n", owner(i), pod(i))),
+      );
+      await n1.flush(AbortSignal.timeout(20_000));
+      await n1.close();
+      const again = await env.open("n1", dirs[0]);
+      assertEquals(
+        (await again.add(c, "default/n", owner(1))).ips[0].address,
+        first[1].ips[0].address,
+        "the same owner gets its address back",
+      );
+      await again.close();
+      // State lost: an empty directory; the block objects still record the allocations.
+      const lost = await env.open("n1", dirs[2]);
+      const fresh = await Promise.all(
+        Array.from({ length: 11 }, (_, i) => lost.add(c, "default/n", owner(`f${i}`))),
+      );
+      const all = [...first, ...fresh].map((r) => r.ips[0].address);
+      assertEquals(new Set(all).size, 14, `duplicates among ${all.join(" ")}`);
+      // No DEL will come for the adopted ones: the sweep releases those whose pod is gone.
+      const released = await lost.releaseAdoptedOfGonePods((p) => Promise.resolve(p.name === "p1"));
+      assertEquals(released, [addr(first[1].ips[0].address)]);
+      const next = await lost.add(c, "default/n", owner("after"));
+      assertEquals(next.ips[0].address, first[1].ips[0].address);
+    });
+  });
+});
+
+Deno.test("an empty block is given back after releaseAfterMs, a static address's at once", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const c = conf({ range: freshCidr24(), network_name: env.net });
+      const n1 = await env.open("n1", dirs[0], 200);
+      await n1.add(c, "default/n", owner(1));
+      const static4 = formatIp({ family: 4, value: c.ranges[0].cidr.network.value + 200n });
+      await n1.add(c, "default/n", owner(2), undefined, [`${static4}/24`]);
+      await n1.flush(AbortSignal.timeout(20_000));
+      assertEquals((await env.blocks()).length, 2);
+      await n1.release(owner(2));
+      await n1.release(owner(1));
+      await until(async () => (await env.blocks()).length === 0);
+      assertEquals(n1.stats().blocks, []);
+    });
+  });
+});
+
+Deno.test("a deleted node's NAD blocks are reclaimed; a live node's stay, and their addresses go to the others", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const { client, id } = env.k;
+      const live = `n1-${id}`;
+      const lease = `ferry-test-${id}`;
+      await client.create<Node>(NODES, { metadata: { name: live } });
+      try {
+        const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
+        const n1 = await env.open("n1", dirs[0]);
+        const ghost = await env.open("n2", dirs[1]); // no Node object: deleted
+        await n1.add(c, "default/n", owner("live"));
+        await Promise.all(
+          Array.from({ length: 13 }, (_, i) => ghost.add(c, "default/n", owner(`g${i}`))),
+        );
+        await Promise.all([n1.flush(), ghost.flush()]);
+        await ghost.close();
+        await assertRejects(() => n1.add(c, "default/n", owner("more")), CniError);
+        const reclaimer = new DeadNodeBlocks({
+          lease: new LeaderLease(kubeLeaseApi(client, "default", lease), "daemon-a", 15_000),
+          nodeKnown: () => false,
+          nodesSynced: () => true,
+          nodeExists: (name) =>
+            client.get(NODES, undefined, name).then(() => true, (e) => {
+              if (e instanceof KubeApiError && e.isNotFound) return false;
+              throw e;
+            }),
+          api: undefined!,
+          // This test's blocks only: others a shared real server holds are not this test's.
+          networks: {
+            list: async (f) =>
+              (await env.api.list(f)).filter((b) => b.spec?.network.startsWith(`${env.net}/`)),
+            delete: env.api.delete,
+          },
+          intervalMs: 60_000,
+          logger: getLogger(["ferry", "gc"]),
+        });
+        await reclaimer.tick();
+        const left = await env.blocks();
+        assertEquals(left.map((b) => b.spec!.node), [live], "only the live node's block is left");
+        assertEquals(reclaimer.stats().reclaimed, 13);
+        const more = await Promise.all(
+          Array.from({ length: 13 }, (_, i) => n1.add(c, "default/n", owner(`m${i}`))),
+        );
+        assertEquals(new Set(more.map((r) => r.ips[0].address)).size, 13);
+      } finally {
+        await client.delete(NODES, undefined, live).catch(() => {});
+        await client.delete(LEASES, "default", lease).catch(() => {});
+      }
+    });
+  });
+});
+
+Deno.test("an ADD that fails on its second range gives back what it took, and keeps what the owner held before", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const n1 = await env.open("n1", dirs[0]);
+      const base = freshCidr24();
+      const full = base.replace(".0/24", ".16/30"); // 2 addresses
+      const one = conf({ range: base.replace(".0/24", ".0/28"), network_name: env.net });
+      const two = conf({
+        range: base.replace(".0/24", ".0/28"),
+        ipRanges: [{ range: full }],
+        network_name: env.net,
+      });
+      await n1.add(conf({ range: full, network_name: env.net }), "default/f", owner("f1"));
+      await n1.add(conf({ range: full, network_name: env.net }), "default/f", owner("f2"));
+      const held = await n1.add(one, "default/n", owner("x"));
+      const e = await assertRejects(() => n1.add(two, "default/n", owner("x")), CniError);
+      assertEquals(e.code, CNI_ERROR.ADDRESSES_EXHAUSTED);
+      assertEquals(n1.addressesOf(owner("x")), [addr(held.ips[0].address)], "kept from before");
+      await assertRejects(() => n1.add(two, "default/n", owner("y")), CniError);
+      assertEquals(n1.addressesOf(owner("y")), [], "nothing left of the failed ADD");
+    });
+  });
+});
+
+Deno.test("an address whereabouts gave a live pod is never handed out; once that pod is gone the sweep frees it", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
+      const theirs = formatIp({ family: 4, value: c.ranges[0].cidr.network.value + 3n });
+      const ipam = await NadNetworkIpam.open({
+        nodeName: `n1-${env.k.id}`,
+        api: env.api,
+        stateDir: dirs[0],
+        releaseAfterMs: 600_000,
+        logger: getLogger(["ferry", "ipam"]),
+        foreign: (ip) => ip === theirs ? { namespace: "default", name: "wa-pod" } : undefined,
+      });
+      try {
+        const got = await Promise.all(
+          Array.from({ length: 13 }, (_, i) => ipam.add(c, "default/n", owner(i))),
+        );
+        const ips = got.map((r) => addr(r.ips[0].address));
+        assert(!ips.includes(theirs), `${theirs} handed out: ${ips.join(" ")}`);
+        await assertRejects(() => ipam.add(c, "default/n", owner("full")), CniError);
+        await ipam.flush(AbortSignal.timeout(20_000));
+        const recorded = (await env.blocks()).flatMap((b) => b.spec!.allocations ?? []);
+        assertEquals(
+          recorded.filter((a) => a.ip === theirs).map((a) => a.name),
+          ["wa-pod"],
+          "recorded for whereabouts' pod",
+        );
+        assertEquals(
+          await ipam.releaseAdoptedOfGonePods(() => Promise.resolve(false)),
+          [],
+          "kept while the pod lives",
+        );
+      } finally {
+        await ipam.close();
+      }
+      // Restarted (the set-aside address in its directory): still released once the pod is gone.
+      const again = await env.open("n1", dirs[0]);
+      assertEquals(await again.releaseAdoptedOfGonePods(() => Promise.resolve(true)), [theirs]);
+    });
+  });
+});
+
+Deno.test("an API failure while claiming is code 11 (the runtime retries), not an internal error", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      let down = true;
+      const flaky: NetworkBlockApi = {
+        ...env.api,
+        list: (f) => down ? Promise.reject(new Error("cannot reach the API")) : env.api.list(f),
+      };
+      const ipam = await NadNetworkIpam.open({
+        nodeName: `n1-${env.k.id}`,
+        api: { ...flaky, list: (f) => f.node ? env.api.list(f) : flaky.list(f) },
+        stateDir: dirs[0],
+        releaseAfterMs: 600_000,
+        logger: getLogger(["ferry", "ipam"]),
+      });
+      try {
+        const c = conf({ range: freshCidr24(), network_name: env.net });
+        const e = await assertRejects(() => ipam.add(c, "default/n", owner(1)), CniError);
+        assertEquals(e.code, CNI_ERROR.TRY_AGAIN_LATER, e.message);
+        assert(e.details?.includes("cannot reach the API"), e.details);
+        down = false;
+        assertEquals((await ipam.add(c, "default/n", owner(1))).ips.length, 1, "then it works");
+      } finally {
+        await ipam.close();
+      }
+    });
+  });
+});
