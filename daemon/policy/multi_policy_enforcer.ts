@@ -16,6 +16,8 @@ import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
+import { Deadline } from "../runtime/deadline.ts";
+import { PassCounter } from "../runtime/pass_counter.ts";
 import { ipInBlock } from "./compile.ts";
 import {
   compileMultiPolicies,
@@ -51,6 +53,11 @@ export interface MultiPolicyEnforcerDeps {
   nodeName?: string;
   /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
   refused?: (policy: RefusedPolicy, message: string) => void;
+  /**
+   * How long an ADD waits for the pass that writes its pod's tables (behind a pass under way)
+   * before it answers code 11; 10 s unless set.
+   */
+  addWaitMs?: number;
 }
 
 /** Counts for stats. */
@@ -69,10 +76,13 @@ export interface MultiPolicyStats {
   failedPasses: number;
   /** MultiNetworkPolicies known that are invalid (enforced as isolating only). */
   invalidPolicies: number;
+  /** ADDs answered code 11 because their pod's tables were not written within the budget. */
+  addsTimedOut: number;
 }
 
 const RETRY_MS = 1000;
 const SYNC_WAIT_MS = 20_000;
+const ADD_WAIT_MS = 10_000;
 
 const key = (ns: string | undefined, name: string | undefined) =>
   `${ns ?? "default"}/${name ?? ""}`;
@@ -112,6 +122,7 @@ export class MultiPolicyEnforcer {
   /** The last failure to write each namespace's table. */
   readonly #errors = new Map<string, string>();
   readonly #loop: DirtyLoop;
+  readonly #passes = new PassCounter();
   #stats: MultiPolicyStats = {
     policies: 0,
     isolatedInterfaces: 0,
@@ -119,6 +130,7 @@ export class MultiPolicyEnforcer {
     writes: 0,
     failures: 0,
     failedPasses: 0,
+    addsTimedOut: 0,
     invalidPolicies: 0,
   };
   /** Invalid policies (enforced fail-closed), by key: the version last said so. */
@@ -240,8 +252,22 @@ export class MultiPolicyEnforcer {
     }
     const networks = mine.map((i) => i.network);
     if (!multiPolicySelects([...this.#policies.values()], mine[0].pod, networks)) return;
+    // The first pass that starts from now on writes the pod's tables; other changes starting
+    // passes meanwhile do not hold the answer, and it comes within the budget either way.
+    const pass = this.#passes.next;
     this.#loop.kick();
-    await this.#loop.idle();
+    using budget = new Deadline(this.#d.addWaitMs ?? ADD_WAIT_MS);
+    try {
+      await this.#passes.done(pass, budget.signal);
+    } catch {
+      this.#stats.addsTimedOut++;
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `the multi-network policy rules of ${k} are not written yet (${
+          this.#d.addWaitMs ?? ADD_WAIT_MS
+        } ms waited); try again`,
+      );
+    }
     const error = this.#errors.get(mine[0].netns) ?? this.#passError;
     if (error) {
       throw new CniError(
@@ -268,6 +294,7 @@ export class MultiPolicyEnforcer {
    * to be in place).
    */
   async #pass(): Promise<void> {
+    const n = this.#passes.start();
     try {
       await this.#compileAndWrite();
       this.#passError = undefined;
@@ -282,6 +309,8 @@ export class MultiPolicyEnforcer {
       const delay = RETRY_MS * 2 ** Math.min(this.#failedInRow++, 5);
       clearTimeout(this.#retryTimer);
       this.#retryTimer = setTimeout(() => this.#loop.kick(), delay);
+    } finally {
+      this.#passes.finish(n);
     }
   }
 

@@ -426,3 +426,62 @@ Deno.test("a MultiNetworkPolicy pass that throws ends nothing: it is logged, cou
   await e.plugged({ namespace: "a", name: "srv" });
   await e.close();
 });
+
+Deno.test("an ADD behind a write that never ends answers code 11 within its budget, not never", async () => {
+  const e = new MultiPolicyEnforcer({
+    table: "fp",
+    nft: { applyIn: () => new Promise<void>(() => {}) }, // another pod's write hangs
+    interfaces: () => [here],
+    cluster: { pods: () => [srv, cli, other], namespaces: () => new Map([["a", {}]]) },
+    synced: () => true,
+    netnsExists: () => Promise.resolve(true),
+    logger: getLogger(["ferry", "test"]),
+    addWaitMs: 200,
+  });
+  e.policyUpserted(fromClients);
+  const err = await assertRejects(() => e.plugged({ namespace: "a", name: "srv" }), CniError);
+  assertEquals(err.code, 11, err.message);
+  assertEquals(e.stats().addsTimedOut, 1);
+});
+
+Deno.test("an ADD amid constant policy churn answers once the pass after it is written, not when the loop goes idle", async () => {
+  const writes: { netns: string; script: string }[] = [];
+  const e = new MultiPolicyEnforcer({
+    table: "fp",
+    // Each write takes a little while: the churn's kicks land during it, so passes follow each
+    // other without the loop ever going idle.
+    nft: {
+      applyIn: (netns, script) =>
+        new Promise<void>((r) => setTimeout(() => (writes.push({ netns, script }), r()), 2)),
+    },
+    interfaces: () => [here],
+    cluster: { pods: () => [srv, cli, other], namespaces: () => new Map([["a", {}]]) },
+    synced: () => true,
+    netnsExists: () => Promise.resolve(true),
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.policyUpserted(fromClients);
+  const CAP = 2000;
+  let churning = true, rounds = 0;
+  // Another tenant's changes keep starting passes: the loop is never idle while this runs.
+  const churn = (async () => {
+    for (; churning && rounds < CAP; rounds++) {
+      e.policyUpserted(
+        mnp(`churn${rounds % 3}`, "a/blue", {
+          podSelector: { matchLabels: { app: "srv" } },
+          ingress: [{ ports: [{ port: 1000 + rounds }] }], // the table changes every round
+        }),
+      );
+      await new Promise((r) => setTimeout(r, 0));
+    }
+  })();
+  try {
+    await e.plugged({ namespace: "a", name: "srv" });
+    assert(rounds < CAP, `the ADD answered only once the churn stopped (${rounds} rounds)`);
+    assert(writes.some((w) => w.netns === "/run/netns/srv"), "the pod's table was written");
+  } finally {
+    churning = false;
+    await churn;
+    await e.close();
+  }
+});
