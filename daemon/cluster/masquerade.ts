@@ -1,12 +1,22 @@
 /**
  * Masquerade: traffic from this node's pods to anything that is not a pod (nor a configured
- * exception) leaves with the node's address; pod-to-pod traffic keeps the pod's. One nftables
+ * exception, nor a broadcast, multicast or link-local destination: bridged traffic passes the
+ * same hook) leaves with the node's address; pod-to-pod traffic keeps the pod's. One nftables
  * table (family `inet`) is Ferry's; it is replaced whole in one `nft -f` transaction whenever the
  * ranges change, and deleted on uninstall (`nft delete table inet ferry`).
  *
  * @module
  */
 import { ChildSet } from "../runtime/child_set.ts";
+
+/**
+ * IPv4 destinations that stay on the link: limited broadcast, multicast. (Not 169.254.0.0/16:
+ * a cloud's metadata service, 169.254.169.254, is reached through the node and must see its
+ * address.)
+ */
+const LINK_ONLY_4 = ["255.255.255.255/32", "224.0.0.0/4"];
+/** IPv6 destinations that stay on the link (or are multicast): link-local, multicast. */
+const LINK_ONLY_6 = ["fe80::/10", "ff00::/8"];
 
 /**
  * The ruleset text for `nft -f`: creates the table if missing, deletes it and creates it again
@@ -23,7 +33,12 @@ export function masqueradeRuleset(table: string, own: string[], noMasquerade: st
   for (const [family, v6] of [["ip", false], ["ip6", true]] as const) {
     const mine = own.filter((c) => c.includes(":") === v6);
     if (!mine.length) continue;
-    const others = [...new Set([...mine, ...noMasquerade.filter((c) => c.includes(":") === v6)])];
+    // What never leaves the link is never masqueraded: bridged broadcast, multicast and
+    // link-local traffic (which the bridge's netfilter hooks also see) keeps its sender.
+    const linkOnly = v6 ? LINK_ONLY_6 : LINK_ONLY_4;
+    const others = [
+      ...new Set([...mine, ...noMasquerade.filter((c) => c.includes(":") === v6), ...linkOnly]),
+    ];
     const type = v6 ? "ipv6_addr" : "ipv4_addr";
     const n = v6 ? "6" : "4";
     lines.push(

@@ -11,9 +11,21 @@ Deno.test("the masquerade ruleset replaces the table in one transaction, per fam
     "delete table inet ferry",
     "table inet ferry {",
   ]);
-  assertStringIncludes(text, "elements = { 10.244.1.0/24, 10.244.2.0/24 }");
+  assertStringIncludes(
+    text,
+    "elements = { 10.244.1.0/24, 10.244.2.0/24, 255.255.255.255/32, 224.0.0.0/4 }",
+  );
   assertStringIncludes(text, "ip saddr @pods4 ip daddr != @cluster4 masquerade");
   assertEquals(text.includes("ip6"), false);
+});
+
+Deno.test("a pod's broadcast, multicast and IPv6 link-local traffic is never masqueraded (bridged frames pass the same hook)", () => {
+  const text = masqueradeRuleset("ferry", ["10.244.1.0/24", "fd00:1::/64"], []);
+  const set = (name: string) => text.split("\n").find((l) => l.includes(`set ${name} `)) ?? "";
+  for (const c of ["255.255.255.255/32", "224.0.0.0/4"]) assertStringIncludes(set("cluster4"), c);
+  // A cloud's metadata service (169.254.169.254) is reached through the node: masqueraded.
+  assertEquals(set("cluster4").includes("169.254"), false);
+  for (const c of ["fe80::/10", "ff00::/8"]) assertStringIncludes(set("cluster6"), c);
 });
 
 Deno.test({
