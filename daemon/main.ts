@@ -37,7 +37,7 @@ import { PhaseStats } from "./telemetry/phase_stats.ts";
 import { StopWatchdog, type WatchdogVerdict } from "./runtime/stop_watchdog.ts";
 import { SublinkDriver } from "./drivers/sublink.ts";
 import { DelegatedDriver } from "./drivers/delegated.ts";
-import { NadBridgeDriver } from "./drivers/nad_bridge.ts";
+import { heldOnBridgeFrom, NadBridgeDriver } from "./drivers/nad_bridge.ts";
 import {
   podGuardSide,
   portSecuritySide,
@@ -204,7 +204,13 @@ export async function startDaemon(
       macvlan: new SublinkDriver("macvlan", plumber, pluginTimeoutMs, podGuard, nadIpam),
       ipvlan: new SublinkDriver("ipvlan", plumber, pluginTimeoutMs, podGuard, nadIpam),
       delegate: new DelegatedDriver(pluginTimeoutMs, plumber),
-      "nad-bridge": new NadBridgeDriver(plumber, pluginTimeoutMs, guard, nadIpam),
+      "nad-bridge": new NadBridgeDriver(
+        plumber,
+        pluginTimeoutMs,
+        guard,
+        nadIpam,
+        heldOnBridgeFrom(() => store.list()),
+      ),
     },
     store,
     netns,

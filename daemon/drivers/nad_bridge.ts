@@ -22,6 +22,47 @@ import { refuseTakenName } from "./driver.ts";
 import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
+import { canonicalIp } from "../ipam/cidr.ts";
+
+/**
+ * The addresses other interfaces of this node hold on bridge `bridge` (their records), leaving
+ * out the interface `except` itself.
+ */
+export type HeldOnBridge = (
+  bridge: string,
+  except: { containerId: string; ifname: string },
+) => string[];
+
+/**
+ * {@link HeldOnBridge} from attachment records: the native bridge attachments (first plugin of a
+ * chain, the bridge named or `cni0`) and their result's addresses.
+ *
+ * @example
+ * ```ts
+ * const held = heldOnBridgeFrom(() => store.list());
+ * held("br-tenant", { containerId: "c1", ifname: "net1" }); // ["192.168.50.2"]
+ * ```
+ */
+export function heldOnBridgeFrom(
+  records: () => {
+    containerId: string;
+    ifname: string;
+    driver?: string;
+    conf?: NetConf;
+    result: CniResult;
+  }[],
+): HeldOnBridge {
+  return (bridge, except) =>
+    records()
+      .filter((r) =>
+        r.driver === "nad-bridge" &&
+        ((r.conf as { bridge?: string } | undefined)?.bridge ?? "cni0") === bridge &&
+        !(r.containerId === except.containerId && r.ifname === except.ifname)
+      )
+      .flatMap((r) =>
+        (r.result.ips ?? []).map((ip) => canonicalIp(ip.address.split("/")[0]) ?? ip.address)
+      );
+}
 
 /** Reference bridge settings this driver does not implement: present and set, they delegate. */
 const DELEGATED_SETTINGS = [
@@ -62,19 +103,29 @@ export class NadBridgeDriver implements Driver {
   readonly #validate = validateNadBridgeConf;
 
   readonly #native?: NativeNadIpam;
+  readonly #held?: HeldOnBridge;
+  /**
+   * Addresses this daemon plugged on each bridge since it started, until their DEL (an ADD's
+   * record is written only once its whole chain is plugged; earlier ones come from `held`).
+   */
+  readonly #inFlight = new Map<string, Map<string, string>>();
 
   /**
    * Creates the driver; its IPAM plugin is killed after `pluginTimeoutMs`. With `guard` (port
    * security), each pod's port is under guard before its ADD answers, as on the default network;
-   * `native` serves whereabouts configs in-process.
+   * `native` serves whereabouts configs in-process; with `held`, an address another interface of
+   * the same bridge holds is refused (code 7): a pod cannot take a neighbour's address there
+   * through its own NAD's IPAM (a static address, a second NAD on the same bridge).
    */
   constructor(
     plumber: Plumber,
     pluginTimeoutMs: number,
     guard?: Pick<PortGuard, "admit" | "release">,
     native?: NativeNadIpam,
+    held?: HeldOnBridge,
   ) {
     this.#native = native;
+    this.#held = held;
     this.#plumber = plumber;
     this.#pluginTimeoutMs = pluginTimeoutMs;
     this.#guard = guard;
@@ -117,7 +168,20 @@ export class NadBridgeDriver implements Driver {
         ...(conf.isDefaultGateway && ip.gateway ? { gateway: ip.gateway } : {}),
       })),
     };
+    const mine = ips.map((ip) => canonicalIp(ip.address.split("/")[0]) ?? ip.address);
+    const owner = `${key.containerId}/${key.ifname}`;
     try {
+      // Checked and taken in one step (no await between): two ADDs cannot both find it free.
+      const taken = this.#takenOn(bridge, key).find((t) => mine.includes(t));
+      if (taken) {
+        throw new CniError(
+          CNI_ERROR.INVALID_CONFIG,
+          `address ${taken} is already held by another interface on bridge ${bridge}`,
+        );
+      }
+      const inFlight = this.#inFlight.get(bridge) ?? new Map<string, string>();
+      this.#inFlight.set(bridge, inFlight);
+      for (const ip of mine) inFlight.set(ip, owner);
       await this.#plumber.ensureBridge({
         name: bridge,
         mtu,
@@ -132,6 +196,7 @@ export class NadBridgeDriver implements Driver {
         ips: ips.map((ip) => ip.address.split("/")[0]),
       });
     } catch (e) {
+      this.#forget(bridge, owner);
       await this.#plumber.unplugVeth(spec.hostIfname).catch(() => {});
       if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx)).catch(() => {});
       throw e instanceof CniError
@@ -143,9 +208,32 @@ export class NadBridgeDriver implements Driver {
     return { result, hostIfname: spec.hostIfname };
   }
 
+  /** Addresses other interfaces hold on `bridge` (recorded, or plugged by an ADD under way). */
+  #takenOn(bridge: string, key: { containerId: string; ifname: string }): string[] {
+    const owner = `${key.containerId}/${key.ifname}`;
+    const flying = [...(this.#inFlight.get(bridge) ?? new Map<string, string>())]
+      .filter(([, o]) => o !== owner)
+      .map(([ip]) => ip);
+    return [...flying, ...(this.#held?.(bridge, key) ?? [])];
+  }
+
+  #forget(bridge: string, owner: string): void {
+    const inFlight = this.#inFlight.get(bridge);
+    for (const [ip, o] of inFlight ?? []) if (o === owner) inFlight!.delete(ip);
+    if (inFlight?.size === 0) this.#inFlight.delete(bridge);
+  }
+
+  /** An interface's DEL: its addresses are free on its bridge. */
+  #settled(key: { containerId: string; ifname: string }): void {
+    for (const bridge of [...this.#inFlight.keys()]) {
+      this.#forget(bridge, `${key.containerId}/${key.ifname}`);
+    }
+  }
+
   /** Removes the host end (the pod end goes with it) and releases the addresses. */
   async del(ctx: RecordContext): Promise<void> {
     this.#conf(ctx.conf);
+    this.#settled(ctx.key);
     const port = ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname);
     await this.#guard?.release({
       port,
