@@ -23,6 +23,7 @@ import { multiVifSide } from "./multivif/multivif_side.ts";
 import { policyProblems } from "./policy/policy_watches.ts";
 import { stopRunningPlugins } from "./net/delegate.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
+import { ChildSet } from "./runtime/child_set.ts";
 import { openPlumbing } from "./net/plumbing.ts";
 import { takeCpuPriority } from "./runtime/cpu_priority.ts";
 import { IdleTrimmer, mallocTrim } from "./runtime/idle_trim.ts";
@@ -73,10 +74,12 @@ export async function startDaemon(
   const plumbing = openPlumbing(config, overrides.plumber, logger);
   const { plumber } = plumbing;
   const netns = await NetnsGuard.forThisProcess();
+  const guardChildren = new ChildSet();
   const guard = portSecuritySide({
     config,
     netfilter: plumbing.libc,
     logger: getLogger(["ferry", "portsec"]),
+    children: guardChildren,
   });
   const network = new DefaultNetwork(
     {
@@ -136,6 +139,7 @@ export async function startDaemon(
   } catch (e) {
     await kube?.close();
     plumbing.close();
+    guardChildren.close();
     throw e;
   }
   const { controller, identity } = cluster;
@@ -278,6 +282,7 @@ export async function startDaemon(
     await gc.close();
     await kube?.close();
     plumbing.close();
+    guardChildren.close();
     throw e;
   }
   const { socket, httpPort, metricsPort } = server;
@@ -345,6 +350,7 @@ export async function startDaemon(
       plumbing.close();
       trimmer?.stop();
       guard?.stopCounting();
+      guardChildren.close();
     },
   };
 }

@@ -10,7 +10,11 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import { feedStdin } from "../runtime/child_input.ts";
+import { ChildSet } from "../runtime/child_set.ts";
+import { Deadline } from "../runtime/deadline.ts";
+
+/** An `nft` of the guard still running after this long is given up, its process killed. */
+const NFT_TIMEOUT_MS = 30_000;
 import { NFPROTO_BRIDGE, type SetElementOp } from "../policy/nft_netlink.ts";
 import {
   GUARD_KINDS,
@@ -231,34 +235,36 @@ export function dropIncreases(before: PortDrops[], after: PortDrops[]): PortDrop
 }
 
 /**
- * `nft` runs for the guard: `apply` (`nft -f -`) and `listJson` (`nft -j list table bridge`).
+ * `nft` runs for the guard: `apply` (`nft -f -`) and `listJson` (`nft -j list table bridge`),
+ * each given up (the process killed) after `timeoutMs`, and all of them killed when `children`
+ * is closed (the daemon stops).
  *
  * @example
  * ```ts
  * const guard = new PortGuard({ table: "ferry-portsec", ...nftBridgeRunner(), logger });
  * ```
  */
-export function nftBridgeRunner(): Pick<PortGuardDeps, "apply" | "listJson"> {
+export function nftBridgeRunner(
+  children: ChildSet = new ChildSet(),
+  timeoutMs = NFT_TIMEOUT_MS,
+): Pick<PortGuardDeps, "apply" | "listJson"> {
   return {
     async apply(script: string): Promise<void> {
-      const child = new Deno.Command("nft", {
-        args: ["-f", "-"],
-        stdin: "piped",
-        stdout: "null",
-        stderr: "piped",
-      }).spawn();
-      await feedStdin(child, script);
-      const out = await child.output();
+      using deadline = new Deadline(timeoutMs);
+      const out = await children.run("nft", ["-f", "-"], {
+        stdin: script,
+        signal: deadline.signal,
+      });
       if (!out.success) {
         throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
       }
     },
     async listJson(table: string): Promise<string | undefined> {
-      const out = await new Deno.Command("nft", {
-        args: ["-j", "list", "table", "bridge", table],
-        stdout: "piped",
-        stderr: "null",
-      }).output();
+      using deadline = new Deadline(timeoutMs);
+      const out = await children.run("nft", ["-j", "list", "table", "bridge", table], {
+        stdout: true,
+        signal: deadline.signal,
+      });
       return out.success ? new TextDecoder().decode(out.stdout) : undefined;
     },
   };

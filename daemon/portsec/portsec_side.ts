@@ -12,6 +12,7 @@ import { guardRemovalScript } from "./guard_table.ts";
 import { nftBridgeRunner, type PortDrops, PortGuard } from "./port_guard.ts";
 import type { Attachment } from "../service/attachment_store.ts";
 import { NftRunner } from "../cluster/masquerade.ts";
+import type { ChildSet } from "../runtime/child_set.ts";
 import type { SublinkGuard } from "../drivers/sublink.ts";
 
 /** What the side needs. */
@@ -22,6 +23,8 @@ export interface PortSecuritySideDeps {
   netfilter?: NftSys;
   /** Where the guard logs. */
   logger: Logger;
+  /** Its `nft` processes: killed when the daemon stops (closes the set). */
+  children?: ChildSet;
 }
 
 /**
@@ -34,8 +37,8 @@ export interface PortSecuritySideDeps {
  * ```
  */
 export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined {
-  const runner = nftBridgeRunner();
   if (!d.config.portSecurity.enabled) return undefined;
+  const runner = nftBridgeRunner(d.children);
   return new PortGuard({
     table: d.config.portSecurity.table,
     ...runner,
