@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { UnroutableRange } from "../daemon/cluster/unroutable.ts";
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { cidrContains, parseCidr, parseIp } from "../daemon/ipam/cidr.ts";
 import type { NodeReport } from "../daemon/tools/node_report.ts";
@@ -97,12 +98,28 @@ export interface NodeFacts {
   now: number;
 }
 
+/**
+ * One range a node cannot route, as text: `node dst via hop: reason` (a daemon from before the
+ * reasons gives text already).
+ *
+ * @example
+ * ```ts
+ * unroutableText({ node: "n4", dst: "10.244.4.0/24", via: "198.18.9.11", reason: "ENETUNREACH" });
+ * // "n4 10.244.4.0/24 via 198.18.9.11: ENETUNREACH"
+ * ```
+ */
+export function unroutableText(u: string | UnroutableRange): string {
+  if (typeof u === "string") return u;
+  return `${u.node ? `${u.node} ` : ""}${u.dst}${u.via ? ` via ${u.via}` : ""}: ${u.reason}`;
+}
+
 interface StatsView {
   policy?: { policies: number; isolatedPods: number; writes: number; failures: number };
   network?: { waitingFor?: string; ranges: string[] };
   cluster?: {
     routes: number;
-    unroutable: string[];
+    /** Objects from today's daemons (`UnroutableRange`), text from older ones. */
+    unroutable: (string | UnroutableRange)[];
     lastError?: string;
     ipamMode?: string;
   };
@@ -174,19 +191,23 @@ export function nodeStatus(f: NodeFacts): NodeStatus {
     }
     if (stats.cluster) {
       const expected = f.routing === "none" ? 0 : f.otherRanges;
+      const unroutable = stats.cluster.unroutable ?? [];
       out.routes = {
         inPlace: stats.cluster.routes,
         expected,
-        unroutable: stats.cluster.unroutable,
+        unroutable: unroutable.map(unroutableText),
       };
       if (stats.cluster.lastError) out.lastError = stats.cluster.lastError;
-      if (stats.cluster.routes < expected - stats.cluster.unroutable.length) {
+      if (stats.cluster.routes < expected - unroutable.length) {
         problems.push(
           `${stats.cluster.routes} of ${expected} routes to other nodes' pods in place`,
         );
       }
-      if (stats.cluster.unroutable.length) {
-        problems.push(`ranges it cannot route to: ${stats.cluster.unroutable.join(", ")}`);
+      // Refused by the kernel (or said by an older daemon, as text) is a problem; what cannot be
+      // routed by design (an IPv6 range over the overlay, an endpoint not published yet) is not.
+      const refused = unroutable.filter((u) => typeof u === "string" || u.refused);
+      if (refused.length) {
+        problems.push(`ranges it cannot route to: ${refused.map(unroutableText).join(", ")}`);
       }
       if (stats.cluster.lastError) {
         problems.push(`routes and masquerade: ${stats.cluster.lastError}`);

@@ -95,3 +95,36 @@ Deno.test("a range's bar fills with its use", () => {
     "10.244.0.0/24      [##......] 64 used, 192 free",
   );
 });
+
+Deno.test("a range the kernel refused is a problem named with node, range, next hop and reason; one unroutable by design is shown, not a problem", () => {
+  const s = nodeStatus(facts({
+    otherRanges: 3,
+    report: {
+      stats: stats({
+        cluster: {
+          routes: 1,
+          unroutable: [
+            {
+              node: "n4",
+              dst: "10.244.4.0/24",
+              via: "198.18.9.11",
+              reason: "ENETUNREACH: network is unreachable",
+              refused: true,
+            },
+            { node: "n5", dst: "fd00:5::/64", reason: "IPv6 is not carried by the overlay" },
+          ],
+          ipamMode: "kubernetes",
+        },
+      }),
+      attachments: 3,
+    },
+  }));
+  assertEquals(s.routes?.unroutable, [
+    "n4 10.244.4.0/24 via 198.18.9.11: ENETUNREACH: network is unreachable",
+    "n5 fd00:5::/64: IPv6 is not carried by the overlay",
+  ]);
+  assertEquals(s.problems, [
+    "ranges it cannot route to: n4 10.244.4.0/24 via 198.18.9.11: ENETUNREACH: network is unreachable",
+  ]);
+  assertEquals(s.healthy, false);
+});
