@@ -475,3 +475,68 @@ Deno.test({
       }
     }),
 });
+
+for (const dualStack of [false, true]) {
+  Deno.test({
+    name: `port security probe (${
+      dualStack ? "dual-stack" : "IPv4-only"
+    }): an isolated pod is reachable on its IPv6 link-local address — evil's plain UDP datagram to db's fe80:: address, from evil's own link-local address (which the guard allows even on an IPv4-only pod), passes db's NetworkPolicy, whose rules know pods by their pod addresses only`,
+    ...opts,
+    fn: () =>
+      withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack }, async (c) => {
+        const [node] = c.nodes;
+        const db = await c.addPod(node, "db", 0, { labels: { app: "db" } });
+        const web = await c.addPod(node, "web", 0, { labels: { app: "web" } });
+        const evil = await c.addPod(node, "evil", 0, { labels: { app: "evil" } });
+        const policy = dbFromWeb(db);
+        await c.client.create(NETWORK_POLICIES, policy);
+        const at = await watcher(db, PROBE, "listen6", String(PORT));
+        const hex = (s: string) =>
+          Array.from(new TextEncoder().encode(s), (b) => b.toString(16).padStart(2, "0")).join("");
+        const sendUdp = (from: SimPod, to: string, text: string) =>
+          run(
+            "ip",
+            "netns",
+            "exec",
+            from.ns.name,
+            "python3",
+            "-c",
+            `import socket;socket.socket(socket.AF_INET6,socket.SOCK_DGRAM).sendto(b"${text}",("${
+              to.includes(":") ? to : "::ffff:" + to
+            }",${PORT}))`,
+          );
+        const got = (text: string) => at.lines.filter((l) => l.endsWith(hex(text)));
+        try {
+          await eventually(async () => {
+            await sendUdp(web, db.ip, "hi-web");
+            return got("hi-web").length > 0;
+          }, "web reaches db (policy admits app=web)");
+          await eventually(async () => {
+            await sendUdp(evil, db.ip, "evil-pod-address");
+            await sleep(500);
+            return got("evil-pod-address").length === 0;
+          }, "the policy keeps evil's datagrams to db's pod address out");
+          for (const p of [db, evil]) {
+            await eventually(async () => {
+              const a = await run("ip", "-n", p.ns.name, "-6", "addr", "show", "dev", "eth0");
+              return a.includes("scope link") && !a.includes("tentative");
+            }, `${p.name} has its link-local address (the kernel's, IPv4-only or not)`);
+          }
+          for (let i = 0; i < 3; i++) {
+            await sendUdp(evil, `${linkLocalOf(macOf(db))}%eth0`, "evil-linklocal");
+          }
+          await sleep(2000);
+          assertEquals(
+            got("evil-linklocal"),
+            [],
+            `evil (${linkLocalOf(macOf(evil))}) reached isolated db on its link-local address`,
+          );
+        } finally {
+          at.stop();
+          await c.client.delete(NETWORK_POLICIES, "default", policy.metadata!.name!).catch(
+            () => {},
+          );
+        }
+      }),
+  });
+}
