@@ -480,7 +480,7 @@ for (const dualStack of [false, true]) {
   Deno.test({
     name: `port security probe (${
       dualStack ? "dual-stack" : "IPv4-only"
-    }): an isolated pod is reachable on its IPv6 link-local address — evil's plain UDP datagram to db's fe80:: address, from evil's own link-local address (which the guard allows even on an IPv4-only pod), passes db's NetworkPolicy, whose rules know pods by their pod addresses only`,
+    }): an isolated pod is reachable on its IPv6 link-local address — evil's plain UDP datagram to db's fe80:: address, from evil's own link-local address (which the guard allows even on an IPv4-only pod), passes db's NetworkPolicy, whose rules know pods by their pod addresses only; so does a broadcast to 255.255.255.255`,
     ...opts,
     fn: () =>
       withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack }, async (c) => {
@@ -524,12 +524,23 @@ for (const dualStack of [false, true]) {
           }
           for (let i = 0; i < 3; i++) {
             await sendUdp(evil, `${linkLocalOf(macOf(db))}%eth0`, "evil-linklocal");
+            await run(
+              "ip",
+              "netns",
+              "exec",
+              evil.ns.name,
+              "python3",
+              "-c",
+              `import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.setsockopt(socket.SOL_SOCKET,socket.SO_BROADCAST,1);s.sendto(b"evil-broadcast",("255.255.255.255",${PORT}))`,
+            );
           }
           await sleep(2000);
           assertEquals(
-            got("evil-linklocal"),
-            [],
-            `evil (${linkLocalOf(macOf(evil))}) reached isolated db on its link-local address`,
+            { linkLocal: got("evil-linklocal"), broadcast: got("evil-broadcast") },
+            { linkLocal: [], broadcast: [] },
+            `evil (${
+              linkLocalOf(macOf(evil))
+            }) reached isolated db on its link-local address, or by broadcast`,
           );
         } finally {
           at.stop();
