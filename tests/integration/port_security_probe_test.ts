@@ -7,7 +7,9 @@ import { assertEquals } from "deno-std/assert/mod.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { type SimPod, waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
-import { NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
+import { installNadCrd } from "../../daemon/dev/crds.ts";
+import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
 import { linkLocalOf } from "../../daemon/portsec/guard_table.ts";
 import { vtepMac } from "../../daemon/cluster/vxlan.ts";
@@ -22,6 +24,8 @@ const PORT = 9999;
 
 const macOf = (p: SimPod) => stableMac(p.containerId, "eth0", "container");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const hexOf = (s: string) =>
+  Array.from(new TextEncoder().encode(s), (b) => b.toString(16).padStart(2, "0")).join("");
 
 /** Runs _probe.py in `pod`'s namespace (one frame, or one plain datagram). */
 async function probe(pod: SimPod, ...args: string[]): Promise<void> {
@@ -551,3 +555,97 @@ for (const dualStack of [false, true]) {
       }),
   });
 }
+
+Deno.test({
+  name:
+    "port security probe: a native NAD bridge chained with `tuning` (runtimeConfig mac from the pod's selection element) — the guard takes the MAC Ferry gave at ADD, but a restart rebuilds it from the recorded result, the tuned MAC: a pod that asked for another pod's MAC then sends as it on the shared bridge",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const name = `psprobe-${t}`;
+      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+        metadata: { name, namespace: "default" },
+        spec: {
+          config: JSON.stringify({
+            cniVersion: "1.0.0",
+            name,
+            plugins: [
+              {
+                type: "bridge",
+                bridge: `fyb${t}`,
+                ipam: { type: "host-local", ranges: [[{ subnet: "192.168.87.0/24" }]] },
+              },
+              { type: "tuning", capabilities: { mac: true } },
+            ],
+          }),
+        },
+      } as KubeObject);
+      try {
+        const victim = await c.addPod(node, "victim", 30_000, {
+          annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name }]) },
+        });
+        const peer = await c.addPod(node, "peer", 30_000, {
+          annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name }]) },
+        });
+        const vMac = stableMac(victim.containerId, "net1", "container");
+        let evil: SimPod;
+        try {
+          evil = await c.addPod(node, "evil", 30_000, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name, mac: vMac }]) },
+          });
+        } catch {
+          return; // Secure: a selection asking for another pod's MAC is refused.
+        }
+        const net1 = async (p: SimPod) =>
+          (JSON.parse(
+            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+          ) as {
+            addr_info: { local: string }[];
+          }[])[0].addr_info[0].local;
+        const [evilIp, peerIp] = [await net1(evil), await net1(peer)];
+        const peerMac = stableMac(peer.containerId, "net1", "container");
+        const seen = await watcher(peer, PROBE, "listen4", String(PORT));
+        const asVictim = (text: string) =>
+          run(
+            "ip",
+            "netns",
+            "exec",
+            evil.ns.name,
+            "python3",
+            SPOOF,
+            "net1",
+            "udp4",
+            vMac,
+            peerMac,
+            evilIp,
+            peerIp,
+            String(PORT),
+            text,
+          );
+        try {
+          await asVictim("before-restart");
+          await sleep(1000);
+          // At ADD the guard holds Ferry's MAC for evil's port: the victim's MAC is dropped.
+          const before = seen.lines.filter((l) => l.includes(hexOf("before-restart")));
+          await c.killAndRestart(node);
+          await waitReady(node);
+          await sleep(1000);
+          for (let i = 0; i < 3; i++) await asVictim("after-restart");
+          await sleep(2000);
+          const after = seen.lines.filter((l) => l.includes(hexOf("after-restart")));
+          assertEquals(
+            { before, after },
+            { before: [], after: [] },
+            `evil's frames with victim's MAC ${vMac} on the NAD bridge reached peer`,
+          );
+        } finally {
+          seen.stop();
+        }
+      } finally {
+        await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
+      }
+    }),
+});
