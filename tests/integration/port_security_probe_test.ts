@@ -649,3 +649,57 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "port security probe: turning portSecurity.allowSourcePrefixesAnnotation off does not take back prefixes already granted — the restart rebuilds the guard from the attachment records, allowed prefixes included, and the pod keeps sending from them",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 1,
+      config: { portSecurity: { allowSourcePrefixesAnnotation: true } },
+    }, async (c) => {
+      const [node] = c.nodes;
+      const gw = await c.addPod(node, "gw", 0, {
+        annotations: { "ferry.dev/allowed-source-prefixes": "198.51.100.0/24" },
+      });
+      const peer = await c.addPod(node, "peer", 0);
+      const at = await watcher(peer, SPOOF, "listen", String(PORT));
+      const got = (text: string) => at.lines.filter((l) => l.endsWith(text));
+      const udp = (text: string) =>
+        run(
+          "ip",
+          "netns",
+          "exec",
+          gw.ns.name,
+          "python3",
+          SPOOF,
+          "eth0",
+          "udp4",
+          macOf(gw),
+          macOf(peer),
+          "198.51.100.7",
+          peer.ip,
+          String(PORT),
+          text,
+        );
+      try {
+        await eventually(async () => {
+          await udp("while-allowed");
+          return got("while-allowed").length > 0;
+        }, "honoured while the operator allows it");
+        await c.reconfigure(node, { portSecurity: { allowSourcePrefixesAnnotation: false } });
+        await waitReady(node);
+        for (let i = 0; i < 3; i++) await udp("after-revocation");
+        await sleep(2000);
+        assertEquals(
+          got("after-revocation"),
+          [],
+          "gw still sends from 198.51.100.0/24 after the operator turned the annotation off",
+        );
+      } finally {
+        at.stop();
+      }
+    }),
+});
