@@ -243,7 +243,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "port security probe: the node masquerades a pod's broadcasts and multicasts to other pods on its bridge — a datagram evil sends to 255.255.255.255 or ff02::1 (and a rogue DHCPOFFER broadcast) reaches its neighbours from the node's gateway address or the bridge's link-local address (the router's)",
+    "port security probe: the node masquerades a pod's broadcasts and multicasts to other pods on its bridge — a datagram evil sends to 255.255.255.255 or ff02::1 reaches its neighbours from the node's gateway address or the bridge's link-local address (the router's)",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
