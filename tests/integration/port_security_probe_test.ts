@@ -703,3 +703,98 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "port security probe: on a native NAD bridge the guard trusts whatever the NAD's IPAM hands out — a second NAD naming the same bridge with static IPAM (the address from the pod's selection element) puts another pod's address on evil's interface, and evil's ARP replies claiming it pass",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const bridge = `fyb${t}`;
+      const [theirs, mine] = [`psowner-${t}`, `psclaim-${t}`];
+      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+        metadata: { name: theirs, namespace: "default" },
+        spec: {
+          config: JSON.stringify({
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge,
+            ipam: { type: "host-local", ranges: [[{ subnet: "192.168.88.0/24" }]] },
+          }),
+        },
+      } as KubeObject);
+      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+        metadata: { name: mine, namespace: "default" },
+        spec: {
+          config: JSON.stringify({
+            cniVersion: "1.0.0",
+            type: "bridge",
+            bridge,
+            capabilities: { ips: true },
+            ipam: { type: "static" },
+          }),
+        },
+      } as KubeObject);
+      try {
+        const onTheirs = { "k8s.v1.cni.cncf.io/networks": theirs };
+        const victim = await c.addPod(node, "victim", 30_000, { annotations: onTheirs });
+        const peer = await c.addPod(node, "peer", 30_000, { annotations: onTheirs });
+        const net1 = async (p: SimPod) =>
+          (JSON.parse(
+            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+          ) as {
+            addr_info: { local: string }[];
+          }[])[0].addr_info[0].local;
+        const [victimIp, peerIp] = [await net1(victim), await net1(peer)];
+        let evil: SimPod;
+        try {
+          evil = await c.addPod(node, "evil", 30_000, {
+            annotations: {
+              "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
+                name: mine,
+                ips: [`${victimIp}/24`],
+              }]),
+            },
+          });
+        } catch {
+          return; // Secure: the address is live on another pod of that bridge.
+        }
+        const evilMac = stableMac(evil.containerId, "net1", "container");
+        const peerMac = stableMac(peer.containerId, "net1", "container");
+        await run("ip", "netns", "exec", peer.ns.name, "ping", "-c1", "-W2", victimIp);
+        for (let i = 0; i < 3; i++) {
+          await run(
+            "ip",
+            "netns",
+            "exec",
+            evil.ns.name,
+            "python3",
+            SPOOF,
+            "net1",
+            "arp",
+            evilMac,
+            peerMac,
+            "2",
+            evilMac,
+            victimIp,
+            peerMac,
+            peerIp,
+          );
+        }
+        await sleep(1000);
+        const neigh = await run("ip", "-n", peer.ns.name, "neigh", "show", victimIp);
+        assertEquals(
+          neigh.includes(evilMac),
+          false,
+          `peer's neighbour entry for victim ${victimIp} now names evil's MAC: ${neigh}`,
+        );
+      } finally {
+        for (const n of [theirs, mine]) {
+          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", n).catch(() => {});
+        }
+      }
+    }),
+});
