@@ -6,7 +6,16 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { type SimPod, waitReady, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
+import {
+  IS_ROOT,
+  kernelSupports,
+  run,
+  type TestNetns,
+  uniqueToken,
+  withMasterLink,
+  withNetns,
+} from "../../daemon/dev/netns.ts";
+import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
 import { installNadCrd } from "../../daemon/dev/crds.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
@@ -797,4 +806,101 @@ Deno.test({
         }
       }
     }),
+});
+
+Deno.test({
+  name:
+    "port security probe (macvlan, the guard in the pod's namespace): the same gaps as the bridge — a DHCPOFFER to port 68 from source port 6767 and a datagram from the unspecified source :: leave the pod and reach its macvlan neighbour",
+  ignore: opts.ignore || !(await kernelSupports("macvlan")),
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withMasterLink((master) =>
+      withFerry({}, (ferry) =>
+        withNetns(2, async ([a, b]) => {
+          const subnet = `172.${16 + Math.floor(Math.random() * 16)}.${
+            Math.floor(Math.random() * 256)
+          }`;
+          const stdin = netconf("1.0.0", {
+            name: `mv-${uniqueToken()}`,
+            attachment: {
+              type: "macvlan",
+              master,
+              mode: "bridge",
+              ipam: {
+                type: "host-local",
+                ranges: [[{ subnet: `${subnet}.0/24` }]],
+                dataDir: `${ferry.dir}/host-local`,
+              },
+            },
+          });
+          const ids = [`c${uniqueToken()}`, `c${uniqueToken()}`];
+          const nss = [a, b];
+          const plugged: { ips: { address: string }[] }[] = [];
+          const pod = (ns: TestNetns) => ({ ns }) as SimPod;
+          let at68: { lines: string[]; stop(): void } | undefined;
+          let at6: { lines: string[]; stop(): void } | undefined;
+          try {
+            for (const [i, ns] of nss.entries()) {
+              const out = await ferry.shim(cniEnv("ADD", ns, ids[i], "net1"), stdin);
+              assertEquals(out.code, 0, out.stdout + out.stderr);
+              plugged.push(out.json as { ips: { address: string }[] });
+            }
+            const [aIp, bIp] = plugged.map((r) => r.ips[0].address.split("/")[0]);
+            const [aMac, bMac] = ids.map((id) => stableMac(id, "net1", "container"));
+            at68 = await watcher(pod(b), PROBE, "listen4", "68");
+            at6 = await watcher(pod(b), PROBE, "listen6", String(PORT));
+            await eventually(async () => {
+              const v6 = await run("ip", "-n", b.name, "-6", "addr", "show", "dev", "net1");
+              return v6.includes("scope link") && !v6.includes("tentative");
+            }, "b's link-local address is up");
+            for (let i = 0; i < 3; i++) {
+              await run(
+                "ip",
+                "netns",
+                "exec",
+                a.name,
+                "python3",
+                PROBE,
+                "net1",
+                "dhcp4from",
+                aMac,
+                "ff:ff:ff:ff:ff:ff",
+                aIp,
+                "255.255.255.255",
+                "6767",
+                bIp,
+              );
+              await run(
+                "ip",
+                "netns",
+                "exec",
+                a.name,
+                "python3",
+                SPOOF,
+                "net1",
+                "udp6",
+                aMac,
+                bMac,
+                "::",
+                linkLocalOf(bMac),
+                String(PORT),
+                "anonymous",
+              );
+            }
+            await sleep(2000);
+            assertEquals(
+              { dhcp4: at68.lines, unspecified: at6.lines },
+              { dhcp4: [], unspecified: [] },
+              "a's DHCP offer from port 6767 or datagram from :: reached b over macvlan",
+            );
+          } finally {
+            at68?.stop();
+            at6?.stop();
+            for (const [i, ns] of nss.entries()) {
+              await ferry.shim(cniEnv("DEL", ns, ids[i], "net1"), stdin).catch(() => {});
+            }
+          }
+        }))
+    ),
 });
