@@ -150,7 +150,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "port security probe: VXLAN injection — a pod sends a plain UDP datagram to its node's VXLAN port (8472) carrying an inner frame from another node's pod; the node decapsulates and routes it to an isolated pod, past port security and the NetworkPolicy that admits only that pod",
+    "port security probe: VXLAN injection — a pod sends a plain UDP datagram to its node's VXLAN port (8472) carrying an inner frame from another node's pod; the node decapsulates and routes it to an isolated pod, past port security and the NetworkPolicy that admits only that pod; the same to the other node's VXLAN port",
   ...opts,
   fn: () =>
     withSimCluster({
@@ -237,11 +237,37 @@ Deno.test({
             "forged-vxlan",
           );
         }
-        await sleep(2000);
+        // And into the other node: to n2's VXLAN port (the outer packet leaves n1 masqueraded
+        // as n1's own address, a genuine peer of n2), inner source db's address, to web.
+        const atWeb = await watcher(web, SPOOF, "listen", String(PORT));
+        try {
+          for (let i = 0; i < 3; i++) {
+            await probe(
+              evil,
+              "udpsend",
+              "vxlan",
+              n2.address,
+              "8472",
+              "1",
+              vtepMac(n2.name),
+              "02:de:ad:be:ef:01",
+              db.ip,
+              web.ip,
+              String(PORT),
+              "forged-remote",
+            );
+          }
+          await sleep(2000);
+        } finally {
+          atWeb.stop();
+        }
         assertEquals(
-          atDb.lines.filter((l) => l.includes("forged")),
-          [],
-          "a VXLAN-encapsulated datagram from evil, as web, reached isolated db",
+          {
+            local: atDb.lines.filter((l) => l.includes("forged")),
+            remote: atWeb.lines.filter((l) => l.includes("forged")),
+          },
+          { local: [], remote: [] },
+          "a VXLAN-encapsulated datagram from evil, as web, reached isolated db (local), or as db reached web on the other node (remote)",
         );
       } finally {
         atDb.stop();
