@@ -162,17 +162,19 @@ export class BridgeDriver implements Driver {
   async del(ctx: RecordContext): Promise<void> {
     const hostIfname = ctx.record?.hostIfname ??
       hostLinkName(ctx.key.containerId, ctx.key.ifname);
-    await this.#d.guard?.release({
+    const entry = {
       port: hostIfname,
       mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
       ips: ctx.record
         ? (ctx.record.result.ips ?? []).map((ip) => ip.address.split("/")[0])
         : this.addressesOf(ctx.key),
       ...(ctx.record?.allowedSources ? { allowed: ctx.record.allowedSources } : {}),
-    });
+    };
     const removal = this.#d.plumber.unplugVeth(hostIfname);
     ctx.answerNow?.();
     await removal;
+    // Only once the link is gone: the pod sends as itself until then, never as anyone.
+    await this.#d.guard?.release(entry);
     for (const a of this.#d.allocators) await a.release(ctx.key);
   }
 

@@ -147,12 +147,13 @@ export class NadBridgeDriver implements Driver {
   async del(ctx: RecordContext): Promise<void> {
     this.#conf(ctx.conf);
     const port = ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname);
+    // The link goes first: the pod sends as itself until then, never as anyone.
+    await this.#plumber.unplugVeth(port);
     await this.#guard?.release({
       port,
       mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
       ips: (ctx.record?.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
     });
-    await this.#plumber.unplugVeth(port);
     if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx));
   }
 

@@ -40,6 +40,8 @@ export interface PortGuardDeps {
   apply(script: string): Promise<void>;
   /** `nft -j list table bridge <table>`, undefined when there is none (for counting drops). */
   listJson?(table: string): Promise<string | undefined>;
+  /** The node's VXLAN port, with `routing.mode` vxlan: pods may not send to it. */
+  tunnelPort?: number;
   /** The in-process writer; without it elements go through `apply`. */
   writer?: ElementWriter;
   /** Where it says what it did. */
@@ -81,9 +83,14 @@ export class PortGuard {
     return this.#d.table;
   }
 
-  /** Replaces the table whole with the guard of `entries`, in one transaction. */
-  async rebuild(entries: PortEntry[]): Promise<void> {
-    await this.#d.apply(guardTableScript(this.#d.table, entries));
+  /**
+   * Replaces the table whole with the guard of `entries`, in one transaction; the `closed` ports
+   * (pod interfaces whose record cannot be read) send nothing.
+   */
+  async rebuild(entries: PortEntry[], closed: string[] = []): Promise<void> {
+    await this.#d.apply(
+      guardTableScript(this.#d.table, entries, { tunnelPort: this.#d.tunnelPort, closed }),
+    );
     this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
       ports: entries.length,
       table: this.#d.table,
@@ -116,12 +123,14 @@ export class PortGuard {
   }
 
   /**
-   * Removes `entry`'s elements and its drop counters (a port no longer under guard: its frames
-   * are dropped until the link is gone). Absent elements are fine; a failure is logged.
+   * Removes `entry`'s elements, its drop counters and its closing (a port no longer under
+   * guard: run once its link is gone). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
+    const own = guardElements(entry);
     const ops: SetElementOp[] = [
-      ...guardElements(entry),
+      ...own,
+      { set: "closed", key: own[0].key },
       ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: guardElements(entry)[0].key })),
     ];
     try {
@@ -131,7 +140,8 @@ export class PortGuard {
       }
       // Without the writer, one transaction per element: a missing one fails only itself.
       const texts = [
-        ...guardElements(entry).map((e) => `${e.set} { ${e.text} }`),
+        ...own.map((e) => `${e.set} { ${e.text} }`),
+        `closed { ${JSON.stringify(entry.port)} }`,
         ...GUARD_KINDS.map((kind) => `drop_${kind} { ${JSON.stringify(entry.port)} }`),
       ];
       for (const t of texts) {

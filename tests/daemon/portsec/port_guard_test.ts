@@ -201,3 +201,30 @@ Deno.test("new drops are said once per pod and kind: a log line naming pod and f
     "team/evil SpoofedFramesDropped: port security dropped 3 frame(s) forging another ARP sender sent by this pod",
   ]);
 });
+
+Deno.test({
+  name:
+    "the guard table with a VXLAN port and closed ports is one transaction nft accepts, and drops datagrams to that port and everything from closed ports",
+  ignore: !HAS_NFT,
+  fn: async () => {
+    const script = guardTableScript("ferry-portsec", [entry], {
+      tunnelPort: 8472,
+      closed: ["fydamaged00000"],
+    });
+    assert(script.includes("udp dport 8472 jump forged_tunnel"), script);
+    assert(script.includes("iifname @closed jump forged_unlisted"), script);
+    assert(script.includes(`add element bridge ferry-portsec closed { "fydamaged00000" }`), script);
+    assert(!guardTableScript("t", []).includes("forged_tunnel\n"), "no tunnel rule without a port");
+    await assertNftAccepts(script);
+  },
+});
+
+Deno.test("a macvlan's guard drops messages to DHCP client ports and sends from :: only for DAD and MLD", () => {
+  const script = podGuardScript("ferry-portsec", {
+    ifname: "net1",
+    mac: "02:00:00:00:00:01",
+    ips: ["192.168.1.5"],
+  });
+  assert(script.includes(`udp dport { 68, 546 } counter drop comment "dhcp"`), script);
+  assert(script.includes(`ip6 saddr :: meta l4proto != ipv6-icmp counter drop`), script);
+});
