@@ -132,6 +132,28 @@ Deno.test({
             linkLocalOf(macOf(victim)),
             "5470",
           );
+          // The same unicast, to victim's pod addresses (no broadcast or link-local to drop).
+          await probe(
+            evil,
+            "eth0",
+            "dhcp4from",
+            macOf(evil),
+            macOf(victim),
+            evil.ip,
+            victim.ip,
+            "6767",
+            victim.ip,
+          );
+          await probe(
+            evil,
+            "eth0",
+            "dhcp6from",
+            macOf(evil),
+            macOf(victim),
+            evil.ip6!,
+            victim.ip6!,
+            "5470",
+          );
         }
         await sleep(2000);
         const offers = at68.lines.filter((l) => l.split(" ")[1]?.startsWith("02010600"));
