@@ -30,7 +30,7 @@ export interface BridgeDriverDeps {
   /** MTU of the bridge and the pod interfaces. */
   mtu: number;
   /** Port security: each pod's port under guard before its ADD answers (off when absent). */
-  guard?: Pick<PortGuard, "admit" | "release">;
+  guard?: Pick<PortGuard, "close" | "admit" | "release">;
 }
 
 /** The bridge the allocators imply: their gateways with their subnets' prefixes. */
@@ -107,6 +107,8 @@ export class BridgeDriver implements Driver {
     // awaits it (an unhandled rejection would end the daemon).
     allocation.catch(() => {});
     try {
+      // Closed before its link exists: the port sends nothing until its pod is admitted.
+      await this.#d.guard?.close(spec.hostIfname);
       try {
         await this.#d.plumber.plugVeth(spec, allocation);
       } catch (e) {
@@ -125,6 +127,7 @@ export class BridgeDriver implements Driver {
       await this.#d.guard?.admit(guardEntry(spec, ctx.allowedSources));
     } catch (e) {
       await this.#undo(key, spec.hostIfname);
+      await this.#d.guard?.release(guardEntry(spec, ctx.allowedSources));
       throw e;
     }
     return { result: result!, hostIfname: spec.hostIfname };

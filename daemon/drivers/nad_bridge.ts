@@ -58,7 +58,7 @@ export function nativeBridgeConf(conf: NetConf): boolean {
 export class NadBridgeDriver implements Driver {
   readonly #plumber: Plumber;
   readonly #pluginTimeoutMs: number;
-  readonly #guard?: Pick<PortGuard, "admit" | "release">;
+  readonly #guard?: Pick<PortGuard, "close" | "admit" | "release">;
   readonly #validate = validateNadBridgeConf;
 
   readonly #native?: NativeNadIpam;
@@ -71,7 +71,7 @@ export class NadBridgeDriver implements Driver {
   constructor(
     plumber: Plumber,
     pluginTimeoutMs: number,
-    guard?: Pick<PortGuard, "admit" | "release">,
+    guard?: Pick<PortGuard, "close" | "admit" | "release">,
     native?: NativeNadIpam,
   ) {
     this.#native = native;
@@ -125,6 +125,8 @@ export class NadBridgeDriver implements Driver {
           ? ips.filter((ip) => ip.gateway).map((ip) => `${ip.gateway}/${ip.address.split("/")[1]}`)
           : [],
       });
+      // Closed before its link exists: the port sends nothing until its pod is admitted.
+      await this.#guard?.close(spec.hostIfname);
       await this.#plumber.plugVeth(spec);
       await this.#guard?.admit({
         port: spec.hostIfname,
@@ -133,6 +135,11 @@ export class NadBridgeDriver implements Driver {
       });
     } catch (e) {
       await this.#plumber.unplugVeth(spec.hostIfname).catch(() => {});
+      await this.#guard?.release({
+        port: spec.hostIfname,
+        mac: spec.containerMac,
+        ips: ips.map((ip) => ip.address.split("/")[0]),
+      });
       if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx)).catch(() => {});
       throw e instanceof CniError
         ? e

@@ -2,7 +2,9 @@
  * Port security's nftables table, as data: one `bridge` family table whose `prerouting` chain sees
  * every frame a pod sends into a Ferry bridge (to another pod or to the node) and drops what the
  * pod may not send: a source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target
- * that is not its own, router advertisements, redirects and DHCP server replies. What a pod may
+ * that is not its own, router advertisements, redirects, DHCP server messages, datagrams to the
+ * VXLAN port, and broadcast, multicast and link-local data (pods share no link-local scope); a
+ * closed port (under ADD, or its record unreadable) sends nothing. What a pod may
  * send is per-pod elements of a few sets keyed by the host-side port ({@link guardElements}), not
  * rules per pod, so an ADD adds elements (in-process, `nft_netlink.ts`) and the rules never change.
  * Every drop goes through the chain of its kind, which counts it per port in a dynamic set
@@ -62,7 +64,17 @@ export type GuardKind = typeof GUARD_KINDS[number];
 /** One set element: the set and its key, as the kernel stores it (concatenated, padded). */
 export interface GuardElement {
   /** The set. */
-  set: "closed" | "ports" | "mac" | "sarp" | "src4" | "src6" | "tgt6" | "allow4" | "allow6";
+  set:
+    | "adding"
+    | "closed"
+    | "ports"
+    | "mac"
+    | "sarp"
+    | "src4"
+    | "src6"
+    | "tgt6"
+    | "allow4"
+    | "allow6";
   /** The key's bytes. */
   key: Uint8Array;
   /** The end of a range (interval sets: the last key in it). */
@@ -172,12 +184,26 @@ export function guardElements(entry: PortEntry): GuardElement[] {
   return out;
 }
 
+/**
+ * The element that closes `port` while its ADD is under way: it sends nothing, listed or not,
+ * until its pod is admitted (not counted: the pod's own kernel speaks as its link comes up).
+ *
+ * @example
+ * ```ts
+ * addingElement("fy0123456789ab").set; // "adding"
+ * ```
+ */
+export function addingElement(port: string): GuardElement {
+  return { set: "adding", key: ifnameBytes(port), text: JSON.stringify(port) };
+}
+
 /** ICMPv6 neighbour discovery and multicast listener messages (types 130-143). */
 const ND_MLD = "130-143";
 
 /** The sets and the chains of the table: everything but the elements. */
 function body(opts: GuardOptions): string[] {
   const lines = [
+    "  set adding { type ifname; }",
     "  set closed { type ifname; }",
     "  set ports { type ifname; }",
     "  set mac { type ifname . ether_addr; }",
@@ -202,7 +228,9 @@ function body(opts: GuardOptions): string[] {
   lines.push(
     "  chain guard {",
     "    type filter hook prerouting priority -300; policy accept;",
-    // A port whose record cannot be read sends nothing (the guard fails closed for it).
+    // A port under ADD sends nothing until its pod is admitted; nor does a port whose record
+    // cannot be read (the guard fails closed for it).
+    "    iifname @adding drop",
     "    iifname @closed jump forged_unlisted",
     // Ports of this guard only (another daemon's, in a test, has its own table).
     "    iifname != @ports accept",

@@ -13,7 +13,9 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { feedStdin } from "../runtime/child_input.ts";
 import { NFPROTO_BRIDGE, type SetElementOp } from "../policy/nft_netlink.ts";
 import {
+  addingElement,
   GUARD_KINDS,
+  type GuardElement,
   guardElements,
   type GuardKind,
   guardRemovalScript,
@@ -98,20 +100,39 @@ export class PortGuard {
   }
 
   /**
-   * Lets `entry`'s pod send as itself (and as nothing else) from its port.
+   * Closes `port` before its link is plugged: it sends nothing until {@link PortGuard.admit}
+   * lists it (an ADD has no moment without guard).
+   *
+   * @throws {CniError} code 5 when the kernel refuses.
+   */
+  async close(port: string): Promise<void> {
+    try {
+      await this.#write([addingElement(port)]);
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `port security for ${port} could not be put in place`,
+        e instanceof Error ? e.message : String(e),
+      );
+    }
+  }
+
+  /**
+   * Lets `entry`'s pod send as itself (and as nothing else) from its port, and opens the port
+   * (closed by {@link PortGuard.close}) once it is listed.
    *
    * @throws {CniError} code 5 when the kernel refuses.
    */
   async admit(entry: PortEntry): Promise<void> {
-    const elements = guardElements(entry);
     try {
+      await this.#write(guardElements(entry));
+      const closed = addingElement(entry.port);
       if (this.#d.writer) {
-        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, elements);
+        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, [closed], true);
       } else {
-        await this.#d.apply(
-          elements.map((e) => `add element bridge ${this.#d.table} ${e.set} { ${e.text} }`)
-            .join("\n") + "\n",
-        );
+        // Absent (never closed) is fine.
+        await this.#d.apply(`delete element bridge ${this.#d.table} adding { ${closed.text} }\n`)
+          .catch(() => {});
       }
     } catch (e) {
       throw new CniError(
@@ -123,14 +144,15 @@ export class PortGuard {
   }
 
   /**
-   * Removes `entry`'s elements, its drop counters and its closing (a port no longer under
-   * guard: run once its link is gone). Absent elements are fine; a failure is logged.
+   * Removes `entry`'s elements, its drop counters and its closings (a port no longer under
+   * guard: run once its link is gone, or after a failed ADD). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
     const own = guardElements(entry);
     const ops: SetElementOp[] = [
       ...own,
       { set: "closed", key: own[0].key },
+      { set: "adding", key: own[0].key },
       ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: guardElements(entry)[0].key })),
     ];
     try {
@@ -142,6 +164,7 @@ export class PortGuard {
       const texts = [
         ...own.map((e) => `${e.set} { ${e.text} }`),
         `closed { ${JSON.stringify(entry.port)} }`,
+        `adding { ${JSON.stringify(entry.port)} }`,
         ...GUARD_KINDS.map((kind) => `drop_${kind} { ${JSON.stringify(entry.port)} }`),
       ];
       for (const t of texts) {
@@ -152,6 +175,18 @@ export class PortGuard {
         port: entry.port,
         error: e instanceof Error ? e.message : String(e),
       });
+    }
+  }
+
+  /** Adds `elements` in one transaction. */
+  async #write(elements: GuardElement[]): Promise<void> {
+    if (this.#d.writer) {
+      await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, elements);
+    } else {
+      await this.#d.apply(
+        elements.map((e) => `add element bridge ${this.#d.table} ${e.set} { ${e.text} }`)
+          .join("\n") + "\n",
+      );
     }
   }
 
