@@ -19,7 +19,7 @@ import { gcSide } from "./gc/gc_side.ts";
 import { ConflistPublisher } from "./install/conflist_publisher.ts";
 import { localRanges, poolIpam } from "./ipam/ipam_side.ts";
 import { connectKube, type KubeSide } from "./k8s/kube_side.ts";
-import { multiVifSide } from "./multivif/multivif_side.ts";
+import { ferryPodRanges, multiVifSide } from "./multivif/multivif_side.ts";
 import { policyProblems } from "./policy/policy_watches.ts";
 import { stopRunningPlugins } from "./net/delegate.ts";
 import { NetnsGuard } from "./net/netns_guard.ts";
@@ -91,6 +91,7 @@ export async function startDaemon(
       logger,
       reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
       guard,
+      honourAllowedSources: config.portSecurity.allowSourcePrefixesAnnotation,
     },
     `node ${config.nodeName} has no spec.podCIDRs yet (ipam.mode kubernetes)`,
   );
@@ -223,7 +224,13 @@ export async function startDaemon(
     pods: kube?.pods,
     policy: kube?.policy,
     multiPolicy: kube?.multiPolicy,
-    portSecurity: guard ? config.portSecurity : undefined,
+    portSecurity: guard
+      ? {
+        ...config.portSecurity,
+        podRanges: () =>
+          kube ? ferryPodRanges(kube, config, () => network.subnets()) : network.subnets(),
+      }
+      : undefined,
     multiVif: kube
       ? multiVifSide({ config, kube, localSubnets: () => network.subnets(), ip: plumbing.ip })
       : undefined,

@@ -30,7 +30,7 @@ export interface BridgeDriverDeps {
   /** MTU of the bridge and the pod interfaces. */
   mtu: number;
   /** Port security: each pod's port under guard before its ADD answers (off when absent). */
-  guard?: Pick<PortGuard, "admit" | "release">;
+  guard?: Pick<PortGuard, "close" | "admit" | "release">;
 }
 
 /** The bridge the allocators imply: their gateways with their subnets' prefixes. */
@@ -107,6 +107,8 @@ export class BridgeDriver implements Driver {
     // awaits it (an unhandled rejection would end the daemon).
     allocation.catch(() => {});
     try {
+      // Closed before its link exists: the port sends nothing until its pod is admitted.
+      await this.#d.guard?.close(spec.hostIfname);
       try {
         await this.#d.plumber.plugVeth(spec, allocation);
       } catch (e) {
@@ -125,6 +127,7 @@ export class BridgeDriver implements Driver {
       await this.#d.guard?.admit(guardEntry(spec, ctx.allowedSources));
     } catch (e) {
       await this.#undo(key, spec.hostIfname);
+      await this.#d.guard?.release(guardEntry(spec, ctx.allowedSources));
       throw e;
     }
     return { result: result!, hostIfname: spec.hostIfname };
@@ -162,17 +165,19 @@ export class BridgeDriver implements Driver {
   async del(ctx: RecordContext): Promise<void> {
     const hostIfname = ctx.record?.hostIfname ??
       hostLinkName(ctx.key.containerId, ctx.key.ifname);
-    await this.#d.guard?.release({
+    const entry = {
       port: hostIfname,
       mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
       ips: ctx.record
         ? (ctx.record.result.ips ?? []).map((ip) => ip.address.split("/")[0])
         : this.addressesOf(ctx.key),
       ...(ctx.record?.allowedSources ? { allowed: ctx.record.allowedSources } : {}),
-    });
+    };
     const removal = this.#d.plumber.unplugVeth(hostIfname);
     ctx.answerNow?.();
     await removal;
+    // Only once the link is gone: the pod sends as itself until then, never as anyone.
+    await this.#d.guard?.release(entry);
     for (const a of this.#d.allocators) await a.release(ctx.key);
   }
 

@@ -99,7 +99,7 @@ export function nativeBridgeConf(conf: NetConf): boolean {
 export class NadBridgeDriver implements Driver {
   readonly #plumber: Plumber;
   readonly #pluginTimeoutMs: number;
-  readonly #guard?: Pick<PortGuard, "admit" | "release">;
+  readonly #guard?: Pick<PortGuard, "close" | "admit" | "release">;
   readonly #validate = validateNadBridgeConf;
 
   readonly #native?: NativeNadIpam;
@@ -120,7 +120,7 @@ export class NadBridgeDriver implements Driver {
   constructor(
     plumber: Plumber,
     pluginTimeoutMs: number,
-    guard?: Pick<PortGuard, "admit" | "release">,
+    guard?: Pick<PortGuard, "close" | "admit" | "release">,
     native?: NativeNadIpam,
     held?: HeldOnBridge,
   ) {
@@ -189,6 +189,8 @@ export class NadBridgeDriver implements Driver {
           ? ips.filter((ip) => ip.gateway).map((ip) => `${ip.gateway}/${ip.address.split("/")[1]}`)
           : [],
       });
+      // Closed before its link exists: the port sends nothing until its pod is admitted.
+      await this.#guard?.close(spec.hostIfname);
       await this.#plumber.plugVeth(spec);
       await this.#guard?.admit({
         port: spec.hostIfname,
@@ -198,6 +200,11 @@ export class NadBridgeDriver implements Driver {
     } catch (e) {
       this.#forget(bridge, owner);
       await this.#plumber.unplugVeth(spec.hostIfname).catch(() => {});
+      await this.#guard?.release({
+        port: spec.hostIfname,
+        mac: spec.containerMac,
+        ips: ips.map((ip) => ip.address.split("/")[0]),
+      });
       if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx)).catch(() => {});
       throw e instanceof CniError
         ? e
@@ -235,12 +242,13 @@ export class NadBridgeDriver implements Driver {
     this.#conf(ctx.conf);
     this.#settled(ctx.key);
     const port = ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname);
+    // The link goes first: the pod sends as itself until then, never as anyone.
+    await this.#plumber.unplugVeth(port);
     await this.#guard?.release({
       port,
       mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
       ips: (ctx.record?.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
     });
-    await this.#plumber.unplugVeth(port);
     if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx));
   }
 

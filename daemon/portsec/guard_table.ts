@@ -2,7 +2,9 @@
  * Port security's nftables table, as data: one `bridge` family table whose `prerouting` chain sees
  * every frame a pod sends into a Ferry bridge (to another pod or to the node) and drops what the
  * pod may not send: a source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target
- * that is not its own, router advertisements, redirects and DHCP server replies. What a pod may
+ * that is not its own, router advertisements, redirects, DHCP server messages, datagrams to the
+ * VXLAN port, and broadcast, multicast and link-local data (pods share no link-local scope); a
+ * closed port (under ADD, or its record unreadable) sends nothing. What a pod may
  * send is per-pod elements of a few sets keyed by the host-side port ({@link guardElements}), not
  * rules per pod, so an ADD adds elements (in-process, `nft_netlink.ts`) and the rules never change.
  * Every drop goes through the chain of its kind, which counts it per port in a dynamic set
@@ -26,6 +28,20 @@ export interface PortEntry {
   allowed?: string[];
 }
 
+/** What the table guards beyond the per-port elements. */
+export interface GuardOptions {
+  /**
+   * The node's VXLAN port (`routing.vxlan.port`, with `routing.mode` vxlan): no pod sends a UDP
+   * datagram to it, whatever the destination (a VTEP would decapsulate what it carries).
+   */
+  tunnelPort?: number;
+  /**
+   * Ports that send nothing: Ferry's pod interfaces whose attachment record cannot be read (what
+   * the pod may send is not known).
+   */
+  closed?: string[];
+}
+
 /** The kinds of forgery a drop is counted as, in the order the chain checks them. */
 export const GUARD_KINDS = [
   "mac",
@@ -37,6 +53,9 @@ export const GUARD_KINDS = [
   "ra",
   "redirect",
   "dhcp",
+  "tunnel",
+  "linklocal",
+  "unlisted",
 ] as const;
 
 /** A kind of forgery. */
@@ -45,7 +64,17 @@ export type GuardKind = typeof GUARD_KINDS[number];
 /** One set element: the set and its key, as the kernel stores it (concatenated, padded). */
 export interface GuardElement {
   /** The set. */
-  set: "ports" | "mac" | "sarp" | "src4" | "src6" | "tgt6" | "allow4" | "allow6";
+  set:
+    | "adding"
+    | "closed"
+    | "ports"
+    | "mac"
+    | "sarp"
+    | "src4"
+    | "src6"
+    | "tgt6"
+    | "allow4"
+    | "allow6";
   /** The key's bytes. */
   key: Uint8Array;
   /** The end of a range (interval sets: the last key in it). */
@@ -122,6 +151,7 @@ export function guardElements(entry: PortEntry): GuardElement[] {
     { set: "ports", key: port, text: p },
     { set: "mac", key: concatBytes([port, mac]), text: `${p} . ${m}` },
   ];
+
   for (const ip of [...v4, "0.0.0.0"]) {
     out.push({
       set: "sarp",
@@ -154,9 +184,27 @@ export function guardElements(entry: PortEntry): GuardElement[] {
   return out;
 }
 
+/**
+ * The element that closes `port` while its ADD is under way: it sends nothing, listed or not,
+ * until its pod is admitted (not counted: the pod's own kernel speaks as its link comes up).
+ *
+ * @example
+ * ```ts
+ * addingElement("fy0123456789ab").set; // "adding"
+ * ```
+ */
+export function addingElement(port: string): GuardElement {
+  return { set: "adding", key: ifnameBytes(port), text: JSON.stringify(port) };
+}
+
+/** ICMPv6 neighbour discovery and multicast listener messages (types 130-143). */
+const ND_MLD = "130-143";
+
 /** The sets and the chains of the table: everything but the elements. */
-function body(): string[] {
+function body(opts: GuardOptions): string[] {
   const lines = [
+    "  set adding { type ifname; }",
+    "  set closed { type ifname; }",
     "  set ports { type ifname; }",
     "  set mac { type ifname . ether_addr; }",
     "  set sarp { type ifname . ether_addr . ipv4_addr; }",
@@ -180,6 +228,10 @@ function body(): string[] {
   lines.push(
     "  chain guard {",
     "    type filter hook prerouting priority -300; policy accept;",
+    // A port under ADD sends nothing until its pod is admitted; nor does a port whose record
+    // cannot be read (the guard fails closed for it).
+    "    iifname @adding drop",
+    "    iifname @closed jump forged_unlisted",
     // Ports of this guard only (another daemon's, in a test, has its own table).
     "    iifname != @ports accept",
     "    iifname . ether saddr != @mac jump forged_mac",
@@ -188,11 +240,25 @@ function body(): string[] {
     "    iifname . arp saddr ether . arp saddr ip != @sarp jump forged_arp",
     "    iifname . ip saddr != @src4 iifname . ip saddr != @allow4 jump forged_ipv4",
     "    iifname . ip6 saddr != @src6 iifname . ip6 saddr != @allow6 jump forged_ipv6",
+    // `::` only for duplicate address detection (a solicitation) and MLD reports.
+    "    ip6 saddr :: meta l4proto != ipv6-icmp jump forged_ipv6",
+    "    ip6 saddr :: icmpv6 type != { nd-neighbor-solicit, mld-listener-report, mld2-listener-report } jump forged_ipv6",
     "    icmpv6 type nd-neighbor-advert iifname . @th,64,128 != @tgt6 jump forged_nd",
     "    icmpv6 type nd-router-advert jump forged_ra",
     "    icmpv6 type nd-redirect jump forged_redirect",
     "    icmp type redirect jump forged_redirect",
+    // A server's messages: from a server port, or to a client port.
     "    udp sport { 67, 547 } jump forged_dhcp",
+    "    udp dport { 68, 546 } jump forged_dhcp",
+    ...(opts.tunnelPort ? [`    udp dport ${opts.tunnelPort} jump forged_tunnel`] : []),
+    // Pods share no link-local scope: no broadcast, multicast or link-local data between them
+    // (policy knows pods by their pod addresses). What stays: ARP, ND and MLD, and DHCP clients.
+    "    udp dport { 67, 547 } accept",
+    `    icmpv6 type ${ND_MLD} accept`,
+    "    ether type ip meta pkttype { broadcast, multicast } jump forged_linklocal",
+    "    ip daddr { 255.255.255.255, 224.0.0.0/4 } jump forged_linklocal",
+    "    ether type ip6 meta pkttype { broadcast, multicast } jump forged_linklocal",
+    "    ip6 daddr { fe80::/10, ff00::/8 } jump forged_linklocal",
     "  }",
   );
   return lines;
@@ -201,20 +267,28 @@ function body(): string[] {
 /**
  * One `nft -f` transaction that replaces bridge table `table` whole with the guard of `entries`:
  * the frames of a pod under guard are never let through unchecked, not even while it is rebuilt.
+ * `opts` names the VXLAN port pods may not send to and the ports that send nothing.
  *
  * @example
  * ```ts
  * guardTableScript("ferry-portsec", [{ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] }]);
  * ```
  */
-export function guardTableScript(table: string, entries: PortEntry[]): string {
+export function guardTableScript(
+  table: string,
+  entries: PortEntry[],
+  opts: GuardOptions = {},
+): string {
   const lines = [
     `table bridge ${table}`,
     `delete table bridge ${table}`,
     `table bridge ${table} {`,
-    ...body(),
+    ...body(opts),
     "}",
   ];
+  for (const port of opts.closed ?? []) {
+    lines.push(`add element bridge ${table} closed { ${JSON.stringify(port)} }`);
+  }
   for (const e of entries) {
     for (const el of guardElements(e)) {
       lines.push(`add element bridge ${table} ${el.set} { ${el.text} }`);

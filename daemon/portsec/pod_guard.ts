@@ -56,6 +56,11 @@ export function podGuardScript(table: string, g: PodLinkGuard): string {
     ...(g.dhcp ? ["ip saddr 0.0.0.0 udp sport 68 udp dport 67 accept"] : []),
     v4.length ? `ip saddr != ${set(v4)} ${drop("ipv4")}` : `ether type ip ${drop("ipv4")}`,
     `ip6 saddr != ${set([...v6, linkLocal, "::"])} ${drop("ipv6")}`,
+    // `::` only for duplicate address detection (a solicitation) and MLD reports.
+    `ip6 saddr :: meta l4proto != ipv6-icmp ${drop("ipv6")}`,
+    `ip6 saddr :: icmpv6 type != { nd-neighbor-solicit, mld-listener-report, mld2-listener-report } ${
+      drop("ipv6")
+    }`,
     ...(g.mac
       ? [
         `icmpv6 type nd-neighbor-advert @th,64,128 != ${set([...v6, linkLocal].map(hex))} ${
@@ -67,6 +72,7 @@ export function podGuardScript(table: string, g: PodLinkGuard): string {
     `icmpv6 type nd-redirect ${drop("redirect")}`,
     `icmp type redirect ${drop("redirect")}`,
     `udp sport { 67, 547 } ${drop("dhcp")}`,
+    `udp dport { 68, 546 } ${drop("dhcp")}`,
   ];
   return [
     `table netdev ${name}`,

@@ -17,7 +17,9 @@ import { Deadline } from "../runtime/deadline.ts";
 const NFT_TIMEOUT_MS = 30_000;
 import { NFPROTO_BRIDGE, type SetElementOp } from "../policy/nft_netlink.ts";
 import {
+  addingElement,
   GUARD_KINDS,
+  type GuardElement,
   guardElements,
   type GuardKind,
   guardRemovalScript,
@@ -44,6 +46,8 @@ export interface PortGuardDeps {
   apply(script: string): Promise<void>;
   /** `nft -j list table bridge <table>`, undefined when there is none (for counting drops). */
   listJson?(table: string): Promise<string | undefined>;
+  /** The node's VXLAN port, with `routing.mode` vxlan: pods may not send to it. */
+  tunnelPort?: number;
   /** The in-process writer; without it elements go through `apply`. */
   writer?: ElementWriter;
   /** Where it says what it did. */
@@ -85,9 +89,14 @@ export class PortGuard {
     return this.#d.table;
   }
 
-  /** Replaces the table whole with the guard of `entries`, in one transaction. */
-  async rebuild(entries: PortEntry[]): Promise<void> {
-    await this.#d.apply(guardTableScript(this.#d.table, entries));
+  /**
+   * Replaces the table whole with the guard of `entries`, in one transaction; the `closed` ports
+   * (pod interfaces whose record cannot be read) send nothing.
+   */
+  async rebuild(entries: PortEntry[], closed: string[] = []): Promise<void> {
+    await this.#d.apply(
+      guardTableScript(this.#d.table, entries, { tunnelPort: this.#d.tunnelPort, closed }),
+    );
     this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
       ports: entries.length,
       table: this.#d.table,
@@ -95,20 +104,39 @@ export class PortGuard {
   }
 
   /**
-   * Lets `entry`'s pod send as itself (and as nothing else) from its port.
+   * Closes `port` before its link is plugged: it sends nothing until {@link PortGuard.admit}
+   * lists it (an ADD has no moment without guard).
+   *
+   * @throws {CniError} code 5 when the kernel refuses.
+   */
+  async close(port: string): Promise<void> {
+    try {
+      await this.#write([addingElement(port)]);
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `port security for ${port} could not be put in place`,
+        e instanceof Error ? e.message : String(e),
+      );
+    }
+  }
+
+  /**
+   * Lets `entry`'s pod send as itself (and as nothing else) from its port, and opens the port
+   * (closed by {@link PortGuard.close}) once it is listed.
    *
    * @throws {CniError} code 5 when the kernel refuses.
    */
   async admit(entry: PortEntry): Promise<void> {
-    const elements = guardElements(entry);
     try {
+      await this.#write(guardElements(entry));
+      const closed = addingElement(entry.port);
       if (this.#d.writer) {
-        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, elements);
+        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, [closed], true);
       } else {
-        await this.#d.apply(
-          elements.map((e) => `add element bridge ${this.#d.table} ${e.set} { ${e.text} }`)
-            .join("\n") + "\n",
-        );
+        // Absent (never closed) is fine.
+        await this.#d.apply(`delete element bridge ${this.#d.table} adding { ${closed.text} }\n`)
+          .catch(() => {});
       }
     } catch (e) {
       throw new CniError(
@@ -120,12 +148,15 @@ export class PortGuard {
   }
 
   /**
-   * Removes `entry`'s elements and its drop counters (a port no longer under guard: its frames
-   * are dropped until the link is gone). Absent elements are fine; a failure is logged.
+   * Removes `entry`'s elements, its drop counters and its closings (a port no longer under
+   * guard: run once its link is gone, or after a failed ADD). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
+    const own = guardElements(entry);
     const ops: SetElementOp[] = [
-      ...guardElements(entry),
+      ...own,
+      { set: "closed", key: own[0].key },
+      { set: "adding", key: own[0].key },
       ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: guardElements(entry)[0].key })),
     ];
     try {
@@ -135,7 +166,9 @@ export class PortGuard {
       }
       // Without the writer, one transaction per element: a missing one fails only itself.
       const texts = [
-        ...guardElements(entry).map((e) => `${e.set} { ${e.text} }`),
+        ...own.map((e) => `${e.set} { ${e.text} }`),
+        `closed { ${JSON.stringify(entry.port)} }`,
+        `adding { ${JSON.stringify(entry.port)} }`,
         ...GUARD_KINDS.map((kind) => `drop_${kind} { ${JSON.stringify(entry.port)} }`),
       ];
       for (const t of texts) {
@@ -146,6 +179,18 @@ export class PortGuard {
         port: entry.port,
         error: e instanceof Error ? e.message : String(e),
       });
+    }
+  }
+
+  /** Adds `elements` in one transaction. */
+  async #write(elements: GuardElement[]): Promise<void> {
+    if (this.#d.writer) {
+      await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, elements);
+    } else {
+      await this.#d.apply(
+        elements.map((e) => `add element bridge ${this.#d.table} ${e.set} { ${e.text} }`)
+          .join("\n") + "\n",
+      );
     }
   }
 

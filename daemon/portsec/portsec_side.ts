@@ -18,7 +18,7 @@ import type { SublinkGuard } from "../drivers/sublink.ts";
 /** What the side needs. */
 export interface PortSecuritySideDeps {
   /** The daemon's config. */
-  config: Pick<DaemonConfig, "portSecurity">;
+  config: Pick<DaemonConfig, "portSecurity" | "routing">;
   /** NETLINK_NETFILTER system calls (the daemon's libc), when FFI is available. */
   netfilter?: NftSys;
   /** Where the guard logs. */
@@ -42,6 +42,7 @@ export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined
   return new PortGuard({
     table: d.config.portSecurity.table,
     ...runner,
+    ...(d.config.routing.mode === "vxlan" ? { tunnelPort: d.config.routing.vxlan.port } : {}),
     writer: d.netfilter ? new NftNetlink(d.netfilter) : undefined,
     logger: d.logger,
   });
@@ -159,4 +160,7 @@ const KIND_WORDS: Record<string, string> = {
   ra: "a router advertisement",
   redirect: "a redirect",
   dhcp: "a DHCP server's message",
+  tunnel: "a datagram to the node's VXLAN port (an encapsulated frame)",
+  linklocal: "broadcast, multicast or link-local data to other pods",
+  unlisted: "anything from a port port security does not list",
 };

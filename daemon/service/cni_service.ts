@@ -30,7 +30,7 @@ import type { MultiVifDriver, RequestedAttachment } from "../multivif/drivers.ts
 import { checkChain, plugChain, unplugChain } from "../multivif/chain.ts";
 import { defaultDst } from "../net/link_plan.ts";
 import { Abandoned, asAbandoned } from "./abandoned.ts";
-import { allowedSources } from "../portsec/allowed_sources.ts";
+import { ALLOWED_SOURCES_ANNOTATION, allowedSources } from "../portsec/allowed_sources.ts";
 
 /** The Kubernetes side of the service: where pods are found and attachments recorded. */
 export interface PodSource {
@@ -92,7 +92,11 @@ export interface CniServiceDeps {
    * Port security: whether a pod's allowed-source-prefixes annotation is honoured (otherwise it
    * is refused with an Event on the pod); absent when port security is off.
    */
-  portSecurity?: { allowSourcePrefixesAnnotation: boolean };
+  portSecurity?: {
+    allowSourcePrefixesAnnotation: boolean;
+    /** Ferry's pod ranges, which no annotation may name (throws a CniError until known). */
+    podRanges?(): string[];
+  };
   /**
    * Additional interfaces (multi-VIF): the enabled drivers, in order, how long ADD waits for a
    * selected NetworkAttachmentDefinition to reach the watch (ms), and how the pod's default route
@@ -315,13 +319,21 @@ export class CniService {
    * The extra source prefixes the pod's annotation asks for, when port security honours them; a
    * refused annotation is said on the pod and logged, and the pod sends from its own addresses.
    *
-   * @throws {CniError} code 7 when an honoured annotation names something that is no prefix.
+   * @throws {CniError} code 7 (with a Warning Event on the pod) when an honoured annotation
+   * names something that is no prefix, or a prefix a pod may not send from.
    */
   #allowedSources(pod: RegisteredPod): string[] | undefined {
     const ps = this.#d.portSecurity;
     if (!ps) return undefined;
-    const asked = allowedSources(pod.annotations, ps.allowSourcePrefixesAnnotation);
-    if ("invalid" in asked) throw new CniError(CNI_ERROR.INVALID_CONFIG, asked.invalid);
+    const honoured = ps.allowSourcePrefixesAnnotation;
+    const ranges = honoured && pod.annotations?.[ALLOWED_SOURCES_ANNOTATION] !== undefined
+      ? ps.podRanges?.() ?? []
+      : [];
+    const asked = allowedSources(pod.annotations, honoured, ranges);
+    if ("invalid" in asked) {
+      this.#d.pods?.event?.(pod, "Warning", "SourcePrefixesRefused", asked.invalid);
+      throw new CniError(CNI_ERROR.INVALID_CONFIG, asked.invalid);
+    }
     if ("refused" in asked) {
       this.#d.logger.warn("pod {namespace}/{name}: {why}", {
         namespace: pod.namespace,

@@ -18,7 +18,7 @@ import type { Attachment, AttachmentStore } from "./attachment_store.ts";
 import { BridgeDriver } from "../drivers/bridge.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
 import { entryOfResult, type PortEntry } from "../portsec/guard_table.ts";
-import { hostLinkName } from "../net/naming.ts";
+import { hostLinkName, stableMac } from "../net/naming.ts";
 import { parseCidr } from "../ipam/cidr.ts";
 import { defaultRange, LocalPool, type PoolRange } from "../ipam/local_pool.ts";
 import { type FamilyAllocator, RangeAllocator } from "../ipam/allocator.ts";
@@ -75,6 +75,11 @@ export interface DefaultNetworkDeps {
   reuseDelayMs?: number;
   /** Port security: rebuilt from the records when the network opens (off when absent). */
   guard?: PortGuard;
+  /**
+   * `portSecurity.allowSourcePrefixesAnnotation`: when off, the prefixes records name are not
+   * given back at the rebuild.
+   */
+  honourAllowedSources?: boolean;
 }
 
 /**
@@ -204,7 +209,7 @@ export class DefaultNetwork {
     for (const key of store.damaged()) {
       logger.error(
         "the attachment record of {containerId}/{ifname} cannot be read; what it holds is kept " +
-          "until a DEL for it",
+          "until a DEL for it" + (this.#d.guard ? ", and port security drops all it sends" : ""),
         { ...key },
       );
     }
@@ -221,7 +226,19 @@ export class DefaultNetwork {
       );
     }
     // The previous daemon's guard stays until this replaces it whole, before any ADD is served.
-    await this.#d.guard?.rebuild(guardedPorts(store.list()));
+    if (this.#d.guard) {
+      const entries = guardedPorts(store.list());
+      const revoked = this.#d.honourAllowedSources ? [] : entries.filter((e) => e.allowed);
+      for (const e of revoked) {
+        logger.warn(
+          "port {port} no longer sends from {prefixes}: portSecurity.allowSourcePrefixesAnnotation is off",
+          { port: e.port, prefixes: e.allowed!.join(", ") },
+        );
+        delete e.allowed;
+      }
+      const closed = store.damaged().map((k) => hostLinkName(k.containerId, k.ifname));
+      await this.#d.guard.rebuild(entries, closed);
+    }
     this.#allocators = allocators;
     this.#driver = driver;
     this.#opened.resolve(driver);
@@ -259,7 +276,8 @@ export class DefaultNetwork {
 
 /**
  * The guard entries of the recorded interfaces on Ferry's veths (port security): the default
- * network's, and native NAD bridges' (whose records name no host end: it is derived).
+ * network's, and native NAD bridges' (whose records name no host end: it is derived). The MAC is the one Ferry gave the interface at ADD, not the result's (a chained
+ * `tuning` may have changed it there).
  */
 function guardedPorts(records: Attachment[]): PortEntry[] {
   return records.flatMap((r) => {
@@ -268,6 +286,7 @@ function guardedPorts(records: Attachment[]): PortEntry[] {
     const port = r.hostIfname ?? hostLinkName(r.containerId, r.ifname);
     const entry = entryOfResult(r.result, port);
     if (!entry) return [];
+    entry.mac = stableMac(r.containerId, r.ifname, "container");
     return [r.allowedSources?.length ? { ...entry, allowed: r.allowedSources } : entry];
   });
 }

@@ -114,7 +114,7 @@ async function listener(pod: SimPod): Promise<{ lines: string[]; stop(): void }>
 
 Deno.test({
   name:
-    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), forged IPv6 sources, source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side, counted per port and kind and said on the pod and in the log; the pods' own traffic, link-local and duplicate address detection pass; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
+    "port security: a pod's forged IPv4 sources (to an isolated pod, an open one, outside every range), forged IPv6 sources, source MAC, VLAN-tagged frame, ARP reply and gratuitous ARP, neighbour advertisement for another's address, router advertisement, ICMP and ICMPv6 redirects and DHCP offer are dropped on the host side, counted per port and kind and said on the pod and in the log; the pods' own traffic and duplicate address detection pass, link-local data between pods does not; the guard holds while the daemon is down and after its restart; a DEL removes the pod's port from it; turned off, the same frames get through",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
@@ -146,21 +146,27 @@ Deno.test({
         for (const [from, to] of [[evil, web], [web, evil], [db, web]]) {
           await run("ip", "netns", "exec", from.ns.name, "ping", "-c1", "-W5", to.ip);
           await run("ip", "netns", "exec", from.ns.name, "ping", "-6", "-c1", "-W5", to.ip6!);
-          await run(
-            "ip",
-            "netns",
-            "exec",
-            from.ns.name,
-            "ping",
-            "-6",
-            "-c1",
-            "-W5",
-            `${linkLocalOf(macOf(to))}%eth0`,
-          );
         }
         // Duplicate address detection of a new address (from ::) is the pod's own business.
         await send(evil, "ns6", macOf(evil), "::", `${evil.ip6!.replace(/::.*$/, "")}::beef`);
         const before = await drops(node);
+        // Pods share no link-local scope: a ping to another's link-local address does not get
+        // through (evil's: its drops are expected).
+        const ll = await new Deno.Command("ip", {
+          args: [
+            "netns",
+            "exec",
+            evil.ns.name,
+            "ping",
+            "-6",
+            "-c1",
+            "-W1",
+            `${linkLocalOf(macOf(web))}%eth0`,
+          ],
+          stdout: "null",
+          stderr: "null",
+        }).output();
+        assertEquals(ll.success, false, "evil reached web's link-local address");
         const evilMac = macOf(evil), evilLl = linkLocalOf(evilMac);
         const attacks: [GuardKind, string, string[]][] = [
           ["ipv4", "udp4", [evilMac, macOf(db), web.ip, db.ip, String(PORT), "forged-to-db"]],
@@ -203,6 +209,14 @@ Deno.test({
             web.ip6!,
           ]],
           ["dhcp", "dhcp4", [evilMac, evil.ip]],
+          ["linklocal", "udp6", [
+            evilMac,
+            macOf(web),
+            evilLl,
+            linkLocalOf(macOf(web)),
+            String(PORT),
+            "to-link-local",
+          ]],
         ];
         // db knows web's MAC before evil claims web's address.
         await run("ip", "netns", "exec", db.ns.name, "ping", "-c1", "-W5", web.ip);
@@ -301,7 +315,11 @@ Deno.test({
         // A DEL takes the port out of the guard.
         const out = await c.removePod(evil);
         assertEquals(out.code, 0, out.stdout + out.stderr);
-        assertEquals(await guarded(node, evil), false, "evil's port left the guard at DEL");
+        // Released once the link is gone, which the DEL's answer does not wait for.
+        await eventually(
+          async () => !(await guarded(node, evil)),
+          "evil's port left the guard at DEL",
+        );
         assert(await guarded(node, web), "web's port stays");
       } finally {
         atDb.stop();
@@ -400,7 +418,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "port security: IPv4-only pods still reach each other's link-local addresses, and nothing of their own traffic is counted as forged",
+    "port security: IPv4-only pods reach each other, and nothing of their own traffic (duplicate address detection, router solicitations, MLD reports of their link-local addresses) is counted as forged",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
@@ -410,17 +428,13 @@ Deno.test({
       await eventually(() => guarded(node, b), "b under guard");
       await run("ip", "netns", "exec", a.ns.name, "ping", "-c1", "-W5", b.ip);
       // Their link-local addresses go through duplicate address detection first (an IPv4-only
-      // pod's interface keeps it on): reachable once it is done.
-      const linkLocal = `${linkLocalOf(macOf(b))}%eth0`;
-      await eventually(
-        () =>
-          new Deno.Command("ip", {
-            args: ["netns", "exec", a.ns.name, "ping", "-6", "-c1", "-W1", linkLocal],
-            stdout: "null",
-            stderr: "null",
-          }).output().then((o) => o.success),
-        `a reaches b's link-local address ${linkLocal}`,
-      );
+      // pod's interface keeps it on), then solicit routers and report their groups.
+      for (const p of [a, b]) {
+        await eventually(async () => {
+          const v6 = await run("ip", "-n", p.ns.name, "-6", "addr", "show", "dev", "eth0");
+          return v6.includes("scope link") && !v6.includes("tentative");
+        }, `${p.name}'s link-local address is past duplicate address detection`);
+      }
       const counted = [...await drops(node)].filter(([, n]) => n > 0);
       assertEquals(counted, [], "the pods' own frames were counted as forged");
     }),

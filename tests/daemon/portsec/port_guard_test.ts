@@ -92,7 +92,7 @@ Deno.test("the drop counters are read per port and kind from the table's listing
 
 Deno.test({
   name:
-    "elements written in-process are those nft lists, and a release removes them all, twice without failing",
+    "elements written in-process are those nft lists, a port closed before its ADD is opened by its admission, and a release removes them all, twice without failing",
   ignore: !IS_ROOT || !HAS_NFT,
   fn: async () => {
     // A table of its own, naming a port that does not exist: it guards nothing on this machine.
@@ -109,7 +109,11 @@ Deno.test({
       (await run("nft", "list", "set", "bridge", table, name)).replace(/\s+/g, " ");
     try {
       await guard.rebuild([]);
+      // An ADD closes its port first; admitting it opens it.
+      await guard.close(entry.port);
+      assert((await set("adding")).includes(`"fy0123456789ab"`), await set("adding"));
       await guard.admit({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
+      assert(!(await set("adding")).includes("fy0123456789ab"), "admitted, the port stays closed");
       assert(
         (await set("allow4")).includes(`"fy0123456789ab" . 198.51.100.0/24`),
         await set("allow4"),
@@ -127,7 +131,22 @@ Deno.test({
       assert((await set("tgt6")).includes(`0xfd000010024400000000000000000005`), await set("tgt6"));
       await guard.admit(entry); // again: no error
       await guard.release({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
-      for (const s of ["ports", "mac", "sarp", "src4", "src6", "tgt6", "allow4", "allow6"]) {
+      await guard.close(entry.port); // a failed ADD's port: its release opens it again
+      await guard.release(entry);
+      for (
+        const s of [
+          "adding",
+          "closed",
+          "ports",
+          "mac",
+          "sarp",
+          "src4",
+          "src6",
+          "tgt6",
+          "allow4",
+          "allow6",
+        ]
+      ) {
         assert(!(await set(s)).includes("fy0123456789ab"), `${s} still names the port`);
       }
       await guard.release(entry); // absent: no error
@@ -200,4 +219,31 @@ Deno.test("new drops are said once per pod and kind: a log line naming pod and f
   assertEquals(events, [
     "team/evil SpoofedFramesDropped: port security dropped 3 frame(s) forging another ARP sender sent by this pod",
   ]);
+});
+
+Deno.test({
+  name:
+    "the guard table with a VXLAN port and closed ports is one transaction nft accepts, and drops datagrams to that port and everything from closed ports",
+  ignore: !HAS_NFT,
+  fn: async () => {
+    const script = guardTableScript("ferry-portsec", [entry], {
+      tunnelPort: 8472,
+      closed: ["fydamaged00000"],
+    });
+    assert(script.includes("udp dport 8472 jump forged_tunnel"), script);
+    assert(script.includes("iifname @closed jump forged_unlisted"), script);
+    assert(script.includes(`add element bridge ferry-portsec closed { "fydamaged00000" }`), script);
+    assert(!guardTableScript("t", []).includes("forged_tunnel\n"), "no tunnel rule without a port");
+    await assertNftAccepts(script);
+  },
+});
+
+Deno.test("a macvlan's guard drops messages to DHCP client ports and sends from :: only for DAD and MLD", () => {
+  const script = podGuardScript("ferry-portsec", {
+    ifname: "net1",
+    mac: "02:00:00:00:00:01",
+    ips: ["192.168.1.5"],
+  });
+  assert(script.includes(`udp dport { 68, 546 } counter drop comment "dhcp"`), script);
+  assert(script.includes(`ip6 saddr :: meta l4proto != ipv6-icmp counter drop`), script);
 });
