@@ -303,7 +303,15 @@ Deno.test({
     "port security probe: the node masquerades a pod's broadcasts and multicasts to other pods on its bridge — a datagram evil sends to 255.255.255.255 or ff02::1 reaches its neighbours from the node's gateway address or the bridge's link-local address (the router's)",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 1,
+      dualStack: true,
+      // With port security on, pods' broadcast and multicast data never reach the bridge (the
+      // `linklocal` kind of port_security_test.ts); what is proved here is the masquerade table
+      // alone, which must never rewrite them where port security is off.
+      config: { portSecurity: { enabled: false } },
+    }, async (c) => {
       const [node] = c.nodes;
       const victim = await c.addPod(node, "victim", 0);
       const evil = await c.addPod(node, "evil", 0);
@@ -352,7 +360,8 @@ Deno.test({
           () => Promise.resolve(at4.lines.length > 0 && at6.lines.length > 0),
           "evil's broadcast and multicast reach victim (they may: they are evil's own)",
         );
-        const own = new Set([evil.ip, evil.ip6!, linkLocalOf(macOf(evil))]);
+        // (An IPv6 listener that also takes IPv4 names an IPv4 sender in its mapped form.)
+        const own = new Set([evil.ip, `::ffff:${evil.ip}`, evil.ip6!, linkLocalOf(macOf(evil))]);
         const sources = [...at4.lines, ...at6.lines].filter((l) => l.endsWith(text))
           .map((l) => l.split(" ")[0]);
         assertEquals(
