@@ -17,7 +17,8 @@
  * rounds, and what is reported is a ratio against its counterpart or floor of the same run (the
  * load average is recorded with it). The target: with port security on, ≥ 0.97× of off.
  *
- * Writes `bench/results/dataplane.json` and `dataplane.md` (rendered by `bench/report.ts`).
+ * Writes `bench/results/dataplane.json` and `dataplane.md` (rendered by `bench/report.ts`); with
+ * `--render`, only renders them again from the samples the last result holds.
  *
  * @module
  */
@@ -308,9 +309,12 @@ export function summarizeDataplane(
       const on = med(caseName(placement, true, policy))!;
       const off = med(caseName(placement, false, policy))!;
       const floor = med(placement === "one node" ? FLOORS.reference : FLOORS.node);
+      const ons = samples[caseName(placement, true, policy)];
+      const offs = samples[caseName(placement, false, policy)];
       return {
         placement,
         policy,
+        perRound: ons.map((x, i) => ratioOf(x, offs[i])),
         portSecurityOn: on,
         portSecurityOff: off,
         onOverOff: ratioOf(on, off),
@@ -338,12 +342,29 @@ export function summarizeDataplane(
   };
 }
 
+/** Writes `result` as `bench/results/dataplane.json` and `dataplane.md`. */
+async function writeResult(result: DataplaneResult): Promise<void> {
+  const out = new URL("./results/", import.meta.url);
+  await Deno.writeTextFile(new URL("dataplane.json", out), JSON.stringify(result, null, 2) + "\n");
+  await Deno.writeTextFile(new URL("dataplane.md", out), dataplaneReport(result));
+  console.log(dataplaneReport(result));
+}
+
 if (import.meta.main) {
+  const flags = parseArgs(Deno.args, { boolean: ["quick", "render"], string: ["rounds"] });
+  if (flags.render) {
+    // `--render`: the summary and table again from the samples of the last result (after a
+    // change of the summary or the renderer); nothing is measured.
+    const last = JSON.parse(
+      await Deno.readTextFile(new URL("./results/dataplane.json", import.meta.url)),
+    ) as DataplaneResult;
+    await writeResult(summarizeDataplane(last.samples, last));
+    Deno.exit(0);
+  }
   if (!IS_ROOT) {
     console.error("bench:dataplane needs root (namespaces, nft)");
     Deno.exit(2);
   }
-  const flags = parseArgs(Deno.args, { boolean: ["quick"], string: ["rounds"] });
   const quick = flags.quick;
   const rounds = Number(flags.rounds ?? (quick ? 2 : 6));
   const durations: ProbeDurations = quick
@@ -353,21 +374,14 @@ if (import.meta.main) {
   const before = await loadavg();
   try {
     const samples = await dataplaneBench(rounds, durations, dir);
-    const result = summarizeDataplane(samples, {
+    await writeResult(summarizeDataplane(samples, {
       date: new Date().toISOString(),
       machine: `${navigator.hardwareConcurrency} CPUs, kernel ${Deno.osRelease()}`,
       quick,
       rounds,
       durations,
       loadavg: { before, after: await loadavg() },
-    });
-    const out = new URL("./results/", import.meta.url);
-    await Deno.writeTextFile(
-      new URL("dataplane.json", out),
-      JSON.stringify(result, null, 2) + "\n",
-    );
-    await Deno.writeTextFile(new URL("dataplane.md", out), dataplaneReport(result));
-    console.log(dataplaneReport(result));
+    }));
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }

@@ -475,6 +475,8 @@ export interface DataplaneResult {
   cases: {
     placement: string;
     policy: boolean;
+    /** On over off in each round (the two measured one after the other): the noise. */
+    perRound?: TcpSample[];
     portSecurityOn: TcpSample;
     portSecurityOff: TcpSample;
     onOverOff: TcpSample;
@@ -509,6 +511,7 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
         "port security on / off: throughput",
         "req/resp",
         "conn/s",
+        "on / off per round, throughput (min–max)",
         "floor",
         "on / floor: throughput",
         "req/resp",
@@ -518,12 +521,18 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
         k.placement,
         k.policy ? "isolating the server" : "none selecting",
         ...x(k.onOverOff),
+        k.perRound?.length
+          ? `${Math.min(...k.perRound.map((p) => p.gbps))}–${
+            Math.max(...k.perRound.map((p) => p.gbps))
+          }`
+          : "-",
         k.floor,
         ...x(k.onOverFloor),
       ]),
     ),
     "",
-    `- ${r.target.what}: ${r.target.met ? "met" : "**not met**"} (worst ${r.target.worst}×)`,
+    `- ${r.target.what}: ${r.target.met ? "met" : "**not met**"} (worst ${r.target.worst}×)` +
+    (r.quick ? "; quick mode: too few rounds for the target, see the per-round spread" : ""),
     ...Object.entries(r.floors).map(([f, s]) => `- floor ${f}: ${abs(s)} (this machine, this run)`),
     "",
   ].join("\n");

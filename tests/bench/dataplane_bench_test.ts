@@ -56,6 +56,7 @@ Deno.test("the summary is port security on over off per case, from medians, agai
   for (const k of r.cases) {
     assertEquals(k.onOverOff, { gbps: 0.98, rrPerS: 0.98, connsPerS: 0.98 });
     assertEquals(k.portSecurityOff, { gbps: 10, rrPerS: 20_000, connsPerS: 5000 });
+    assertEquals(k.perRound?.map((p) => p.gbps), [0.98, 0.98, 0.98], "each round on over off");
   }
   const one = r.cases.find((k) => k.placement === "one node")!;
   assertEquals(one.floor, FLOORS.reference);
@@ -76,6 +77,7 @@ Deno.test("one case below 0.97× of off fails the target, and the report says so
   const md = dataplaneReport(r, "##");
   assert(md.includes("**not met** (worst 0.9×)"), md);
   assert(md.includes("**quick mode**"), "quick-mode figures are marked as such");
+  assert(md.includes("| 0.9–0.9 |"), "the per-round spread is shown");
   assert(md.includes("load average 1 1 1 before, 2 2 2 after"), "the load average is reported");
 });
 
