@@ -484,7 +484,18 @@ export interface DataplaneResult {
     onOverFloor?: TcpSample;
     offOverFloor?: TcpSample;
   }[];
-  target: { what: string; worst: number; met: boolean };
+  target: {
+    what: string;
+    worst: number;
+    met: boolean;
+    /**
+     * The node↔node floor's median absolute deviation of throughput over its median: the
+     * machine's noise in this run (absent from results before it was measured).
+     */
+    noise?: number;
+    /** Whether the noise is within the target's 3 %, so that met or not means something. */
+    conclusive?: boolean;
+  };
   /** Every measurement, by series. */
   samples: Record<string, TcpSample[]>;
 }
@@ -533,6 +544,16 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
     "",
     `- ${r.target.what}: ${r.target.met ? "met" : "**not met**"} (worst ${r.target.worst}×)` +
     (r.quick ? "; quick mode: too few rounds for the target, see the per-round spread" : ""),
+    ...(r.target.noise !== undefined
+      ? [
+        `- noise: the node↔node floor's throughput strayed ${
+          Math.round(r.target.noise * 100)
+        } % from its median (median absolute deviation) in this run` +
+        (r.target.conclusive
+          ? ", within the target's 3 %"
+          : `: **inconclusive**, more than the 3 % the target asks to resolve (rerun on a quiet machine, or with more \`--rounds\`)`),
+      ]
+      : []),
     ...Object.entries(r.floors).map(([f, s]) => `- floor ${f}: ${abs(s)} (this machine, this run)`),
     "",
   ].join("\n");

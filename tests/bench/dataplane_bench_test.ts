@@ -65,6 +65,21 @@ Deno.test("the summary is port security on over off per case, from medians, agai
   assertEquals(across.floor, FLOORS.node);
   assertEquals(across.onOverFloor?.gbps, 0.49);
   assert(r.target.met, "0.98× everywhere meets the 0.97× target");
+  assertEquals(r.target.conclusive, true, "a steady floor: the verdict stands");
+});
+
+Deno.test("a floor that strays more than 3 % makes the verdict inconclusive, and the report says so", () => {
+  const s = samplesWith(() => 1);
+  s[FLOORS.node] = [8, 10, 12, 10, 10].map((gbps) => ({ gbps, rrPerS: 1, connsPerS: 1 }));
+  const r = summarizeDataplane(s, { ...META, quick: false });
+  assertEquals(r.target.noise, 0, "the median deviation of 8, 10, 12, 10, 10 is 0");
+  assertEquals(r.target.conclusive, true);
+  s[FLOORS.node] = [8, 10, 12, 9, 11].map((gbps) => ({ gbps, rrPerS: 1, connsPerS: 1 }));
+  const noisy = summarizeDataplane(s, { ...META, quick: false });
+  assertEquals(noisy.target.noise, 0.1);
+  assertEquals(noisy.target.conclusive, false);
+  const md = dataplaneReport(noisy, "##");
+  assert(md.includes("strayed 10 % from its median") && md.includes("**inconclusive**"), md);
 });
 
 Deno.test("one case below 0.97× of off fails the target, and the report says so", () => {
