@@ -6,7 +6,8 @@
  * at most 0.5 ms more); `deno run -A bench/portsec_bench.ts [--n 40]` prints it alone. With
  * `--dataplane`, also TCP between two pods of one node (iperf3 throughput and new connections per
  * second, `tcpBetween` of `bench/policy_bench.ts`) with port security on and off, in the same
- * alternation (issue 43's 0.97× of off; one node only: not the issue's whole `bench:dataplane`).
+ * alternation (issue 43's 0.97× of off; one node only: the whole of it, across nodes and against
+ * floors, is `deno task bench:dataplane`, `bench/dataplane_bench.ts`).
  *
  * @module
  */

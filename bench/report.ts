@@ -10,6 +10,7 @@ import type { ClusterBench } from "./cluster_bench.ts";
 import type { MultinetBench } from "./multinet_bench.ts";
 import type { ChaosReport } from "../daemon/dev/chaos.ts";
 import type { ClusterChaosReport } from "../daemon/dev/chaos_cluster.ts";
+import type { ProbeDurations, TcpSample } from "./tcp_probe.ts";
 
 /** A latency series: count and percentiles (ms). */
 interface Series {
@@ -458,6 +459,106 @@ export function policyBenchReport(r: PolicyBenchResult, heading = "#"): string {
   ].join("\n");
 }
 
+/** `bench/results/dataplane.json`: the pods' data path (`deno task bench:dataplane`). */
+export interface DataplaneResult {
+  date: string;
+  machine: string;
+  /** `--quick`: two rounds of short measurements. */
+  quick: boolean;
+  /** Rounds of the alternation per routing mode and policy state. */
+  rounds: number;
+  durations: ProbeDurations;
+  /** `/proc/loadavg` (1, 5, 15 min) before and after the run. */
+  loadavg: { before: string; after: string };
+  /** Each floor's medians, by name. */
+  floors: Record<string, TcpSample>;
+  cases: {
+    placement: string;
+    policy: boolean;
+    /** On over off in each round (the two measured one after the other): the noise. */
+    perRound?: TcpSample[];
+    portSecurityOn: TcpSample;
+    portSecurityOff: TcpSample;
+    onOverOff: TcpSample;
+    floor: string;
+    onOverFloor?: TcpSample;
+    offOverFloor?: TcpSample;
+  }[];
+  target: {
+    what: string;
+    worst: number;
+    met: boolean;
+    /**
+     * The node↔node floor's median absolute deviation of throughput over its median: the
+     * machine's noise in this run (absent from results before it was measured).
+     */
+    noise?: number;
+    /** Whether the noise is within the target's 3 %, so that met or not means something. */
+    conclusive?: boolean;
+  };
+  /** Every measurement, by series. */
+  samples: Record<string, TcpSample[]>;
+}
+
+/** The data path: port security on over off per case, each against its floor of the same run. */
+export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
+  const x = (s?: TcpSample) =>
+    s
+      ? [`${s.gbps.toFixed(2)}×`, `${s.rrPerS.toFixed(2)}×`, `${s.connsPerS.toFixed(2)}×`]
+      : ["-", "-", "-"];
+  const abs = (s: TcpSample) => `${s.gbps} Gbit/s, ${s.rrPerS} rr/s, ${s.connsPerS} conn/s`;
+  return [
+    `${heading} The pods' data path (\`deno task bench:dataplane\`)`,
+    "",
+    `${r.date}, ${r.machine}, ${r.quick ? "**quick mode** (" : "("}${r.rounds} rounds per case, ` +
+    `iperf3 ${r.durations.throughputS} s, request/response ${r.durations.rrS} s, connections ` +
+    `${r.durations.connS} s; load average ${r.loadavg.before} before, ${r.loadavg.after} after); ` +
+    "medians; two simulated nodes on the API stand-in",
+    "",
+    table(
+      [
+        "pods",
+        "policy",
+        "port security on / off: throughput",
+        "req/resp",
+        "conn/s",
+        "on / off per round, throughput (min–max)",
+        "floor",
+        "on / floor: throughput",
+        "req/resp",
+        "conn/s",
+      ],
+      r.cases.map((k) => [
+        k.placement,
+        k.policy ? "isolating the server" : "none selecting",
+        ...x(k.onOverOff),
+        k.perRound?.length
+          ? `${Math.min(...k.perRound.map((p) => p.gbps))}–${
+            Math.max(...k.perRound.map((p) => p.gbps))
+          }`
+          : "-",
+        k.floor,
+        ...x(k.onOverFloor),
+      ]),
+    ),
+    "",
+    `- ${r.target.what}: ${r.target.met ? "met" : "**not met**"} (worst ${r.target.worst}×)` +
+    (r.quick ? "; quick mode: too few rounds for the target, see the per-round spread" : ""),
+    ...(r.target.noise !== undefined
+      ? [
+        `- noise: the node↔node floor's throughput strayed ${
+          Math.round(r.target.noise * 100)
+        } % from its median (median absolute deviation) in this run` +
+        (r.target.conclusive
+          ? ", within the target's 3 %"
+          : `: **inconclusive**, more than the 3 % the target asks to resolve (rerun on a quiet machine, or with more \`--rounds\`)`),
+      ]
+      : []),
+    ...Object.entries(r.floors).map(([f, s]) => `- floor ${f}: ${abs(s)} (this machine, this run)`),
+    "",
+  ].join("\n");
+}
+
 /** Each result file of `bench/results/` and its renderer, in the page's order. */
 export const REPORTS: { file: string; render: (json: never, heading: string) => string }[] = [
   { file: "latest.json", render: cniBenchReport },
@@ -465,6 +566,7 @@ export const REPORTS: { file: string; render: (json: never, heading: string) => 
   { file: "cluster.json", render: clusterBenchReport },
   { file: "multinet.json", render: multinetReport },
   { file: "policy.json", render: policyBenchReport },
+  { file: "dataplane.json", render: dataplaneReport },
   { file: "chaos.json", render: chaosReport },
   { file: "chaos_cluster.json", render: chaosClusterReport },
   { file: "chaos_cluster_real.json", render: chaosClusterReport },
