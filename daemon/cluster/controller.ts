@@ -100,6 +100,9 @@ export interface ClusterStats {
   ipamMode?: "local" | "kubernetes" | "pool";
 }
 
+/** How often a controller whose node or pool watches have not listed yet looks again. */
+const LISTS_POLL_MS = 1000;
+
 /**
  * The controller.
  *
@@ -127,6 +130,8 @@ export class ClusterController {
   readonly #report = new UnroutableReport();
   readonly #backoff: Backoff;
   readonly #closing = new AbortController();
+  /** Whether the last pass found the node or pool watches not listed yet (routes and masquerade wait). */
+  #waitingForLists = false;
   /** What this pass found unroutable, by routing step; undefined when the step did not run. */
   #unroutable?: UnroutableRange[];
 
@@ -174,8 +179,9 @@ export class ClusterController {
   }
 
   /**
-   * One sync; a failure, or a range the kernel refused, is kept for the stats and tried again
-   * with backoff (and on the next change).
+   * One sync; a failure, a range the kernel refused, or watches not listed yet (routes and
+   * masquerade wait for them) is kept for the stats and tried again with backoff (and on the
+   * next change).
    */
   async #pass(): Promise<void> {
     const before = this.#stats.lastError;
@@ -194,13 +200,20 @@ export class ClusterController {
     if (this.#unroutable) this.#said(this.#unroutable);
     this.#stats.syncs++;
     if (this.#stats.lastError || this.#stats.unroutable.some((u) => u.refused)) this.#retry();
-    else this.#backoff.reset();
+    else {
+      this.#backoff.reset();
+      // Watches not listed yet: looked at again each second (no backoff: nothing failed).
+      if (this.#waitingForLists) this.#retry(LISTS_POLL_MS);
+    }
   }
 
-  /** Runs a sync again after the backoff's delay (one timer at a time; cancelled by stop). */
-  #retry(): void {
+  /**
+   * Runs a sync again after `ms`, by default the backoff's delay (one timer at a time; cancelled
+   * by stop).
+   */
+  #retry(ms?: number): void {
     if (this.#stats.retryDelayMs !== undefined || this.#stopped) return;
-    const ms = this.#stats.retryDelayMs = this.#backoff.next();
+    ms = this.#stats.retryDelayMs = ms ?? this.#backoff.next();
     void sleep(ms, this.#closing.signal, { unref: true }).then(() => {
       this.#stats.retryDelayMs = undefined;
       if (!this.#stopped) this.kick();
@@ -245,6 +258,9 @@ export class ClusterController {
     // and masquerade traffic to their pods, a blip in running pods' traffic at every restart.
     const synced = !nodes ||
       ((this.#d.nodesSynced?.() ?? true) && (this.#mode !== "pool" || !!pools?.synced));
+    // A watch's first list need not change anything it tells about (the same nodes as before a
+    // restart): nothing would kick the next pass, so one is due again shortly.
+    this.#waitingForLists = !synced;
     const ranged = synced ? this.#rangedNodes() : undefined;
     // Routing and masquerade apart: masquerade depends only on the ranges, never on a route.
     let failed: unknown;

@@ -84,6 +84,7 @@ function setup(
   mode: "host-gw" | "vxlan",
   retry: { initialMs: number; maxMs: number },
   vxlan?: VxlanDevice,
+  nodesSynced: () => boolean = () => true,
 ) {
   const nodes = new NodeMap();
   const vtep = (ip: string) => mode === "vxlan" ? ip : undefined;
@@ -103,7 +104,7 @@ function setup(
     config,
     network,
     nodes,
-    nodesSynced: () => true,
+    nodesSynced,
     routes,
     nft,
     vxlan,
@@ -269,4 +270,27 @@ Deno.test("a range planning cannot route (no address of its family) is listed, b
   assertEquals(events, []);
   assertEquals(controller.stats().retryDelayMs, undefined, "no retry pending");
   controller.stop();
+});
+
+Deno.test("routes and masquerade follow once the node watch has listed, even when its first list changes nothing (a restarted daemon)", async () => {
+  let listed = false;
+  const { routes, nft, controller } = setup(
+    "host-gw",
+    { initialMs: 5, maxMs: 20 },
+    undefined,
+    () => listed,
+  );
+  controller.start();
+  try {
+    await controller.idle();
+    assertEquals(controller.stats().routes, 0, "nothing routed before the first list");
+    assertEquals(nft.rulesets.length, 0, "no masquerade before the first list");
+    // The first list arrives with the nodes the map already had: no change, no kick from it.
+    listed = true;
+    await until(() => controller.stats().masquerading, "masquerade set without another change");
+    await controller.idle();
+    assertEquals([...routes.routes.keys()].sort(), ["10.244.2.0/24", "10.244.3.0/24"]);
+  } finally {
+    controller.stop();
+  }
 });
