@@ -178,6 +178,7 @@ export async function startDaemon(
         reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
         logger: getLogger(["ferry", "ipam", "networks"]),
         foreign: (ip) => whereabouts.holder(ip),
+        recorded: (owner) => store.get(owner) !== undefined,
       });
     })
     : undefined;

@@ -90,6 +90,13 @@ export interface NadNetworkIpamDeps {
    * released by the sweep once that pod is gone.
    */
   foreign?: (ip: string) => { namespace: string; name: string } | undefined;
+  /**
+   * Whether an attachment record names `owner` (the daemon's store). At open no ADD of this
+   * process runs yet, so an allocation no record names was made by an ADD that died with the
+   * daemon before it recorded (SIGKILL mid-ADD): its pod is asked about by the sweep when the
+   * block object names it, else it is released (quarantined by `reuseDelayMs`).
+   */
+  recorded?: (owner: Owner) => boolean;
 }
 
 /** The IPAM part of an ADD's result on a NAD network. */
@@ -176,7 +183,28 @@ export class NadNetworkIpam {
   static async open(deps: NadNetworkIpamDeps): Promise<NadNetworkIpam> {
     const ipam = new NadNetworkIpam(deps);
     await ipam.#reconcile();
+    await ipam.#unrecorded();
     return ipam;
+  }
+
+  /** Allocations left by ADDs that died before they recorded (see `recorded`). */
+  async #unrecorded(): Promise<void> {
+    const { recorded, logger } = this.#d;
+    if (!recorded) return;
+    for (const { ip, owner } of this.allocations()) {
+      const key = ownerKey(owner);
+      if (recorded(owner) || this.#adopted.has(key)) continue;
+      const meta = this.#meta.get(key);
+      if (meta?.namespace && meta.name) {
+        this.#adopted.add(key); // released by the sweep once its pod is gone
+        continue;
+      }
+      await this.release(owner);
+      logger.warn("released NAD address {ip} of {owner}: no attachment records it (its ADD died)", {
+        ip,
+        owner: `${owner.containerId}/${owner.ifname}`,
+      });
+    }
   }
 
   async #reconcile(): Promise<void> {

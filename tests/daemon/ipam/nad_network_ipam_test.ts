@@ -23,7 +23,12 @@ interface Env {
   /** A network_name unique to this test. */
   net: string;
   /** Opens node `short`'s IPAM on `stateDir` (one per node and test). */
-  open(short: string, stateDir: string, releaseAfterMs?: number): Promise<NadNetworkIpam>;
+  open(
+    short: string,
+    stateDir: string,
+    releaseAfterMs?: number,
+    recorded?: (owner: { containerId: string; ifname: string }) => boolean,
+  ): Promise<NadNetworkIpam>;
   /** The blocks of this test's nodes in the API now. */
   blocks(): Promise<NetworkBlockObject[]>;
 }
@@ -45,13 +50,14 @@ function withNadIpam(fn: (env: Env) => Promise<void>): Promise<void> {
         k,
         api,
         net: `net-${k.id}`,
-        async open(short, stateDir, releaseAfterMs = 600_000) {
+        async open(short, stateDir, releaseAfterMs = 600_000, recorded) {
           const ipam = await NadNetworkIpam.open({
             nodeName: node(short),
             api,
             stateDir,
             releaseAfterMs,
             logger: getLogger(["ferry", "ipam"]),
+            recorded,
           });
           opened.push(ipam);
           return ipam;
@@ -427,6 +433,44 @@ Deno.test("an API failure while claiming is code 11 (the runtime retries), not a
       } finally {
         await ipam.close();
       }
+    });
+  });
+});
+
+Deno.test("at open, an address no attachment records (its ADD died with the daemon) is released, or left to the sweep when its block names the pod", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const c = conf({ range: freshCidr24().replace(".0/24", ".0/28"), network_name: env.net });
+      const n1 = await env.open("n1", dirs[0]);
+      const kept = await n1.add(c, "default/n", owner("kept"));
+      const died = await n1.add(c, "default/n", owner("died"));
+      const named = await n1.add(c, "default/n", owner("named"), {
+        namespace: "default",
+        name: "pnamed",
+        uid: "unamed",
+      });
+      await n1.flush(AbortSignal.timeout(20_000));
+      await n1.close();
+      // Restarted: only "kept" and "named" have records; "died"'s ADD never recorded.
+      const recorded = (o: { containerId: string }) => o.containerId !== "cdied";
+      const again = await env.open(
+        "n1",
+        dirs[0],
+        undefined,
+        (o) => recorded(o) && o.containerId === "ckept",
+      );
+      assertEquals(again.addressesOf(owner("kept")), [addr(kept.ips[0].address)], "recorded: kept");
+      assertEquals(again.addressesOf(owner("died")), [], "no record, no pod named: released");
+      assertEquals(
+        again.addressesOf(owner("named")),
+        [addr(named.ips[0].address)],
+        "no record but its block names the pod: kept until the sweep finds the pod gone",
+      );
+      const released = await again.releaseAdoptedOfGonePods((p) =>
+        Promise.resolve(p.name === "pnamed")
+      );
+      assertEquals(released, [addr(named.ips[0].address)]);
+      assert(died.ips[0].address !== kept.ips[0].address);
     });
   });
 });
