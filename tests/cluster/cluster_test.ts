@@ -346,7 +346,7 @@ Deno.test({
       );
 
       await alone(
-        "kubectl ferry connectivity-test: passes whole; a route to another node's pods deleted by hand fails the checks naming the node; a deleted policy table is rewritten and isolates again",
+        "kubectl ferry connectivity-test: passes whole; a route to another node's pods deleted by hand fails the checks that cross it, naming the nodes, or is put back by Ferry; a deleted policy table is rewritten and isolates again",
         connectivityWholeThenBroken,
       );
 

@@ -84,6 +84,7 @@ function setup(
   mode: "host-gw" | "vxlan",
   retry: { initialMs: number; maxMs: number },
   vxlan?: VxlanDevice,
+  resyncMs?: number,
 ) {
   const nodes = new NodeMap();
   const vtep = (ip: string) => mode === "vxlan" ? ip : undefined;
@@ -110,6 +111,7 @@ function setup(
     publishVtep: () => Promise.resolve(),
     nodeEvent: (node, type, reason, message) => events.push(`${node} ${type} ${reason} ${message}`),
     retry,
+    resyncMs,
     logger: getLogger(["ferry", "cluster"]),
   });
   return { nodes, routes, nft, events, controller };
@@ -151,6 +153,29 @@ Deno.test("host-gw: a route the kernel refuses is reported with why, every other
     assertEquals(controller.stats().unroutable, []);
     assertEquals(controller.stats().degraded, undefined);
     assertEquals(controller.stats().routes, 3);
+  } finally {
+    controller.stop();
+  }
+});
+
+Deno.test("host-gw: a route deleted by hand while no node changes is put back by the periodic sync", async () => {
+  const { routes, nft, controller } = setup(
+    "host-gw",
+    { initialMs: 60_000, maxMs: 60_000 },
+    undefined,
+    20,
+  );
+  controller.start();
+  try {
+    await controller.idle();
+    assertEquals(controller.stats().routes, 2);
+    // Found on the real cluster: without a periodic sync it stayed gone until a Node changed.
+    routes.routes.delete("10.244.2.0/24");
+    await until(() => routes.routes.has("10.244.2.0/24"), "the periodic sync put the route back");
+    assertEquals(routes.routes.get("10.244.2.0/24"), { dst: "10.244.2.0/24", via: "192.0.2.12" });
+    await controller.idle();
+    assertEquals(controller.stats().routes, 2);
+    assertEquals(nft.rulesets.length, 1, "an unchanged masquerade table is not written again");
   } finally {
     controller.stop();
   }
