@@ -52,6 +52,12 @@ export interface ClusterSide {
 }
 
 /**
+ * How often the routes to other nodes' pods (and the overlay's entries) are compared with the
+ * kernel's even when no node changed: one route list, and what is missing is put back.
+ */
+export const ROUTES_RESYNC_MS = 30_000;
+
+/**
  * Takes the node's identity (when ranges come from the cluster) and starts the controller.
  *
  * @example
@@ -81,6 +87,7 @@ export async function clusterSide(deps: ClusterSideDeps): Promise<ClusterSide> {
   try {
     controller = new ClusterController({
       identity,
+      resyncMs: ROUTES_RESYNC_MS,
       nodesSynced: kube ? () => kube.watcher.synced : undefined,
       rangesChanged: deps.rangesChanged,
       poolEvent: kube

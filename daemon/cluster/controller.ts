@@ -73,6 +73,12 @@ export interface ClusterControllerDeps {
   nodeEvent?: (node: string, type: "Normal" | "Warning", reason: string, message: string) => void;
   /** Backoff of the retries of a sync with failures (default 1 s doubling to 60 s). */
   retry?: { initialMs: number; maxMs: number };
+  /**
+   * A sync this often even when nothing changed (ms; none or 0: only on changes): what was
+   * removed by hand (a route to another node's pods) is put back, and `/v1/stats` counts again
+   * what is in place.
+   */
+  resyncMs?: number;
   /** Where to log. */
   logger: Logger;
 }
@@ -151,6 +157,11 @@ export class ClusterController {
     };
     const mode = this.#d.config.ipam.mode;
     if (mode !== "auto") this.#stats.ipamMode = this.#mode = mode;
+    if (this.#d.resyncMs) {
+      const timer = setInterval(() => this.kick(), this.#d.resyncMs);
+      Deno.unrefTimer(timer);
+      this.#closing.signal.addEventListener("abort", () => clearInterval(timer));
+    }
     this.kick();
   }
 

@@ -1,12 +1,15 @@
 // Ferry as a real cluster's network (`deno task test:cluster`): the three-node cluster of
 // ../shared/tools/realcluster brought up with no CNI, Ferry's image built here and imported on
 // every node, `kubectl apply -k deploy/` unchanged; the Kubernetes e2e sig-network conformance
-// specs; with traffic running between pods on every node, the Ferry pod of a node deleted, a
+// specs; port security against forged ARP and IPv4, a whereabouts NAD served natively across the
+// nodes, `kubectl ferry` (status, connectivity-test with faults made by hand, sysdump); with
+// traffic running between pods on every node, the Ferry pod of a node deleted, a
 // rolling upgrade to a new image tag, a NAD-attached second network across two nodes, a node
 // drained, deleted and added back; `ipam check` clean after each; the vxlan overlay
 // (deploy/overlays/vxlan) and pool IPAM on nodes without podCIDRs (deploy/overlays/pool) each
 // passing e2e's Networking Granular Checks: Pods; the uninstall leaving nothing on any node.
-// Needs root and the cluster built (`build.sh`, `build.sh e2e`); about 20 minutes.
+// Needs root and the cluster built (`build.sh`, `build.sh e2e`); about 25 minutes.
+// FERRY_CLUSTER_STEPS=REGEX runs only the matching steps after the setup (docs/development.md).
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import {
   CLUSTER_BUILT,
@@ -28,10 +31,28 @@ import {
   uninstallFerry,
   until,
 } from "./_realcluster.ts";
+import {
+  AGNHOST,
+  apply,
+  blocked,
+  ferryReady,
+  ferryRoutes,
+  ipamCheck,
+  NS,
+  reaches,
+  ready,
+  server,
+} from "./_suite.ts";
+import {
+  connectivityWholeThenBroken,
+  imageHasNodeScripts,
+  statusHealthyThenNaming,
+  sysdumpWhole,
+} from "./_operator_cli.ts";
+import { nativeWhereaboutsAcrossNodes } from "./_nad_ipam.ts";
+import { forgeriesDropped } from "./_port_security.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 
-const NS = "ferry-suite";
-const AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.43";
 const GRANULAR_PODS = "Networking Granular Checks: Pods";
 /**
  * Upstream NetworkPolicy e2e specs (test/e2e/network/netpol), about 25 s each here: deny-all,
@@ -42,31 +63,6 @@ const NETPOL_SAMPLE = "\\[sig-network\\] Netpol .*should (support a 'default-den
   "enforce policy based on PodSelector and NamespaceSelector|allow ingress access on one named port|" +
   "allow egress access on one named port|enforce except clause while egress access to server in CIDR block|" +
   "deny ingress access to updated pod|enforce policy based on Ports)";
-
-/** Applies a manifest given as an object. */
-async function apply(obj: unknown): Promise<void> {
-  const file = await Deno.makeTempFile({ suffix: ".json" });
-  try {
-    await Deno.writeTextFile(file, JSON.stringify(obj));
-    await kubectl("apply", "-f", file);
-  } finally {
-    await Deno.remove(file);
-  }
-}
-
-/** An agnhost pod serving HTTP on 8080, on `node`, with `annotations`. */
-function server(name: string, node: string, annotations: Record<string, string> = {}) {
-  return {
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: { name, namespace: NS, labels: { app: name }, annotations },
-    spec: {
-      nodeName: node,
-      terminationGracePeriodSeconds: 1,
-      containers: [{ name: "c", image: AGNHOST, args: ["netexec", "--http-port=8080"] }],
-    },
-  };
-}
 
 /** A pod on every node serving HTTP on 8080 (the traffic between nodes runs between them). */
 const TRAFFIC = {
@@ -84,20 +80,6 @@ const TRAFFIC = {
     },
   },
 };
-
-/** Waits until every pod of `selector` in the suite's namespace is Ready; returns them. */
-async function ready(selector: string, count: number): Promise<PodInfo[]> {
-  let found: PodInfo[] = [];
-  await until(
-    async () => {
-      found = await pods(NS, selector);
-      return found.length === count && found.every((p) => p.ready && p.ip);
-    },
-    `${count} pods ${selector} Ready`,
-    180_000,
-  );
-  return found;
-}
 
 /**
  * Traffic between pods on every node: in each pod of the `traffic` DaemonSet, a loop asks every
@@ -150,83 +132,6 @@ async function restartTraffic(all: PodInfo[]): Promise<void> {
   await startTraffic();
 }
 
-/** `deno task ipam-check` against the cluster: exit 0, or its report. */
-async function ipamCheck(): Promise<void> {
-  const r = await exec(Deno.execPath(), [
-    "run",
-    "--allow-all",
-    "--frozen",
-    `${REPO}daemon/tools/ipam_check.ts`,
-    "--kubeconfig",
-    "/opt/realcluster/kubeconfig",
-  ]);
-  assertEquals(r.code, 0, `ipam check:\n${r.out}${r.err}`);
-}
-
-/** Pod `from` asks `ip`'s HTTP server for its hostname (2 s at most). */
-function askHostname(from: string, ip: string) {
-  return exec("kubectl", [
-    "exec",
-    "-n",
-    NS,
-    from,
-    "--",
-    "curl",
-    "-s",
-    "-m",
-    "2",
-    `http://${ip}:8080/hostname`,
-  ]);
-}
-
-/**
- * Whether `from` gets `expect` from `ip`'s HTTP server within 30 s (the server in a pod just made
- * Ready may not listen yet: agnhost has no readiness probe); how long the first answer took is
- * printed.
- */
-async function reaches(from: string, ip: string, expect: (text: string) => boolean): Promise<void> {
-  const started = Date.now();
-  let last = "";
-  await until(
-    async () => {
-      const r = await askHostname(from, ip);
-      last = `exit ${r.code}: ${r.out}${r.err}`.trim();
-      return r.code === 0 && expect(r.out.trim());
-    },
-    `${from} reaches ${ip} (last: ${last})`,
-    30_000,
-  );
-  console.log(`${from} → ${ip}: first answer after ${Date.now() - started} ms`);
-}
-
-/**
- * Whether `from` stops getting answers from `ip` within `ms` (a policy taking effect): three
- * requests in a row must fail.
- */
-async function blocked(from: string, ip: string, ms = 30_000): Promise<void> {
-  let failures = 0;
-  await until(
-    async () => {
-      const r = await askHostname(from, ip);
-      failures = r.code === 0 ? 0 : failures + 1;
-      return failures >= 3;
-    },
-    `${from} no longer reaches ${ip}`,
-    ms,
-  );
-}
-
-/** Ferry's routes (protocol 199) on `node`. */
-async function ferryRoutes(node: string): Promise<string> {
-  return (await nodeexec(node, "ip", "route", "show", "proto", "199")).out;
-}
-
-/** The DaemonSet rolled out, every node Ready. */
-async function ferryReady(): Promise<void> {
-  await kubectl("rollout", "status", "-n", "kube-system", "ds/ferry", "--timeout=300s");
-  await kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=180s");
-}
-
 /** What Ferry leaves on a node: nothing once uninstalled. */
 async function ferryLeftovers(node: string): Promise<string[]> {
   const left: string[] = [];
@@ -262,14 +167,22 @@ Deno.test({
   sanitizeResources: false,
   fn: async (t) => {
     const failed: string[] = [];
+    /**
+     * `FERRY_CLUSTER_STEPS` (a regular expression; for iterating on steps by hand, never set by
+     * CI): only the steps whose names match run, after the three that set the cluster up.
+     */
+    const only = Deno.env.get("FERRY_CLUSTER_STEPS");
+    const chosen = (name: string) => !only || new RegExp(only).test(name);
     /** A step the ones after it depend on: its failure ends the run. */
-    const step = async (name: string, fn: () => Promise<void>) => {
-      const ok = await t.step(name, fn);
-      if (!ok) throw new Error(`step failed: ${name} (the steps after it depend on it)`);
+    const step = async (name: string, fn: () => Promise<void>, setup = false) => {
+      const ignore = !setup && !chosen(name);
+      const ok = await t.step({ name, fn, ignore });
+      if (!ok && !ignore) throw new Error(`step failed: ${name} (the steps after it depend on it)`);
     };
     /** A step nothing after it depends on: the run goes on, and fails at the end. */
     const alone = async (name: string, fn: () => Promise<void>) => {
-      if (!(await t.step(name, fn))) failed.push(name);
+      const ignore = !chosen(name);
+      if (!(await t.step({ name, fn, ignore })) && !ignore) failed.push(name);
     };
     try {
       await step(
@@ -279,6 +192,7 @@ Deno.test({
           await script("start.sh", ["none"]);
           await script("ferry.sh", ["image", REPO]);
         },
+        true,
       );
 
       await step(
@@ -332,6 +246,7 @@ Deno.test({
           await kubectl("create", "namespace", NS);
           await apply(TRAFFIC);
         },
+        true,
       );
 
       let traffic: PodInfo[] = [];
@@ -342,7 +257,7 @@ Deno.test({
         assert(ok > 0, "answers counted");
         assertEquals(fail, []);
         await ipamCheck();
-      });
+      }, true);
 
       await alone(
         "the daemons run unprivileged with NET_ADMIN, SYS_ADMIN and SYS_NICE only; Prometheus can scrape each through its pod's address; the log reads as sentences",
@@ -410,6 +325,34 @@ Deno.test({
           assertEquals(run.failed, [], run.text);
           assert(run.passed >= 31, run.text);
         },
+      );
+
+      await alone(
+        "port security: a pod forging ARP and IPv4 as another pod of its node is dropped and counted (ferry_spoofed_packets); the third pod keeps the victim's MAC, everyone's own traffic flows",
+        forgeriesDropped,
+      );
+
+      await alone(
+        "a whereabouts NAD served natively (multiNetwork.whereaboutsIpam: native): pods on all three nodes get distinct addresses of its /28 and reach each other on it, every address of the /28 served once, ipam check clean",
+        nativeWhereaboutsAcrossNodes,
+      );
+
+      await alone(
+        "kubectl ferry status: exit 0 naming every node ok; with one node's Ferry stopped, exit 1 naming it; the image holds the node scripts it runs",
+        async () => {
+          await imageHasNodeScripts();
+          await statusHealthyThenNaming();
+        },
+      );
+
+      await alone(
+        "kubectl ferry connectivity-test: passes whole; a route to another node's pods deleted by hand fails the checks that cross it, naming the nodes, or is put back by Ferry; a deleted policy table is rewritten and isolates again",
+        connectivityWholeThenBroken,
+      );
+
+      await alone(
+        "kubectl ferry sysdump: one tar.gz with every node's part and no token",
+        sysdumpWhole,
       );
 
       await step(

@@ -85,6 +85,7 @@ function setup(
   retry: { initialMs: number; maxMs: number },
   vxlan?: VxlanDevice,
   nodesSynced: () => boolean = () => true,
+  resyncMs?: number,
 ) {
   const nodes = new NodeMap();
   const vtep = (ip: string) => mode === "vxlan" ? ip : undefined;
@@ -111,6 +112,7 @@ function setup(
     publishVtep: () => Promise.resolve(),
     nodeEvent: (node, type, reason, message) => events.push(`${node} ${type} ${reason} ${message}`),
     retry,
+    resyncMs,
     logger: getLogger(["ferry", "cluster"]),
   });
   return { nodes, routes, nft, events, controller };
@@ -152,6 +154,30 @@ Deno.test("host-gw: a route the kernel refuses is reported with why, every other
     assertEquals(controller.stats().unroutable, []);
     assertEquals(controller.stats().degraded, undefined);
     assertEquals(controller.stats().routes, 3);
+  } finally {
+    controller.stop();
+  }
+});
+
+Deno.test("host-gw: a route deleted by hand while no node changes is put back by the periodic sync", async () => {
+  const { routes, nft, controller } = setup(
+    "host-gw",
+    { initialMs: 60_000, maxMs: 60_000 },
+    undefined,
+    undefined,
+    20,
+  );
+  controller.start();
+  try {
+    await controller.idle();
+    assertEquals(controller.stats().routes, 2);
+    // Found on the real cluster: without a periodic sync it stayed gone until a Node changed.
+    routes.routes.delete("10.244.2.0/24");
+    await until(() => routes.routes.has("10.244.2.0/24"), "the periodic sync put the route back");
+    assertEquals(routes.routes.get("10.244.2.0/24"), { dst: "10.244.2.0/24", via: "192.0.2.12" });
+    await controller.idle();
+    assertEquals(controller.stats().routes, 2);
+    assertEquals(nft.rulesets.length, 1, "an unchanged masquerade table is not written again");
   } finally {
     controller.stop();
   }
