@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects, assertStringIncludes } from "deno-std/assert/mod.js";
+import { assert, assertEquals, assertStringIncludes } from "deno-std/assert/mod.js";
 import { masqueradeRuleset, NftRunner } from "../../../daemon/cluster/masquerade.ts";
 import { ChildKilledError } from "../../../daemon/runtime/child_set.ts";
 import { IS_ROOT, run, withNetns } from "../../../daemon/dev/netns.ts";
@@ -77,9 +77,17 @@ Deno.test("an nft still running when its runner closes (the daemon stops) is kil
       assert(pid, `the fake nft (${file}) never started`);
       pids.push(pid);
     }
+    // Both outcomes are awaited together: one rejecting while the other is awaited would be an
+    // unhandled rejection.
+    const outcomes = Promise.allSettled([applying, listing]);
     runner.close();
-    await assertRejects(() => applying, ChildKilledError);
-    await assertRejects(() => listing, ChildKilledError);
+    const [applied, listed] = await outcomes;
+    for (const [what, r] of [["apply", applied], ["listJson", listed]] as const) {
+      assert(
+        r.status === "rejected" && r.reason instanceof ChildKilledError,
+        `${what} was not killed: ${r.status}`,
+      );
+    }
     for (const pid of pids) {
       const alive = await Deno.stat(`/proc/${pid}`).then(() => true, () => false);
       assertEquals(alive, false, `nft process ${pid} still exists after the runner closed`);
