@@ -250,10 +250,14 @@ export async function withFerry<T>(
       },
     });
   } finally {
-    if (running) await daemon.stop();
-    await removeBridge(config.network.bridge);
-    await removeGuardTable(config.portSecurity.table);
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    try {
+      if (running) await daemon.stop();
+    } finally {
+      // Even when the stop throws: a failed test must not leave its bridge behind.
+      await removeBridge(config.network.bridge);
+      await removeGuardTable(config.portSecurity.table);
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
   }
 }
 

@@ -24,6 +24,7 @@ import type { Logger } from "@logtape/logtape";
 import type { Namespace, Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy, NetworkPolicyEgressRule } from "kubernetes-types/networking/v1.d.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
+import { PassCounter } from "../runtime/pass_counter.ts";
 import { KeyedMutex } from "../runtime/keyed_mutex.ts";
 import { Deadline } from "../runtime/deadline.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
@@ -339,9 +340,7 @@ export class PolicyEnforcer {
   #kickTimer?: ReturnType<typeof setTimeout>;
   #counts: RuleCount[] = [];
   /** Passes started and done, numbered: an ADD waits for the first that starts after it. */
-  #passesStarted = 0;
-  #passesDone = 0;
-  readonly #passWaiters = new Set<{ pass: number; done: () => void }>();
+  readonly #passes = new PassCounter();
   /** The policies with the limits applied; undefined: to be applied again (a policy changed). */
   #limited?: Limited;
   /** The refusals logged, by policy: what was logged (its version and the reason). */
@@ -508,9 +507,9 @@ export class PolicyEnforcer {
         return;
       }
       // The first pass that starts from now on compiles the pod in.
-      const pass = this.#passesStarted + 1;
+      const pass = this.#passes.next;
       this.#loop.kick();
-      await this.#passDone(pass, wait);
+      await this.#passes.done(pass, wait);
     } catch (e) {
       if (!wait.aborted) throw e;
       this.#stats.addsTimedOut++;
@@ -772,15 +771,14 @@ export class PolicyEnforcer {
    */
   #pass(): Promise<void> {
     return this.#exclusive(async () => {
-      const n = ++this.#passesStarted;
+      const n = this.#passes.start();
       try {
         await this.#compileAndWrite();
         this.#failedInRow = 0;
       } catch (e) {
         this.#passFailed(e);
       } finally {
-        this.#passesDone = n;
-        for (const w of this.#passWaiters) if (w.pass <= n) w.done();
+        this.#passes.finish(n);
       }
     });
   }
@@ -796,28 +794,6 @@ export class PolicyEnforcer {
     const delay = RETRY_MS * 2 ** Math.min(this.#failedInRow++, 5);
     clearTimeout(this.#retryTimer);
     this.#retryTimer = setTimeout(() => this.#loop.kick(), delay);
-  }
-
-  /** Settles once pass number `pass` (or a later one) is done; rejects when `signal` aborts. */
-  #passDone(pass: number, signal: AbortSignal): Promise<void> {
-    if (this.#passesDone >= pass) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        pass,
-        done: () => {
-          this.#passWaiters.delete(waiter);
-          signal.removeEventListener("abort", onAbort);
-          resolve();
-        },
-      };
-      const onAbort = () => {
-        this.#passWaiters.delete(waiter);
-        reject(signal.reason);
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.#passWaiters.add(waiter);
-    });
   }
 
   async #compileAndWrite(): Promise<void> {
