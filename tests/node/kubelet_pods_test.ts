@@ -169,6 +169,8 @@ c, peer = s.accept(); print(peer[0]); c.close()`,
       await sh(`${TOOLS}/ferry.sh`, "stop").catch(() => {});
       await sh(`${TOOLS}/ferry.sh`, "clean").catch(() => {});
       await run("nft", "delete", "table", "inet", "ferry").catch(() => {});
+      // Port security's table (on by default), which a stopped daemon leaves as a node's must.
+      await run("nft", "delete", "table", "bridge", "ferry-portsec").catch(() => {});
       await removePortmapChains(tablesBefore);
       await run("ip", "route", "del", `${internet}/32`).catch(() => {});
       await run("ip", "link", "del", hostEnd).catch(() => {});
