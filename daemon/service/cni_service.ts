@@ -283,14 +283,11 @@ export class CniService {
     this.#d.phases?.record("turn", performance.now() - run.started);
     const pod = run.pod = await this.#findPod(run);
     const existing = this.#d.store.get(key);
-    if (existing) {
-      if (existing.netns !== netns) {
-        throw new CniError(
-          CNI_ERROR.INVALID_ENV,
-          `container ${key.containerId} already has ${key.ifname} in ${existing.netns}`,
-        );
-      }
-      return existing.result;
+    if (existing && existing.netns !== netns) {
+      throw new CniError(
+        CNI_ERROR.INVALID_ENV,
+        `container ${key.containerId} already has ${key.ifname} in ${existing.netns}`,
+      );
     }
     // Multi-VIF: one bounded wait for every NAD this ADD needs, which may replace the default
     // network (v1.multus-cni.io/default-network) and add interfaces; a deadline only when
@@ -301,6 +298,19 @@ export class CniService {
     const nads = nadWait
       ? AbortSignal.any([nadWait.signal, ...(run.signal ? [run.signal] : [])])
       : undefined;
+    if (existing) {
+      // A repeated ADD gets the answer already given, unless the first one was cut short (the
+      // daemon died after recording the default interface, before every additional one): that
+      // one is undone and plugged anew rather than answered without interfaces the pod selects.
+      const missing = pod && nads ? await this.#missingExtras(pod, existing, nads) : [];
+      if (missing.length === 0) return existing.result;
+      this.#d.logger.warn(
+        "ADD of {containerId}/{ifname} repeated after one cut short ({missing} never plugged): " +
+          "undoing it and plugging anew",
+        { ...key, missing: missing.join(", ") },
+      );
+      await this.#release(key, req);
+    }
     if (pod && run.driver === "bridge") run.allowedSources = this.#allowedSources(pod);
     const record = await this.#record(run, await this.#plugDefault(run, nads));
     if (pod && nads) await this.#plugExtrasOrUndo(run, pod, record, nads);
@@ -456,6 +466,23 @@ export class CniService {
       );
       throw new CniError(CNI_ERROR.IO_FAILURE, "cannot record the attachment", String(err));
     }
+  }
+
+  /** The additional interfaces `pod` selects that `parent`'s container has no record of. */
+  async #missingExtras(
+    pod: RegisteredPod,
+    parent: Attachment,
+    wait: AbortSignal,
+  ): Promise<string[]> {
+    const missing: string[] = [];
+    for (const d of this.#d.multiVif!.drivers) {
+      for (const a of (await d.requested(pod, parent.ifname, wait)).attachments) {
+        if (!this.#d.store.get({ containerId: parent.containerId, ifname: a.ifname })) {
+          missing.push(a.ifname);
+        }
+      }
+    }
+    return missing;
   }
 
   /**

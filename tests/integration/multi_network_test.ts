@@ -696,3 +696,63 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "an ADD repeated after a restart that cut the first one short before its additional networks plugs them: the answer never lacks an interface the pod selects",
+  ...opts,
+  fn: () =>
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const name = `cut-${t}`;
+          await create(name, {
+            cniVersion: "1.0.0",
+            type: "macvlan",
+            master: "eth0",
+            ipam: { type: "host-local", ranges: [[{ subnet: "192.168.87.0/24" }]] },
+          });
+          const node = c.nodes[0];
+          const pod = await c.addPod(node, "cut", 30_000, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": name },
+          });
+          assertEquals((await addrs(pod.ns.name, "net1")).ips.length, 1, "net1 after the ADD");
+          // What a daemon killed between recording the default interface and plugging the NAD
+          // leaves: eth0's record and no trace of net1 (its record, its interface, its address).
+          await c.killDaemon(node);
+          const state = node.socket.replace("/run/ferry.sock", "/state");
+          await Deno.remove(`${state}/attachments/${pod.containerId}--net1.json`);
+          await run("ip", "-n", pod.ns.name, "link", "del", "net1");
+          for (const ip of hostLocalHeld(node, name)) {
+            await Deno.remove(`${state}/host-local/${name}/${ip}`);
+          }
+          await c.startDaemon(node);
+          let again = await runShimAt(
+            node.shim,
+            cniEnv("ADD", pod.ns, pod.containerId, "eth0", { name: pod.name, uid: pod.uid! }),
+            netconf(),
+          );
+          for (const until = Date.now() + 30_000; again.json?.code === 11 && Date.now() < until;) {
+            await new Promise((r) => setTimeout(r, 200));
+            again = await runShimAt(
+              node.shim,
+              cniEnv("ADD", pod.ns, pod.containerId, "eth0", { name: pod.name, uid: pod.uid! }),
+              netconf(),
+            );
+          }
+          assertEquals(again.code, 0, `the repeated ADD: ${again.stdout}${again.stderr}`);
+          const net1 = await addrs(pod.ns.name, "net1");
+          assertEquals(net1.ips.length, 1, "the repeated ADD plugged the pod's NAD again");
+          assertEquals(hostLocalHeld(node, name), net1.ips, "host-local holds net1's address");
+          const eth0 = (again.json as { ips: { address: string }[] }).ips[0].address.split("/")[0];
+          assertEquals(
+            (await addrs(pod.ns.name, "eth0")).ips,
+            [eth0],
+            "the answer names the address eth0 has",
+          );
+          assertEquals((await c.removePod(pod)).code, 0);
+          assertEquals(hostLocalHeld(node, name), [], "DEL gave net1's address back");
+        }),
+    ),
+});
