@@ -15,6 +15,7 @@ import { type KubeSide, podSubject } from "../k8s/kube_side.ts";
 import { kubeBlockApi } from "../k8s/pool_api.ts";
 import { kubeNetworkBlockApi } from "../k8s/network_block_api.ts";
 import { kubeLeaseApi } from "../k8s/lease_api.ts";
+import { KubeApiError } from "../k8s/errors.ts";
 import { NODES, PODS } from "../k8s/resources.ts";
 import type { NetnsGuard } from "../net/netns_guard.ts";
 import type { AttachmentStore } from "../service/attachment_store.ts";
@@ -161,7 +162,16 @@ export function gcSide(deps: GcSideDeps): GcSide {
       nodeExists: async (name) =>
         (await kube.client.find(NODES, undefined, name, { metadataOnly: true })) !== undefined,
       api: kubeBlockApi(kube.client),
-      networks: nadNative ? kubeNetworkBlockApi(kube.client) : undefined,
+      // NAD blocks of whereabouts configs (native) and of `ferry` pools (any mode): a cluster
+      // without the NetworkBlock CRD has none.
+      networks: nadNative ? kubeNetworkBlockApi(kube.client) : {
+        list: (filter) =>
+          kubeNetworkBlockApi(kube.client).list(filter).catch((e) => {
+            if (e instanceof KubeApiError && e.isNotFound) return [];
+            throw e;
+          }),
+        delete: (...a) => kubeNetworkBlockApi(kube.client).delete(...a),
+      },
       intervalMs: config.gc.reclaimIntervalSeconds * 1000,
       logger,
     })
