@@ -257,6 +257,10 @@ export async function startDaemon(
     netns,
     ipam: () => pool?.current(),
     nadIpam: nadIpam && (() => nodeHeld() ? nadIpam.opened() : Promise.resolve(undefined)),
+    nadCheck: nadIpam && {
+      networks: () => nodeHeld() ? nadIpam.held() : undefined,
+      servedNatively: (conf) => nadIpam.serves(conf),
+    },
   });
   let server: Awaited<ReturnType<typeof serverSide>> | undefined;
   const stats = (): DaemonStats => ({

@@ -92,6 +92,11 @@ export class NativeNadIpam {
     return await this.#ipam?.catch(() => undefined);
   }
 
+  /** What the node's NAD IPAM holds now (see `NadNetworkIpam.held`), once it is open. */
+  held(): ReturnType<NadNetworkIpam["held"]> | undefined {
+    return this.#open?.held();
+  }
+
   /** The NAD IPAM's counters, once it is open. */
   stats(): NadNetworkIpamStats | undefined {
     return this.#open?.stats();

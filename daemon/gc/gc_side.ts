@@ -10,7 +10,7 @@ import { getLogger } from "@logtape/logtape";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { DaemonConfig } from "../config/config.ts";
 import type { BlockIpam } from "../ipam/block_ipam.ts";
-import { NodeCheck, type NodeCheckStats } from "../ipam/node_check.ts";
+import { NodeCheck, type NodeCheckDeps, type NodeCheckStats } from "../ipam/node_check.ts";
 import { type KubeSide, podSubject } from "../k8s/kube_side.ts";
 import { kubeBlockApi } from "../k8s/pool_api.ts";
 import { kubeNetworkBlockApi } from "../k8s/network_block_api.ts";
@@ -50,6 +50,8 @@ export interface GcSideDeps {
   ipam: () => BlockIpam | undefined;
   /** NAD networks served natively, once open: their adopted allocations of gone pods go too. */
   nadIpam?: () => Promise<Pick<BlockIpam, "releaseAdoptedOfGonePods"> | undefined>;
+  /** NAD networks served natively, for the node's self-check (see `NodeCheckDeps`). */
+  nadCheck?: Pick<NodeCheckDeps, "networks" | "servedNatively">;
 }
 
 /** The running garbage collectors. */
@@ -85,6 +87,7 @@ export function gcSide(deps: GcSideDeps): GcSide {
     records: () => store.list(),
     allocations: () => network.allocations(),
     ranges: () => network.subnets(),
+    ...deps.nadCheck,
     event: kube
       ? (pod, reason, message) =>
         void kube.event(podSubject(pod), "Warning", reason, message).catch(() => {})

@@ -21,6 +21,8 @@ import { networkFindings } from "../../daemon/ipam/nad_integrity.ts";
 import { readClusterState } from "../../daemon/tools/ipam_check.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
+import { unixRequest } from "../../lib/unix_http.ts";
+import { STATS_PATH } from "../../lib/socket_api.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
@@ -164,6 +166,34 @@ Deno.test({
               b.spec?.network.startsWith(`ippool:${pool}/`)
             );
             assertEquals(networkFindings({ ...state, networkBlocks: mine }), []);
+            // Each node's self-check covers the pool's space: checked after its sweeps, clean.
+            for (const node of c.nodes) {
+              let last = "";
+              await eventually(
+                async () => {
+                  const res = await unixRequest(
+                    node.socket,
+                    "GET",
+                    STATS_PATH,
+                    undefined,
+                    AbortSignal.timeout(5000),
+                  );
+                  const check = JSON.parse(res.body).ipamCheck as {
+                    checks: number;
+                    networks?: { network: string; conflicts: number; leaked: number }[];
+                  };
+                  last = JSON.stringify(check);
+                  return check.checks >= 2 &&
+                    !!check.networks?.some((n) =>
+                      n.network === `ippool:${pool}/v4` && n.conflicts === 0 && n.leaked === 0
+                    );
+                },
+                `${node.name}'s ipam check lists ippool:${pool}/v4, clean`,
+                30_000,
+              ).catch((e) => {
+                throw new Error(`${e.message}: ${last}`);
+              });
+            }
             for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
             await eventually(
               async () => (await recorded(c, pool)).length === 0,
