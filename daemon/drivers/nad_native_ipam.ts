@@ -13,7 +13,12 @@ import { podRefFromArgs } from "../../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import type { IpPoolObject } from "../ipam/ip_pools.ts";
-import { FERRY_IPAM_TYPE, parseFerryIpam, servedFerryIpam } from "../ipam/nad_ferry_ipam.ts";
+import {
+  FERRY_IPAM_TYPE,
+  parseFerryIpam,
+  refuseNetworkPoolOverlap,
+  servedFerryIpam,
+} from "../ipam/nad_ferry_ipam.ts";
 import { type NadIpamConfig, parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
 import type { AttachmentKey } from "../service/attachment_store.ts";
@@ -110,12 +115,19 @@ export class NativeNadIpam {
 
   /** The configs `conf`'s IPAM is served with: one per address space (a `ferry` pool each). */
   async #configs(conf: NetConf, where: string): Promise<NadIpamConfig[]> {
-    if (conf.ipam?.type !== FERRY_IPAM_TYPE) return [parseWhereabouts(conf.ipam, where)];
+    if (conf.ipam?.type !== FERRY_IPAM_TYPE) {
+      const config = parseWhereabouts(conf.ipam, where);
+      const ipam = conf.ipam as { range?: unknown };
+      const top = ipam.range !== undefined && ipam.range !== "";
+      refuseNetworkPoolOverlap(config.ranges, top, await this.#pools(), where);
+      return [config];
+    }
     const req = parseFerryIpam(conf.ipam, where);
-    const pools = req.pools ? await this.#pools() : [];
+    const pools = await this.#pools();
     return servedFerryIpam(req, {
       pool: (name) => pools.find((p) => p.metadata?.name === name),
       podRanges: () => this.#o.podRanges?.() ?? [],
+      all: () => pools,
     }, where);
   }
 

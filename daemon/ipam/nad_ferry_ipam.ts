@@ -17,6 +17,10 @@
  *   `network_name` share (per family), so such NADs of both types never hand out one address
  *   twice.
  *
+ * A pool is an address space of its own: a range (of either form, or a whereabouts config served
+ * natively) or another pool that overlaps a pool for networks is refused
+ * ({@link refuseNetworkPoolOverlap}), since two spaces would hand out the same addresses.
+ *
  * Both take `gateway` (one address, for the ranges of its family, never handed out), `routes`
  * and `dns`. Any other key is refused: a new type has no legacy keys to tolerate. Every refusal
  * is a {@link CniError} with code 7 naming the key (`ipam.pool`).
@@ -163,6 +167,53 @@ export interface PoolLookup {
   pool(name: string): IpPoolObject | undefined;
   /** Ferry's pod ranges now (CIDR text): no NAD range may overlap them. */
   podRanges(): string[];
+  /** Every pool (a range may not overlap a pool for networks it does not name). */
+  all?(): IpPoolObject[];
+}
+
+/** The key of range `i` of a whereabouts-style config (`range`, or `ipRanges[j].range`). */
+const rangeKey = (i: number, topRange: boolean) =>
+  i === 0 && topRange ? "range" : `ipRanges[${topRange ? i - 1 : i}].range`;
+
+/**
+ * Refuses a NAD range that overlaps a pool for networks (`spec.use: networks`) other than
+ * `except`: the NADs naming the pool and this range would be two address spaces sharing
+ * addresses, and each would hand out what the other did. `topRange`: whether the config has a
+ * top-level `range` (which is range 0).
+ *
+ * @throws {CniError} code 7 naming the range's key and the pool.
+ * @example
+ * ```ts
+ * refuseNetworkPoolOverlap(config.ranges, true, pools, "network ns/a"); // throws on an overlap
+ * ```
+ */
+export function refuseNetworkPoolOverlap(
+  ranges: NadRange[],
+  topRange: boolean,
+  pools: IpPoolObject[],
+  where: string,
+  except?: { name: string; key: string },
+): void {
+  for (const p of pools) {
+    const name = p.metadata?.name ?? "";
+    if (p.spec?.use !== NETWORKS_USE || name === except?.name) continue;
+    for (const text of p.spec.cidrs ?? []) {
+      let cidr;
+      try {
+        cidr = parseCidr(text);
+      } catch {
+        continue;
+      }
+      const i = ranges.findIndex((r) => cidrsOverlap(r.cidr, cidr));
+      if (i < 0) continue;
+      throw bad(
+        where,
+        except?.key ?? rangeKey(i, topRange),
+        `${formatCidr(ranges[i].cidr)} overlaps IPPool ${name} (${formatCidr(cidr)}), a pool ` +
+          `for networks: name that pool ("type": "${FERRY_IPAM_TYPE}", "pool": "${name}") instead`,
+      );
+    }
+  }
 }
 
 /**
@@ -202,10 +253,8 @@ export function servedFerryIpam(
     }
   };
   if (!req.pools) {
-    const top = req.topRange;
-    req.config.ranges.forEach((r, i) =>
-      overlap(i === 0 && top ? "range" : `ipRanges[${top ? i - 1 : i}].range`, r, "range")
-    );
+    req.config.ranges.forEach((r, i) => overlap(rangeKey(i, req.topRange), r, "range"));
+    refuseNetworkPoolOverlap(req.config.ranges, req.topRange, lookup.all?.() ?? [], where);
     return [req.config];
   }
   const key = (i: number) => req.pools!.length === 1 ? "pool" : `pools[${i}]`;
@@ -248,6 +297,7 @@ export function servedFerryIpam(
       overlap(key(i), range, `IPPool ${name}'s CIDR`);
       return range;
     });
+    refuseNetworkPoolOverlap(ranges, false, lookup.all?.() ?? [], where, { name, key: key(i) });
     return { ...req.base, networkName: poolSpaceName(name), overlapping: true, ranges };
   });
   if (req.gateway && !configs.some((c) => c.ranges.some((r) => r.gateway))) {

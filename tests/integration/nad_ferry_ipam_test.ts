@@ -257,6 +257,16 @@ Deno.test({
                       await eventSays(c, `bad${i}`, why);
                     });
                   }
+                  // A range over a pool for networks: two spaces would share its addresses.
+                  await withNad(
+                    c,
+                    { type: "ferry", range: `192.168.${third}.32/29` },
+                    async (nad) => {
+                      const e = await refused(c, nad, "overpool");
+                      assert(e.includes('"code":7') && e.includes("ipam.range:"), e);
+                      assert(e.includes(`overlaps IPPool ${small}`), e);
+                    },
+                  );
                   await withNad(c, { type: "ferry", pool: small }, async (nad) => {
                     const annotations = { "k8s.v1.cni.cncf.io/networks": nad };
                     const a = await c.addPod(c.nodes[0], "full0", 30_000, { annotations });

@@ -6,9 +6,10 @@ import {
   type FerryIpamRequest,
   parseFerryIpam,
   type PoolLookup,
+  refuseNetworkPoolOverlap,
   servedFerryIpam,
 } from "../../../daemon/ipam/nad_ferry_ipam.ts";
-import { rangeHolds, spaceKey } from "../../../daemon/ipam/nad_ipam.ts";
+import { parseWhereabouts, rangeHolds, spaceKey } from "../../../daemon/ipam/nad_ipam.ts";
 
 const W = "pod ns/p: network ns/n";
 const parse = (ipam: Record<string, unknown>) => parseFerryIpam({ type: "ferry", ...ipam }, W);
@@ -33,6 +34,7 @@ const POOLS: IpPoolObject[] = [
 const lookup: PoolLookup = {
   pool: (name) => POOLS.find((p) => p.metadata?.name === name),
   podRanges: () => ["10.244.0.0/16", "10.245.3.0/24"],
+  all: () => POOLS,
 };
 const serve = (req: FerryIpamRequest) => servedFerryIpam(req, lookup, W);
 
@@ -125,4 +127,35 @@ Deno.test("a bad ferry config is refused with code 7 naming the key", () => {
   }
   const r = refusal(() => parseFerryIpam({ type: "whereabouts", pool: "telco" }, W));
   assert(r.message.startsWith(`${W}: ipam.type:`), r.message);
+});
+
+Deno.test("a range overlapping a pool for networks it does not name is refused with code 7 naming the key and the pool: two spaces would share its addresses", () => {
+  const ferryRange = refusal(() => serve(parse({ range: "192.168.50.0/24" })));
+  assertEquals(ferryRange.code, CNI_ERROR.INVALID_CONFIG);
+  assert(
+    ferryRange.message.startsWith(`${W}: ipam.range: 192.168.50.0/24 overlaps IPPool telco`),
+    ferryRange.message,
+  );
+  // A whereabouts config served natively, the overlap in its second range.
+  const wa = parseWhereabouts(
+    { type: "whereabouts", range: "192.168.70.0/24", ipRanges: [{ range: "192.168.20.128/25" }] },
+    W,
+  );
+  const e = refusal(() => refuseNetworkPoolOverlap(wa.ranges, true, POOLS, W));
+  assert(e.message.startsWith(`${W}: ipam.ipRanges[0].range:`), e.message);
+  assert(e.message.includes("IPPool vlan20 (192.168.20.0/24)"), e.message);
+  // A pool of the default network, or the pool a config names, is no such overlap.
+  refuseNetworkPoolOverlap(wa.ranges.slice(0, 1), true, POOLS, W);
+  const [ok] = serve(parse({ pool: "vlan20" }));
+  assertEquals(formatCidr(ok.ranges[0].cidr), "192.168.20.0/24");
+  // Two pools for networks that overlap: a NAD naming either is refused.
+  const both = [...POOLS, {
+    metadata: { name: "vlan20-half" },
+    spec: { use: "networks" as const, cidrs: ["192.168.20.0/25"] },
+  }];
+  const twice = refusal(() =>
+    servedFerryIpam(parse({ pool: "vlan20" }), { ...lookup, all: () => both }, W)
+  );
+  assert(twice.message.startsWith(`${W}: ipam.pool:`), twice.message);
+  assert(twice.message.includes("IPPool vlan20-half"), twice.message);
 });
