@@ -50,6 +50,12 @@ export async function runShim(
       const info = { cniVersion: CURRENT_VERSION, supportedVersions: [...SUPPORTED_VERSIONS] };
       return { stdout: JSON.stringify(info), exitCode: 0 };
     }
+    const asIpam = ipamCallOf(inv.request.config);
+    if (asIpam) {
+      // Exec'ed as an IPAM plugin: nothing was ever allocated this way, so DEL has nothing to do.
+      if (inv.command === "DEL") return { stdout: "", exitCode: 0, note: `ferry: ${asIpam}` };
+      throw new CniError(CNI_ERROR.INVALID_CONFIG, asIpam);
+    }
     const timeout = timeoutSecondsOf(inv.request.config);
     let raw: unknown;
     try {
@@ -90,6 +96,22 @@ export async function runShim(
       exitCode: 1,
     };
   }
+}
+
+/**
+ * Why the shim was exec'ed as an IPAM plugin (a network of another type whose `ipam.type` is
+ * `ferry`: a plugin Ferry does not plug itself, run by the runtime or a meta-plugin, looked for
+ * the IPAM binary of that name and found this one), or undefined for a call of Ferry's own
+ * network. Ferry's IPAM type is served inside the daemon, while it plugs the NAD.
+ */
+export function ipamCallOf(config: { type?: unknown; name?: unknown; ipam?: unknown }) {
+  if (config.type === "ferry" || !isObject(config.ipam) || config.ipam.type !== "ferry") {
+    return undefined;
+  }
+  return `network ${String(config.name)}: ipam.type: the ${
+    JSON.stringify(config.type)
+  } plugin runs the IPAM type "ferry" as a binary; Ferry serves it inside its daemon only for the ` +
+    "macvlan, ipvlan and bridge NADs it plugs itself (see docs/ipam.md)";
 }
 
 function unreadable(details: string): CniError {

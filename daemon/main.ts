@@ -53,6 +53,7 @@ import { KubeApiError } from "./k8s/errors.ts";
 import { PODS, WHEREABOUTS_IPPOOLS } from "./k8s/resources.ts";
 import type { WhereaboutsPoolObject } from "./ipam/whereabouts_pools.ts";
 import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./k8s/network_block_api.ts";
+import { ipPoolReader } from "./k8s/ip_pool_reader.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -164,9 +165,10 @@ export async function startDaemon(
     : undefined;
   // Read again with the sweep: while nodes still delegating to whereabouts add to its records.
   if (config.gc.intervalSeconds > 0) whereabouts?.start(config.gc.intervalSeconds * 1000);
-  const nadIpam = kube && whereabouts
+  // NAD IPAM served here: Ferry's own `ferry` type always, whereabouts configs in native mode.
+  const nadIpam = kube
     ? new NativeNadIpam(async () => {
-      await whereabouts.refresh();
+      await whereabouts?.refresh();
       return await NadNetworkIpam.open({
         nodeName: config.nodeName,
         api: kubeNetworkBlockApi(kube!.client, {
@@ -177,16 +179,26 @@ export async function startDaemon(
         releaseAfterMs: config.ipam.blockReleaseSeconds * 1000,
         reuseDelayMs: config.ipam.reuseDelaySeconds * 1000,
         logger: getLogger(["ferry", "ipam", "networks"]),
-        foreign: (ip) => whereabouts.holder(ip),
+        foreign: whereabouts && ((ip) => whereabouts.holder(ip)),
         recorded: (owner) => store.get(owner) !== undefined,
       });
+    }, {
+      whereabouts: !!whereabouts,
+      pools: ipPoolReader(kube.client, kube.pools),
+      podRanges: () => ferryPodRanges(kube!, config, () => network.subnets()),
     })
     : undefined;
   // Opened at start (not only at the first NAD ADD): its reconcile adopts what a lost state dir
   // left in the API, and the sweep releases what of that belongs to gone pods; neither by a
   // daemon that does not hold its node's identity (another holds the node's blocks).
   const nodeHeld = () => !identity || identity.held;
-  if (nodeHeld()) {
+  // Without whereabouts served here, only when this node holds NAD blocks (of `ferry` pools): a
+  // cluster without Ferry's CRDs is not asked about NetworkBlocks at every start.
+  const holdsNadBlocks = await (async () => {
+    for await (const _ of Deno.readDir(`${config.stateDir}/ipam/networks`)) return true;
+    return false;
+  })().catch(() => false);
+  if (nodeHeld() && (whereabouts || holdsNadBlocks)) {
     void nadIpam?.ipam().catch((e) =>
       logger.warn("NAD networks' IPAM not open yet: {error}", { error: String(e) })
     );
@@ -245,6 +257,10 @@ export async function startDaemon(
     netns,
     ipam: () => pool?.current(),
     nadIpam: nadIpam && (() => nodeHeld() ? nadIpam.opened() : Promise.resolve(undefined)),
+    nadCheck: nadIpam && {
+      networks: () => nodeHeld() ? nadIpam.held() : undefined,
+      servedNatively: (conf) => nadIpam.serves(conf),
+    },
   });
   let server: Awaited<ReturnType<typeof serverSide>> | undefined;
   const stats = (): DaemonStats => ({

@@ -4,12 +4,19 @@
  * allocations change with every ADD somewhere in the cluster and matter only to the owning node,
  * which reads its own blocks itself. Listeners hear of changes that move routes or the masquerade
  * table (a pool's spec, a block appearing, moving or going), not of allocations. Pure: the watches
- * feed it.
+ * feed it. Pools for NAD networks (`spec.use: networks`, named by NADs' `ferry` IPAM) are not the
+ * default network's: {@link PoolMap.pool}, {@link PoolMap.pools} and {@link PoolMap.poolCidrs}
+ * leave them out (no node claims blocks of them, they are neither routed nor pod space);
+ * {@link PoolMap.allPools} has them.
  *
  * @module
  */
 import type { BlockSummary, PoolView } from "../ipam/block_ipam.ts";
 import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
+import { NETWORKS_USE } from "../ipam/nad_ferry_ipam.ts";
+
+/** Whether `obj` is a pool of the default network's pods (not one for NAD networks). */
+const forPods = (obj: IpPoolObject) => obj.spec?.use !== NETWORKS_USE;
 
 /**
  * The map.
@@ -89,19 +96,25 @@ export class PoolMap implements PoolView {
     return this.#synced;
   }
 
-  /** The pool called `name`. */
+  /** The pool of the default network called `name`. */
   pool(name: string): IpPoolObject | undefined {
-    return this.#pools.get(name);
+    const obj = this.#pools.get(name);
+    return obj && forPods(obj) ? obj : undefined;
   }
 
-  /** Every pool. */
+  /** Every pool of the default network. */
   pools(): IpPoolObject[] {
+    return [...this.#pools.values()].filter(forPods);
+  }
+
+  /** Every pool, those of NAD networks too. */
+  allPools(): IpPoolObject[] {
     return [...this.#pools.values()];
   }
 
-  /** Every pool's CIDRs (pod address space: never masqueraded between pods). */
+  /** Every default network pool's CIDRs (pod address space: never masqueraded between pods). */
   poolCidrs(): string[] {
-    return [...this.#pools.values()].flatMap((p) => p.spec?.cidrs ?? []);
+    return this.pools().flatMap((p) => p.spec?.cidrs ?? []);
   }
 
   /** Every block. */

@@ -55,10 +55,14 @@ async function installCrds(
   resources: ResourceType[],
 ): Promise<void> {
   for (const file of files) {
-    const crd = parse(await Deno.readTextFile(new URL(file, CRD_DIR))) as KubeObject;
-    await client.create(CRDS, crd).catch((e) => {
+    const crd = parse(await Deno.readTextFile(new URL(file, CRD_DIR))) as KubeObject & {
+      spec?: unknown;
+    };
+    const created = await client.create(CRDS, crd).then(() => true, (e) => {
       if (!(e instanceof KubeApiError && e.isAlreadyExists)) throw e;
+      return false;
     });
+    if (!created) await updateIfOlder(client, crd);
   }
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -68,6 +72,29 @@ async function installCrds(
     } catch (e) {
       if (!(e instanceof KubeApiError && e.isNotFound) || Date.now() > deadline) throw e;
       await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+}
+
+/**
+ * Brings an existing CRD (a shared real server's, installed by an older run) up to the file's
+ * schema when the file adds to it: fields a server's schema lacks are pruned from the objects.
+ */
+async function updateIfOlder(
+  client: KubeClient,
+  crd: KubeObject & { spec?: unknown },
+): Promise<void> {
+  const name = crd.metadata!.name!;
+  const versionsOf = (spec: unknown) =>
+    JSON.stringify((spec as { versions?: { schema?: unknown }[] })?.versions?.map((v) => v.schema));
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const now = await client.get<KubeObject & { spec?: unknown }>(CRDS, undefined, name);
+    if (versionsOf(now.spec) === versionsOf(crd.spec)) return;
+    try {
+      await client.update(CRDS, { ...now, spec: crd.spec });
+      return;
+    } catch (e) {
+      if (!(e instanceof KubeApiError && e.isConflict)) throw e;
     }
   }
 }

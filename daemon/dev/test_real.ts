@@ -20,6 +20,7 @@ export const KUBE_FACING_TESTS = [
   "tests/integration/gc_test.ts",
   "tests/integration/multi_network_test.ts",
   "tests/integration/nad_ipam_test.ts",
+  "tests/integration/nad_ferry_ipam_test.ts",
   "tests/integration/chaos_cluster_test.ts",
   "tests/integration/network_policy_test.ts",
   "tests/integration/multi_network_policy_test.ts",

@@ -1,16 +1,25 @@
 /**
- * Whereabouts IPAM configs served by Ferry itself (`multiNetwork.whereaboutsIpam: native`): the
- * macvlan, ipvlan and NAD bridge drivers ask this instead of exec'ing a `whereabouts` binary. The
- * config is parsed ({@link parseWhereabouts}: a bad one is code 7 naming the key), addresses come
- * from the node's share of the network's cluster-wide space ({@link NadNetworkIpam}), and a
- * pod's static `ips` (its selection's, through `runtimeConfig.ips`) are reserved in that space.
+ * NAD IPAM configs served by Ferry itself: Ferry's own type (`"type": "ferry"`, naming an IPPool
+ * or a range: `nad_ferry_ipam.ts`), always, and whereabouts configs when
+ * `multiNetwork.whereaboutsIpam` is `native`. The macvlan, ipvlan and NAD bridge drivers ask this
+ * instead of exec'ing an IPAM binary. The config is parsed ({@link parseWhereabouts},
+ * {@link parseFerryIpam}: a bad one is code 7 naming the key), addresses come from the node's
+ * share of the network's cluster-wide space ({@link NadNetworkIpam}), and a pod's static `ips`
+ * (its selection's, through `runtimeConfig.ips`) are reserved in that space.
  *
  * @module
  */
 import { podRefFromArgs } from "../../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
-import { parseWhereabouts } from "../ipam/nad_ipam.ts";
+import type { IpPoolObject } from "../ipam/ip_pools.ts";
+import {
+  FERRY_IPAM_TYPE,
+  parseFerryIpam,
+  refuseNetworkPoolOverlap,
+  servedFerryIpam,
+} from "../ipam/nad_ferry_ipam.ts";
+import { type NadIpamConfig, parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
 import type { AttachmentKey } from "../service/attachment_store.ts";
 
@@ -27,6 +36,16 @@ export interface NativeIpamCall {
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
 
+/** What serving NAD IPAM configs needs besides the node's NAD IPAM. */
+export interface NativeNadIpamOptions {
+  /** Whether `"type": "whereabouts"` configs are served here (`whereaboutsIpam: native`). */
+  whereabouts: boolean;
+  /** Every IPPool (the `ferry` type's pools), read when a config names one. */
+  pools?: () => Promise<IpPoolObject[]>;
+  /** Ferry's pod ranges now (no NAD range may overlap them); code 11 before they are known. */
+  podRanges?: () => string[];
+}
+
 /**
  * Serves `"type": "whereabouts"` IPAM natively.
  *
@@ -39,12 +58,17 @@ const isObject = (x: unknown): x is Record<string, unknown> =>
  */
 export class NativeNadIpam {
   readonly #opener: () => Promise<NadNetworkIpam>;
+  readonly #o: NativeNadIpamOptions;
   #ipam?: Promise<NadNetworkIpam>;
   #open?: NadNetworkIpam;
 
-  /** `open` opens the node's NAD IPAM; it is called once, at the first use. */
-  constructor(open: () => Promise<NadNetworkIpam>) {
+  /**
+   * `open` opens the node's NAD IPAM; it is called once, at the first use. Without `options`
+   * whereabouts configs are served (and `ferry` configs find no pool).
+   */
+  constructor(open: () => Promise<NadNetworkIpam>, options?: NativeNadIpamOptions) {
     this.#opener = open;
+    this.#o = options ?? { whereabouts: true };
   }
 
   /** The node's NAD IPAM (opened at the first call; a failed open is tried again next time). */
@@ -73,6 +97,11 @@ export class NativeNadIpam {
     return await this.#ipam?.catch(() => undefined);
   }
 
+  /** What the node's NAD IPAM holds now (see `NadNetworkIpam.held`), once it is open. */
+  held(): ReturnType<NadNetworkIpam["held"]> | undefined {
+    return this.#open?.held();
+  }
+
   /** The NAD IPAM's counters, once it is open. */
   stats(): NadNetworkIpamStats | undefined {
     return this.#open?.stats();
@@ -80,7 +109,38 @@ export class NativeNadIpam {
 
   /** Whether `conf`'s IPAM is served here. */
   serves(conf: NetConf): boolean {
-    return conf.ipam?.type === "whereabouts";
+    return conf.ipam?.type === FERRY_IPAM_TYPE ||
+      (this.#o.whereabouts && conf.ipam?.type === "whereabouts");
+  }
+
+  /** The configs `conf`'s IPAM is served with: one per address space (a `ferry` pool each). */
+  async #configs(conf: NetConf, where: string): Promise<NadIpamConfig[]> {
+    if (conf.ipam?.type !== FERRY_IPAM_TYPE) {
+      const config = parseWhereabouts(conf.ipam, where);
+      const ipam = conf.ipam as { range?: unknown };
+      const top = ipam.range !== undefined && ipam.range !== "";
+      refuseNetworkPoolOverlap(config.ranges, top, await this.#pools(), where);
+      return [config];
+    }
+    const req = parseFerryIpam(conf.ipam, where);
+    const pools = await this.#pools();
+    return servedFerryIpam(req, {
+      pool: (name) => pools.find((p) => p.metadata?.name === name),
+      podRanges: () => this.#o.podRanges?.() ?? [],
+      all: () => pools,
+    }, where);
+  }
+
+  async #pools(): Promise<IpPoolObject[]> {
+    try {
+      return await (this.#o.pools?.() ?? Promise.resolve([]));
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        "cannot read the IPPools a NAD names",
+        e instanceof Error ? e.message : String(e),
+      );
+    }
   }
 
   /**
@@ -92,14 +152,26 @@ export class NativeNadIpam {
   async add(call: NativeIpamCall): Promise<CniResult> {
     const pod = podRefFromArgs(call.args);
     const where = `${pod ? `pod ${pod.namespace}/${pod.name}: ` : ""}network ${call.conf.name}`;
-    const config = parseWhereabouts(call.conf.ipam, where);
+    const configs = await this.#configs(call.conf, where);
     const rc = isObject(call.conf.runtimeConfig) ? call.conf.runtimeConfig : {};
     const statics = Array.isArray(rc.ips) ? rc.ips.filter((x) => typeof x === "string") : [];
     const ipam = await this.ipam();
-    const r = await ipam.add(config, call.conf.name, call.key, pod, statics as string[]);
-    const result: CniResult = { cniVersion: call.conf.cniVersion, ips: r.ips };
-    if (r.routes.length) result.routes = r.routes;
-    if (r.dns) result.dns = r.dns as CniResult["dns"];
+    const heldBefore = ipam.addressesOf(call.key).length > 0;
+    const result: CniResult = { cniVersion: call.conf.cniVersion, ips: [] };
+    try {
+      // One space per pool; static addresses are reserved in the first (the pool they name).
+      for (const [i, config] of configs.entries()) {
+        const r = await ipam.add(config, call.conf.name, call.key, pod, i === 0 ? statics : []);
+        result.ips!.push(...r.ips);
+        if (i > 0) continue;
+        if (r.routes.length) result.routes = r.routes;
+        if (r.dns) result.dns = r.dns as CniResult["dns"];
+      }
+    } catch (e) {
+      // A later pool full: what the earlier ones gave this ADD goes back (a repeated ADD keeps).
+      if (configs.length > 1 && !heldBefore) await ipam.release(call.key).catch(() => {});
+      throw e;
+    }
     return result;
   }
 
@@ -115,8 +187,13 @@ export class NativeNadIpam {
    */
   async check(call: NativeIpamCall, expected: CniResult): Promise<void> {
     const held = new Set((await this.ipam()).addressesOf(call.key));
-    const config = parseWhereabouts(call.conf.ipam, `network ${call.conf.name}`);
-    const statics = new Set(config.addresses.map((a) => a.address));
+    const statics = new Set(
+      call.conf.ipam?.type === FERRY_IPAM_TYPE
+        ? []
+        : parseWhereabouts(call.conf.ipam, `network ${call.conf.name}`).addresses.map((a) =>
+          a.address
+        ),
+    );
     for (const ip of expected.ips ?? []) {
       if (statics.has(ip.address)) continue;
       const addr = ip.address.split("/")[0];

@@ -10,11 +10,12 @@ import { getLogger } from "@logtape/logtape";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { DaemonConfig } from "../config/config.ts";
 import type { BlockIpam } from "../ipam/block_ipam.ts";
-import { NodeCheck, type NodeCheckStats } from "../ipam/node_check.ts";
+import { NodeCheck, type NodeCheckDeps, type NodeCheckStats } from "../ipam/node_check.ts";
 import { type KubeSide, podSubject } from "../k8s/kube_side.ts";
 import { kubeBlockApi } from "../k8s/pool_api.ts";
 import { kubeNetworkBlockApi } from "../k8s/network_block_api.ts";
 import { kubeLeaseApi } from "../k8s/lease_api.ts";
+import { KubeApiError } from "../k8s/errors.ts";
 import { NODES, PODS } from "../k8s/resources.ts";
 import type { NetnsGuard } from "../net/netns_guard.ts";
 import type { AttachmentStore } from "../service/attachment_store.ts";
@@ -49,6 +50,8 @@ export interface GcSideDeps {
   ipam: () => BlockIpam | undefined;
   /** NAD networks served natively, once open: their adopted allocations of gone pods go too. */
   nadIpam?: () => Promise<Pick<BlockIpam, "releaseAdoptedOfGonePods"> | undefined>;
+  /** NAD networks served natively, for the node's self-check (see `NodeCheckDeps`). */
+  nadCheck?: Pick<NodeCheckDeps, "networks" | "servedNatively">;
 }
 
 /** The running garbage collectors. */
@@ -84,6 +87,7 @@ export function gcSide(deps: GcSideDeps): GcSide {
     records: () => store.list(),
     allocations: () => network.allocations(),
     ranges: () => network.subnets(),
+    ...deps.nadCheck,
     event: kube
       ? (pod, reason, message) =>
         void kube.event(podSubject(pod), "Warning", reason, message).catch(() => {})
@@ -161,7 +165,16 @@ export function gcSide(deps: GcSideDeps): GcSide {
       nodeExists: async (name) =>
         (await kube.client.find(NODES, undefined, name, { metadataOnly: true })) !== undefined,
       api: kubeBlockApi(kube.client),
-      networks: nadNative ? kubeNetworkBlockApi(kube.client) : undefined,
+      // NAD blocks of whereabouts configs (native) and of `ferry` pools (any mode): a cluster
+      // without the NetworkBlock CRD has none.
+      networks: nadNative ? kubeNetworkBlockApi(kube.client) : {
+        list: (filter) =>
+          kubeNetworkBlockApi(kube.client).list(filter).catch((e) => {
+            if (e instanceof KubeApiError && e.isNotFound) return [];
+            throw e;
+          }),
+        delete: (...a) => kubeNetworkBlockApi(kube.client).delete(...a),
+      },
       intervalMs: config.gc.reclaimIntervalSeconds * 1000,
       logger,
     })

@@ -36,6 +36,10 @@ export interface IpPoolObject extends KubeObject {
     blockSize?: { ipv4?: number; ipv6?: number };
     /** CIDRs or `first-last` ranges never handed out. */
     excluded?: string[];
+    /** `pods` (the default): the default network's; `networks`: named by NADs' `ferry` IPAM. */
+    use?: "pods" | "networks";
+    /** NADs naming a pool for networks that is disabled are refused. */
+    disabled?: boolean;
   };
 }
 

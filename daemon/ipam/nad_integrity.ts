@@ -132,3 +132,120 @@ function inside(rangeCidr: string, block: ReturnType<typeof parseCidr>): boolean
     return false;
   }
 }
+
+/** What {@link nodeNetworkFindings} reads: one node's NAD attachments and allocations. */
+export interface NodeNetworkState {
+  /**
+   * The node's attachment records of NAD networks whose IPAM is served natively: owner, the
+   * addresses of its result, the config's static `addresses` (never allocated), its pod.
+   */
+  records: {
+    containerId: string;
+    ifname: string;
+    ips: string[];
+    statics?: string[];
+    pod?: string;
+    /** The NAD (`namespace/name`): the label of a finding on a record that holds no address. */
+    nad?: string;
+  }[];
+  /** Owners of every attachment record of the node (served natively or not). */
+  recorded: (owner: { containerId: string; ifname: string }) => boolean;
+  /** Every allocation of the node's NAD blocks (`NadNetworkIpam.held`). */
+  allocations: {
+    network: string;
+    cidr: string;
+    ip: string;
+    owner: { containerId: string; ifname: string };
+    adopted: boolean;
+  }[];
+}
+
+/** A finding of one NAD network's space. */
+export type NetworkFinding = Finding & {
+  /** The address space (`spaceKey`: network_name and family, or `ippool:NAME/v4`). */
+  network: string;
+};
+
+/**
+ * What is wrong with this node's share of the NAD networks' spaces: an address of a space
+ * allocated to (or recorded for) two attachments, an allocation outside its block, an allocation
+ * no attachment record owns (a leak), a record whose address is not allocated.
+ *
+ * @example
+ * ```ts
+ * nodeNetworkFindings({ records, recorded, allocations }); // [] on a healthy node
+ * ```
+ */
+export function nodeNetworkFindings(state: NodeNetworkState): NetworkFinding[] {
+  const out: NetworkFinding[] = [];
+  const name = (o: { containerId: string; ifname: string }) => `${o.containerId}/${o.ifname}`;
+  const byIp = new Map<string, typeof state.allocations>();
+  const byOwner = new Map<string, typeof state.allocations>();
+  for (const a of state.allocations) {
+    const k = `${a.network}\n${a.ip}`;
+    byIp.set(k, [...(byIp.get(k) ?? []), a]);
+    byOwner.set(name(a.owner), [...(byOwner.get(name(a.owner)) ?? []), a]);
+    let inBlock = false;
+    try {
+      inBlock = cidrContains(parseCidr(a.cidr), parseIp(a.ip));
+    } catch { /* reported as outside */ }
+    if (!inBlock) {
+      out.push({
+        network: a.network,
+        kind: "misplaced",
+        ip: a.ip,
+        message: `network ${a.network}: ${a.ip} (${name(a.owner)}) is allocated outside its ` +
+          `block ${a.cidr}`,
+      });
+    }
+    if (!a.adopted && !state.recorded(a.owner)) {
+      out.push({
+        network: a.network,
+        kind: "leak",
+        ip: a.ip,
+        message: `network ${a.network}: ${a.ip} is allocated to ${name(a.owner)}, which has no ` +
+          "record here",
+      });
+    }
+  }
+  for (const [, held] of byIp) {
+    if (held.length < 2) continue;
+    const { network, ip } = held[0];
+    out.push({
+      network,
+      kind: "duplicate",
+      ip,
+      message: `network ${network}: ${ip} is allocated to ${held.length} interfaces: ${
+        held.map((a) => name(a.owner)).join(", ")
+      }`,
+    });
+  }
+  for (const r of state.records) {
+    const own = byOwner.get(name(r)) ?? [];
+    const who = `${name(r)}${r.pod ? ` (pod ${r.pod})` : ""}`;
+    for (const ip of r.ips) {
+      if (r.statics?.includes(ip) || own.some((a) => a.ip === ip)) continue;
+      // Another attachment's address of a space this one draws from: one address, two pods.
+      const other = state.allocations.find((a) =>
+        a.ip === ip && own.some((o) => o.network === a.network)
+      );
+      out.push(
+        other
+          ? {
+            network: other.network,
+            kind: "duplicate",
+            ip,
+            message: `network ${other.network}: ${ip} is recorded for ${who} but allocated to ` +
+              name(other.owner),
+          }
+          : {
+            network: own[0]?.network ?? r.nad ?? "?",
+            kind: "mismatch",
+            ip,
+            message: `${who} is recorded with ${ip}, which is not allocated on its network`,
+          },
+      );
+    }
+  }
+  return out;
+}

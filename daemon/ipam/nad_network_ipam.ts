@@ -673,6 +673,22 @@ export class NadNetworkIpam {
     );
   }
 
+  /**
+   * Every allocation held on this node with its block's CIDR, and whether its owner was adopted
+   * (from a block object, or set aside for another IPAM's pod: no record here by design). For the
+   * node's self-check.
+   */
+  held(): { network: string; cidr: string; ip: string; owner: Owner; adopted: boolean }[] {
+    return [...this.#blocks.values()].flatMap((b) =>
+      b.local.allocations().map((a) => ({
+        network: b.network,
+        cidr: formatCidr(b.cidr),
+        ...a,
+        adopted: this.#adopted.has(ownerKey(a.owner)),
+      }))
+    );
+  }
+
   #kick(held: Held): void {
     if (!this.#closed) held.writer.kick();
   }

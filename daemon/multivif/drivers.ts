@@ -13,6 +13,8 @@ import type { RegisteredPod } from "../service/registry.ts";
 import type { NadCache } from "./nad_cache.ts";
 import { guardNadPlugins, type NadGuard, resultRefusal } from "./nad_guard.ts";
 import { foldKey } from "./json_keys.ts";
+import { pluginDriver } from "./chain.ts";
+import { FERRY_IPAM_TYPE } from "../ipam/nad_ferry_ipam.ts";
 import {
   DEFAULT_NETWORK_ANNOTATION,
   interfaceNames,
@@ -155,6 +157,17 @@ export function nadPlugins(
         ...args,
         cni: { ...(isObject(args.cni) ? args.cni : {}), ...selection.cniArgs },
       };
+    }
+    // Ferry's own IPAM type is served in the daemon, by the drivers that plug a NAD natively;
+    // a delegated plugin would exec the shim as an IPAM binary.
+    if (
+      isObject(p.ipam) && p.ipam.type === FERRY_IPAM_TYPE &&
+      pluginDriver(conf as NetConf, i) === "delegate"
+    ) {
+      throw fail(
+        `plugin ${i} (${p.type}): ipam.type ${FERRY_IPAM_TYPE} is served only for the first ` +
+          "plugin of a NAD, when it is macvlan, ipvlan or a bridge Ferry plugs itself",
+      );
     }
     return conf as NetConf;
   });

@@ -32,7 +32,11 @@ export interface MetricsSources {
   /** The reconcile loop's outcomes so far. */
   gc?: () => { released: number; failed: number; sweeps: number };
   /** The node's own `ipam check` after the last sweep. */
-  ipamCheck?: () => { conflicts: number; leaked: number };
+  ipamCheck?: () => {
+    conflicts: number;
+    leaked: number;
+    networks?: { network: string; conflicts: number; leaked: number }[];
+  };
   /** NetworkPolicy: packets counted by each rule of the policy table. */
   policyRules?: () => { comment: string; packets: number }[];
   /** Other nodes' pod ranges this node cannot route now. */
@@ -190,6 +194,20 @@ export class FerryMetrics {
         "ferry_ipam_leaked_addresses",
         "Addresses this node's last ipam check found allocated to no recorded interface",
         () => [[{}, sources.ipamCheck?.().leaked ?? 0]],
+      ),
+      new Gauge(
+        "ferry_nad_ipam_conflicts",
+        "NAD networks served natively, per address space this node holds blocks of: addresses " +
+          "its last ipam check found on two attachments, outside their block, or recorded but " +
+          "not allocated",
+        () =>
+          (sources.ipamCheck?.().networks ?? []).map((n) => [{ network: n.network }, n.conflicts]),
+      ),
+      new Gauge(
+        "ferry_nad_ipam_leaked_addresses",
+        "NAD networks served natively, per address space: addresses this node's last ipam check " +
+          "found allocated to no recorded attachment",
+        () => (sources.ipamCheck?.().networks ?? []).map((n) => [{ network: n.network }, n.leaked]),
       ),
       new Gauge(
         "ferry_cluster_unroutable_ranges",

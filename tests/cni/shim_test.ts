@@ -142,3 +142,38 @@ Deno.test("DEL with no daemon listening succeeds with a note; other commands, an
   const late = await runShim({ ...ENV, CNI_COMMAND: "DEL" }, conf("1.0.0"), slow);
   assertEquals([late.exitCode, JSON.parse(late.stdout).code], [1, 11]);
 });
+
+Deno.test("exec'ed as an IPAM plugin by another plugin (ipam.type ferry), ADD is code 7 naming ipam.type without asking the daemon, DEL succeeds", async () => {
+  const stdin = JSON.stringify({
+    cniVersion: "1.0.0",
+    name: "vlan10",
+    type: "vlan",
+    master: "eth0",
+    ipam: { type: "ferry", pool: "telco" },
+  });
+  const seen: CniRequest[] = [];
+  const add = await runShim(
+    { ...ENV, CNI_IFNAME: "net1" },
+    stdin,
+    replying({ result: RESULT }, seen),
+  );
+  assertEquals(add.exitCode, 1);
+  const err = JSON.parse(add.stdout);
+  assertEquals(err.code, CNI_ERROR.INVALID_CONFIG);
+  assertEquals(err.msg.startsWith("network vlan10: ipam.type:"), true, err.msg);
+  const del = await runShim(
+    { ...ENV, CNI_COMMAND: "DEL", CNI_IFNAME: "net1" },
+    stdin,
+    replying({}, seen),
+  );
+  assertEquals(del.exitCode, 0, del.stdout);
+  assertEquals(seen, [], "the daemon is never asked");
+  // Ferry's own network keeps going to the daemon whatever its ipam says.
+  const own = await runShim(
+    ENV,
+    JSON.stringify({ cniVersion: "1.0.0", name: "ferry", type: "ferry", ipam: { type: "ferry" } }),
+    replying({ result: RESULT }, seen),
+  );
+  assertEquals(own.exitCode, 0, own.stdout);
+  assertEquals(seen.length, 1);
+});

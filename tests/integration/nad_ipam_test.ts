@@ -261,6 +261,33 @@ Deno.test({
                 `${e.message}: recorded but not live ${extra}; live, unrecorded ${missing}`,
               );
             });
+            // Each node's own self-check agrees: the network's space checked, nothing counted.
+            for (const node of c.nodes) {
+              let last = "";
+              await eventually(
+                async () => {
+                  const res = await unixRequest(
+                    node.socket,
+                    "GET",
+                    STATS_PATH,
+                    undefined,
+                    AbortSignal.timeout(5000),
+                  );
+                  const check = JSON.parse(res.body).ipamCheck as {
+                    checks: number;
+                    networks?: { network: string; conflicts: number; leaked: number }[];
+                  };
+                  last = JSON.stringify(check);
+                  const mine = check.networks?.filter((n) => n.network.startsWith(`${space}/`));
+                  return check.checks >= 2 && !!mine?.length &&
+                    mine.every((n) => n.conflicts === 0 && n.leaked === 0);
+                },
+                `${node.name}'s ipam check of ${space} clean`,
+                30_000,
+              ).catch((e) => {
+                throw new Error(`${e.message}: ${last}`);
+              });
+            }
             for (const pod of pods) assertEquals((await c.removePod(pod)).code, 0, pod.name);
             await eventually(
               async () => (await recorded(c, space)).length === 0,

@@ -91,3 +91,38 @@ Deno.test("a pod without the annotation asks for nothing", async () => {
     warnings: [],
   });
 });
+
+Deno.test("ipam type ferry is taken on a plugin Ferry plugs itself and refused with code 7 on one it would delegate", async () => {
+  const { nads, npwg } = driver();
+  const ipam = { type: "ferry", pool: "telco" };
+  nads.upsert(
+    nad(
+      "app",
+      "mv",
+      JSON.stringify({ cniVersion: "1.0.0", type: "macvlan", master: "eth0", ipam }),
+    ),
+  );
+  nads.upsert(
+    nad(
+      "app",
+      "vl",
+      JSON.stringify({ cniVersion: "1.0.0", type: "vlan", master: "eth0", vlanId: 10, ipam }),
+    ),
+  );
+  nads.upsert(nad(
+    "app",
+    "chained",
+    JSON.stringify({
+      cniVersion: "1.0.0",
+      plugins: [{ type: "macvlan", master: "eth0", ipam }, { type: "tuning", ipam }],
+    }),
+  ));
+  const signal = AbortSignal.timeout(5000);
+  const { attachments } = await npwg.requested(pod("mv"), "eth0", signal);
+  assertEquals(attachments[0].plugins[0].ipam, ipam);
+  for (const name of ["vl", "chained"]) {
+    const e = await assertRejects(() => npwg.requested(pod(name), "eth0", signal), CniError);
+    assertEquals(e.code, 7, e.message);
+    assertEquals(e.message.includes("ipam.type ferry is served only"), true, e.message);
+  }
+});

@@ -104,3 +104,32 @@ Deno.test("port security's drops are one series per pod and kind of forgery", ()
     'ferry_spoofed_packets{namespace="a",pod="evil",kind="ipv4"} 5',
   ]);
 });
+
+Deno.test("the node's ipam check of NAD networks is one series per network with detail, summed without", () => {
+  const metrics = new FerryMetrics({
+    ipamCheck: () => ({
+      conflicts: 0,
+      leaked: 0,
+      networks: [
+        { network: "ippool:telco/v4", conflicts: 2, leaked: 1 },
+        { network: "v4", conflicts: 1, leaked: 0 },
+      ],
+    }),
+  });
+  const lines = (text: string) =>
+    text.split("\n").filter((l) => /^ferry_(nad_)?ipam_(conflicts|leaked)/.test(l)).sort();
+  assertEquals(lines(metrics.text()), [
+    "ferry_ipam_conflicts 0",
+    "ferry_ipam_leaked_addresses 0",
+    'ferry_nad_ipam_conflicts{network="ippool:telco/v4"} 2',
+    'ferry_nad_ipam_conflicts{network="v4"} 1',
+    'ferry_nad_ipam_leaked_addresses{network="ippool:telco/v4"} 1',
+    'ferry_nad_ipam_leaked_addresses{network="v4"} 0',
+  ]);
+  assertEquals(lines(metrics.text(false)), [
+    "ferry_ipam_conflicts 0",
+    "ferry_ipam_leaked_addresses 0",
+    "ferry_nad_ipam_conflicts 3",
+    "ferry_nad_ipam_leaked_addresses 1",
+  ]);
+});
