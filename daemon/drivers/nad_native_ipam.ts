@@ -12,7 +12,7 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
-import type { AttachmentKey } from "../service/attachment_store.ts";
+import type { AttachmentKey } from "../records/attachment_store.ts";
 
 /** One call's inputs (a subset of the drivers' IPAM call). */
 export interface NativeIpamCall {

@@ -11,7 +11,7 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { compareVersions, CURRENT_VERSION } from "../../lib/cni/versions.ts";
 import type { CniRequest } from "../../lib/envelope.ts";
-import type { Attachment, AttachmentKey } from "../service/attachment_store.ts";
+import type { Attachment, AttachmentKey } from "../records/attachment_store.ts";
 import type { Driver } from "../drivers/driver.ts";
 import { nativeBridgeConf } from "../drivers/nad_bridge.ts";
 import type { RequestedAttachment } from "./drivers.ts";

@@ -9,7 +9,7 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
-import type { RegisteredPod } from "../service/registry.ts";
+import type { RegisteredPod } from "../records/registry.ts";
 import type { NadCache } from "./nad_cache.ts";
 import { guardNadPlugins, type NadGuard, resultRefusal } from "./nad_guard.ts";
 import { foldKey } from "./json_keys.ts";

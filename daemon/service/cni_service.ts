@@ -18,14 +18,14 @@ import type {
   AttachmentKey,
   AttachmentStore,
   StagedRecord,
-} from "./attachment_store.ts";
+} from "../records/attachment_store.ts";
 import type { DefaultNetwork } from "./default_network.ts";
 import type { Driver, DriverName, Plugged } from "../drivers/driver.ts";
 import { Deadline } from "../runtime/deadline.ts";
 import { KeyedMutex } from "../runtime/keyed_mutex.ts";
 import type { NetnsGuard } from "../net/netns_guard.ts";
 import type { PhaseStats } from "../telemetry/phase_stats.ts";
-import type { PodRegistry, RegisteredPod } from "./registry.ts";
+import type { PodRegistry, RegisteredPod } from "../records/registry.ts";
 import type { MultiVifDriver, RequestedAttachment } from "../multivif/drivers.ts";
 import { checkChain, plugChain, unplugChain } from "../multivif/chain.ts";
 import { defaultDst } from "../net/link_plan.ts";

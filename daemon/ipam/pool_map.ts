@@ -8,8 +8,8 @@
  *
  * @module
  */
-import type { BlockSummary, PoolView } from "../ipam/block_ipam.ts";
-import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
+import type { BlockSummary, PoolView } from "./block_ipam.ts";
+import type { IpBlockObject, IpPoolObject } from "./ip_pools.ts";
 
 /**
  * The map.
