@@ -19,48 +19,11 @@ import { type SimFloor, type SimPod, withSimCluster } from "../daemon/dev/cluste
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
-import { clusterBenchReport } from "./report.ts";
+import { type ClusterBench, clusterBenchReport } from "./report.ts";
 import type { DaemonStats } from "../daemon/daemon.ts";
 
-/** What one run measured. */
-export interface ClusterBench {
-  /** When, where. */
-  date: string;
-  /** The machine's CPUs. */
-  cpus?: number;
-  /** The API: "stand-in" or the real server's kubeconfig. */
-  api: string;
-  /** Nodes and pods. */
-  nodes: number;
-  /** Pods plugged. */
-  pods: number;
-  /** ADDs in flight at once. */
-  concurrency: number;
-  /** Wall time from the first ADD to the last answer, in ms. */
-  allPluggedMs: number;
-  /**
-   * The same burst's wall time without Ferry: the harness alone (pod in the API, namespace, a
-   * `/bin/true` process) and with the shim's cold start only (VERSION, no daemon work); 0 when
-   * not measured.
-   */
-  floors: { harnessMs: number; shimStartMs: number };
-  /** Per pod, in ms: created in the API, its namespace made, ADD through the shim (runtime-like). */
-  add: { p50: number; p90: number; p99: number; max: number };
-  /** API requests the daemons made while the pods were plugged, per ADD, by method. */
-  apiRequestsPerAdd: Record<string, number>;
-  /** The IPAM mode the nodes ran. */
-  ipam: "kubernetes" | "pool";
-  /** API writes per ADD (POST, PUT, PATCH, DELETE). */
-  apiWritesPerAdd: number;
-  /** Of those, the address management's (pool mode: block claims, updates, deletions). */
-  ipamWritesPerAdd: number;
-  /** API round trips an ADD waited for. */
-  apiCallsOnCniPath: number;
-  /** Where the daemons' ADD time went: per phase, the worst node's p50 and p99 (ms). */
-  addPhases: Record<string, { p50: number; p99: number }>;
-  /** Targets and whether they were met. */
-  targets: { allPluggedMs: number; apiWritesPerAdd: number; met: boolean };
-}
+/** What one run measured (its shape is beside its renderer, `report.ts`). */
+export type { ClusterBench };
 
 async function statsOf(socket: string): Promise<DaemonStats> {
   const res = await unixRequest(socket, "GET", STATS_PATH, undefined, AbortSignal.timeout(5000));

@@ -17,29 +17,10 @@ import { installNadCrd, installNetworkBlockCrd } from "../daemon/dev/crds.ts";
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS } from "../daemon/k8s/resources.ts";
 import type { KubeObject } from "../daemon/k8s/client.ts";
-import { multinetReport } from "./report.ts";
+import { type MultinetBench, multinetReport } from "./report.ts";
 
-/** What one run measured (ms). */
-export interface MultinetBench {
-  /** When. */
-  date: string;
-  /** The machine's CPUs. */
-  cpus?: number;
-  /** Pods per series. */
-  pods: number;
-  /** ADD p50 / p90 of a pod on the default network only. */
-  defaultOnly: { p50: number; p90: number };
-  /** ADD p50 / p90 of a pod with two extra macvlan networks. */
-  twoExtra: { p50: number; p90: number };
-  /** twoExtra p50 / defaultOnly p50. */
-  ratio: number;
-  /** ADD p50 / p90 of a pod with one extra macvlan network, host-local IPAM. */
-  oneHostLocal?: { p50: number; p90: number };
-  /** ADD p50 / p90 of a pod with one extra macvlan network, whereabouts IPAM served natively. */
-  oneNative?: { p50: number; p90: number };
-  /** The burst (with `--burst`): wall time (s) on the default network alone, and with one NAD. */
-  burst?: { pods: number; nodes: number; defaultOnlyS: number; nativeNadS: number; ratio: number };
-}
+/** What one run measured (its shape is beside its renderer, `report.ts`). */
+export type { MultinetBench };
 
 /** Every simulated node serves whereabouts configs natively. */
 const NATIVE = { multiNetwork: { whereaboutsIpam: "native" } };

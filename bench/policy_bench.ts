@@ -38,7 +38,7 @@ import { DEFAULT_POLICY_LIMITS, policyPodOf } from "../daemon/policy/policy_enfo
 import { limitPolicies, policyEntries } from "../daemon/policy/limits.ts";
 import { policyScript, renderPolicyTable } from "../daemon/policy/nft_policy.ts";
 import { policySide } from "../daemon/policy/policy_watches.ts";
-import type { AttachmentStore } from "../daemon/service/attachment_store.ts";
+import type { AttachmentStore } from "../daemon/records/attachment_store.ts";
 import { NftRunner } from "../daemon/cluster/masquerade.ts";
 import { DaemonProcess, waitForDaemon } from "../daemon/dev/daemon_process.ts";
 import { IS_ROOT, run, type TestNetns, uniqueToken } from "../daemon/dev/netns.ts";

@@ -6,8 +6,6 @@
  *
  * @module
  */
-import type { ClusterBench } from "./cluster_bench.ts";
-import type { MultinetBench } from "./multinet_bench.ts";
 import type { ChaosReport } from "../daemon/dev/chaos.ts";
 import type { ClusterChaosReport } from "../daemon/dev/chaos_cluster.ts";
 import type { ProbeDurations, TcpSample } from "./tcp_probe.ts";
@@ -46,6 +44,46 @@ export interface CniBenchResult {
   targets: Target[];
 }
 
+/** What one run of `bench/cluster_bench.ts` measured. */
+export interface ClusterBench {
+  /** When, where. */
+  date: string;
+  /** The machine's CPUs. */
+  cpus?: number;
+  /** The API: "stand-in" or the real server's kubeconfig. */
+  api: string;
+  /** Nodes and pods. */
+  nodes: number;
+  /** Pods plugged. */
+  pods: number;
+  /** ADDs in flight at once. */
+  concurrency: number;
+  /** Wall time from the first ADD to the last answer, in ms. */
+  allPluggedMs: number;
+  /**
+   * The same burst's wall time without Ferry: the harness alone (pod in the API, namespace, a
+   * `/bin/true` process) and with the shim's cold start only (VERSION, no daemon work); 0 when
+   * not measured.
+   */
+  floors: { harnessMs: number; shimStartMs: number };
+  /** Per pod, in ms: created in the API, its namespace made, ADD through the shim (runtime-like). */
+  add: { p50: number; p90: number; p99: number; max: number };
+  /** API requests the daemons made while the pods were plugged, per ADD, by method. */
+  apiRequestsPerAdd: Record<string, number>;
+  /** The IPAM mode the nodes ran. */
+  ipam: "kubernetes" | "pool";
+  /** API writes per ADD (POST, PUT, PATCH, DELETE). */
+  apiWritesPerAdd: number;
+  /** Of those, the address management's (pool mode: block claims, updates, deletions). */
+  ipamWritesPerAdd: number;
+  /** API round trips an ADD waited for. */
+  apiCallsOnCniPath: number;
+  /** Where the daemons' ADD time went: per phase, the worst node's p50 and p99 (ms). */
+  addPhases: Record<string, { p50: number; p99: number }>;
+  /** Targets and whether they were met. */
+  targets: { allPluggedMs: number; apiWritesPerAdd: number; met: boolean };
+}
+
 /** `bench/results/cluster.json`: pods over simulated nodes (`deno task bench:cluster`). */
 export type ClusterBenchResult = ClusterBench;
 
@@ -61,6 +99,28 @@ export interface ClusterRealResult {
     sandbox: Record<string, { n: number; p50Ms: number; p99Ms: number }>;
     ferry?: Record<string, { rssMiB?: number; cpuS?: number }>;
   }[];
+}
+
+/** What one run of `bench/multinet_bench.ts` measured (ms). */
+export interface MultinetBench {
+  /** When. */
+  date: string;
+  /** The machine's CPUs. */
+  cpus?: number;
+  /** Pods per series. */
+  pods: number;
+  /** ADD p50 / p90 of a pod on the default network only. */
+  defaultOnly: { p50: number; p90: number };
+  /** ADD p50 / p90 of a pod with two extra macvlan networks. */
+  twoExtra: { p50: number; p90: number };
+  /** twoExtra p50 / defaultOnly p50. */
+  ratio: number;
+  /** ADD p50 / p90 of a pod with one extra macvlan network, host-local IPAM. */
+  oneHostLocal?: { p50: number; p90: number };
+  /** ADD p50 / p90 of a pod with one extra macvlan network, whereabouts IPAM served natively. */
+  oneNative?: { p50: number; p90: number };
+  /** The burst (with `--burst`): wall time (s) on the default network alone, and with one NAD. */
+  burst?: { pods: number; nodes: number; defaultOnlyS: number; nativeNadS: number; ratio: number };
 }
 
 /** `bench/results/multinet.json`: a pod's ADD with two extra networks. */

@@ -29,7 +29,7 @@ import { takeCpuPriority } from "./runtime/cpu_priority.ts";
 import { IdleTrimmer, mallocTrim } from "./runtime/idle_trim.ts";
 import { serverSide } from "./server/server_side.ts";
 import { claimSocketPath } from "./server/socket_server.ts";
-import { AttachmentStore } from "./service/attachment_store.ts";
+import { AttachmentStore } from "./records/attachment_store.ts";
 import { CniService } from "./service/cni_service.ts";
 import { DefaultNetwork } from "./service/default_network.ts";
 import { setupLogging, teardownLogging } from "./telemetry/log.ts";
@@ -52,8 +52,8 @@ import { WhereaboutsReservations } from "./ipam/whereabouts_migration.ts";
 import { KubeApiError } from "./k8s/errors.ts";
 import { PODS, WHEREABOUTS_IPPOOLS } from "./k8s/resources.ts";
 import type { WhereaboutsPoolObject } from "./ipam/whereabouts_pools.ts";
-import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./k8s/network_block_api.ts";
-import { ipPoolReader } from "./k8s/ip_pool_reader.ts";
+import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./ipam/network_block_api.ts";
+import { ipPoolReader } from "./ipam/ip_pool_reader.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),

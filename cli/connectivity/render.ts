@@ -6,7 +6,6 @@
  * @module
  */
 import { type Check, TESTS } from "./plan.ts";
-import type { CheckResult, ConnectivityRun } from "./run.ts";
 
 function route(c: Check): string {
   const host = c.to.address.includes(":") ? `[${c.to.address}]` : c.to.address;
@@ -21,6 +20,30 @@ function outcome(r: CheckResult): string {
     return `ok, repaired after ${(r.repaired.afterMs / 1000).toFixed(1)} s (${r.repaired.failure})`;
   }
   return r.ok ? `ok ${r.ms} ms` : `FAILED ${r.ms} ms: ${r.reason}`;
+}
+
+/** A check's outcome. */
+export interface CheckResult {
+  /** The check. */
+  check: Check;
+  /** Whether it got what it expected. */
+  ok: boolean;
+  /** How long it took (for the policy checks: until the policy was in force, or the bound). */
+  ms: number;
+  /** Why it failed. */
+  reason?: string;
+  /** It failed first and passed within `--wait-repair`: how long that took, and the failure. */
+  repaired?: { afterMs: number; failure: string };
+}
+
+/** The run's outcome. */
+export interface ConnectivityRun {
+  /** Its namespace (deleted). */
+  namespace: string;
+  /** Every check's result, in order. */
+  results: CheckResult[];
+  /** Why the run stopped before its checks, if it did. */
+  error?: string;
 }
 
 /**

@@ -22,21 +22,10 @@ import {
   testServices,
 } from "./objects.ts";
 import { type Check, planChecks, type TestName, type TestPod } from "./plan.ts";
-import { progressLine } from "./render.ts";
+import { type CheckResult, type ConnectivityRun, progressLine } from "./render.ts";
 
-/** A check's outcome. */
-export interface CheckResult {
-  /** The check. */
-  check: Check;
-  /** Whether it got what it expected. */
-  ok: boolean;
-  /** How long it took (for the policy checks: until the policy was in force, or the bound). */
-  ms: number;
-  /** Why it failed. */
-  reason?: string;
-  /** It failed first and passed within `--wait-repair`: how long that took, and the failure. */
-  repaired?: { afterMs: number; failure: string };
-}
+/** A check's outcome and the run's (their shapes are beside their renderer, `render.ts`). */
+export type { CheckResult, ConnectivityRun };
 
 /** What the run needs. */
 export interface ConnectivityDeps {
@@ -64,16 +53,6 @@ export interface ConnectivityDeps {
   policyWaitMs: number;
   /** How long a failed check is tried again, waiting for Ferry to repair the fault (0: never). */
   repairWaitMs: number;
-}
-
-/** The run's outcome. */
-export interface ConnectivityRun {
-  /** Its namespace (deleted). */
-  namespace: string;
-  /** Every check's result, in order. */
-  results: CheckResult[];
-  /** Why the run stopped before its checks, if it did. */
-  error?: string;
 }
 
 /** Thrown when the test pods are not up in time. */

@@ -16,10 +16,10 @@
  */
 import type { Logger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config/config.ts";
-import { type DefaultNetwork, rangesOf } from "../service/default_network.ts";
+import { type NetworkRange, rangesOf } from "../ipam/network_range.ts";
 import { masqueradeRuleset, type Nft } from "./masquerade.ts";
 import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
-import type { PoolMap } from "./pool_map.ts";
+import type { PoolMap } from "../ipam/pool_map.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import type { FamilyAllocator } from "../ipam/allocator.ts";
 import { type IpPoolObject, parsePool } from "../ipam/ip_pools.ts";
@@ -34,12 +34,32 @@ import {
   UnroutableReport,
 } from "./unroutable.ts";
 
+/**
+ * The default network as the controller drives it (`service/default_network.ts`'s
+ * `DefaultNetwork`): opened on the node's ranges or its pool blocks, held back while the node is
+ * not its own, and asked what it hands out.
+ */
+export interface ControlledNetwork {
+  /** The network once open: the pods' MTU. */
+  readonly current: { readonly mtu: number } | undefined;
+  /** The subnets addresses come from now (empty before it opens). */
+  subnets(): string[];
+  /** Holds ADD back for `reason` (per `cause`); `undefined` lets that cause go. */
+  holdBack(reason: string | undefined, cause?: string): void;
+  /** Says what the network waits for while it is not open. */
+  waitFor(reason: string): void;
+  /** Opens it on fixed ranges with pod interfaces of `mtu`. */
+  open(ranges: NetworkRange[], mtu?: number): Promise<void>;
+  /** Opens it on the allocators `make` returns (pool IPAM). */
+  openWith(make: (mtu: number) => Promise<FamilyAllocator[]>, mtu?: number): Promise<void>;
+}
+
 /** What the controller needs. */
 export interface ClusterControllerDeps {
   /** The daemon's configuration (node name, modes, masquerade settings). */
   config: DaemonConfig;
   /** The default network it opens (kubernetes IPAM) and whose ranges it masquerades. */
-  network: DefaultNetwork;
+  network: ControlledNetwork;
   /** The nodes, when a node watch runs. */
   nodes?: NodeMap;
   /** The IP pools and blocks, fed by their watches (`ipam.mode` pool or auto). */

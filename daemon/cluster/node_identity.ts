@@ -14,7 +14,7 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import { LeaderLease, type LeaseApi } from "../gc/leader_lease.ts";
+import { LeaderLease, type LeaseApi } from "../k8s/leader_lease.ts";
 
 /** What the identity needs. */
 export interface NodeIdentityDeps {

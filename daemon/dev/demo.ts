@@ -14,7 +14,7 @@ import { PODS } from "../k8s/resources.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { HttpTransport } from "../k8s/transport.ts";
 import { hostLinkName } from "../net/naming.ts";
-import { ATTACHMENTS_ANNOTATION } from "../service/registry.ts";
+import { ATTACHMENTS_ANNOTATION } from "../records/registry.ts";
 import { netconf, withFerry } from "./harness.ts";
 import { DemoChecks, eventually } from "./demo_checks.ts";
 import { demoCluster } from "./demo_cluster.ts";

@@ -8,13 +8,13 @@
 import type { CniResult } from "../../lib/cni/schemas.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
-import type { Attachment, AttachmentKey } from "../service/attachment_store.ts";
+import type { Attachment, AttachmentKey } from "../records/attachment_store.ts";
 import { podRefFromArgs } from "../../lib/cni/args.ts";
 import type { FamilyAllocator, Lease } from "../ipam/allocator.ts";
 import { defaultRoutes } from "../net/link_plan.ts";
 import { HOST_LINK_PREFIX, hostLinkName, stableMac } from "../net/naming.ts";
 import type { BridgeSpec, InterfaceAddress, Plumber, VethSpec } from "../net/plumber.ts";
-import { firstDifference } from "../service/live_check.ts";
+import { firstDifference } from "./live_check.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
 import type { PortEntry } from "../portsec/guard_table.ts";

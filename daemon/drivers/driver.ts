@@ -9,10 +9,10 @@
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import type { Plumber } from "../net/plumber.ts";
-import type { Attachment, AttachmentKey } from "../service/attachment_store.ts";
+import type { Attachment, AttachmentKey, DriverName } from "../records/attachment_store.ts";
 
-/** The names of the drivers. */
-export type DriverName = "bridge" | "macvlan" | "ipvlan" | "delegate" | "nad-bridge";
+/** The names of the drivers, as each attachment records them (`records/attachment_store.ts`). */
+export type { DriverName };
 
 /** What an ADD hands a driver. */
 export interface AddContext {

@@ -8,7 +8,7 @@
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { compareVersions } from "../../lib/cni/versions.ts";
 import { delegate } from "../net/delegate.ts";
-import type { AttachmentKey } from "../service/attachment_store.ts";
+import type { AttachmentKey } from "../records/attachment_store.ts";
 import type { NativeNadIpam } from "./nad_native_ipam.ts";
 
 /** One IPAM call's inputs. */

@@ -15,7 +15,7 @@ import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { checkShape } from "../../lib/validate.ts";
 import { hostLinkName, stableMac } from "../net/naming.ts";
 import type { Plumber, VethSpec } from "../net/plumber.ts";
-import { firstDifference } from "../service/live_check.ts";
+import { firstDifference } from "./live_check.ts";
 import { vethResult } from "./bridge.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import { refuseTakenName } from "./driver.ts";

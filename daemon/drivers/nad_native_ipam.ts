@@ -21,7 +21,7 @@ import {
 } from "../ipam/nad_ferry_ipam.ts";
 import { type NadIpamConfig, parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
-import type { AttachmentKey } from "../service/attachment_store.ts";
+import type { AttachmentKey } from "../records/attachment_store.ts";
 
 /** One call's inputs (a subset of the drivers' IPAM call). */
 export interface NativeIpamCall {

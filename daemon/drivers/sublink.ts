@@ -15,7 +15,7 @@ import { CURRENT_VERSION } from "../../lib/cni/versions.ts";
 import { checkShape } from "../../lib/validate.ts";
 import { stableMac } from "../net/naming.ts";
 import type { Plumber, SublinkSpec } from "../net/plumber.ts";
-import { firstDifference } from "../service/live_check.ts";
+import { firstDifference } from "./live_check.ts";
 import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";

@@ -11,7 +11,7 @@
 import type { Logger } from "@logtape/logtape";
 import type { BlockApi, PoolView } from "../ipam/block_ipam.ts";
 import { KubeApiError } from "../k8s/errors.ts";
-import type { LeaderLease } from "./leader_lease.ts";
+import type { LeaderLease } from "../k8s/leader_lease.ts";
 import type { NetworkBlockApi } from "../ipam/nad_network_ipam.ts";
 
 /** What the reclaimer needs. */

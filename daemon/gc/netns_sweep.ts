@@ -11,7 +11,7 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import type { Attachment, AttachmentKey, AttachmentStore } from "../service/attachment_store.ts";
+import type { Attachment, AttachmentKey, AttachmentStore } from "../records/attachment_store.ts";
 
 /** What the sweep needs. */
 export interface NetnsSweepDeps {

@@ -30,8 +30,8 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import type { Attachment, AttachmentKey, AttachmentStore } from "../service/attachment_store.ts";
-import type { PodRegistry, RegisteredPod } from "../service/registry.ts";
+import type { Attachment, AttachmentKey, AttachmentStore } from "../records/attachment_store.ts";
+import type { PodRegistry, RegisteredPod } from "../records/registry.ts";
 import { type Outcome, WorkQueue } from "./work_queue.ts";
 
 /** Why an attachment was released. */

@@ -16,7 +16,7 @@
 import type { Logger } from "@logtape/logtape";
 import type { PodRef } from "../../lib/cni/args.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
-import type { Attachment } from "../service/attachment_store.ts";
+import type { Attachment } from "../records/attachment_store.ts";
 import { type Finding, nodeFindings } from "./integrity.ts";
 import {
   type NetworkFinding,

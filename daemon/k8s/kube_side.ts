@@ -7,19 +7,19 @@
  */
 import { getLogger } from "@logtape/logtape";
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
-import type { AttachmentStore } from "../service/attachment_store.ts";
+import type { AttachmentStore } from "../records/attachment_store.ts";
 import type { PodSource } from "../service/cni_service.ts";
 import {
   ATTACHMENTS_ANNOTATION,
   attachmentsAnnotation,
   PodRegistry,
   slimPod,
-} from "../service/registry.ts";
+} from "../records/registry.ts";
 import type { DaemonConfig } from "../config/config.ts";
 import type { DaemonStats } from "../daemon.ts";
 import { NftRunner } from "../cluster/masquerade.ts";
 import { NodeMap, slimNode, type Vtep, VTEP_ANNOTATION } from "../cluster/nodes.ts";
-import { PoolMap } from "../cluster/pool_map.ts";
+import { PoolMap } from "../ipam/pool_map.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
 import { networkStatus } from "../multivif/network_status.ts";
 import { NadCache, type NadObject } from "../multivif/nad_cache.ts";
@@ -33,7 +33,7 @@ import { AnnotationWriter } from "./annotation_writer.ts";
 import { KubeClient } from "./client.ts";
 import { Informer } from "./informer.ts";
 import { inClusterConfig, loadKubeconfig } from "./kubeconfig.ts";
-import { poolInformers } from "./pool_api.ts";
+import { poolInformers } from "../ipam/pool_api.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "./resources.ts";
 import { CountingTransport, HttpTransport } from "./transport.ts";
 import { Watcher } from "./watcher.ts";

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { LeaseApi, LeaseObject } from "../gc/leader_lease.ts";
+import type { LeaseApi, LeaseObject } from "./leader_lease.ts";
 import type { KubeClient } from "./client.ts";
 import { LEASES } from "./resources.ts";
 

@@ -11,27 +11,13 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import { compareVersions, CURRENT_VERSION } from "../../lib/cni/versions.ts";
 import type { CniRequest } from "../../lib/envelope.ts";
-import type { Attachment, AttachmentKey } from "../service/attachment_store.ts";
+import type { Attachment, AttachmentKey } from "../records/attachment_store.ts";
 import type { Driver } from "../drivers/driver.ts";
-import { nativeBridgeConf } from "../drivers/nad_bridge.ts";
+import { pluginDriver } from "./plugin_driver.ts";
 import type { RequestedAttachment } from "./drivers.ts";
 
 /** The drivers a chain's plugins go through. */
 export type ChainDrivers = Record<"macvlan" | "ipvlan" | "delegate" | "nad-bridge", Driver>;
-
-/**
- * The driver of a NAD plugin: the first plugin of a chain runs natively when it is macvlan, ipvlan
- * or a bridge the native driver can plug; every other plugin is the reference plugin of its type,
- * delegated.
- */
-export function pluginDriver(
-  plugin: NetConf,
-  index: number,
-): "macvlan" | "ipvlan" | "delegate" | "nad-bridge" {
-  if (index === 0 && (plugin.type === "macvlan" || plugin.type === "ipvlan")) return plugin.type;
-  if (index === 0 && nativeBridgeConf(plugin)) return "nad-bridge";
-  return "delegate";
-}
 
 /**
  * Runs one attachment's plugins in order (prevResult chained); undoes them on failure. `at` is

@@ -9,11 +9,11 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
-import type { RegisteredPod } from "../service/registry.ts";
+import type { RegisteredPod } from "../records/registry.ts";
 import type { NadCache } from "./nad_cache.ts";
 import { guardNadPlugins, type NadGuard, resultRefusal } from "./nad_guard.ts";
 import { foldKey } from "./json_keys.ts";
-import { pluginDriver } from "./chain.ts";
+import { pluginDriver } from "./plugin_driver.ts";
 import { FERRY_IPAM_TYPE } from "../ipam/nad_ferry_ipam.ts";
 import {
   DEFAULT_NETWORK_ANNOTATION,

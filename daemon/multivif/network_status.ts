@@ -5,7 +5,7 @@
  * @module
  */
 import { canonicalIp } from "../ipam/cidr.ts";
-import type { Attachment } from "../service/attachment_store.ts";
+import type { Attachment } from "../records/attachment_store.ts";
 
 /**
  * The NPWG `network-status` of a container: the default network's interface first (`default:

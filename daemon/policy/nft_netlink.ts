@@ -21,6 +21,10 @@ import {
 } from "../net/netlink/messages.ts";
 import { concatBytes } from "../../lib/bytes.ts";
 import type { NftOp, PodRule, RuleCount } from "./nft_policy.ts";
+import { NFPROTO_BRIDGE, NFPROTO_INET, type SetElementOp } from "../net/netlink/nft_sets.ts";
+
+/** The bridge family and a set element, as `net/netlink/nft_sets.ts` defines them. */
+export { NFPROTO_BRIDGE, type SetElementOp };
 
 const NFNL_SUBSYS_NFTABLES = 10;
 const NFNL_MSG_BATCH_BEGIN = 0x10;
@@ -32,9 +36,6 @@ const NFT_MSG_GETRULE = 7;
 /** `ENOENT`: no such table (nothing isolated on the node). */
 const ENOENT = 2;
 const NFT_MSG_DESTROYSETELEM = 30;
-const NFPROTO_INET = 1;
-/** `NFPROTO_BRIDGE`: the family of a bridge table. */
-export const NFPROTO_BRIDGE = 7;
 const NLM_F_APPEND = 0x800;
 
 const NFTA_CHAIN_TABLE = 1;
@@ -324,16 +325,6 @@ export function parseRuleDump(
     at += (len + 3) & ~3;
   }
   return out;
-}
-
-/** A set element to add or remove: the key's bytes as the kernel stores them (no data). */
-export interface SetElementOp {
-  /** The set. */
-  set: string;
-  /** The key (a concatenation's components each padded to 4 bytes). */
-  key: Uint8Array;
-  /** The last key of a range (a concatenated interval set's element). */
-  keyEnd?: Uint8Array;
 }
 
 /**

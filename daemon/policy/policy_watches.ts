@@ -18,7 +18,7 @@ import { NAMESPACES, NETWORK_POLICIES, PODS } from "../k8s/resources.ts";
 import type { Watcher } from "../k8s/watcher.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import { MULTI_NETWORK_POLICIES } from "../k8s/resources.ts";
-import type { AttachmentStore } from "../service/attachment_store.ts";
+import type { AttachmentStore } from "../records/attachment_store.ts";
 import {
   PolicyEnforcer,
   type PolicyStats,

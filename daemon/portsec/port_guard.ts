@@ -15,7 +15,7 @@ import { Deadline } from "../runtime/deadline.ts";
 
 /** An `nft` of the guard still running after this long is given up, its process killed. */
 const NFT_TIMEOUT_MS = 30_000;
-import { NFPROTO_BRIDGE, type SetElementOp } from "../policy/nft_netlink.ts";
+import { NFPROTO_BRIDGE, type SetElementOp } from "../net/netlink/nft_sets.ts";
 import {
   addingElement,
   GUARD_KINDS,

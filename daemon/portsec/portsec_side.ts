@@ -10,7 +10,7 @@ import type { DaemonConfig } from "../config/config.ts";
 import { NftNetlink, type NftSys } from "../policy/nft_netlink.ts";
 import { guardRemovalScript } from "./guard_table.ts";
 import { nftBridgeRunner, type PortDrops, PortGuard } from "./port_guard.ts";
-import type { Attachment } from "../service/attachment_store.ts";
+import type { Attachment } from "../records/attachment_store.ts";
 import { NftRunner } from "../cluster/masquerade.ts";
 import type { ChildSet } from "../runtime/child_set.ts";
 import type { SublinkGuard } from "../drivers/sublink.ts";

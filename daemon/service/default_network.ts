@@ -14,13 +14,13 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import type { Attachment, AttachmentStore } from "./attachment_store.ts";
+import type { Attachment, AttachmentStore } from "../records/attachment_store.ts";
 import { BridgeDriver } from "../drivers/bridge.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
 import { entryOfResult, type PortEntry } from "../portsec/guard_table.ts";
 import { hostLinkName, stableMac } from "../net/naming.ts";
-import { parseCidr } from "../ipam/cidr.ts";
-import { defaultRange, LocalPool, type PoolRange } from "../ipam/local_pool.ts";
+import { LocalPool } from "../ipam/local_pool.ts";
+import type { NetworkRange } from "../ipam/network_range.ts";
 import { type FamilyAllocator, RangeAllocator } from "../ipam/allocator.ts";
 import type { Plumber } from "../net/plumber.ts";
 
@@ -29,33 +29,8 @@ export function poolDir(stateDir: string, subnet: string): string {
   return `${stateDir}/ipam/${subnet.replaceAll("/", "_").replaceAll(":", "-")}`;
 }
 
-/** One range of the default network: its subnet and the part handed out. */
-export interface NetworkRange {
-  /** The subnet as configured, e.g. `10.244.1.0/24`. */
-  subnet: string;
-  /** What is allocated from it. */
-  range: PoolRange;
-}
-
-/**
- * The ranges of a podCIDR list (one per family, IPv4 first): gateway the first host, addresses
- * from the second on.
- *
- * @throws {Error} for a CIDR that does not parse, or two of one family.
- * @example
- * ```ts
- * rangesOf(["10.244.1.0/24", "fd00:10:244:1::/64"]).map((r) => r.subnet);
- * ```
- */
-export function rangesOf(cidrs: string[]): NetworkRange[] {
-  const ranges = cidrs.map((subnet) => ({ subnet, range: defaultRange(parseCidr(subnet)) }));
-  ranges.sort((a, b) => a.range.subnet.network.family - b.range.subnet.network.family);
-  const families = ranges.map((r) => r.range.subnet.network.family);
-  if (new Set(families).size !== families.length) {
-    throw new Error(`more than one range of a family in ${cidrs.join(", ")}`);
-  }
-  return ranges;
-}
+/** The ranges of a podCIDR list (`ipam/network_range.ts`), which this network opens on. */
+export { type NetworkRange, rangesOf } from "../ipam/network_range.ts";
 
 /** What opening the network needs. */
 export interface DefaultNetworkDeps {

@@ -5,7 +5,7 @@ import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { hostLinkName } from "../../daemon/net/naming.ts";
 import { NODES, PODS } from "../../daemon/k8s/resources.ts";
-import { ATTACHMENTS_ANNOTATION } from "../../daemon/service/registry.ts";
+import { ATTACHMENTS_ANNOTATION } from "../../daemon/records/registry.ts";
 import {
   netconf,
   runWithInput,

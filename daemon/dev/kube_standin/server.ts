@@ -29,6 +29,9 @@
  * `sendInitialEvents`, watch-cache timing (events arrive at once, unless a test stalls the cache:
  * `stallWatchCache`), and API discovery documents.
  *
+ * The parts: lists (`list.ts`), watches (`watch.ts`), answers (`answers.ts`), media views
+ * (`media.ts`), the storage (`object_store.ts`), selectors, merge patch; this module serves them.
+ *
  * @module
  */
 import type { KubeObject } from "../../k8s/client.ts";
@@ -45,16 +48,13 @@ import {
   type ResourceType,
   SERVICES,
 } from "../../k8s/resources.ts";
-import { type AnswerView, answerView, checkView, viewed, viewedListType } from "./media.ts";
+import { type AnswerView, answerView, checkView, viewed } from "./media.ts";
 import { applyMergePatch } from "./merge_patch.ts";
-import { ApiFailure, type Change, ObjectStore, resourceId } from "./object_store.ts";
-import {
-  matchesSelectors,
-  parseFieldSelector,
-  parseLabelSelector,
-  type Requirement,
-  SelectorError,
-} from "./selectors.ts";
+import { answer, status } from "./answers.ts";
+import { listResponse } from "./list.ts";
+import { type OpenWatch, watchResponse } from "./watch.ts";
+import { ApiFailure, ObjectStore } from "./object_store.ts";
+import { SelectorError } from "./selectors.ts";
 
 /** Injected trouble for tests. */
 export interface FaultRule {
@@ -107,10 +107,6 @@ const BUILTIN = [
   DAEMONSETS,
   SERVICES,
 ];
-
-interface OpenWatch {
-  close(error?: boolean): void;
-}
 
 /**
  * The stand-in server.
@@ -436,222 +432,30 @@ export class KubeStandin {
     return this.store.remove(rt, namespace, name);
   }
 
-  #selectors(rt: ResourceType, url: URL): [Requirement[], Requirement[]] {
-    return [
-      parseFieldSelector(url.searchParams.get("fieldSelector"), rt.plural),
-      parseLabelSelector(url.searchParams.get("labelSelector")),
-    ];
-  }
-
   #list(rt: ResourceType, namespace: string | undefined, url: URL, view: AnswerView): Response {
-    checkView(view, true, rt.kind);
-    const [fields, labels] = this.#selectors(rt, url);
-    const limit = Number(url.searchParams.get("limit") ?? "0");
-    const cont = url.searchParams.get("continue");
-    const rvParam = url.searchParams.get("resourceVersion");
-    const match = url.searchParams.get("resourceVersionMatch");
-    let atRv = this.store.rv;
-    let after = "";
-    if (cont) {
-      let token: { rv: number; after: string };
-      try {
-        token = JSON.parse(atob(cont));
-      } catch {
-        throw new ApiFailure(400, "BadRequest", "continue key is not valid");
-      }
-      if (token.rv < this.store.compactedRv) {
-        throw new ApiFailure(
-          410,
-          "Expired",
-          "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-        );
-      }
-      [atRv, after] = [token.rv, token.after];
-    } else if (rvParam && rvParam !== "0") {
-      const n = Number(rvParam);
-      if (!Number.isInteger(n) || n < 0) {
-        throw new ApiFailure(400, "BadRequest", `invalid resource version ${rvParam}`);
-      }
-      if (n > this.store.rv) {
-        throw new ApiFailure(
-          504,
-          "Timeout",
-          `Too large resource version: ${n}, current: ${this.store.rv}`,
-        );
-      }
-      if (match === "Exact") atRv = n;
-    }
-    // Any version ("0") comes from the watch cache, whole (the page size does not apply), and as
-    // of where a stalled cache stopped.
-    const fromCache = rvParam === "0" && !cont;
-    if (fromCache) {
-      this.stats.listsFromCache[rt.plural] = (this.stats.listsFromCache[rt.plural] ?? 0) + 1;
-      if (this.#cacheRv !== undefined) atRv = Math.min(atRv, this.#cacheRv);
-    }
-    const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ""}/${o.metadata!.name}`;
-    let items = this.store.snapshot(rt, namespace, atRv).filter((o) =>
-      matchesSelectors(o as Record<string, unknown>, fields, labels)
+    return listResponse(
+      { store: this.store, stats: this.stats, cacheRv: this.#cacheRv },
+      rt,
+      namespace,
+      url,
+      view,
     );
-    if (after) items = items.filter((o) => keyOf(o) > after);
-    const metadata: Record<string, unknown> = { resourceVersion: String(atRv) };
-    if (limit > 0 && items.length > limit && !fromCache) {
-      metadata.remainingItemCount = items.length - limit;
-      items = items.slice(0, limit);
-      metadata.continue = btoa(JSON.stringify({ rv: atRv, after: keyOf(items[items.length - 1]) }));
-    }
-    const type = viewedListType(view, {
-      kind: `${rt.kind}List`,
-      apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version,
-    });
-    return answer({ ...type, metadata, items: items.map((o) => viewed(o, view)) });
   }
 
   #watch(route: { rt: ResourceType; namespace?: string }, url: URL, view: AnswerView): Response {
-    const { rt, namespace } = route;
-    checkView(view, false, rt.kind);
-    const [fields, labels] = this.#selectors(rt, url);
-    const rvParam = url.searchParams.get("resourceVersion");
-    const bookmarks = url.searchParams.get("allowWatchBookmarks") === "true";
-    const timeoutSeconds = Number(url.searchParams.get("timeoutSeconds") ?? "1800");
-    const inScope = (o: KubeObject | undefined) =>
-      !!o && (!namespace || o.metadata?.namespace === namespace) &&
-      matchesSelectors(o as Record<string, unknown>, fields, labels);
-    const toEvent = (c: Change): { type: string; object: KubeObject } | undefined => {
-      const now = inScope(c.object), before = inScope(c.previous);
-      const object = viewed(c.object, view);
-      if (c.type === "DELETED") return before ? { type: "DELETED", object } : undefined;
-      if (now && before) return { type: "MODIFIED", object };
-      if (now) return { type: "ADDED", object };
-      if (before) return { type: "DELETED", object };
-      return undefined;
-    };
-    const encoder = new TextEncoder();
-    const watches = this.#watches;
-    const store = this.store;
-    const stats = this.stats;
-    const interval = this.#options.bookmarkIntervalMs ?? 1000;
-    // A stalled watch cache (stallWatchCache) holds back what is newer than where it stopped.
-    const heldAt = () => this.#cacheRv;
-    const resumed = this.#cacheResumed;
-    let cleanup = () => {};
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        let closed = false;
-        let lastSent = 0;
-        const send = (ev: { type: string; object: unknown }) => {
-          if (!closed) controller.enqueue(encoder.encode(JSON.stringify(ev) + "\n"));
-        };
-        const initial: { type: string; object: KubeObject }[] = [];
-        const held: { rv: number; ev: { type: string; object: KubeObject } }[] = [];
-        const deliver = (rv: number, ev: { type: string; object: KubeObject }) => {
-          const at = heldAt();
-          if (held.length > 0 || (at !== undefined && rv > at)) return held.push({ rv, ev });
-          lastSent = Math.max(lastSent, rv);
-          send(ev);
-        };
-        const flush = () => {
-          for (const { rv, ev } of held.splice(0)) {
-            lastSent = Math.max(lastSent, rv);
-            send(ev);
-          }
-        };
-        let unsubscribe = () => {};
-        try {
-          const at = heldAt();
-          if (!rvParam || rvParam === "0") {
-            for (const o of store.snapshot(rt, namespace, at)) {
-              if (inScope(o)) initial.push({ type: "ADDED", object: viewed(o, view) });
-            }
-            lastSent = at ?? store.rv;
-          } else {
-            lastSent = Number(rvParam);
-            // In order of resourceVersion: what a stalled cache has not reached is left below.
-            for (const c of store.changesSince(rt, lastSent)) {
-              if (at !== undefined && c.rv > at) break;
-              lastSent = c.rv;
-              const ev = toEvent(c);
-              if (ev) initial.push(ev);
-            }
-          }
-          // What a stalled cache has not reached yet waits for it to resume.
-          if (at !== undefined) {
-            for (const c of store.changesSince(rt, Math.max(at, lastSent))) {
-              const ev = toEvent(c);
-              if (ev) held.push({ rv: c.rv, ev });
-            }
-          }
-        } catch (e) {
-          if (e instanceof ApiFailure) {
-            send({
-              type: "ERROR",
-              object: {
-                kind: "Status",
-                apiVersion: "v1",
-                metadata: {},
-                status: "Failure",
-                message: e.message,
-                reason: e.reason,
-                code: e.code,
-              },
-            });
-            controller.close();
-            return;
-          }
-          throw e;
-        }
-        for (const ev of initial) send(ev);
-        unsubscribe = store.subscribe((c) => {
-          if (c.resource !== resourceId(rt)) return;
-          const ev = toEvent(c);
-          if (ev) deliver(c.rv, ev);
-        });
-        resumed.add(flush);
-        const ticker = setInterval(() => {
-          const newest = Math.min(store.lastRvOf(rt), heldAt() ?? Infinity);
-          if (bookmarks && held.length === 0 && newest > lastSent) {
-            lastSent = newest;
-            const type = view === "whole"
-              ? { kind: rt.kind, apiVersion: rt.group ? `${rt.group}/${rt.version}` : rt.version }
-              : { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1" };
-            send({
-              type: "BOOKMARK",
-              object: {
-                ...type,
-                metadata: { resourceVersion: String(newest), creationTimestamp: null },
-              },
-            });
-          }
-        }, interval);
-        const timer = setTimeout(() => handle.close(false), timeoutSeconds * 1000);
-        const handle: OpenWatch = {
-          close(error) {
-            if (closed) return;
-            closed = true;
-            cleanup();
-            try {
-              if (error) controller.error(new Error("connection dropped"));
-              else controller.close();
-            } catch { /* already closed */ }
-          },
-        };
-        cleanup = () => {
-          unsubscribe();
-          resumed.delete(flush);
-          clearInterval(ticker);
-          clearTimeout(timer);
-          watches.delete(handle);
-          stats.openWatches = watches.size;
-        };
-        watches.add(handle);
-        stats.openWatches = watches.size;
+    return watchResponse(
+      {
+        store: this.store,
+        stats: this.stats,
+        watches: this.#watches,
+        bookmarkIntervalMs: this.#options.bookmarkIntervalMs ?? 1000,
+        heldAt: () => this.#cacheRv,
+        resumed: this.#cacheResumed,
       },
-      cancel() {
-        cleanup();
-      },
-    });
-    return new Response(body, {
-      headers: { "content-type": "application/json", "transfer-encoding": "chunked" },
-    });
+      route,
+      url,
+      view,
+    );
   }
 
   #registerCrd(crd: KubeObject): void {
@@ -725,23 +529,4 @@ function checkPreconditions(current: KubeObject, pre: DeleteOptions["preconditio
         `ResourceVersion in object meta: ${meta.resourceVersion}`,
     );
   }
-}
-
-function answer(body: unknown, code = 200): Response {
-  return new Response(JSON.stringify(body), {
-    status: code,
-    headers: { "content-type": "application/json" },
-  });
-}
-
-function status(code: number, reason: string, message: string): Response {
-  return answer({
-    kind: "Status",
-    apiVersion: "v1",
-    metadata: {},
-    status: "Failure",
-    message,
-    reason,
-    code,
-  }, code);
 }

@@ -4,7 +4,7 @@ import { RangeAllocator } from "../../../daemon/ipam/allocator.ts";
 import { parseCidr } from "../../../daemon/ipam/cidr.ts";
 import { defaultRange, LocalPool } from "../../../daemon/ipam/local_pool.ts";
 import type { Plumber } from "../../../daemon/net/plumber.ts";
-import type { Attachment } from "../../../daemon/service/attachment_store.ts";
+import type { Attachment } from "../../../daemon/records/attachment_store.ts";
 import { hostLinkName } from "../../../daemon/net/naming.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
 

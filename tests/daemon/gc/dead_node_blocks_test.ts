@@ -4,7 +4,7 @@ import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import type { Node } from "kubernetes-types/core/v1.d.ts";
 import { DeadNodeBlocks } from "../../../daemon/gc/dead_node_blocks.ts";
-import { LeaderLease } from "../../../daemon/gc/leader_lease.ts";
+import { LeaderLease } from "../../../daemon/k8s/leader_lease.ts";
 import { kubeLeaseApi } from "../../../daemon/k8s/lease_api.ts";
 import { KubeApiError } from "../../../daemon/k8s/errors.ts";
 import { LEASES, NODES } from "../../../daemon/k8s/resources.ts";

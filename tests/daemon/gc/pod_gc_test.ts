@@ -1,9 +1,9 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
-import { type Attachment, AttachmentStore } from "../../../daemon/service/attachment_store.ts";
+import { type Attachment, AttachmentStore } from "../../../daemon/records/attachment_store.ts";
 import { PodGc, type PodGcDeps } from "../../../daemon/gc/pod_gc.ts";
-import { PodRegistry } from "../../../daemon/service/registry.ts";
+import { PodRegistry } from "../../../daemon/records/registry.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
 
 const pod = (name: string, uid: string): Pod => ({

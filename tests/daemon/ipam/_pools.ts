@@ -6,12 +6,12 @@
  * @module
  */
 import { getLogger } from "@logtape/logtape";
-import { kubeBlockApi, poolInformers } from "../../../daemon/k8s/pool_api.ts";
+import { kubeBlockApi, poolInformers } from "../../../daemon/ipam/pool_api.ts";
 import { IPBLOCKS, IPPOOLS } from "../../../daemon/k8s/resources.ts";
 import { installPoolCrds } from "../../../daemon/dev/crds.ts";
 import { type BlockApi, BlockIpam } from "../../../daemon/ipam/block_ipam.ts";
 import type { IpBlockObject, IpPoolObject } from "../../../daemon/ipam/ip_pools.ts";
-import type { PoolMap } from "../../../daemon/cluster/pool_map.ts";
+import type { PoolMap } from "../../../daemon/ipam/pool_map.ts";
 import { type KubeTarget, withKube } from "../k8s/_target.ts";
 
 /** A fresh IPv4 /24 unlikely to be used by another test run on a shared real server. */

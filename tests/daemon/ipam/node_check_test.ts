@@ -3,7 +3,7 @@
 import { assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import { NodeCheck } from "../../../daemon/ipam/node_check.ts";
-import type { Attachment } from "../../../daemon/service/attachment_store.ts";
+import type { Attachment } from "../../../daemon/records/attachment_store.ts";
 
 const record = (id: string, ip: string, extra: Partial<Attachment> = {}): Attachment => ({
   containerId: id,

@@ -1,7 +1,7 @@
 import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { NpwgDriver } from "../../../daemon/multivif/drivers.ts";
 import { NadCache } from "../../../daemon/multivif/nad_cache.ts";
-import type { RegisteredPod } from "../../../daemon/service/registry.ts";
+import type { RegisteredPod } from "../../../daemon/records/registry.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
 
 const pod = (networks: string): RegisteredPod => ({

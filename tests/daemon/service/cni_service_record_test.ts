@@ -2,7 +2,7 @@
 // result), and puts it in place only when the plug succeeded.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
-import { AttachmentStore } from "../../../daemon/service/attachment_store.ts";
+import { AttachmentStore } from "../../../daemon/records/attachment_store.ts";
 import { CniService } from "../../../daemon/service/cni_service.ts";
 import type { DefaultNetwork } from "../../../daemon/service/default_network.ts";
 import type { AddContext, Driver, Plugged } from "../../../daemon/drivers/driver.ts";

@@ -4,7 +4,7 @@
 // the full-size chaos run, and the sweep deleted the pair under the ADD: "find eth0: ENODEV").
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
-import { AttachmentStore } from "../../../daemon/service/attachment_store.ts";
+import { AttachmentStore } from "../../../daemon/records/attachment_store.ts";
 import { CniService } from "../../../daemon/service/cni_service.ts";
 import type { DefaultNetwork } from "../../../daemon/service/default_network.ts";
 import { BridgeDriver } from "../../../daemon/drivers/bridge.ts";

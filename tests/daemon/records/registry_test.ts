@@ -5,7 +5,7 @@ import {
   PodRegistry,
   slimPod,
   stripPod,
-} from "../../../daemon/service/registry.ts";
+} from "../../../daemon/records/registry.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
 
 const pod = (name: string, uid: string, extra: Record<string, unknown> = {}): Pod => ({

@@ -1,5 +1,5 @@
 import { assertEquals } from "deno-std/assert/mod.js";
-import { PoolMap } from "../../../daemon/cluster/pool_map.ts";
+import { PoolMap } from "../../../daemon/ipam/pool_map.ts";
 
 Deno.test("a pool for NAD networks is not the default network's: never claimed from, routed or taken as pod space, but listed among all pools", () => {
   const map = new PoolMap();

@@ -5,11 +5,11 @@
  *
  * @module
  */
-import type { PoolMap } from "../cluster/pool_map.ts";
-import type { IpPoolObject } from "../ipam/ip_pools.ts";
-import type { KubeClient } from "./client.ts";
-import { KubeApiError } from "./errors.ts";
-import { IPPOOLS } from "./resources.ts";
+import type { PoolMap } from "./pool_map.ts";
+import type { IpPoolObject } from "./ip_pools.ts";
+import type { KubeClient } from "../k8s/client.ts";
+import { KubeApiError } from "../k8s/errors.ts";
+import { IPPOOLS } from "../k8s/resources.ts";
 
 /**
  * A reader of every pool.

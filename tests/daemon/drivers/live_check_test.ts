@@ -1,5 +1,5 @@
 import { assertEquals } from "deno-std/assert/mod.js";
-import { firstDifference } from "../../../daemon/service/live_check.ts";
+import { firstDifference } from "../../../daemon/drivers/live_check.ts";
 import { vethResult } from "../../../daemon/drivers/bridge.ts";
 import type { LiveInterface, VethSpec } from "../../../daemon/net/plumber.ts";
 

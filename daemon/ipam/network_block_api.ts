@@ -1,15 +1,15 @@
 /**
  * NAD networks' use of the API: `NetworkBlock` reads and writes for
- * {@link import("../ipam/nad_network_ipam.ts").NadNetworkIpam}, claims serialized on a Lease of
+ * {@link import("./nad_network_ipam.ts").NadNetworkIpam}, claims serialized on a Lease of
  * their own (NAD blocks never overlap the pools' blocks: claims of one never wait on the other's).
  *
  * @module
  */
-import type { NetworkBlockApi } from "../ipam/nad_network_ipam.ts";
-import { type NetworkBlockObject, networkHash } from "../ipam/nad_blocks.ts";
-import type { KubeClient } from "./client.ts";
+import type { NetworkBlockApi } from "./nad_network_ipam.ts";
+import { type NetworkBlockObject, networkHash } from "./nad_blocks.ts";
+import type { KubeClient } from "../k8s/client.ts";
 import { claimTurn } from "./pool_api.ts";
-import { NETWORKBLOCKS } from "./resources.ts";
+import { NETWORKBLOCKS } from "../k8s/resources.ts";
 
 /** The Lease whose version serializes NAD block claims across the cluster. */
 export const NAD_CLAIM_LEASE = { namespace: "kube-system", name: "ferry-nad-ipam-claims" };

@@ -9,8 +9,10 @@
  * @module
  */
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
-import type { DriverName } from "../drivers/driver.ts";
 import type { PodRef } from "../../lib/cni/args.ts";
+
+/** The names of the drivers that plug an interface (`drivers/`), as an attachment records them. */
+export type DriverName = "bridge" | "macvlan" | "ipvlan" | "delegate" | "nad-bridge";
 
 /** One plugged interface. */
 export interface Attachment {

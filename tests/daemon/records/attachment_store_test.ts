@@ -1,5 +1,5 @@
 import { assertEquals } from "deno-std/assert/mod.js";
-import { type Attachment, AttachmentStore } from "../../../daemon/service/attachment_store.ts";
+import { type Attachment, AttachmentStore } from "../../../daemon/records/attachment_store.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
 
 const record: Attachment = {

@@ -5,14 +5,14 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import type { BlockApi, ClaimTurn } from "../ipam/block_ipam.ts";
-import type { LeaseObject } from "../gc/leader_lease.ts";
-import { KubeApiError } from "./errors.ts";
-import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
-import { PoolMap } from "../cluster/pool_map.ts";
-import type { KubeClient } from "./client.ts";
-import { Informer, type InformerOptions } from "./informer.ts";
-import { IPBLOCKS, IPPOOLS, LEASES } from "./resources.ts";
+import type { BlockApi, ClaimTurn } from "./block_ipam.ts";
+import type { LeaseObject } from "../k8s/leader_lease.ts";
+import { KubeApiError } from "../k8s/errors.ts";
+import type { IpBlockObject, IpPoolObject } from "./ip_pools.ts";
+import { PoolMap } from "./pool_map.ts";
+import type { KubeClient } from "../k8s/client.ts";
+import { Informer, type InformerOptions } from "../k8s/informer.ts";
+import { IPBLOCKS, IPPOOLS, LEASES } from "../k8s/resources.ts";
 
 /** The Lease whose version serializes block claims across the cluster (see {@link ClaimTurn}). */
 export const CLAIM_LEASE = { namespace: "kube-system", name: "ferry-ipam-claims" };

@@ -6,8 +6,8 @@
  *
  * @module
  */
-import type { KubeObject } from "../k8s/client.ts";
-import { KubeApiError } from "../k8s/errors.ts";
+import type { KubeObject } from "./client.ts";
+import { KubeApiError } from "./errors.ts";
 
 /** A Lease object. */
 export interface LeaseObject extends KubeObject {

@@ -11,9 +11,9 @@
  *
  * @module
  */
-import type { BlockSummary, PoolView } from "../ipam/block_ipam.ts";
-import type { IpBlockObject, IpPoolObject } from "../ipam/ip_pools.ts";
-import { NETWORKS_USE } from "../ipam/nad_ferry_ipam.ts";
+import type { BlockSummary, PoolView } from "./block_ipam.ts";
+import type { IpBlockObject, IpPoolObject } from "./ip_pools.ts";
+import { NETWORKS_USE } from "./nad_ferry_ipam.ts";
 
 /** Whether `obj` is a pool of the default network's pods (not one for NAD networks). */
 const forPods = (obj: IpPoolObject) => obj.spec?.use !== NETWORKS_USE;
