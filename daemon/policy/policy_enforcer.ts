@@ -136,6 +136,10 @@ export interface PolicyStats {
   writes: number;
   /** Failed writes. */
   failures: number;
+  /** When the table (or a pod's part of it) was last written (RFC 3339); absent: never. */
+  lastWriteAt?: string;
+  /** When a write of the table last failed (RFC 3339); absent: never. */
+  lastFailureAt?: string;
   /** Writes that changed the table in place (the rest replaced it whole). */
   setUpdates: number;
   /** ADDs that wrote their pod's own chains and entries themselves (no pass waited for). */
@@ -761,6 +765,7 @@ export class PolicyEnforcer {
     }
     this.#written = addition.table;
     this.#stats.podWrites++;
+    if (addition.ops.length) this.#stats.lastWriteAt = new Date().toISOString();
     return true;
   }
 
@@ -821,6 +826,7 @@ export class PolicyEnforcer {
         update ?? policyScript(table, parts && tableDefinition(table, parts)),
       );
       this.#stats.writes++;
+      this.#stats.lastWriteAt = new Date().toISOString();
       if (update !== undefined) this.#stats.setUpdates++;
       if (!before !== !parts) {
         this.#d.logger.info(
@@ -836,6 +842,7 @@ export class PolicyEnforcer {
       // Stopping: the write's nft was killed with the daemon; nothing to say or try again.
       if (this.#closed) return;
       this.#stats.failures++;
+      this.#stats.lastFailureAt = new Date().toISOString();
       const error = e instanceof Error ? e.message : String(e);
       if (error !== this.#lastError) {
         this.#d.logger.error("network policy: cannot write table {table}: {error}", {

@@ -64,6 +64,14 @@ export interface PortDrops {
   packets: number;
 }
 
+/** Port security's counters, for `/v1/stats`. */
+export interface PortSecurityStats {
+  /** Bridge ports under guard (pods' interfaces admitted, not yet released). */
+  guardedPorts: number;
+  /** Frames dropped by kind, summed over the guarded ports, as last read (every 10 s). */
+  dropped: Record<string, number>;
+}
+
 /**
  * The node's port guard.
  *
@@ -77,6 +85,8 @@ export interface PortDrops {
 export class PortGuard {
   readonly #d: PortGuardDeps;
   #counts: PortDrops[] = [];
+  /** The ports admitted and not released. */
+  readonly #guarded = new Set<string>();
   #countTimer?: ReturnType<typeof setInterval>;
 
   /** Creates the guard; nothing is written before {@link PortGuard.rebuild}. */
@@ -97,6 +107,8 @@ export class PortGuard {
     await this.#d.apply(
       guardTableScript(this.#d.table, entries, { tunnelPort: this.#d.tunnelPort, closed }),
     );
+    this.#guarded.clear();
+    for (const e of entries) this.#guarded.add(e.port);
     this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
       ports: entries.length,
       table: this.#d.table,
@@ -138,6 +150,7 @@ export class PortGuard {
         await this.#d.apply(`delete element bridge ${this.#d.table} adding { ${closed.text} }\n`)
           .catch(() => {});
       }
+      this.#guarded.add(entry.port);
     } catch (e) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -152,6 +165,7 @@ export class PortGuard {
    * guard: run once its link is gone, or after a failed ADD). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
+    this.#guarded.delete(entry.port);
     const own = guardElements(entry);
     const ops: SetElementOp[] = [
       ...own,
@@ -232,6 +246,20 @@ export class PortGuard {
   /** The drop counters as last read (see {@link PortGuard.startCounting}). */
   counts(): PortDrops[] {
     return this.#counts;
+  }
+
+  /**
+   * Ports under guard and the frames dropped by kind (the counters as last read).
+   *
+   * @example
+   * ```ts
+   * guard.stats(); // { guardedPorts: 12, dropped: { arp: 2, ipv4: 3 } }
+   * ```
+   */
+  stats(): PortSecurityStats {
+    const dropped: Record<string, number> = {};
+    for (const d of this.#counts) dropped[d.kind] = (dropped[d.kind] ?? 0) + d.packets;
+    return { guardedPorts: this.#guarded.size, dropped };
   }
 }
 

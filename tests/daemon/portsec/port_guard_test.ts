@@ -178,6 +178,42 @@ Deno.test({
   },
 });
 
+Deno.test("the guard's stats count the ports under guard (rebuilt, admitted, released) and the frames dropped by kind", async () => {
+  let listing = JSON.stringify({ nftables: [] });
+  const guard = new PortGuard({
+    table: "fps",
+    apply: () => Promise.resolve(),
+    listJson: () => Promise.resolve(listing),
+    logger: getLogger(["ferry", "test"]),
+  });
+  const other = { port: "fy1", mac: "02:00:00:00:00:01", ips: ["10.244.0.6"] };
+  await guard.rebuild([entry, other]);
+  assertEquals(guard.stats(), { guardedPorts: 2, dropped: {} });
+  await guard.admit({ port: "fy2", mac: "02:00:00:00:00:02", ips: ["10.244.0.7"] });
+  await guard.release(other);
+  assertEquals(guard.stats().guardedPorts, 2, "fy0123456789ab and fy2");
+  listing = JSON.stringify({
+    nftables: [
+      { set: { name: "drop_ipv4", elem: [{ elem: { val: "fy2", counter: { packets: 3 } } }] } },
+      {
+        set: {
+          name: "drop_arp",
+          elem: [
+            { elem: { val: "fy2", counter: { packets: 2 } } },
+            { elem: { val: "fy0123456789ab", counter: { packets: 1 } } },
+          ],
+        },
+      },
+    ],
+  });
+  guard.startCounting(60_000);
+  for (let i = 0; i < 100 && !guard.counts().length; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  guard.stopCounting();
+  assertEquals(guard.stats(), { guardedPorts: 2, dropped: { ipv4: 3, arp: 3 } });
+});
+
 Deno.test("what was dropped between two reads is the difference per port and kind; a reset counter counts whole", () => {
   assertEquals(
     dropIncreases(
