@@ -106,8 +106,8 @@ export class UsageError extends Error {
 }
 
 /**
- * Parses the command line; `env` gives `KUBECONFIG` (its first file, as kubectl reads the first
- * that names the context).
+ * Parses the command line; `env` gives `KUBECONFIG` (its files, merged as kubectl merges them,
+ * unless `--kubeconfig` names one).
  *
  * @throws {UsageError} for an unknown flag or a bad `--output`.
  */
@@ -155,14 +155,15 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
   if (unknownTest) {
     throw new UsageError(`--test ${unknownTest}: one of ${Object.keys(TESTS).join(", ")}`);
   }
-  const fromEnv = env("KUBECONFIG")?.split(":").find((p) => p !== "");
+  const fromEnv = env("KUBECONFIG")?.split(":").filter((p) => p !== "");
   const home = env("HOME");
   return {
     command: f._.map(String),
-    kube: {
-      kubeconfig: f.kubeconfig ?? fromEnv ?? (home ? `${home}/.kube/config` : undefined),
-      context: f.context,
-    },
+    kube: f.kubeconfig !== undefined
+      ? { kubeconfig: f.kubeconfig, context: f.context }
+      : fromEnv?.length
+      ? { kubeconfigs: fromEnv, context: f.context }
+      : { kubeconfig: home ? `${home}/.kube/config` : undefined, context: f.context },
     namespace: f.namespace ?? FERRY_NAMESPACE,
     json: f.json || f.output === "json",
     explain: { pod: f.pod, to: f.to, from: f.from, port: f.port },
