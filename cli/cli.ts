@@ -37,7 +37,8 @@ commands:
   connectivity-test [--test NAME]... [--external IP:PORT]... [--network NS/NAME]
                     [--wait-repair SECONDS] [--image IMAGE] [--json]
                             test pods on every node in a namespace of its own, then pod↔pod,
-                            node↔pod, Services, NetworkPolicy and outside checks; exit 1 naming
+                            node↔pod, Services, a forged source, NetworkPolicy and outside
+                            checks (-n: Ferry's namespace, for port security); exit 1 naming
                             the nodes failures involve. Tests: ${Object.keys(TESTS).join(", ")}
 
 flags:
@@ -245,6 +246,8 @@ async function connectivityTest(a: CliArgs, client: KubeClient, d: CliDeps): Pro
     connectTimeoutSeconds: 3,
     policyWaitMs: 10_000,
     repairWaitMs: a.connectivity.waitRepairSeconds * 1000,
+    ferryNamespace: a.namespace,
+    spoofCountWaitMs: 30_000,
   }, a.connectivity);
   d.out(a.json ? summaryJson(run) : summaryText(run));
   if (run.error === "interrupted") return 130;
