@@ -79,6 +79,9 @@ async function body(c: SimCluster, id: string) {
       "Ferry's Warning Event under node 1",
     );
     assert(!healthy.out.includes("kubelet says no"), "only Ferry's Warning Events");
+    // Port security per node: node 1 guards web-0's port, node 2 none.
+    assertMatch(healthy.out, /^  portsec +on, 1 ports guarded, none dropped$/m, healthy.out);
+    assertMatch(healthy.out, /^  portsec +on, 0 ports guarded, none dropped$/m, healthy.out);
     assertMatch(healthy.out, new RegExp(`${c.nodes[0].podCIDR.replace(/\./g, "\\.")} +\\[#`));
     assert(
       exec.calls.every((call) => call.startsWith(`${TEST_FERRY_NAMESPACE}/ferry-`)),
@@ -104,5 +107,10 @@ async function body(c: SimCluster, id: string) {
     assertEquals(s.unhealthy, [n2.name]);
     assertEquals(s.routing, "host-gw");
     assertEquals(s.nodes.find((n) => n.node === n1.name)?.podsPlugged, 1);
+    assertEquals(s.nodes.find((n) => n.node === n1.name)?.portSecurity, {
+      enabled: true,
+      guardedPorts: 1,
+      dropped: {},
+    });
   }
 }
