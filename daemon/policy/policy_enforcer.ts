@@ -557,6 +557,8 @@ export class PolicyEnforcer {
     if (this.#written && counter) {
       try {
         this.#counts = counter.ruleCounts(table);
+        // Every isolated pod has a counted drop rule: none at all means the table is gone.
+        if (!this.#counts.length && this.#stats.isolatedPods) this.#tableGone();
       } catch (e) {
         this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
           error: e instanceof Error ? e.message : String(e),
@@ -575,7 +577,10 @@ export class PolicyEnforcer {
     this.#counting = true;
     const deadline = new Deadline(this.#d.countTimeoutMs ?? COUNT_TIMEOUT_MS);
     nft.listJson(table, deadline.signal).then(
-      (json) => (this.#counts = json ? ruleCounts(json) : []),
+      (json) => {
+        this.#counts = json ? ruleCounts(json) : [];
+        if (json === undefined && this.#written) this.#tableGone();
+      },
       (e) =>
         this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
           error: e instanceof Error ? e.message : String(e),
@@ -584,6 +589,19 @@ export class PolicyEnforcer {
       deadline[Symbol.dispose]();
       this.#counting = false;
     });
+  }
+
+  /**
+   * The table was found gone (deleted behind the daemon's back) at a read of its counters: the
+   * next pass writes it again whole.
+   */
+  #tableGone(): void {
+    if (this.#closed || !this.#written) return;
+    this.#d.logger.warn("network policy: table {table} is gone (deleted by hand?): written again", {
+      table: this.#d.table,
+    });
+    this.#written = null;
+    this.#loop.kick();
   }
 
   /** Counts. */

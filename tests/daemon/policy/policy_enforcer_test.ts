@@ -505,6 +505,50 @@ Deno.test("with an in-process counter reader, the rules' counters are read throu
   await e.close();
 });
 
+Deno.test("a policy table deleted behind the daemon's back is written again whole at the next read of its counters, through nft or netlink", async () => {
+  for (const through of ["nft", "netlink"] as const) {
+    const scripts: string[] = [];
+    let gone = false;
+    const e = new PolicyEnforcer({
+      nodeName: "n1",
+      table: "fp",
+      nft: {
+        apply: (script) => {
+          scripts.push(script);
+          gone = false;
+          return Promise.resolve();
+        },
+        remove: () => Promise.resolve(),
+        listJson: () => Promise.resolve(gone ? undefined : '{"nftables": []}'),
+      },
+      ...(through === "netlink"
+        ? {
+          counter: {
+            ruleCounts: () =>
+              gone ? [] : [{ comment: "a/web1: no ingress rule allows it", packets: 0 }],
+          },
+        }
+        : {}),
+      synced: () => true,
+      logger: getLogger(["ferry", "test"]),
+    });
+    e.namespaceUpserted({ metadata: { name: "a" } });
+    e.policyUpserted(policy("web-in", "web"));
+    e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+    e.start(10);
+    await e.idle();
+    const written = scripts.length;
+    assert(written >= 1, "the table written");
+    await new Promise((r) => setTimeout(r, 50));
+    assertEquals(scripts.length, written, `${through}: a table in place is not written again`);
+    gone = true;
+    await until(() => scripts.length > written, `${through}: the table written again`);
+    assert(scripts.at(-1)!.startsWith("table inet fp\ndelete table inet fp\n"), scripts.at(-1));
+    assert(scripts.at(-1)!.includes("10.1.0.5 : jump in-"), scripts.at(-1));
+    await e.close();
+  }
+});
+
 Deno.test("a write whose nft is killed as the daemon stops is neither reported as a failure nor tried again", async () => {
   let fail!: (e: Error) => void;
   let applies = 0;
