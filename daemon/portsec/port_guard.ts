@@ -85,8 +85,13 @@ export interface PortSecurityStats {
 export class PortGuard {
   readonly #d: PortGuardDeps;
   #counts: PortDrops[] = [];
-  /** The ports admitted and not released. */
-  readonly #guarded = new Set<string>();
+  /** The ports admitted and not released, with what they may send as. */
+  readonly #guarded = new Map<string, PortEntry>();
+  /** Ports closed under ADD, and ports the last rebuild closed (their record unreadable). */
+  readonly #adding = new Set<string>();
+  #closed: string[] = [];
+  /** Whether the table has been written (by a rebuild): from then on it must be there. */
+  #built = false;
   #countTimer?: ReturnType<typeof setInterval>;
 
   /** Creates the guard; nothing is written before {@link PortGuard.rebuild}. */
@@ -108,7 +113,9 @@ export class PortGuard {
       guardTableScript(this.#d.table, entries, { tunnelPort: this.#d.tunnelPort, closed }),
     );
     this.#guarded.clear();
-    for (const e of entries) this.#guarded.add(e.port);
+    for (const e of entries) this.#guarded.set(e.port, e);
+    this.#closed = [...closed];
+    this.#built = true;
     this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
       ports: entries.length,
       table: this.#d.table,
@@ -124,6 +131,7 @@ export class PortGuard {
   async close(port: string): Promise<void> {
     try {
       await this.#write([addingElement(port)]);
+      this.#adding.add(port);
     } catch (e) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -150,7 +158,8 @@ export class PortGuard {
         await this.#d.apply(`delete element bridge ${this.#d.table} adding { ${closed.text} }\n`)
           .catch(() => {});
       }
-      this.#guarded.add(entry.port);
+      this.#guarded.set(entry.port, entry);
+      this.#adding.delete(entry.port);
     } catch (e) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -166,6 +175,7 @@ export class PortGuard {
    */
   async release(entry: PortEntry): Promise<void> {
     this.#guarded.delete(entry.port);
+    this.#adding.delete(entry.port);
     const own = guardElements(entry);
     const ops: SetElementOp[] = [
       ...own,
@@ -215,8 +225,50 @@ export class PortGuard {
 
   /** The frames dropped so far, per port and kind (none when the table cannot be listed). */
   async drops(): Promise<PortDrops[]> {
-    const json = await this.#d.listJson?.(this.#d.table).catch(() => undefined);
+    const json = await this.#listed();
     return json ? dropsOf(json) : [];
+  }
+
+  /** The table's listing; undefined when it is not there (or cannot be listed). */
+  async #listed(): Promise<string | undefined> {
+    return await this.#d.listJson?.(this.#d.table).catch(() => undefined);
+  }
+
+  /**
+   * The table was found gone at a read of the counters (deleted behind the daemon's back): it is
+   * written again whole from what the guard holds, the ports under ADD closed again.
+   */
+  async #writeAgain(): Promise<void> {
+    this.#d.logger.warn(
+      "port security: table bridge {table} is gone (deleted by hand?): written again",
+      {
+        table: this.#d.table,
+      },
+    );
+    try {
+      const entries = [...this.#guarded.values()];
+      await this.#d.apply(
+        guardTableScript(this.#d.table, entries, {
+          tunnelPort: this.#d.tunnelPort,
+          closed: this.#closed,
+        }),
+      );
+      // What changed while the table was written (an ADD admitted, a port closed for one) too.
+      const since = [...this.#guarded.values()].filter((e) => !entries.includes(e));
+      const elements = [
+        ...since.flatMap(guardElements),
+        ...[...this.#adding].map(addingElement),
+      ];
+      if (elements.length) await this.#write(elements);
+    } catch (e) {
+      this.#d.logger.error(
+        "port security: table bridge {table} could not be written again: {error}",
+        {
+          table: this.#d.table,
+          error: e instanceof Error ? e.message : String(e),
+        },
+      );
+    }
   }
 
   /**
@@ -227,7 +279,9 @@ export class PortGuard {
   startCounting(everyMs = 10_000, increased?: (drops: PortDrops[]) => void): void {
     this.stopCounting();
     const read = () =>
-      void this.drops().then((d) => {
+      void this.#listed().then((json) => {
+        if (json === undefined && this.#built && this.#d.listJson) return this.#writeAgain();
+        const d = json ? dropsOf(json) : [];
         const more = dropIncreases(this.#counts, d);
         this.#counts = d;
         if (more.length) increased?.(more);

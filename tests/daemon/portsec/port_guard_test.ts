@@ -214,6 +214,49 @@ Deno.test("the guard's stats count the ports under guard (rebuilt, admitted, rel
   assertEquals(guard.stats(), { guardedPorts: 2, dropped: { ipv4: 3, arp: 3 } });
 });
 
+Deno.test("a guard table deleted behind the daemon's back is written again at the next read of the counters: every admitted port, the ports under ADD closed again", async () => {
+  const scripts: string[] = [];
+  let gone = false;
+  const guard = new PortGuard({
+    table: "fps",
+    apply: (script) => {
+      scripts.push(script);
+      if (script.includes("table bridge fps {")) gone = false;
+      return Promise.resolve();
+    },
+    listJson: () => Promise.resolve(gone ? undefined : JSON.stringify({ nftables: [] })),
+    logger: getLogger(["ferry", "test"]),
+  });
+  await guard.rebuild([entry]);
+  await guard.admit({ port: "fy2", mac: "02:00:00:00:00:02", ips: ["10.244.0.7"] });
+  await guard.close("fy3");
+  guard.startCounting(10);
+  try {
+    await new Promise((r) => setTimeout(r, 50));
+    const before = scripts.length;
+    assertEquals(
+      scripts.filter((s) => s.includes("table bridge fps {")).length,
+      1,
+      "an intact table is not written again",
+    );
+    gone = true;
+    const deadline = Date.now() + 5000;
+    while (scripts.slice(before).every((s) => !s.includes("table bridge fps {"))) {
+      assert(Date.now() < deadline, "the deleted table was not written again");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const again = scripts.slice(before).find((s) => s.includes("table bridge fps {"))!;
+    assert(again.includes('"fy0123456789ab" . 10.244.0.5'), again);
+    assert(again.includes('"fy2" . 10.244.0.7'), again);
+    while (!scripts.some((s, i) => i > before && s.includes('adding { "fy3" }'))) {
+      assert(Date.now() < deadline, "fy3 (under ADD) not closed again");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } finally {
+    guard.stopCounting();
+  }
+});
+
 Deno.test("what was dropped between two reads is the difference per port and kind; a reset counter counts whole", () => {
   assertEquals(
     dropIncreases(
