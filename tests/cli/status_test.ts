@@ -81,8 +81,8 @@ async function body(c: SimCluster, id: string) {
     );
     assert(!healthy.out.includes("kubelet says no"), "only Ferry's Warning Events");
     // Port security per node: node 1 guards web-0's port, node 2 none.
-    assertMatch(healthy.out, /^  portsec +on, 1 ports guarded, none dropped$/m, healthy.out);
-    assertMatch(healthy.out, /^  portsec +on, 0 ports guarded, none dropped$/m, healthy.out);
+    assertMatch(healthy.out, /^ {2}portsec +on, 1 ports guarded, none dropped$/m, healthy.out);
+    assertMatch(healthy.out, /^ {2}portsec +on, 0 ports guarded, none dropped$/m, healthy.out);
     assertMatch(healthy.out, new RegExp(`${c.nodes[0].podCIDR.replace(/\./g, "\\.")} +\\[#`));
     assert(
       exec.calls.every((call) => call.startsWith(`${TEST_FERRY_NAMESPACE}/ferry-`)),
