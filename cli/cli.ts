@@ -25,8 +25,8 @@ import { summaryJson, summaryText } from "./connectivity/render.ts";
 export const USAGE = `usage: kubectl ferry COMMAND [flags]
 
 commands:
-  status [--node NAME]...   each node's Ferry pod, IPAM, routes and policy table; exit 1 naming
-                            unhealthy nodes
+  status [--node NAME]...   each node's Ferry pod, IPAM, routes, policy table and port
+                            security; exit 1 naming unhealthy nodes
   ipam check                addresses held twice, leaked or out of place (exit 1 when any)
   policy explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]
                             which NetworkPolicies select a pod, whether a connection is allowed

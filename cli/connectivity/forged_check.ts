@@ -79,14 +79,14 @@ export async function runForgedCheck(d: ConnectivityDeps, c: Check): Promise<Che
     return { ...end(true), skipped: `port security is off on ${node}` };
   }
   try {
-    const start = await arrived();
+    const first = await arrived();
     const honest = await inPod(c.from.name, honestArgv(c.to.address));
     if (honest.code !== 0) return end(false, `the honest datagrams were not sent: ${said(honest)}`);
-    const afterHonest = await until(arrived, (n) => n >= start + DATAGRAMS, 5_000);
-    if (afterHonest < start + DATAGRAMS) {
+    const afterHonest = await until(arrived, (n) => n >= first + DATAGRAMS, 5_000);
+    if (afterHonest < first + DATAGRAMS) {
       return end(
         false,
-        `${afterHonest - start} of ${DATAGRAMS} honest datagrams arrived at ${c.to.label}`,
+        `${afterHonest - first} of ${DATAGRAMS} honest datagrams arrived at ${c.to.label}`,
       );
     }
     const forged = await inPod(c.from.name, forgedArgv(c.to.address, c.spoofAs!.address));
