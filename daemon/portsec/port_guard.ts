@@ -44,7 +44,10 @@ export interface PortGuardDeps {
   table: string;
   /** Runs an `nft -f` script as one transaction. */
   apply(script: string): Promise<void>;
-  /** `nft -j list table bridge <table>`, undefined when there is none (for counting drops). */
+  /**
+   * `nft -j list table bridge <table>`, undefined when there is none (for counting drops, and
+   * seeing the table deleted); rejects when it cannot be listed.
+   */
   listJson?(table: string): Promise<string | undefined>;
   /** The node's VXLAN port, with `routing.mode` vxlan: pods may not send to it. */
   tunnelPort?: number;
@@ -225,13 +228,8 @@ export class PortGuard {
 
   /** The frames dropped so far, per port and kind (none when the table cannot be listed). */
   async drops(): Promise<PortDrops[]> {
-    const json = await this.#listed();
+    const json = await this.#d.listJson?.(this.#d.table).catch(() => undefined);
     return json ? dropsOf(json) : [];
-  }
-
-  /** The table's listing; undefined when it is not there (or cannot be listed). */
-  async #listed(): Promise<string | undefined> {
-    return await this.#d.listJson?.(this.#d.table).catch(() => undefined);
   }
 
   /**
@@ -279,13 +277,14 @@ export class PortGuard {
   startCounting(everyMs = 10_000, increased?: (drops: PortDrops[]) => void): void {
     this.stopCounting();
     const read = () =>
-      void this.#listed().then((json) => {
-        if (json === undefined && this.#built && this.#d.listJson) return this.#writeAgain();
+      void this.#d.listJson?.(this.#d.table).then((json) => {
+        // Listed as absent: the table was deleted (a failed listing is not read as absent).
+        if (json === undefined && this.#built) return this.#writeAgain();
         const d = json ? dropsOf(json) : [];
         const more = dropIncreases(this.#counts, d);
         this.#counts = d;
         if (more.length) increased?.(more);
-      });
+      }, () => {/* not listed this time: the counts stay as last read */});
     const timer = this.#countTimer = setInterval(read, everyMs);
     Deno.unrefTimer(timer);
     read();
@@ -392,7 +391,12 @@ export function nftBridgeRunner(
         stdout: true,
         signal: deadline.signal,
       });
-      return out.success ? new TextDecoder().decode(out.stdout) : undefined;
+      if (out.success) return new TextDecoder().decode(out.stdout);
+      // Undefined only for a table that is not there; any other failure (killed at its deadline
+      // on a busy node) says nothing of the table.
+      const why = new TextDecoder().decode(out.stderr).trim();
+      if (/No such file or directory/.test(why)) return undefined;
+      throw new Error(`nft -j list table bridge ${table} failed: ${why || "killed"}`);
     },
   };
 }

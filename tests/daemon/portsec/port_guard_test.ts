@@ -214,9 +214,9 @@ Deno.test("the guard's stats count the ports under guard (rebuilt, admitted, rel
   assertEquals(guard.stats(), { guardedPorts: 2, dropped: { ipv4: 3, arp: 3 } });
 });
 
-Deno.test("a guard table deleted behind the daemon's back is written again at the next read of the counters: every admitted port, the ports under ADD closed again", async () => {
+Deno.test("a guard table deleted behind the daemon's back is written again at the next read of the counters: every admitted port, the ports under ADD closed again; a listing that fails is not read as absent", async () => {
   const scripts: string[] = [];
-  let gone = false;
+  let gone = false, failing = false, failed = 0;
   const guard = new PortGuard({
     table: "fps",
     apply: (script) => {
@@ -224,7 +224,10 @@ Deno.test("a guard table deleted behind the daemon's back is written again at th
       if (script.includes("table bridge fps {")) gone = false;
       return Promise.resolve();
     },
-    listJson: () => Promise.resolve(gone ? undefined : JSON.stringify({ nftables: [] })),
+    listJson: () =>
+      failing
+        ? (failed++, Promise.reject(new Error("nft -j list table bridge fps failed: killed")))
+        : Promise.resolve(gone ? undefined : JSON.stringify({ nftables: [] })),
     logger: getLogger(["ferry", "test"]),
   });
   await guard.rebuild([entry]);
@@ -239,6 +242,10 @@ Deno.test("a guard table deleted behind the daemon's back is written again at th
       1,
       "an intact table is not written again",
     );
+    failing = true;
+    while (failed < 3) await new Promise((r) => setTimeout(r, 10));
+    failing = false;
+    assertEquals(scripts.length, before, "failed listings wrote nothing");
     gone = true;
     const deadline = Date.now() + 5000;
     while (scripts.slice(before).every((s) => !s.includes("table bridge fps {"))) {
