@@ -25,8 +25,8 @@ import { summaryJson, summaryText } from "./connectivity/render.ts";
 export const USAGE = `usage: kubectl ferry COMMAND [flags]
 
 commands:
-  status [--node NAME]...   each node's Ferry pod, IPAM, routes and policy table; exit 1 naming
-                            unhealthy nodes
+  status [--node NAME]...   each node's Ferry pod, IPAM, routes, policy table and port
+                            security; exit 1 naming unhealthy nodes
   ipam check                addresses held twice, leaked or out of place (exit 1 when any)
   policy explain --pod NS/NAME [--to NS/NAME|IP] [--from NS/NAME|IP] [--port P/PROTO]
                             which NetworkPolicies select a pod, whether a connection is allowed
@@ -37,7 +37,8 @@ commands:
   connectivity-test [--test NAME]... [--external IP:PORT]... [--network NS/NAME]
                     [--wait-repair SECONDS] [--image IMAGE] [--json]
                             test pods on every node in a namespace of its own, then pod↔pod,
-                            node↔pod, Services, NetworkPolicy and outside checks; exit 1 naming
+                            node↔pod, Services, a forged source, NetworkPolicy and outside
+                            checks (-n: Ferry's namespace, for port security); exit 1 naming
                             the nodes failures involve. Tests: ${Object.keys(TESTS).join(", ")}
 
 flags:
@@ -106,8 +107,8 @@ export class UsageError extends Error {
 }
 
 /**
- * Parses the command line; `env` gives `KUBECONFIG` (its first file, as kubectl reads the first
- * that names the context).
+ * Parses the command line; `env` gives `KUBECONFIG` (its files, merged as kubectl merges them,
+ * unless `--kubeconfig` names one).
  *
  * @throws {UsageError} for an unknown flag or a bad `--output`.
  */
@@ -155,14 +156,15 @@ export function parseCli(args: string[], env: (name: string) => string | undefin
   if (unknownTest) {
     throw new UsageError(`--test ${unknownTest}: one of ${Object.keys(TESTS).join(", ")}`);
   }
-  const fromEnv = env("KUBECONFIG")?.split(":").find((p) => p !== "");
+  const fromEnv = env("KUBECONFIG")?.split(":").filter((p) => p !== "");
   const home = env("HOME");
   return {
     command: f._.map(String),
-    kube: {
-      kubeconfig: f.kubeconfig ?? fromEnv ?? (home ? `${home}/.kube/config` : undefined),
-      context: f.context,
-    },
+    kube: f.kubeconfig !== undefined
+      ? { kubeconfig: f.kubeconfig, context: f.context }
+      : fromEnv?.length
+      ? { kubeconfigs: fromEnv, context: f.context }
+      : { kubeconfig: home ? `${home}/.kube/config` : undefined, context: f.context },
     namespace: f.namespace ?? FERRY_NAMESPACE,
     json: f.json || f.output === "json",
     explain: { pod: f.pod, to: f.to, from: f.from, port: f.port },
@@ -244,6 +246,8 @@ async function connectivityTest(a: CliArgs, client: KubeClient, d: CliDeps): Pro
     connectTimeoutSeconds: 3,
     policyWaitMs: 10_000,
     repairWaitMs: a.connectivity.waitRepairSeconds * 1000,
+    ferryNamespace: a.namespace,
+    spoofCountWaitMs: 30_000,
   }, a.connectivity);
   d.out(a.json ? summaryJson(run) : summaryText(run));
   if (run.error === "interrupted") return 130;

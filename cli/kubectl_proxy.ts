@@ -7,7 +7,7 @@
  * @module
  */
 import type { ConnectionConfig } from "../daemon/k8s/transport.ts";
-import type { KubectlOptions } from "./pod_exec.ts";
+import { kubectlEnv, type KubectlOptions } from "./pod_exec.ts";
 
 /** A running proxy. */
 export interface KubectlProxy {
@@ -41,6 +41,7 @@ export async function startKubectlProxy(
       "proxy",
       `--unix-socket=${socket}`,
     ],
+    env: kubectlEnv(options),
     stdin: "null",
     stdout: "null",
     stderr: "piped",

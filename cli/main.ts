@@ -5,7 +5,7 @@
  * @module
  */
 import { KubeClient } from "../daemon/k8s/client.ts";
-import { KubeconfigError, loadKubeconfig } from "../daemon/k8s/kubeconfig.ts";
+import { KubeconfigError, loadKubeconfig, loadKubeconfigFiles } from "../daemon/k8s/kubeconfig.ts";
 import { HttpTransport } from "../daemon/k8s/transport.ts";
 import { type CliDeps, runCli } from "./cli.ts";
 import { startKubectlProxy } from "./kubectl_proxy.ts";
@@ -28,10 +28,14 @@ const interrupt = new AbortController();
 export async function connectTo(
   options: KubectlOptions,
 ): Promise<{ client: KubeClient; close(): Promise<void> }> {
-  if (!options.kubeconfig) throw new KubeconfigError("no kubeconfig: give --kubeconfig");
+  if (!options.kubeconfig && !options.kubeconfigs?.length) {
+    throw new KubeconfigError("no kubeconfig: give --kubeconfig");
+  }
   let connection;
   try {
-    connection = await loadKubeconfig(options.kubeconfig, { context: options.context });
+    connection = options.kubeconfig
+      ? await loadKubeconfig(options.kubeconfig, { context: options.context })
+      : await loadKubeconfigFiles(options.kubeconfigs!, { context: options.context });
   } catch (e) {
     if (!(e instanceof KubeconfigError && /exec or auth-provider/.test(e.message))) throw e;
     const proxy = await startKubectlProxy(options);

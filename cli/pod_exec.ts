@@ -39,8 +39,13 @@ export interface PodExec {
 
 /** How kubectl reaches the cluster: the operator's flags, passed on as given. */
 export interface KubectlOptions {
-  /** `--kubeconfig`. */
+  /** `--kubeconfig` (or `~/.kube/config` when neither it nor `KUBECONFIG` is given). */
   kubeconfig?: string;
+  /**
+   * The files of `KUBECONFIG` (without `--kubeconfig`), merged as kubectl merges them; kubectl
+   * itself is given them as its `KUBECONFIG`.
+   */
+  kubeconfigs?: string[];
   /** `--context`. */
   context?: string;
   /** The kubectl binary (default `kubectl` on the PATH). */
@@ -66,6 +71,13 @@ export function kubectlArgs(
     `--container=${pod.container}`,
     ...tail,
   ];
+}
+
+/** kubectl's environment for `options`: `KUBECONFIG` set to the list it was given, if any. */
+export function kubectlEnv(options: KubectlOptions): Record<string, string> {
+  return options.kubeconfigs && !options.kubeconfig
+    ? { KUBECONFIG: options.kubeconfigs.join(":") }
+    : {};
 }
 
 /**
@@ -100,6 +112,7 @@ export class KubectlExec implements PodExec {
     try {
       const out = await new Deno.Command(this.#options.kubectl ?? "kubectl", {
         args,
+        env: kubectlEnv(this.#options),
         stdin: "null",
         stdout: "piped",
         stderr: "piped",

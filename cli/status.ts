@@ -60,8 +60,17 @@ export interface NodeStatus {
   ranges: RangeUse[];
   /** Routes to the other nodes' pod ranges. */
   routes?: { inPlace: number; expected: number; unroutable: string[] };
-  /** The NetworkPolicy table. */
-  policy?: { policies: number; isolatedPods: number; writes: number; failures: number };
+  /** The NetworkPolicy table; its last write and last failed write as seconds ago. */
+  policy?: {
+    policies: number;
+    isolatedPods: number;
+    writes: number;
+    failures: number;
+    lastWriteSecondsAgo?: number;
+    lastFailureSecondsAgo?: number;
+  };
+  /** Port security: on or off, ports under guard, frames dropped by kind (absent: not said). */
+  portSecurity?: { enabled: boolean; guardedPorts?: number; dropped: Record<string, number> };
   /** The last error the daemon reports. */
   lastError?: string;
   /** Warning Events. */
@@ -114,7 +123,15 @@ export function unroutableText(u: string | UnroutableRange): string {
 }
 
 interface StatsView {
-  policy?: { policies: number; isolatedPods: number; writes: number; failures: number };
+  policy?: {
+    policies: number;
+    isolatedPods: number;
+    writes: number;
+    failures: number;
+    lastWriteAt?: string;
+    lastFailureAt?: string;
+  };
+  portSecurity?: { enabled: boolean; guardedPorts?: number; dropped?: Record<string, number> };
   network?: { waitingFor?: string; ranges: string[] };
   cluster?: {
     routes: number;
@@ -157,6 +174,28 @@ function podSummary(pod: Pod, now: number): NonNullable<NodeStatus["pod"]> {
       ? Math.max(0, Math.round((now - Date.parse(started)) / 1000))
       : undefined,
   };
+}
+
+/**
+ * The policy table's problem, if any: its last write failed (a failure followed by a successful
+ * write is over). A daemon from before the write times gives only the counts: then any failure
+ * is one.
+ *
+ * @example
+ * ```ts
+ * policyWriteProblem({ failures: 1, lastFailureAt: "…:00Z", lastWriteAt: "…:05Z" }); // undefined
+ * ```
+ */
+export function policyWriteProblem(
+  p: { failures: number; lastWriteAt?: string; lastFailureAt?: string },
+): string | undefined {
+  if (!p.failures) return undefined;
+  if (p.lastFailureAt === undefined) return `${p.failures} NetworkPolicy table writes failed`;
+  const failed = Date.parse(p.lastFailureAt);
+  const written = p.lastWriteAt === undefined ? -Infinity : Date.parse(p.lastWriteAt);
+  if (written >= failed) return undefined;
+  return `the last NetworkPolicy table write failed (at ${p.lastFailureAt}; ` +
+    `${p.failures} failed in all)`;
 }
 
 /**
@@ -214,10 +253,28 @@ export function nodeStatus(f: NodeFacts): NodeStatus {
       }
     }
     if (stats.policy) {
-      out.policy = { ...stats.policy };
-      if (stats.policy.failures) {
-        problems.push(`${stats.policy.failures} NetworkPolicy table writes failed`);
-      }
+      const { policies, isolatedPods, writes, failures, lastWriteAt, lastFailureAt } = stats.policy;
+      const ago = (at?: string) =>
+        at && Number.isFinite(Date.parse(at))
+          ? Math.max(0, Math.round((f.now - Date.parse(at)) / 1000))
+          : undefined;
+      out.policy = {
+        policies,
+        isolatedPods,
+        writes,
+        failures,
+        lastWriteSecondsAgo: ago(lastWriteAt),
+        lastFailureSecondsAgo: ago(lastFailureAt),
+      };
+      const problem = policyWriteProblem(stats.policy);
+      if (problem) problems.push(problem);
+    }
+    if (stats.portSecurity) {
+      out.portSecurity = {
+        enabled: stats.portSecurity.enabled,
+        guardedPorts: stats.portSecurity.guardedPorts,
+        dropped: { ...stats.portSecurity.dropped },
+      };
     }
     if (stats.identity && !stats.identity.held) {
       problems.push(`does not hold its node's identity: ${stats.identity.reason ?? "unknown"}`);

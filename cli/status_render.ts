@@ -72,14 +72,34 @@ function nodeBlock(n: NodeStatus, routing: string | undefined, p: Paint): string
     row(
       "policy",
       `${n.policy.policies} policies, ${n.policy.isolatedPods} isolated pods, ` +
-        `${n.policy.writes} table writes, ${n.policy.failures} failed`,
+        `${n.policy.writes} table writes, ${n.policy.failures} failed` +
+        (n.policy.lastWriteSecondsAgo !== undefined
+          ? `, last write ${duration(n.policy.lastWriteSecondsAgo)} ago`
+          : "") +
+        (n.policy.lastFailureSecondsAgo !== undefined
+          ? `, last failure ${duration(n.policy.lastFailureSecondsAgo)} ago`
+          : ""),
     );
   }
+  if (n.portSecurity) row("portsec", portSecurityText(n.portSecurity));
   for (const w of n.warnings.slice(-5)) {
     row("warning", p.dim(`${w.object} ${w.reason} ×${w.count}: ${w.message}`));
   }
   for (const why of n.problems) row("problem", p.bad(why));
   return lines;
+}
+
+/**
+ * Port security's line: `on, 12 ports guarded, dropped arp 2, ipv4 3` (or `none dropped`), or
+ * `off`.
+ */
+export function portSecurityText(ps: NonNullable<NodeStatus["portSecurity"]>): string {
+  if (!ps.enabled) return "off";
+  const kinds = Object.entries(ps.dropped).filter(([, n]) => n > 0).sort(([a], [b]) =>
+    a.localeCompare(b)
+  );
+  return `on, ${ps.guardedPorts ?? "?"} ports guarded, ` +
+    (kinds.length ? `dropped ${kinds.map(([k, n]) => `${k} ${n}`).join(", ")}` : "none dropped");
 }
 
 /** The summary line. */

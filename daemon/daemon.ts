@@ -9,6 +9,7 @@ import type { DaemonConfig } from "./config/config.ts";
 import type { InformerStats } from "./k8s/informer.ts";
 import type { PolicyStats } from "./policy/policy_enforcer.ts";
 import type { MultiPolicyStats } from "./policy/multi_policy_enforcer.ts";
+import type { PortSecurityStats } from "./portsec/port_guard.ts";
 import type { AddPhase, PhaseSummary } from "./telemetry/phase_stats.ts";
 import type { SocketStatus } from "./server/socket_server.ts";
 import type { NodeCheckStats } from "./ipam/node_check.ts";
@@ -59,6 +60,8 @@ export interface DaemonStats {
    * namespaces with a table, writes and failures.
    */
   multiPolicy?: MultiPolicyStats;
+  /** Port security: whether it is on, the ports under guard and the frames dropped by kind. */
+  portSecurity?: { enabled: boolean } & Partial<PortSecurityStats>;
   /** CNI requests served, by command. */
   cniRequests: Record<string, number>;
   /** The process's memory (`Deno.memoryUsage()`), in bytes. */

@@ -282,6 +282,7 @@ export async function startDaemon(
     cluster: controller.stats(),
     ipam: pool?.current()?.stats(),
     nadIpam: nadIpam?.stats(),
+    portSecurity: guard ? { enabled: true, ...guard.stats() } : { enabled: false },
   });
   try {
     // Ready but degraded while some ranges of other nodes cannot be routed.

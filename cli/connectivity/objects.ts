@@ -58,6 +58,8 @@ export function testPods(
         name: TEST_CONTAINER,
         image,
         args: ["netexec", `--http-port=${port}`, "--udp-port=-1"],
+        // The forged-source check's forger puts another pod's address on its own interface.
+        ...(role === "a" ? { securityContext: { capabilities: { add: ["NET_ADMIN"] } } } : {}),
         // Ready once it listens (agnhost has no probe of its own): checks start only then.
         readinessProbe: { tcpSocket: { port }, periodSeconds: 1 },
       }],

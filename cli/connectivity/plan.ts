@@ -1,11 +1,13 @@
 /**
  * What `kubectl ferry connectivity-test` checks, planned from the test pods it placed: pod↔pod on
- * one node and across nodes, node→pod, pod→node, pod→ClusterIP and NodePort Service, a
- * NetworkPolicy deny-all then an allow, and an outside address, for each address family the test
- * pods got. Pure: plain data in, the ordered list of checks out.
+ * one node and across nodes, node→pod, pod→node, pod→ClusterIP and NodePort Service, a forged
+ * source dropped (IPv4), a NetworkPolicy deny-all then an allow, and an outside address, for each
+ * address family the test pods got. Pure: plain data in, the ordered list of checks out.
  *
  * @module
  */
+
+import { FORGE_PORT } from "./forge.ts";
 
 /** The tests, by the name `--test` takes, with what each proves. */
 export const TESTS = {
@@ -15,6 +17,7 @@ export const TESTS = {
   "pod-node": "pod→node",
   "pod-clusterip": "pod→ClusterIP Service",
   "pod-nodeport": "pod→NodePort Service",
+  "forged-source": "forged source dropped",
   "policy-deny": "NetworkPolicy deny-all enforced",
   "policy-allow": "NetworkPolicy allow enforced",
   "external": "pod→outside address",
@@ -69,6 +72,8 @@ export interface Check {
   expect: "connect" | "blocked";
   /** The nodes a failure points at. */
   nodes: string[];
+  /** `forged-source`: the other test pod whose address the datagrams claim as their source. */
+  spoofAs?: { address: string; label: string };
 }
 
 /** What the plan is made from. */
@@ -173,6 +178,27 @@ export function planChecks(p: PlanInput): Check[] {
         add("external", a, { ...e, label: "outside" }, f);
       }
       policy.push([a, at(pod(next, "b"), f, POD_PORT), f]);
+    });
+  }
+  // Forged source (IPv4): node i's `-a` sends to its `-b` as the next node's `-a` (as its own
+  // node's hostNetwork pod on a one-node cluster).
+  if (families.includes(4) && want("forged-source")) {
+    nodes.forEach((node, i) => {
+      const next = nodes[(i + 1) % nodes.length];
+      const a = pod(node, "a"), b = pod(node, "b");
+      const victim = next !== node ? pod(next, "a") : pod(node, "host");
+      const address = victim && byFamily(victim.ips, 4);
+      const to = at(b, 4, FORGE_PORT);
+      if (!a || !to || !victim || !address) return;
+      checks.push({
+        test: "forged-source",
+        from: a,
+        to,
+        family: 4,
+        expect: "blocked",
+        nodes: [node],
+        spoofAs: { address, label: victim.name },
+      });
     });
   }
   for (const [from, to, f] of policy) add("policy-deny", from, to, f);

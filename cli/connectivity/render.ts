@@ -12,13 +12,15 @@ function route(c: Check): string {
   const to = c.to.node && c.to.label !== `${c.to.node} NodePort`
     ? `${c.to.label} (${c.to.node})`
     : c.to.label;
-  return `${c.from.name} (${c.from.node}) → ${to} ${host}:${c.to.port}`;
+  const as = c.spoofAs ? ` as ${c.spoofAs.label} ${c.spoofAs.address}` : "";
+  return `${c.from.name} (${c.from.node})${as} → ${to} ${host}:${c.to.port}`;
 }
 
 function outcome(r: CheckResult): string {
   if (r.repaired) {
     return `ok, repaired after ${(r.repaired.afterMs / 1000).toFixed(1)} s (${r.repaired.failure})`;
   }
+  if (r.skipped) return `skipped: ${r.skipped}`;
   return r.ok ? `ok ${r.ms} ms` : `FAILED ${r.ms} ms: ${r.reason}`;
 }
 
@@ -34,6 +36,8 @@ export interface CheckResult {
   reason?: string;
   /** It failed first and passed within `--wait-repair`: how long that took, and the failure. */
   repaired?: { afterMs: number; failure: string };
+  /** Not run, and why (ok is then true: nothing failed). */
+  skipped?: string;
 }
 
 /** The run's outcome. */
@@ -71,8 +75,10 @@ export function failedNodes(results: CheckResult[]): { node: string; failures: n
 /** The summary's last line. */
 export function summaryLine(run: ConnectivityRun): string {
   const failed = run.results.filter((r) => !r.ok);
-  const head = `${run.results.length} checks: ${run.results.length - failed.length} passed, ` +
-    `${failed.length} failed`;
+  const skipped = run.results.filter((r) => r.skipped).length;
+  const head = `${run.results.length} checks: ` +
+    `${run.results.length - failed.length - skipped} passed, ${failed.length} failed` +
+    (skipped ? `, ${skipped} skipped` : "");
   const nodes = failedNodes(run.results);
   const tail = nodes.length
     ? `; failures involve ${
@@ -102,11 +108,13 @@ export function summaryText(run: ConnectivityRun): string {
 /** The JSON of `--json`. */
 export function summaryJson(run: ConnectivityRun): string {
   const failed = run.results.filter((r) => !r.ok).length;
+  const skipped = run.results.filter((r) => r.skipped).length;
   return JSON.stringify(
     {
       namespace: run.namespace,
-      passed: run.results.length - failed,
+      passed: run.results.length - failed - skipped,
       failed,
+      skipped,
       failedNodes: failedNodes(run.results),
       error: run.error,
       checks: run.results.map((r) => ({
@@ -119,6 +127,8 @@ export function summaryJson(run: ConnectivityRun): string {
         ms: r.ms,
         reason: r.reason,
         repaired: r.repaired,
+        skipped: r.skipped,
+        spoofAs: r.check.spoofAs,
       })),
     },
     null,

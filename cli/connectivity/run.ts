@@ -23,6 +23,7 @@ import {
 } from "./objects.ts";
 import { type Check, planChecks, type TestName, type TestPod } from "./plan.ts";
 import { type CheckResult, type ConnectivityRun, progressLine } from "./render.ts";
+import { runForgedCheck } from "./forged_check.ts";
 
 /** A check's outcome and the run's (their shapes are beside their renderer, `render.ts`). */
 export type { CheckResult, ConnectivityRun };
@@ -53,6 +54,10 @@ export interface ConnectivityDeps {
   policyWaitMs: number;
   /** How long a failed check is tried again, waiting for Ferry to repair the fault (0: never). */
   repairWaitMs: number;
+  /** Ferry's namespace (its pods give each node's port security counters). */
+  ferryNamespace: string;
+  /** How long a node's dropped-frame counters may take to count a forgery (read every 10 s). */
+  spoofCountWaitMs: number;
 }
 
 /** Thrown when the test pods are not up in time. */
@@ -210,12 +215,16 @@ export async function runConnectivityTest(
         await d.client.create(NETWORK_POLICIES, allowClients(d.namespace), d.signal);
       }
       const unreachable = before.get(c);
-      const r = unreachable === undefined ? await runCheck(d, c) : {
-        check: c,
-        ok: false,
-        ms: 0,
-        reason: `no connection even before the policy: ${unreachable}`,
-      };
+      const r = c.test === "forged-source"
+        ? await runForgedCheck(d, c)
+        : unreachable === undefined
+        ? await runCheck(d, c)
+        : {
+          check: c,
+          ok: false,
+          ms: 0,
+          reason: `no connection even before the policy: ${unreachable}`,
+        };
       out.results.push(r);
       d.progress(progressLine(i + 1, checks.length, r));
     }

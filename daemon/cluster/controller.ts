@@ -144,6 +144,8 @@ export class ClusterController {
   readonly #loop = new DirtyLoop(() => this.#pass(), () => !this.#stopped);
   #stopped = false;
   #ruleset?: string;
+  /** The periodic re-check is due: whether the masquerade table is still there is looked at. */
+  #recheckMasquerade = false;
   #unsubscribe?: () => void;
   #vtep?: string;
   #mode?: "local" | "kubernetes" | "pool";
@@ -178,7 +180,10 @@ export class ClusterController {
     const mode = this.#d.config.ipam.mode;
     if (mode !== "auto") this.#stats.ipamMode = this.#mode = mode;
     if (this.#d.resyncMs) {
-      const timer = setInterval(() => this.kick(), this.#d.resyncMs);
+      const timer = setInterval(() => {
+        this.#recheckMasquerade = true;
+        this.kick();
+      }, this.#d.resyncMs);
       Deno.unrefTimer(timer);
       this.#closing.signal.addEventListener("abort", () => clearInterval(timer));
     }
@@ -324,6 +329,16 @@ export class ClusterController {
         ...podRanges,
         ...config.masquerade.nonMasqueradeCIDRs,
       ]);
+      // At each periodic re-check, a table deleted behind the daemon's back is written again.
+      if (ruleset === this.#ruleset && this.#recheckMasquerade && this.#d.nft.listJson) {
+        this.#recheckMasquerade = false;
+        if ((await this.#d.nft.listJson(config.masquerade.table)) === undefined) {
+          logger.warn("masquerade table inet {table} is gone (deleted by hand?): written again", {
+            table: config.masquerade.table,
+          });
+          this.#ruleset = undefined;
+        }
+      }
       if (ruleset !== this.#ruleset) {
         await this.#d.nft.apply(ruleset);
         this.#ruleset = ruleset;

@@ -23,7 +23,8 @@ interface Named<T> {
   value?: T;
 }
 
-interface RawKubeconfig {
+/** A kubeconfig file as YAML gives it. */
+export interface RawKubeconfig {
   "current-context"?: string;
   contexts?: Named<unknown>[];
   clusters?: Named<unknown>[];
@@ -81,21 +82,96 @@ export async function loadKubeconfig(
 ): Promise<ConnectionConfig> {
   let raw: RawKubeconfig;
   try {
-    raw = parse(await Deno.readTextFile(path)) as RawKubeconfig;
+    raw = await readKubeconfig(path);
   } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+    throw new KubeconfigError(`cannot read kubeconfig ${path}: ${e.message}`);
+  }
+  return await connectionOf(raw, path, options);
+}
+
+/** A kubeconfig's text, parsed; each named entry remembers the file's directory. */
+async function readKubeconfig(path: string): Promise<RawKubeconfig> {
+  let raw: RawKubeconfig;
+  try {
+    raw = (parse(await Deno.readTextFile(path)) ?? {}) as RawKubeconfig;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) throw e;
     throw new KubeconfigError(
       `cannot read kubeconfig ${path}: ${e instanceof Error ? e.message : e}`,
     );
   }
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
-  const resolve = (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
-  const readPem = async (inline: unknown, file: unknown) =>
-    typeof inline === "string"
-      ? decodeBase64(inline)
-      : typeof file === "string"
-      ? await Deno.readTextFile(resolve(file))
-      : undefined;
+  for (const list of [raw.contexts, raw.clusters, raw.users]) {
+    for (const e of list ?? []) Object.defineProperty(e, DIR, { value: dir, enumerable: false });
+  }
+  return raw;
+}
 
+const DIR = Symbol("kubeconfig directory");
+
+/**
+ * kubectl's merge of the files of `KUBECONFIG` (pure): for each context, cluster and user name
+ * the first file that has it wins; `current-context` comes from the first file that sets it.
+ *
+ * @example
+ * ```ts
+ * mergeKubeconfigs([{ "current-context": "a", contexts: [...] }, { contexts: [...] }]);
+ * ```
+ */
+export function mergeKubeconfigs(files: RawKubeconfig[]): RawKubeconfig {
+  const merged: Required<Pick<RawKubeconfig, "contexts" | "clusters" | "users">> = {
+    contexts: [],
+    clusters: [],
+    users: [],
+  };
+  for (const f of files) {
+    for (const key of ["contexts", "clusters", "users"] as const) {
+      for (const e of f[key] ?? []) {
+        if (!merged[key].some((x) => x.name === e.name)) merged[key].push(e);
+      }
+    }
+  }
+  const current = files.find((f) => f["current-context"])?.["current-context"];
+  return { ...merged, ...(current ? { "current-context": current } : {}) };
+}
+
+/**
+ * Reads the kubeconfig files of a `KUBECONFIG` list (`a:b:c`, as given split) merged as kubectl
+ * merges them ({@link mergeKubeconfigs}; files that do not exist are skipped, as kubectl skips
+ * them), into the connection of the current context or `options.context`. A file named relative
+ * to a kubeconfig is found beside the kubeconfig that names it.
+ *
+ * @throws {KubeconfigError} when no file exists, or as {@link loadKubeconfig}.
+ * @example
+ * ```ts
+ * const conn = await loadKubeconfigFiles(Deno.env.get("KUBECONFIG")!.split(":"));
+ * ```
+ */
+export async function loadKubeconfigFiles(
+  paths: string[],
+  options: { allowInsecureTls?: boolean; context?: string } = {},
+): Promise<ConnectionConfig> {
+  const files: RawKubeconfig[] = [];
+  for (const p of paths.filter((p) => p !== "")) {
+    try {
+      files.push(await readKubeconfig(p));
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+  }
+  if (!files.length) {
+    throw new KubeconfigError(`none of the kubeconfig files exists: ${paths.join(":")}`);
+  }
+  return await connectionOf(mergeKubeconfigs(files), paths.join(":"), options);
+}
+
+/** The connection of `raw`'s context; `path` names the file(s) in errors. */
+async function connectionOf(
+  raw: RawKubeconfig,
+  path: string,
+  options: { allowInsecureTls?: boolean; context?: string },
+): Promise<ConnectionConfig> {
   const context = pick(
     raw.contexts,
     options.context ?? raw["current-context"],
@@ -104,6 +180,17 @@ export async function loadKubeconfig(
   );
   const cluster = pick(raw.clusters, context.cluster as string, "cluster", "cluster");
   const user = pick(raw.users, context.user as string, "user", "user");
+  const dirOf = (list: Named<unknown>[] | undefined, name: unknown) =>
+    (list?.find((e) => e.name === name) as Record<symbol, string> | undefined)?.[DIR] ?? ".";
+  const resolveIn = (dir: string) => (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
+  const clusterPath = resolveIn(dirOf(raw.clusters, context.cluster));
+  const userPath = resolveIn(dirOf(raw.users, context.user));
+  const readPem = async (inline: unknown, file: unknown, resolve: (p: string) => string) =>
+    typeof inline === "string"
+      ? decodeBase64(inline)
+      : typeof file === "string"
+      ? await Deno.readTextFile(resolve(file))
+      : undefined;
   if (cluster["insecure-skip-tls-verify"] && !options.allowInsecureTls) {
     throw new KubeconfigError(
       `kubeconfig ${path} asks for insecure-skip-tls-verify; Ferry refuses to talk to an unverified API server ` +
@@ -122,14 +209,19 @@ export async function loadKubeconfig(
   config.caCert = await readPem(
     cluster["certificate-authority-data"],
     cluster["certificate-authority"],
+    clusterPath,
   );
-  config.clientCert = await readPem(user["client-certificate-data"], user["client-certificate"]);
-  config.clientKey = await readPem(user["client-key-data"], user["client-key"]);
+  config.clientCert = await readPem(
+    user["client-certificate-data"],
+    user["client-certificate"],
+    userPath,
+  );
+  config.clientKey = await readPem(user["client-key-data"], user["client-key"], userPath);
   if (typeof user.token === "string") {
     const token = user.token;
     config.token = () => Promise.resolve(token);
   } else if (typeof user.tokenFile === "string") {
-    config.token = fileToken(resolve(user.tokenFile));
+    config.token = fileToken(userPath(user.tokenFile));
   }
   return config;
 }

@@ -136,6 +136,10 @@ export interface PolicyStats {
   writes: number;
   /** Failed writes. */
   failures: number;
+  /** When the table (or a pod's part of it) was last written (RFC 3339); absent: never. */
+  lastWriteAt?: string;
+  /** When a write of the table last failed (RFC 3339); absent: never. */
+  lastFailureAt?: string;
   /** Writes that changed the table in place (the rest replaced it whole). */
   setUpdates: number;
   /** ADDs that wrote their pod's own chains and entries themselves (no pass waited for). */
@@ -553,6 +557,8 @@ export class PolicyEnforcer {
     if (this.#written && counter) {
       try {
         this.#counts = counter.ruleCounts(table);
+        // Every isolated pod has a counted drop rule: none at all means the table is gone.
+        if (!this.#counts.length && this.#stats.isolatedPods) this.#tableGone();
       } catch (e) {
         this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
           error: e instanceof Error ? e.message : String(e),
@@ -571,7 +577,10 @@ export class PolicyEnforcer {
     this.#counting = true;
     const deadline = new Deadline(this.#d.countTimeoutMs ?? COUNT_TIMEOUT_MS);
     nft.listJson(table, deadline.signal).then(
-      (json) => (this.#counts = json ? ruleCounts(json) : []),
+      (json) => {
+        this.#counts = json ? ruleCounts(json) : [];
+        if (json === undefined && this.#written) this.#tableGone();
+      },
       (e) =>
         this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
           error: e instanceof Error ? e.message : String(e),
@@ -580,6 +589,19 @@ export class PolicyEnforcer {
       deadline[Symbol.dispose]();
       this.#counting = false;
     });
+  }
+
+  /**
+   * The table was found gone (deleted behind the daemon's back) at a read of its counters: the
+   * next pass writes it again whole.
+   */
+  #tableGone(): void {
+    if (this.#closed || !this.#written) return;
+    this.#d.logger.warn("network policy: table {table} is gone (deleted by hand?): written again", {
+      table: this.#d.table,
+    });
+    this.#written = null;
+    this.#loop.kick();
   }
 
   /** Counts. */
@@ -761,6 +783,7 @@ export class PolicyEnforcer {
     }
     this.#written = addition.table;
     this.#stats.podWrites++;
+    if (addition.ops.length) this.#stats.lastWriteAt = new Date().toISOString();
     return true;
   }
 
@@ -821,6 +844,7 @@ export class PolicyEnforcer {
         update ?? policyScript(table, parts && tableDefinition(table, parts)),
       );
       this.#stats.writes++;
+      this.#stats.lastWriteAt = new Date().toISOString();
       if (update !== undefined) this.#stats.setUpdates++;
       if (!before !== !parts) {
         this.#d.logger.info(
@@ -836,6 +860,7 @@ export class PolicyEnforcer {
       // Stopping: the write's nft was killed with the daemon; nothing to say or try again.
       if (this.#closed) return;
       this.#stats.failures++;
+      this.#stats.lastFailureAt = new Date().toISOString();
       const error = e instanceof Error ? e.message : String(e);
       if (error !== this.#lastError) {
         this.#d.logger.error("network policy: cannot write table {table}: {error}", {

@@ -44,7 +44,10 @@ export interface PortGuardDeps {
   table: string;
   /** Runs an `nft -f` script as one transaction. */
   apply(script: string): Promise<void>;
-  /** `nft -j list table bridge <table>`, undefined when there is none (for counting drops). */
+  /**
+   * `nft -j list table bridge <table>`, undefined when there is none (for counting drops, and
+   * seeing the table deleted); rejects when it cannot be listed.
+   */
   listJson?(table: string): Promise<string | undefined>;
   /** The node's VXLAN port, with `routing.mode` vxlan: pods may not send to it. */
   tunnelPort?: number;
@@ -64,6 +67,14 @@ export interface PortDrops {
   packets: number;
 }
 
+/** Port security's counters, for `/v1/stats`. */
+export interface PortSecurityStats {
+  /** Bridge ports under guard (pods' interfaces admitted, not yet released). */
+  guardedPorts: number;
+  /** Frames dropped by kind, summed over the guarded ports, as last read (every 10 s). */
+  dropped: Record<string, number>;
+}
+
 /**
  * The node's port guard.
  *
@@ -77,6 +88,13 @@ export interface PortDrops {
 export class PortGuard {
   readonly #d: PortGuardDeps;
   #counts: PortDrops[] = [];
+  /** The ports admitted and not released, with what they may send as. */
+  readonly #guarded = new Map<string, PortEntry>();
+  /** Ports closed under ADD, and ports the last rebuild closed (their record unreadable). */
+  readonly #adding = new Set<string>();
+  #closed: string[] = [];
+  /** Whether the table has been written (by a rebuild): from then on it must be there. */
+  #built = false;
   #countTimer?: ReturnType<typeof setInterval>;
 
   /** Creates the guard; nothing is written before {@link PortGuard.rebuild}. */
@@ -97,6 +115,10 @@ export class PortGuard {
     await this.#d.apply(
       guardTableScript(this.#d.table, entries, { tunnelPort: this.#d.tunnelPort, closed }),
     );
+    this.#guarded.clear();
+    for (const e of entries) this.#guarded.set(e.port, e);
+    this.#closed = [...closed];
+    this.#built = true;
     this.#d.logger.info("port security on {ports} pod interfaces (table bridge {table})", {
       ports: entries.length,
       table: this.#d.table,
@@ -112,6 +134,7 @@ export class PortGuard {
   async close(port: string): Promise<void> {
     try {
       await this.#write([addingElement(port)]);
+      this.#adding.add(port);
     } catch (e) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -138,6 +161,8 @@ export class PortGuard {
         await this.#d.apply(`delete element bridge ${this.#d.table} adding { ${closed.text} }\n`)
           .catch(() => {});
       }
+      this.#guarded.set(entry.port, entry);
+      this.#adding.delete(entry.port);
     } catch (e) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -152,6 +177,8 @@ export class PortGuard {
    * guard: run once its link is gone, or after a failed ADD). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
+    this.#guarded.delete(entry.port);
+    this.#adding.delete(entry.port);
     const own = guardElements(entry);
     const ops: SetElementOp[] = [
       ...own,
@@ -206,6 +233,43 @@ export class PortGuard {
   }
 
   /**
+   * The table was found gone at a read of the counters (deleted behind the daemon's back): it is
+   * written again whole from what the guard holds, the ports under ADD closed again.
+   */
+  async #writeAgain(): Promise<void> {
+    this.#d.logger.warn(
+      "port security: table bridge {table} is gone (deleted by hand?): written again",
+      {
+        table: this.#d.table,
+      },
+    );
+    try {
+      const entries = [...this.#guarded.values()];
+      await this.#d.apply(
+        guardTableScript(this.#d.table, entries, {
+          tunnelPort: this.#d.tunnelPort,
+          closed: this.#closed,
+        }),
+      );
+      // What changed while the table was written (an ADD admitted, a port closed for one) too.
+      const since = [...this.#guarded.values()].filter((e) => !entries.includes(e));
+      const elements = [
+        ...since.flatMap(guardElements),
+        ...[...this.#adding].map(addingElement),
+      ];
+      if (elements.length) await this.#write(elements);
+    } catch (e) {
+      this.#d.logger.error(
+        "port security: table bridge {table} could not be written again: {error}",
+        {
+          table: this.#d.table,
+          error: e instanceof Error ? e.message : String(e),
+        },
+      );
+    }
+  }
+
+  /**
    * Reads the drop counters every `everyMs` for {@link PortGuard.counts} (the metrics read them
    * at each scrape; listing the table is a process, so not then), telling `increased` what was
    * dropped since the last read.
@@ -213,11 +277,14 @@ export class PortGuard {
   startCounting(everyMs = 10_000, increased?: (drops: PortDrops[]) => void): void {
     this.stopCounting();
     const read = () =>
-      void this.drops().then((d) => {
+      void this.#d.listJson?.(this.#d.table).then((json) => {
+        // Listed as absent: the table was deleted (a failed listing is not read as absent).
+        if (json === undefined && this.#built) return this.#writeAgain();
+        const d = json ? dropsOf(json) : [];
         const more = dropIncreases(this.#counts, d);
         this.#counts = d;
         if (more.length) increased?.(more);
-      });
+      }, () => {/* not listed this time: the counts stay as last read */});
     const timer = this.#countTimer = setInterval(read, everyMs);
     Deno.unrefTimer(timer);
     read();
@@ -232,6 +299,20 @@ export class PortGuard {
   /** The drop counters as last read (see {@link PortGuard.startCounting}). */
   counts(): PortDrops[] {
     return this.#counts;
+  }
+
+  /**
+   * Ports under guard and the frames dropped by kind (the counters as last read).
+   *
+   * @example
+   * ```ts
+   * guard.stats(); // { guardedPorts: 12, dropped: { arp: 2, ipv4: 3 } }
+   * ```
+   */
+  stats(): PortSecurityStats {
+    const dropped: Record<string, number> = {};
+    for (const d of this.#counts) dropped[d.kind] = (dropped[d.kind] ?? 0) + d.packets;
+    return { guardedPorts: this.#guarded.size, dropped };
   }
 }
 
@@ -310,7 +391,12 @@ export function nftBridgeRunner(
         stdout: true,
         signal: deadline.signal,
       });
-      return out.success ? new TextDecoder().decode(out.stdout) : undefined;
+      if (out.success) return new TextDecoder().decode(out.stdout);
+      // Undefined only for a table that is not there; any other failure (killed at its deadline
+      // on a busy node) says nothing of the table.
+      const why = new TextDecoder().decode(out.stderr).trim();
+      if (/No such file or directory/.test(why)) return undefined;
+      throw new Error(`nft -j list table bridge ${table} failed: ${why || "killed"}`);
     },
   };
 }

@@ -26,9 +26,10 @@ Deno.test("a dual-stack cluster gets every check once per family, the policy che
     tests: [],
     external: [],
   });
-  assertEquals(checks.length, 2 * 2 * 8);
+  assertEquals(checks.length, 2 * 2 * 8 + 2, "and one forged-source check per node (IPv4)");
   assertEquals(checks.filter((c) => c.family === 6).length, 16);
-  assertEquals(checks.slice(-8).map((c) => c.test), [
+  assertEquals(checks.slice(-10).map((c) => c.test), [
+    ...Array(2).fill("forged-source"),
     ...Array(4).fill("policy-deny"),
     ...Array(4).fill("policy-allow"),
   ]);
@@ -54,4 +55,24 @@ Deno.test("one node has no across-nodes check; --test and --external shape the p
     "ct-2-a→198.51.100.7:443",
   ], "an IPv6 outside address on an IPv4-only cluster is not planned");
   assertThrows(() => parseHostPort("198.51.100.7"), Error, "IP:PORT");
+});
+
+Deno.test("the forged-source check sends from each node's -a to its -b as the next node's -a, as the node's own hostNetwork pod on one node", () => {
+  const forged = planChecks({ pods: pods(2, true), clusterIPs: [], tests: [], external: [] })
+    .filter((c) => c.test === "forged-source");
+  assertEquals(
+    forged.map((c) => [c.from.name, c.to.label, c.to.address, c.to.port, c.spoofAs, c.nodes]),
+    [
+      ["ct-0-a", "ct-0-b", "10.244.0.3", 19081, { address: "10.244.1.2", label: "ct-1-a" }, ["n0"]],
+      ["ct-1-a", "ct-1-b", "10.244.1.3", 19081, { address: "10.244.0.2", label: "ct-0-a" }, ["n1"]],
+    ],
+  );
+  assertEquals(forged.map((c) => [c.family, c.expect]), [[4, "blocked"], [4, "blocked"]]);
+  const one = planChecks({
+    pods: pods(1, false),
+    clusterIPs: [],
+    tests: ["forged-source"],
+    external: [],
+  });
+  assertEquals(one.map((c) => c.spoofAs), [{ address: "192.0.2.0", label: "ct-0-host" }]);
 });

@@ -30,8 +30,53 @@ class ModelExec implements PodExec {
 
   /** The run's namespace, as the first check found it. */
   readonly namespaces: Namespace[] = [];
+  /** Port security per node: on (the default), off, or on but letting forgeries through. */
+  readonly portSecurity = new Map<string, "off" | "leaky" | "uncounted">();
+  /** Forged frames each node dropped (its `/v1/stats` portSecurity.dropped.ipv4). */
+  readonly dropped = new Map<string, number>();
+  /** UDP datagrams each test pod's kernel got on a closed port (`/proc/net/snmp` NoPorts). */
+  readonly noPorts = new Map<string, number>();
+
+  /** The forged-source check's commands: node report, UDP counters, honest and forged sends. */
+  async #forgeCheck(pod: PodRef, argv: string[]): Promise<ExecResult | undefined> {
+    if (pod.container === "ferry") {
+      const node = /^ferry-(.*)$/.exec(pod.name)![1];
+      const mode = this.portSecurity.get(node);
+      const portSecurity = mode === "off"
+        ? { enabled: false }
+        : { enabled: true, guardedPorts: 2, dropped: { ipv4: this.dropped.get(node) ?? 0 } };
+      return {
+        code: 0,
+        stdout: JSON.stringify({ stats: { portSecurity }, attachments: 2 }),
+        stderr: "",
+      };
+    }
+    if (argv[0] === "cat" && argv[1] === "/proc/net/snmp") {
+      const n = this.noPorts.get(pod.name) ?? 0;
+      return { code: 0, stdout: `Udp: InDatagrams NoPorts InErrors\nUdp: 0 ${n} 0\n`, stderr: "" };
+    }
+    if (argv[0] !== "sh") return undefined;
+    const m = /nc -u -w 1 (?:-s (\S+) )?(\S+) 19081/.exec(argv[2])!;
+    const pods = (await this.client.listAll<Pod>(PODS, { namespace: pod.namespace })).items;
+    const from = pods.find((p) => p.metadata?.name === pod.name)!;
+    const to = pods.find((p) => p.status?.podIP === m[2])!;
+    const node = from.spec!.nodeName!;
+    if (this.broken.has(node) || this.broken.has(to.spec!.nodeName!)) {
+      return { code: 0, stdout: "", stderr: "" };
+    }
+    const mode = this.portSecurity.get(node);
+    if (m[1] && mode !== "leaky") {
+      if (mode !== "uncounted") this.dropped.set(node, (this.dropped.get(node) ?? 0) + 3);
+    } else {
+      const name = to.metadata!.name!;
+      this.noPorts.set(name, (this.noPorts.get(name) ?? 0) + 3);
+    }
+    return { code: 0, stdout: "", stderr: "" };
+  }
 
   async exec(pod: PodRef, argv: string[]): Promise<ExecResult> {
+    const forging = await this.#forgeCheck(pod, argv);
+    if (forging) return forging;
     if (!this.namespaces.length) {
       this.namespaces.push(await this.client.get<Namespace>(NAMESPACES, undefined, pod.namespace));
     }
@@ -131,10 +176,21 @@ async function withCluster(
       const transport = new HttpTransport(await loadKubeconfig(kubeconfig));
       const client = new KubeClient(transport);
       try {
+        await client.create<Namespace>(NAMESPACES, { metadata: { name: "kube-system" } })
+          .catch(() => {});
         for (let i = 0; i < NODES_N; i++) {
           await client.create<Node>(NODES, {
             metadata: { name: nodeName(i) },
             status: { addresses: [{ type: "InternalIP", address: nodeIp(i) }] },
+          });
+          // Its Ferry pod (the forged-source check reads the node's port security through it).
+          await client.create<Pod>(PODS, {
+            metadata: {
+              name: `ferry-${nodeName(i)}`,
+              namespace: "kube-system",
+              labels: { "app.kubernetes.io/name": "ferry" },
+            },
+            spec: { nodeName: nodeName(i), containers: [{ name: "ferry", image: "ferry" }] },
           });
         }
         if (options.kubelet !== false) running = kubelet(client, stop.signal);
@@ -158,7 +214,8 @@ Deno.test("connectivity-test passes whole on a healthy cluster, with progress an
   withCluster(async (kubeconfig, client, exec) => {
     const r = await ferry(["connectivity-test", "--kubeconfig", kubeconfig], exec);
     assertEquals(r.code, 0, `${r.out}\n${r.err}`);
-    const checks = NODES_N * 8; // same node, across, node→pod, pod→node, ClusterIP, NodePort, deny, allow
+    // same node, across, node→pod, pod→node, ClusterIP, NodePort, forged source, deny, allow
+    const checks = NODES_N * 9;
     assertMatch(r.out, new RegExp(`${checks} checks: ${checks} passed, 0 failed\n$`));
     assertMatch(r.out, /^CHECK +FAMILY +FROM → TO +RESULT$/m);
     assertMatch(
@@ -189,6 +246,45 @@ Deno.test("connectivity-test fails the checks that cross a broken node and names
     for (const c of summary.checks) {
       const crosses = c.from.node === "ct-node3" || c.to.node === "ct-node3";
       if (c.to.label !== "service") assertEquals(c.ok, !crosses, JSON.stringify(c));
+    }
+  }));
+
+Deno.test("connectivity-test's forged-source check passes where port security drops and counts the forgery, fails naming the node where a forgery arrives or is not counted, and is skipped where port security is off", () =>
+  withCluster(async (kubeconfig, _client, exec) => {
+    exec.portSecurity.set("ct-node1", "leaky");
+    exec.portSecurity.set("ct-node2", "off");
+    exec.portSecurity.set("ct-node3", "uncounted");
+    const r = await ferry([
+      "connectivity-test",
+      "--test",
+      "forged-source",
+      "--kubeconfig",
+      kubeconfig,
+    ], exec);
+    assertEquals(r.code, 1, r.err);
+    assertMatch(
+      r.out,
+      /forged source dropped +IPv4 +ct-0-a \(ct-node1\) as ct-1-a 10\.244\.1\.\d+ → ct-0-b \(ct-node1\) 10\.244\.0\.\d+:19081 +FAILED \d+ ms: 3 of 3 datagrams forged as ct-1-a \(10\.244\.1\.\d+\) arrived at ct-0-b: not dropped\n/,
+    );
+    assertMatch(r.out, /ct-1-a \(ct-node2\).* skipped: port security is off on ct-node2\n/);
+    assertMatch(
+      r.out,
+      /ct-2-a \(ct-node3\).* FAILED \d+ ms: the forged datagrams did not arrive, but ct-node3's dropped-frame counter \(ferry_spoofed_packets, ipv4\) went 0 → 0, not \+3, within 30 s\n/,
+    );
+    assertMatch(
+      r.out,
+      /3 checks: 0 passed, 2 failed, 1 skipped; failures involve ct-node1 \(1 of 2\), ct-node3 \(1 of 2\)\n$/,
+    );
+    exec.portSecurity.clear();
+    const good = await ferry(
+      ["connectivity-test", "--test", "forged-source", "--json", "--kubeconfig", kubeconfig],
+      exec,
+    );
+    assertEquals(good.code, 0, good.err);
+    const summary = JSON.parse(good.out);
+    assertEquals([summary.passed, summary.failed, summary.skipped], [3, 0, 0]);
+    for (const n of ["ct-node1", "ct-node2", "ct-node3"]) {
+      assertEquals(exec.dropped.get(n), 3, `${n} counted the 3 forged datagrams (both runs: 3)`);
     }
   }));
 

@@ -1,7 +1,7 @@
-import { assertEquals } from "deno-std/assert/mod.js";
+import { assert, assertEquals } from "deno-std/assert/mod.js";
 import type { Node, Pod } from "kubernetes-types/core/v1.d.ts";
 import { type NodeFacts, nodeStatus } from "../../cli/status.ts";
-import { rangeLine, summaryLine } from "../../cli/status_render.ts";
+import { portSecurityText, rangeLine, statusText, summaryLine } from "../../cli/status_render.ts";
 
 const node: Node = { metadata: { name: "n1" }, spec: { podCIDRs: ["10.244.0.0/24"] } };
 const readyPod: Pod = {
@@ -127,4 +127,87 @@ Deno.test("a range the kernel refused is a problem named with node, range, next 
     "ranges it cannot route to: n4 10.244.4.0/24 via 198.18.9.11: ENETUNREACH: network is unreachable",
   ]);
   assertEquals(s.healthy, false);
+});
+
+Deno.test("a failed policy table write followed by a successful one is over: the node is healthy again", () => {
+  const s = nodeStatus(facts({
+    now: Date.parse("2026-01-01T12:00:30Z"),
+    report: {
+      stats: stats({
+        policy: {
+          policies: 1,
+          isolatedPods: 1,
+          writes: 4,
+          failures: 1,
+          lastFailureAt: "2026-01-01T12:00:00Z",
+          lastWriteAt: "2026-01-01T12:00:01Z",
+        },
+      }),
+      attachments: 0,
+    },
+  }));
+  assertEquals(s.problems, []);
+  assertEquals(s.healthy, true);
+  assertEquals(s.policy?.lastWriteSecondsAgo, 29);
+  assertEquals(s.policy?.lastFailureSecondsAgo, 30);
+});
+
+Deno.test("a node whose last policy table write failed is unhealthy, saying when", () => {
+  const s = nodeStatus(facts({
+    now: Date.parse("2026-01-01T12:00:30Z"),
+    report: {
+      stats: stats({
+        policy: {
+          policies: 1,
+          isolatedPods: 1,
+          writes: 4,
+          failures: 2,
+          lastWriteAt: "2026-01-01T12:00:00Z",
+          lastFailureAt: "2026-01-01T12:00:18Z",
+        },
+      }),
+      attachments: 0,
+    },
+  }));
+  assertEquals(s.problems, [
+    "the last NetworkPolicy table write failed (at 2026-01-01T12:00:18Z; 2 failed in all)",
+  ]);
+  const text = statusText({ nodes: [s], unhealthy: ["n1"] });
+  assert(
+    text.includes(
+      "policy   1 policies, 1 isolated pods, 4 table writes, 2 failed, last write 30s ago, last failure 12s ago\n",
+    ),
+    text,
+  );
+});
+
+Deno.test("port security's counters are shown per node: ports guarded and frames dropped by kind, or off", () => {
+  const s = nodeStatus(facts({
+    report: {
+      stats: stats({
+        portSecurity: { enabled: true, guardedPorts: 3, dropped: { ipv4: 3, arp: 2, ipv6: 0 } },
+      }),
+      attachments: 3,
+    },
+  }));
+  assertEquals(s.portSecurity, {
+    enabled: true,
+    guardedPorts: 3,
+    dropped: { ipv4: 3, arp: 2, ipv6: 0 },
+  });
+  assert(
+    statusText({ nodes: [s], unhealthy: [] }).includes(
+      "  portsec  on, 3 ports guarded, dropped arp 2, ipv4 3\n",
+    ),
+    statusText({ nodes: [s], unhealthy: [] }),
+  );
+  assertEquals(
+    portSecurityText({ enabled: true, guardedPorts: 1, dropped: {} }),
+    "on, 1 ports guarded, none dropped",
+  );
+  const off = nodeStatus(facts({
+    report: { stats: stats({ portSecurity: { enabled: false } }), attachments: 0 },
+  }));
+  assertEquals(off.portSecurity, { enabled: false, guardedPorts: undefined, dropped: {} });
+  assertEquals(portSecurityText(off.portSecurity!), "off");
 });

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { type SimCluster, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { CONFIGMAPS, EVENTS } from "../../daemon/k8s/resources.ts";
+import { CONFIGMAPS, EVENTS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
 import { ferry as run } from "./_cli_deps.ts";
 import type { ClusterStatus } from "../../cli/status.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
@@ -25,6 +25,7 @@ Deno.test("status reports every node healthy, then names the node whose daemon w
     } finally {
       await removeFerryPods(c);
       await c.client.delete(CONFIGMAPS, TEST_FERRY_NAMESPACE, "ferry-config").catch(() => {});
+      await c.client.delete(NETWORK_POLICIES, "default", `isolate-${id}`).catch(() => {});
       for (const e of [`ferry-warning-${id}`, `kubelet-warning-${id}`]) {
         await c.client.delete(EVENTS, "default", e).catch(() => {});
       }
@@ -39,7 +40,7 @@ async function body(c: SimCluster, id: string) {
       metadata: { name: "ferry-config", namespace: TEST_FERRY_NAMESPACE },
       data: { "config.json": JSON.stringify({ routing: { mode: "host-gw" } }) },
     });
-    await c.addPod(c.nodes[0], "web-0");
+    await c.addPod(c.nodes[0], "web-0", 0, { labels: { app: `web-${id}` } });
     // A Warning Ferry reported on a tenant pod of node 1, and one about something else.
     const event = (name: string, component: string) => ({
       metadata: { name: `${name}-${id}`, namespace: "default" },
@@ -79,10 +80,40 @@ async function body(c: SimCluster, id: string) {
       "Ferry's Warning Event under node 1",
     );
     assert(!healthy.out.includes("kubelet says no"), "only Ferry's Warning Events");
+    // Port security per node: node 1 guards web-0's port, node 2 none.
+    assertMatch(healthy.out, /^ {2}portsec +on, 1 ports guarded, none dropped$/m, healthy.out);
+    assertMatch(healthy.out, /^ {2}portsec +on, 0 ports guarded, none dropped$/m, healthy.out);
     assertMatch(healthy.out, new RegExp(`${c.nodes[0].podCIDR.replace(/\./g, "\\.")} +\\[#`));
     assert(
       exec.calls.every((call) => call.startsWith(`${TEST_FERRY_NAMESPACE}/ferry-`)),
       `exec only into Ferry pods: ${exec.calls.join("\n")}`,
+    );
+
+    // A policy isolating web-0: node 1 writes its table, and status says when.
+    await c.client.create(NETWORK_POLICIES, {
+      metadata: { name: `isolate-${id}`, namespace: "default" },
+      spec: { podSelector: { matchLabels: { app: `web-${id}` } }, policyTypes: ["Ingress"] },
+    });
+    const real = (args: string[]) => run(args, exec, { now: () => Date.now() });
+    let isolated = await real(["status", "-o", "json", ...kube]);
+    const policyOf = (r: { out: string }) =>
+      (JSON.parse(r.out) as ClusterStatus).nodes.find((n) => n.node === n1.name)?.policy;
+    for (let i = 0; i < 100 && policyOf(isolated)?.isolatedPods !== 1; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      isolated = await real(["status", "-o", "json", ...kube]);
+    }
+    const policy = policyOf(isolated);
+    assertEquals(policy?.isolatedPods, 1, `node 1's policy table: ${isolated.out}`);
+    assert(
+      policy?.lastWriteSecondsAgo !== undefined && policy.lastWriteSecondsAgo < 600,
+      `when node 1 last wrote its table: ${JSON.stringify(policy)}`,
+    );
+    assertEquals(policy?.lastFailureSecondsAgo, undefined, "no write failed");
+    const text = await real(["status", ...kube]);
+    assertMatch(
+      text.out,
+      /policy +\d+ policies, 1 isolated pods, \d+ table writes, 0 failed, last write \d+[smh]\S* ago\n/,
+      text.out,
     );
 
     await c.killDaemon(n2);
@@ -104,5 +135,10 @@ async function body(c: SimCluster, id: string) {
     assertEquals(s.unhealthy, [n2.name]);
     assertEquals(s.routing, "host-gw");
     assertEquals(s.nodes.find((n) => n.node === n1.name)?.podsPlugged, 1);
+    assertEquals(s.nodes.find((n) => n.node === n1.name)?.portSecurity, {
+      enabled: true,
+      guardedPorts: 1,
+      dropped: {},
+    });
   }
 }

@@ -131,6 +131,15 @@ export async function statusHealthyThenNaming(): Promise<void> {
       `status on the healthy cluster does not show ${n} ok: ${said(healthy)}`,
     );
   }
+  // Port security's counters per node (on as the DaemonSet ships it), in the screen and the JSON.
+  const portsec = [...healthy.out.matchAll(/^ {2}portsec +on, \d+ ports guarded, .*$/gm)];
+  assertEquals(portsec.length, NODES.length, `a portsec line per node: ${said(healthy)}`);
+  const json = JSON.parse((await ferryCli("status", "-o", "json")).out) as {
+    nodes: { node: string; portSecurity?: { enabled: boolean; guardedPorts?: number } }[];
+  };
+  for (const n of json.nodes) {
+    assertEquals(n.portSecurity?.enabled, true, `${n.node}'s port security: ${JSON.stringify(n)}`);
+  }
   const off = NODES[1];
   await withoutFerryOn(off, async () => {
     const r = await ferryCli("status", "-o", "json");
@@ -154,7 +163,15 @@ interface Connectivity {
   passed: number;
   failed: number;
   failedNodes: { node: string; failures: number }[];
-  checks: { test: string; ok: boolean; reason?: string; repaired?: { afterMs: number } }[];
+  skipped?: number;
+  checks: {
+    test: string;
+    ok: boolean;
+    reason?: string;
+    repaired?: { afterMs: number };
+    skipped?: string;
+    from?: { node: string };
+  }[];
 }
 
 /** Runs `connectivity-test --json ARGS…`; its exit status and report. */
@@ -213,6 +230,14 @@ export async function connectivityWholeThenBroken(): Promise<void> {
   assertEquals(whole.r.code, 0, `connectivity-test on the healthy cluster: ${said(whole.r)}`);
   assertEquals(whole.run.failed, 0, said(whole.r));
   assert(whole.run.passed >= 6 * NODES.length, `too few checks ran: ${said(whole.r)}`);
+  // Port security is on as the DaemonSet ships it: each node's forged-source check ran and passed
+  // (dropped, counted), none skipped.
+  const forged = whole.run.checks.filter((c) => c.test === "forged-source");
+  assertEquals(
+    forged.map((c) => [c.from?.node, c.ok, c.skipped ?? null]).sort(),
+    NODES.map((n) => [n, true, null]).sort(),
+    `the forged-source checks: ${JSON.stringify(forged)}`,
+  );
 
   // A route to the next node's pods deleted by hand on the first node.
   const [node, peer] = NODES;

@@ -53,9 +53,17 @@ class SegmentRoutes implements RouteTable {
 
 class RecordingNft implements Nft {
   rulesets: string[] = [];
+  /** The table was deleted by hand: listed as absent until the next apply. */
+  deleted = false;
+  lists = 0;
   apply(ruleset: string): Promise<void> {
     this.rulesets.push(ruleset);
+    this.deleted = false;
     return Promise.resolve();
+  }
+  listJson(): Promise<string | undefined> {
+    this.lists++;
+    return Promise.resolve(this.deleted ? undefined : '{"nftables": []}');
   }
   remove(): Promise<void> {
     return Promise.resolve();
@@ -316,6 +324,27 @@ Deno.test("routes and masquerade follow once the node watch has listed, even whe
     await until(() => controller.stats().masquerading, "masquerade set without another change");
     await controller.idle();
     assertEquals([...routes.routes.keys()].sort(), ["10.244.2.0/24", "10.244.3.0/24"]);
+  } finally {
+    controller.stop();
+  }
+});
+
+Deno.test("the masquerade table deleted behind the daemon's back is written again at the next periodic re-check; an intact one is only looked at", async () => {
+  const { nft, controller } = setup(
+    "host-gw",
+    { initialMs: 5, maxMs: 20 },
+    undefined,
+    () => true,
+    20,
+  );
+  controller.start();
+  try {
+    await until(() => controller.stats().masquerading, "masquerade set");
+    await until(() => nft.lists >= 3, "three periodic re-checks");
+    assertEquals(nft.rulesets.length, 1, "an intact table is not written again");
+    nft.deleted = true;
+    await until(() => nft.rulesets.length === 2, "the deleted table written again");
+    assertEquals(nft.rulesets[1], nft.rulesets[0], "the same ruleset");
   } finally {
     controller.stop();
   }

@@ -195,6 +195,58 @@ Deno.test("an update in place that fails (the table flushed behind the daemon's 
   await e.close();
 });
 
+Deno.test("the stats say when the table was last written and when a write last failed, the retry's write after the failure", async () => {
+  let failNext = false;
+  const e = new PolicyEnforcer({
+    nodeName: "n1",
+    table: "fp",
+    nft: {
+      apply: (_script) => {
+        if (!failNext) return Promise.resolve();
+        failNext = false;
+        return Promise.reject(new Error("Error: No such file or directory"));
+      },
+      remove: () => Promise.resolve(),
+    },
+    synced: () => true,
+    logger: getLogger(["ferry", "test"]),
+  });
+  e.namespaceUpserted({ metadata: { name: "a" } });
+  e.policyUpserted(policy("web-in", "web"));
+  e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+  const before = Date.now();
+  e.start();
+  await e.idle();
+  const first = e.stats();
+  assert(
+    first.lastWriteAt && Date.parse(first.lastWriteAt) >= before,
+    `lastWriteAt ${first.lastWriteAt}`,
+  );
+  assertEquals(first.lastFailureAt, undefined, "no write failed yet");
+  failNext = true;
+  e.podUpserted(pod("client", "10.1.0.2", { role: "client" }));
+  await e.idle();
+  const failed = e.stats();
+  assertEquals(failed.failures, 1);
+  assert(
+    failed.lastFailureAt && Date.parse(failed.lastFailureAt) >= Date.parse(first.lastWriteAt!),
+    `lastFailureAt ${failed.lastFailureAt} after the first write ${first.lastWriteAt}`,
+  );
+  assertEquals(failed.lastWriteAt, first.lastWriteAt, "the failed write is not a write");
+  // The retry (a second later) writes the table: the last write is after the failure.
+  for (let i = 0; i < 100 && e.stats().writes === failed.writes; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await e.idle();
+  const retried = e.stats();
+  assert(retried.writes > failed.writes, `no write after the failure: ${JSON.stringify(retried)}`);
+  assert(
+    Date.parse(retried.lastWriteAt!) >= Date.parse(failed.lastFailureAt!),
+    `lastWriteAt ${retried.lastWriteAt} not after lastFailureAt ${failed.lastFailureAt}`,
+  );
+  await e.close();
+});
+
 Deno.test("a podIP that is no address is dropped and counted: never a peer, never written", async () => {
   const { e, scripts } = harness();
   e.start();
@@ -451,6 +503,50 @@ Deno.test("with an in-process counter reader, the rules' counters are read throu
   assertEquals(e.ruleCounts(), [{ comment: "fp a/web-in ingress[0]", packets: 4 }]);
   assertEquals(lists, 0, "nft -j list was started");
   await e.close();
+});
+
+Deno.test("a policy table deleted behind the daemon's back is written again whole at the next read of its counters, through nft or netlink", async () => {
+  for (const through of ["nft", "netlink"] as const) {
+    const scripts: string[] = [];
+    let gone = false;
+    const e = new PolicyEnforcer({
+      nodeName: "n1",
+      table: "fp",
+      nft: {
+        apply: (script) => {
+          scripts.push(script);
+          gone = false;
+          return Promise.resolve();
+        },
+        remove: () => Promise.resolve(),
+        listJson: () => Promise.resolve(gone ? undefined : '{"nftables": []}'),
+      },
+      ...(through === "netlink"
+        ? {
+          counter: {
+            ruleCounts: () =>
+              gone ? [] : [{ comment: "a/web1: no ingress rule allows it", packets: 0 }],
+          },
+        }
+        : {}),
+      synced: () => true,
+      logger: getLogger(["ferry", "test"]),
+    });
+    e.namespaceUpserted({ metadata: { name: "a" } });
+    e.policyUpserted(policy("web-in", "web"));
+    e.podUpserted(pod("web1", "10.1.0.5", { app: "web" }));
+    e.start(10);
+    await e.idle();
+    const written = scripts.length;
+    assert(written >= 1, "the table written");
+    await new Promise((r) => setTimeout(r, 50));
+    assertEquals(scripts.length, written, `${through}: a table in place is not written again`);
+    gone = true;
+    await until(() => scripts.length > written, `${through}: the table written again`);
+    assert(scripts.at(-1)!.startsWith("table inet fp\ndelete table inet fp\n"), scripts.at(-1));
+    assert(scripts.at(-1)!.includes("10.1.0.5 : jump in-"), scripts.at(-1));
+    await e.close();
+  }
 });
 
 Deno.test("a write whose nft is killed as the daemon stops is neither reported as a failure nor tried again", async () => {

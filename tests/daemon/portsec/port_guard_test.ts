@@ -178,6 +178,92 @@ Deno.test({
   },
 });
 
+Deno.test("the guard's stats count the ports under guard (rebuilt, admitted, released) and the frames dropped by kind", async () => {
+  let listing = JSON.stringify({ nftables: [] });
+  const guard = new PortGuard({
+    table: "fps",
+    apply: () => Promise.resolve(),
+    listJson: () => Promise.resolve(listing),
+    logger: getLogger(["ferry", "test"]),
+  });
+  const other = { port: "fy1", mac: "02:00:00:00:00:01", ips: ["10.244.0.6"] };
+  await guard.rebuild([entry, other]);
+  assertEquals(guard.stats(), { guardedPorts: 2, dropped: {} });
+  await guard.admit({ port: "fy2", mac: "02:00:00:00:00:02", ips: ["10.244.0.7"] });
+  await guard.release(other);
+  assertEquals(guard.stats().guardedPorts, 2, "fy0123456789ab and fy2");
+  listing = JSON.stringify({
+    nftables: [
+      { set: { name: "drop_ipv4", elem: [{ elem: { val: "fy2", counter: { packets: 3 } } }] } },
+      {
+        set: {
+          name: "drop_arp",
+          elem: [
+            { elem: { val: "fy2", counter: { packets: 2 } } },
+            { elem: { val: "fy0123456789ab", counter: { packets: 1 } } },
+          ],
+        },
+      },
+    ],
+  });
+  guard.startCounting(60_000);
+  for (let i = 0; i < 100 && !guard.counts().length; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  guard.stopCounting();
+  assertEquals(guard.stats(), { guardedPorts: 2, dropped: { ipv4: 3, arp: 3 } });
+});
+
+Deno.test("a guard table deleted behind the daemon's back is written again at the next read of the counters: every admitted port, the ports under ADD closed again; a listing that fails is not read as absent", async () => {
+  const scripts: string[] = [];
+  let gone = false, failing = false, failed = 0;
+  const guard = new PortGuard({
+    table: "fps",
+    apply: (script) => {
+      scripts.push(script);
+      if (script.includes("table bridge fps {")) gone = false;
+      return Promise.resolve();
+    },
+    listJson: () =>
+      failing
+        ? (failed++, Promise.reject(new Error("nft -j list table bridge fps failed: killed")))
+        : Promise.resolve(gone ? undefined : JSON.stringify({ nftables: [] })),
+    logger: getLogger(["ferry", "test"]),
+  });
+  await guard.rebuild([entry]);
+  await guard.admit({ port: "fy2", mac: "02:00:00:00:00:02", ips: ["10.244.0.7"] });
+  await guard.close("fy3");
+  guard.startCounting(10);
+  try {
+    await new Promise((r) => setTimeout(r, 50));
+    const before = scripts.length;
+    assertEquals(
+      scripts.filter((s) => s.includes("table bridge fps {")).length,
+      1,
+      "an intact table is not written again",
+    );
+    failing = true;
+    while (failed < 3) await new Promise((r) => setTimeout(r, 10));
+    failing = false;
+    assertEquals(scripts.length, before, "failed listings wrote nothing");
+    gone = true;
+    const deadline = Date.now() + 5000;
+    while (scripts.slice(before).every((s) => !s.includes("table bridge fps {"))) {
+      assert(Date.now() < deadline, "the deleted table was not written again");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const again = scripts.slice(before).find((s) => s.includes("table bridge fps {"))!;
+    assert(again.includes('"fy0123456789ab" . 10.244.0.5'), again);
+    assert(again.includes('"fy2" . 10.244.0.7'), again);
+    while (!scripts.some((s, i) => i > before && s.includes('adding { "fy3" }'))) {
+      assert(Date.now() < deadline, "fy3 (under ADD) not closed again");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } finally {
+    guard.stopCounting();
+  }
+});
+
 Deno.test("what was dropped between two reads is the difference per port and kind; a reset counter counts whole", () => {
   assertEquals(
     dropIncreases(
