@@ -263,13 +263,54 @@ export function multinetReport(r: MultinetResult, heading = "#"): string {
     `- two extra networks cost ${r.ratio}× the default network's p50`,
     ...(r.burst
       ? [
-        `- a burst of ${r.burst.pods} pods over ${r.burst.nodes} simulated nodes at once: ` +
-        `${r.burst.defaultOnlyS} s on the default network alone, ${r.burst.nativeNadS} s with one ` +
+        `- ${
+          r.burst.date ? `${r.burst.date}: ` : ""
+        }a burst of ${r.burst.pods} pods over ${r.burst.nodes} simulated nodes` +
+        (r.burst.concurrency
+          ? `, ${r.burst.concurrency} at a time, API ${r.burst.api}`
+          : " at once") +
+        `: ${r.burst.defaultOnlyS} s on the default network alone, ${r.burst.nativeNadS} s with one ` +
         `native whereabouts NAD each (${r.burst.ratio}×; target ≤ 1.3×)`,
+        ...burstLines(r.burst),
       ]
       : []),
     "",
   ].join("\n");
+}
+
+/** The burst's series, floors and the comparison with whereabouts (`bench:multinet --burst`). */
+function burstLines(b: NonNullable<MultinetResult["burst"]>): string[] {
+  const row = (what: string, x?: { wallS: number; p50: number; p99: number }) =>
+    x ? [[what, `${x.wallS} s`, `${x.p50} / ${x.p99} ms`]] : [];
+  const wab = (what: string, x?: NonNullable<typeof b.whereabouts>) =>
+    x
+      ? [[
+        what,
+        `${x.addS} s (DEL ${x.delS} s; ${x.errors} failed, ${x.duplicates} doubled, ${x.leftOver} left)`,
+        `${x.p50} / ${x.p99} ms`,
+      ]]
+      : [];
+  if (!b.series) return [];
+  return [
+    "",
+    table(["burst (same pods, nodes, concurrency)", "ADD wall", "per pod p50 / p99"], [
+      ...row("Ferry harness floor (API pod, namespace, a process; no CNI)", b.series.harnessFloor),
+      ...row("Ferry, default network alone", b.series.defaultOnly),
+      ...row(
+        "Ferry, default network + one NAD (whereabouts config, served natively)",
+        b.series.nativeNad,
+      ),
+      ...wab("whereabouts v0.9.0 through libcni (one macvlan network)", b.whereabouts),
+      ...wab("host-local through the same libcni path (per node: that path's floor)", b.hostLocal),
+    ]),
+    "",
+    b.vsWhereabouts !== undefined
+      ? `- native NAD burst / whereabouts' burst: ${b.vsWhereabouts}× (target ≤ 0.1×)`
+      : `- whereabouts not measured: ${b.whereaboutsSkipped ?? "not run"}`,
+    `- load average (1 min) before each step: ${
+      Object.entries(b.load ?? {}).map(([k, v]) => `${k} ${v}`).join(", ")
+    }`,
+  ];
 }
 
 /** The crash run: what churned, what was killed, and that nothing was lost, doubled or leaked. */
