@@ -26,7 +26,9 @@ import {
 import { installNadCrd, installNetworkBlockCrd } from "../daemon/dev/crds.ts";
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORKBLOCKS } from "../daemon/k8s/resources.ts";
-import type { KubeClient, KubeObject } from "../daemon/k8s/client.ts";
+import { KubeClient, type KubeObject } from "../daemon/k8s/client.ts";
+import { loadKubeconfig } from "../daemon/k8s/kubeconfig.ts";
+import { HttpTransport } from "../daemon/k8s/transport.ts";
 import type { NetworkBlockObject } from "../daemon/ipam/nad_blocks.ts";
 import { multinetReport } from "./report.ts";
 
@@ -252,10 +254,8 @@ export async function burstBench(
 ): Promise<MultinetBurst> {
   const started = Date.now();
   const load: Record<string, number> = { start: load1() };
-  let client: KubeClient | undefined;
   const simNodes = new Set<string>();
   const ferry = await withSimCluster({ nodes, config: NATIVE, kubeconfig }, async (c) => {
-    client = c.client;
     for (const n of c.nodes) simNodes.add(n.name);
     await installNadCrd(c.client);
     await installNetworkBlockCrd(c.client);
@@ -269,13 +269,21 @@ export async function burstBench(
       await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", "bench-wb").catch(() => {});
     }
   }).finally(async () => {
-    // The simulated nodes' NetworkBlocks outlive their daemons on a real server: remove them.
-    const blocks = await client?.listAll<NetworkBlockObject>(NETWORKBLOCKS, {}).catch(() =>
-      undefined
-    );
-    for (const b of blocks?.items ?? []) {
-      if (!simNodes.has(b.spec?.node ?? "")) continue;
-      await client!.delete(NETWORKBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+    // The simulated nodes' NetworkBlocks outlive their daemons on a real server: remove them
+    // (with a client of its own: the simulation's is closed with it).
+    if (!kubeconfig) return;
+    const transport = new HttpTransport(await loadKubeconfig(kubeconfig));
+    try {
+      const client = new KubeClient(transport);
+      const blocks = await client.listAll<NetworkBlockObject>(NETWORKBLOCKS, {});
+      for (const b of blocks.items) {
+        if (!simNodes.has(b.spec?.node ?? "")) continue;
+        await client.delete(NETWORKBLOCKS, undefined, b.metadata!.name!);
+      }
+    } catch (e) {
+      console.error(`could not remove the simulated nodes' NetworkBlocks: ${e}`);
+    } finally {
+      transport.close();
     }
   });
   async function bursts(c: SimCluster) {
