@@ -101,6 +101,61 @@ export interface ClusterRealResult {
   }[];
 }
 
+/** What a burst measured: wall time (s) and per-pod latency (ms). */
+export interface BurstSeries {
+  /** First ADD to last answer (s). */
+  wallS: number;
+  /** Per pod (created in the API, namespace, ADD through the shim): p50 / p99 (ms). */
+  p50: number;
+  p99: number;
+}
+
+/** whereabouts v0.9.0 and host-local through libcni (`shared/tools/whereabouts/bench.py`). */
+export interface WhereaboutsBurst {
+  /** ADD wall time (s), latency p50 / p99 (ms), failures. */
+  addS: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  /** DEL wall time (s). */
+  delS: number;
+  /** Addresses on two pods, allocations left after DEL. */
+  duplicates: number;
+  leftOver: number;
+  /** The machine's load average (1 min) at its start and end. */
+  load: [number, number];
+}
+
+/** The burst (with `--burst`). */
+export interface MultinetBurst {
+  /** When. */
+  date?: string;
+  pods: number;
+  nodes: number;
+  /** ADDs (and DELs) at a time. */
+  concurrency: number;
+  /** The API: "stand-in" or the real server's kubeconfig. */
+  api: string;
+  /** Wall time (s) on the default network alone. */
+  defaultOnlyS: number;
+  /** Wall time (s) with one native whereabouts NAD each. */
+  nativeNadS: number;
+  /** nativeNadS / defaultOnlyS (target ≤ 1.3). */
+  ratio: number;
+  /** The series in full. */
+  series?: { defaultOnly: BurstSeries; nativeNad: BurstSeries; harnessFloor: BurstSeries };
+  /** The real plugin with the same pods, nodes and concurrency, in the same run. */
+  whereabouts?: WhereaboutsBurst;
+  /** The same libcni path with host-local (per node, no cluster-wide coordination): its floor. */
+  hostLocal?: WhereaboutsBurst;
+  /** nativeNadS / whereabouts.addS (target ≤ 0.1). */
+  vsWhereabouts?: number;
+  /** Why the whereabouts comparison is missing, when it is. */
+  whereaboutsSkipped?: string;
+  /** The machine's load average (1 min) before each step. */
+  load: Record<string, number>;
+}
+
 /** What one run of `bench/multinet_bench.ts` measured (ms). */
 export interface MultinetBench {
   /** When. */
@@ -120,7 +175,7 @@ export interface MultinetBench {
   /** ADD p50 / p90 of a pod with one extra macvlan network, whereabouts IPAM served natively. */
   oneNative?: { p50: number; p90: number };
   /** The burst (with `--burst`): wall time (s) on the default network alone, and with one NAD. */
-  burst?: { pods: number; nodes: number; defaultOnlyS: number; nativeNadS: number; ratio: number };
+  burst?: MultinetBurst;
 }
 
 /** `bench/results/multinet.json`: a pod's ADD with two extra networks. */
@@ -323,13 +378,54 @@ export function multinetReport(r: MultinetResult, heading = "#"): string {
     `- two extra networks cost ${r.ratio}× the default network's p50`,
     ...(r.burst
       ? [
-        `- a burst of ${r.burst.pods} pods over ${r.burst.nodes} simulated nodes at once: ` +
-        `${r.burst.defaultOnlyS} s on the default network alone, ${r.burst.nativeNadS} s with one ` +
+        `- ${
+          r.burst.date ? `${r.burst.date}: ` : ""
+        }a burst of ${r.burst.pods} pods over ${r.burst.nodes} simulated nodes` +
+        (r.burst.concurrency
+          ? `, ${r.burst.concurrency} at a time, API ${r.burst.api}`
+          : " at once") +
+        `: ${r.burst.defaultOnlyS} s on the default network alone, ${r.burst.nativeNadS} s with one ` +
         `native whereabouts NAD each (${r.burst.ratio}×; target ≤ 1.3×)`,
+        ...burstLines(r.burst),
       ]
       : []),
     "",
   ].join("\n");
+}
+
+/** The burst's series, floors and the comparison with whereabouts (`bench:multinet --burst`). */
+function burstLines(b: NonNullable<MultinetResult["burst"]>): string[] {
+  const row = (what: string, x?: { wallS: number; p50: number; p99: number }) =>
+    x ? [[what, `${x.wallS} s`, `${x.p50} / ${x.p99} ms`]] : [];
+  const wab = (what: string, x?: NonNullable<typeof b.whereabouts>) =>
+    x
+      ? [[
+        what,
+        `${x.addS} s (DEL ${x.delS} s; ${x.errors} failed, ${x.duplicates} doubled, ${x.leftOver} left)`,
+        `${x.p50} / ${x.p99} ms`,
+      ]]
+      : [];
+  if (!b.series) return [];
+  return [
+    "",
+    table(["burst (same pods, nodes, concurrency)", "ADD wall", "per pod p50 / p99"], [
+      ...row("Ferry harness floor (API pod, namespace, a process; no CNI)", b.series.harnessFloor),
+      ...row("Ferry, default network alone", b.series.defaultOnly),
+      ...row(
+        "Ferry, default network + one NAD (whereabouts config, served natively)",
+        b.series.nativeNad,
+      ),
+      ...wab("whereabouts v0.9.0 through libcni (one macvlan network)", b.whereabouts),
+      ...wab("host-local through the same libcni path (per node: that path's floor)", b.hostLocal),
+    ]),
+    "",
+    b.vsWhereabouts !== undefined
+      ? `- native NAD burst / whereabouts' burst: ${b.vsWhereabouts}× (target ≤ 0.1×)`
+      : `- whereabouts not measured: ${b.whereaboutsSkipped ?? "not run"}`,
+    `- load average (1 min) before each step: ${
+      Object.entries(b.load ?? {}).map(([k, v]) => `${k} ${v}`).join(", ")
+    }`,
+  ];
 }
 
 /** The crash run: what churned, what was killed, and that nothing was lost, doubled or leaked. */

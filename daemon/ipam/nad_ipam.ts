@@ -5,7 +5,8 @@
  *
  * - `range`: a CIDR (`192.168.2.0/24`; host bits dropped, `192.168.2.225/28` is
  *   `192.168.2.224/28`) or `start-endCIDR` (`192.168.2.225-192.168.2.230/28`: from `.225` to
- *   `.230` of that /28). Addresses run from the network's second address to the last but one
+ *   `.230` of that /28; a start at the network address or an end at the all-ones address is no
+ *   bound, as in whereabouts). Addresses run from the network's second address to the last but one
  *   (the network and all-ones addresses are never handed out, in IPv6 too, as whereabouts does);
  *   `range_start` and `range_end` narrow that, `exclude` (CIDRs or single addresses) takes spans
  *   out. The top-level `range`, `range_start`, `range_end` and `exclude` form the first range.
@@ -200,9 +201,12 @@ function parseRange(
     }
     return addr;
   };
-  // The `start-end` form wins over range_start/range_end, as in whereabouts.
-  start = start ? bound("range", formatIp(start)) : bound("range_start", entry.range_start);
-  end = end ? bound("range", formatIp(end)) : bound("range_end", entry.range_end);
+  // The `start-end` form wins over range_start/range_end, as in whereabouts. Its ends lie in the
+  // CIDR; one at the network or the all-ones address is no bound (whereabouts ignores a bound its
+  // range cannot hand out: `10.0.0.0-10.0.0.255/24` serves .1 to .254 there and here).
+  const usable = (a: IpAddr) => a.value >= first.value && a.value <= last.value ? a : undefined;
+  start = start ? usable(start) : bound("range_start", entry.range_start);
+  end = end ? usable(end) : bound("range_end", entry.range_end);
   const range: NadRange = {
     cidr,
     start: start ?? first,

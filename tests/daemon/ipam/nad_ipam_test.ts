@@ -72,6 +72,24 @@ Deno.test("the start-end form sets both ends and wins over range_start and range
   assertEquals(show(r).cidr, "192.168.2.224/28");
 });
 
+Deno.test("the start-end form from the network to the all-ones address serves the usable addresses, as whereabouts does", () => {
+  // whereabouts v0.9.0 ignores a bound its range cannot hand out (seen with the real plugin in
+  // whereabouts_compat_test.ts): these NADs work there, so they work here.
+  const [whole] = parse({ range: "10.0.0.0-10.0.0.7/29" }).ranges;
+  assertEquals(addresses(whole), [
+    "10.0.0.1",
+    "10.0.0.2",
+    "10.0.0.3",
+    "10.0.0.4",
+    "10.0.0.5",
+    "10.0.0.6",
+  ]);
+  const [tail] = parse({ range: "10.0.0.4-10.0.0.7/29" }).ranges;
+  assertEquals(addresses(tail), ["10.0.0.4", "10.0.0.5", "10.0.0.6"]);
+  const [head] = parse({ range: "fd00::-fd00::3/125" }).ranges;
+  assertEquals(show(head).span, "fd00::1-fd00::3");
+});
+
 Deno.test("range_start and range_end narrow the range", () => {
   const [r] = parse({ range: "10.10.0.0/24", range_start: "10.10.0.100", range_end: "10.10.0.102" })
     .ranges;
