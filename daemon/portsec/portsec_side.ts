@@ -156,7 +156,7 @@ const KIND_WORDS: Record<string, string> = {
   arp: "another ARP sender",
   ipv4: "another IPv4 source",
   ipv6: "another IPv6 source",
-  nd: "a neighbour advertisement for another address",
+  nd: "a neighbour advertisement for another address, or neighbour discovery naming another MAC",
   ra: "a router advertisement",
   redirect: "a redirect",
   dhcp: "a DHCP server's message",

@@ -87,6 +87,11 @@ def frame(kind, a):
         body = struct.pack("!BBHI", 136, 0, 0, 0xA0000000) + ip6(a[4])
         body += struct.pack("!BB", 2, 1) + mac(a[0])
         return eth(a[1], a[0], 0x86DD, icmp6(a[2], a[3], body))
+    if kind == "nd":  # TYPE SRCMAC DSTMAC SRC DST TARGET OPTIONS: a solicitation (135) or an
+        # advertisement (136, override) whose options are given whole as hex (as a tenant writes them)
+        flags = 0xA0000000 if a[0] == "136" else 0
+        body = struct.pack("!BBHI", int(a[0]), 0, 0, flags) + ip6(a[5]) + bytes.fromhex(a[6])
+        return eth(a[2], a[1], 0x86DD, icmp6(a[3], a[4], body))
     if kind == "ra":  # SRCMAC SRC PREFIX(/64): default router, autonomous prefix
         body = struct.pack("!BBHBBHII", 134, 0, 0, 64, 0, 1800, 0, 0)
         body += struct.pack("!BB", 1, 1) + mac(a[0])
