@@ -13,12 +13,8 @@ import {
   linkLocalOf,
   type PortEntry,
 } from "../../../daemon/portsec/guard_table.ts";
-import {
-  dropIncreases,
-  dropsOf,
-  nftBridgeRunner,
-  PortGuard,
-} from "../../../daemon/portsec/port_guard.ts";
+import { dropIncreases, dropsOf, PortGuard } from "../../../daemon/portsec/port_guard.ts";
+import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
 import { spoofingReporter } from "../../../daemon/portsec/portsec_side.ts";
 import { podGuardScript } from "../../../daemon/portsec/pod_guard.ts";
 import { assertNftAccepts, HAS_NFT } from "../policy/_nft.ts";
@@ -100,9 +96,11 @@ Deno.test({
     const t = uniqueToken().slice(0, 8);
     const table = `fpt${t}`;
     const writer = new NftNetlink(Libc.open());
+    const nft = new NftRunner({ family: "bridge" });
     const guard = new PortGuard({
       table,
-      ...nftBridgeRunner(),
+      apply: (script) => nft.apply(script),
+      listJson: (name) => nft.listJson(name),
       writer,
       logger: getLogger(["ferry", "test"]),
     });
