@@ -521,7 +521,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "port security on macvlan: the pod's namespace holds a guard on its interface's egress that drops and counts a forged source, MAC and ARP sender and a router advertisement, lets its own traffic out, and goes at DEL",
+    "port security on macvlan: the pod's namespace holds a guard on its interface's egress that drops and counts a forged source, MAC and ARP sender, a router advertisement and a neighbour advertisement naming another MAC, lets its own traffic out, and goes at DEL",
   ignore: opts.ignore || !(await kernelSupports("macvlan")),
   sanitizeResources: false,
   sanitizeOps: false,
@@ -598,6 +598,25 @@ Deno.test({
               ["mac", "udp4", [bMac, bMac, aIp, bIp, String(PORT), "forged-mv-mac"]],
               ["arp", "arp", [aMac, bMac, "2", aMac, bIp, bMac, bIp]],
               ["ra", "ra", [aMac, linkLocalOf(aMac), "fd00:bad:bad:bad::"]],
+              // An advertisement of its own link-local address at b's MAC, plainly and behind a
+              // nonce option.
+              ...[
+                `0201${bMac.replaceAll(":", "")}`,
+                `0e01a1b2c3d4e5f60201${bMac.replaceAll(":", "")}`,
+              ]
+                .map((opts): [string, string, string[]] => [
+                  "nd",
+                  "nd",
+                  [
+                    "136",
+                    aMac,
+                    bMac,
+                    linkLocalOf(aMac),
+                    linkLocalOf(bMac),
+                    linkLocalOf(aMac),
+                    opts,
+                  ],
+                ]),
             ];
             for (const [kind, frame, args] of attacks) {
               const was = (await counts()).get(kind) ?? 0;
