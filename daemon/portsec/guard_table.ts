@@ -265,6 +265,10 @@ function body(opts: GuardOptions): string[] {
     "    iifname @closed jump forged_unlisted",
     // Ports of this guard only (another daemon's, in a test, has its own table).
     "    iifname != @ports accept",
+    // The common case first, in one lookup: TCP over IPv4 from the port's own MAC and address
+    // (its `sarp` element, not the probes' 0.0.0.0) to a unicast destination, which no rule
+    // below drops (the rules cost some 10 % of a CPU-bound path's CPU per byte: bench:dataplane).
+    "    ether type ip meta l4proto tcp ip saddr != 0.0.0.0 iifname . ether saddr . ip saddr @sarp meta pkttype != { broadcast, multicast } ip daddr != { 255.255.255.255, 224.0.0.0/4 } accept",
     "    iifname . ether saddr != @mac jump forged_mac",
     // Only IPv4, IPv6 and ARP (a VLAN tag would hide the rest from the checks below).
     "    ether type != { ip, ip6, arp } jump forged_ethertype",

@@ -75,6 +75,10 @@ def frame(kind, a):
     if kind == "udp4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD [SPORT]
         sport = int(a[6]) if len(a) > 6 else 40000
         return eth(a[1], a[0], 0x0800, udp4(a[2], a[3], sport, int(a[4]), a[5].encode()))
+    if kind == "tcp4":  # SRCMAC DSTMAC SRC DST DPORT: a SYN
+        t = struct.pack("!HHIIBBHHH", 40000, int(a[4]), 1, 0, 5 << 4, 0x02, 65535, 0, 0)
+        c = csum(ip4(a[2]) + ip4(a[3]) + struct.pack("!BBH", 0, 6, len(t)) + t)
+        return eth(a[1], a[0], 0x0800, ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:]))
     if kind == "udp6":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD
         return eth(a[1], a[0], 0x86DD, udp6(a[2], a[3], 40000, int(a[4]), a[5].encode()))
     if kind == "vlan4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD: priority-tagged (VLAN 0)

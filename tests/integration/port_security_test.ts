@@ -173,6 +173,19 @@ Deno.test({
           ["ipv4", "udp4", [evilMac, macOf(web), db.ip, web.ip, String(PORT), "forged-to-web"]],
           ["ipv4", "udp4", [evilMac, macOf(web), "192.0.2.77", web.ip, String(PORT), "forged-out"]],
           ["mac", "udp4", [macOf(db), macOf(web), evil.ip, web.ip, String(PORT), "forged-mac"]],
+          // TCP over IPv4 (the guard's fast path): another's source or MAC, 0.0.0.0, broadcast.
+          ["ipv4", "tcp4", [evilMac, macOf(db), web.ip, db.ip, String(PORT)]],
+          ["ipv4", "tcp4", [evilMac, macOf(db), "0.0.0.0", db.ip, String(PORT)]],
+          ["mac", "tcp4", [macOf(web), macOf(db), evil.ip, db.ip, String(PORT)]],
+          ["linklocal", "tcp4", [evilMac, "ff:ff:ff:ff:ff:ff", evil.ip, db.ip, String(PORT)]],
+          ["linklocal", "tcp4", [evilMac, macOf(db), evil.ip, "255.255.255.255", String(PORT)]],
+          ["linklocal", "tcp4", [
+            evilMac,
+            "01:00:5e:00:00:fb",
+            evil.ip,
+            "224.0.0.251",
+            String(PORT),
+          ]],
           ["ipv6", "udp6", [evilMac, macOf(db), web.ip6!, db.ip6!, String(PORT), "forged-6"]],
           ["ipv6", "udp6", [
             evilMac,
