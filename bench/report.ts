@@ -553,7 +553,8 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
     ...(add
       ? [
         `- the daemon's own ADD p50 (\`bench/portsec_bench.ts\`, as \`deno task bench\` measures it; ` +
-        `${add.adds} pods per run, on, off, on, off): ${add.onP50Ms} ms on, ${add.offP50Ms} ms off, ` +
+        `${add.adds} pods to each of two clusters at once, their ADDs alternating): ${add.onP50Ms} ms ` +
+        `on, ${add.offP50Ms} ms off, ` +
         `${Math.round((add.onP50Ms - add.offP50Ms) * 100) / 100} ms more (target ≤ 0.5 ms: ` +
         `${add.onP50Ms - add.offP50Ms <= 0.5 ? "met" : "**not met**"}; runs ${
           add.runs.map((x) => `${x.enabled ? "on" : "off"} ${x.addP50Ms}`).join(", ")
