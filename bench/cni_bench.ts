@@ -556,7 +556,7 @@ async function main(o: BenchOptions): Promise<void> {
     },
     {
       what: "ADD p50 with port security on ≤ off + 0.5 ms (issue 43; the daemon's own handling " +
-        "on a simulated node, on and off twice in turn)",
+        "on simulated nodes, on and off alive at once, their ADDs alternating)",
       met: portsec.onP50Ms <= portsec.offP50Ms + 0.5,
       measured: `${portsec.onP50Ms} (on) vs ${portsec.offP50Ms} ms (off)`,
     },

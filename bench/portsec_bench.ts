@@ -1,8 +1,9 @@
 /**
  * What port security costs an ADD: the daemon's own ADD p50 (its `/v1/stats`) over `adds` pods
  * added one at a time on a one-node simulated cluster (API stand-in, the node in a namespace of
- * its own), with `portSecurity.enabled` on and off, each twice in turn (on, off, on, off) so that
- * a busy machine's drift falls on both. `deno task bench` reports it against its budget (issue 43:
+ * its own), with `portSecurity.enabled` on and off: two clusters alive at once, their ADDs
+ * alternating in ABBA order (`bench/paired.ts`), so that a busy machine's load falls on both alike
+ * (one cluster after the other, minutes apart, measured the load's drift more than the guard). `deno task bench` reports it against its budget (issue 43:
  * at most 0.5 ms more); `deno run -A bench/portsec_bench.ts [--n 40]` prints it alone. With
  * `--dataplane`, also TCP between two pods of one node (iperf3 throughput and new connections per
  * second, `tcpBetween` of `bench/policy_bench.ts`) with port security on and off, in the same
@@ -17,6 +18,7 @@ import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
 import { tcpBetween } from "./policy_bench.ts";
+import { abbaFirst } from "./paired.ts";
 
 /** The daemon's ADD p50 with port security on and off (ms), and each run's. */
 export interface PortSecurityAddCost {
@@ -28,10 +30,9 @@ export interface PortSecurityAddCost {
   runs: { enabled: boolean; addP50Ms: number }[];
 }
 
-async function addP50(c: SimCluster, n: number): Promise<number> {
+/** The daemon's ADD p50 so far (its `/v1/stats`). */
+async function addP50(c: SimCluster): Promise<number> {
   const node = c.nodes[0];
-  const added: SimPod[] = [];
-  for (let i = 0; i < n; i++) added.push(await c.addPod(node, `ps${i}`, 30_000));
   const res = await unixRequest(
     node.socket,
     "GET",
@@ -40,26 +41,38 @@ async function addP50(c: SimCluster, n: number): Promise<number> {
     AbortSignal.timeout(5000),
   );
   const stats = JSON.parse(res.body) as { addPhases?: { total?: { p50: number } } };
-  for (const p of added) await c.removePod(p);
   return stats.addPhases?.total?.p50 ?? NaN;
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const round = (x: number) => Math.round(x * 100) / 100;
 
-/** Measures {@link PortSecurityAddCost} over `adds` pods per run. */
+/**
+ * Measures {@link PortSecurityAddCost}: `adds` pods added one at a time to each of two clusters
+ * alive at once (port security on in one, off in the other), the two alternating in ABBA order;
+ * each daemon's p50 is one run.
+ */
 export async function portSecurityAddCost(adds: number): Promise<PortSecurityAddCost> {
-  const runs: PortSecurityAddCost["runs"] = [];
-  for (const enabled of [true, false, true, false]) {
-    const ms = await withSimCluster(
-      { nodes: 1, config: { portSecurity: { enabled } } },
-      (c) => addP50(c, adds),
-    );
-    runs.push({ enabled, addP50Ms: round(ms) });
-  }
-  const of = (on: boolean) =>
-    round(mean(runs.filter((r) => r.enabled === on).map((r) => r.addP50Ms)));
-  return { onP50Ms: of(true), offP50Ms: of(false), runs };
+  const sim = (enabled: boolean) => (fn: (c: SimCluster) => Promise<number[]>) =>
+    withSimCluster({ nodes: 1, config: { portSecurity: { enabled } } }, fn);
+  const [onMs, offMs] = await sim(true)((on) =>
+    sim(false)(async (off) => {
+      const added: [SimCluster, SimPod][] = [];
+      for (let i = 0; i < adds; i++) {
+        for (const c of abbaFirst(i) ? [on, off] : [off, on]) {
+          added.push([c, await c.addPod(c.nodes[0], `ps${i}`, 30_000)]);
+        }
+      }
+      const p50s = [await addP50(on), await addP50(off)];
+      for (const [c, p] of added) await c.removePod(p);
+      return p50s;
+    })
+  );
+  const runs = [{ enabled: true, addP50Ms: round(onMs) }, {
+    enabled: false,
+    addP50Ms: round(offMs),
+  }];
+  return { onP50Ms: round(onMs), offP50Ms: round(offMs), runs };
 }
 
 /** TCP between two pods of one node with port security on and off (each twice, in turn). */

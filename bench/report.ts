@@ -9,6 +9,7 @@
 import type { ChaosReport } from "../daemon/dev/chaos.ts";
 import type { ClusterChaosReport } from "../daemon/dev/chaos_cluster.ts";
 import type { ProbeDurations, TcpSample } from "./tcp_probe.ts";
+import type { RatioInterval, Verdict } from "./paired.ts";
 
 /** A latency series: count and percentiles (ms). */
 interface Series {
@@ -633,6 +634,10 @@ export interface DataplaneResult {
     policy: boolean;
     /** On over off in each round (the two measured one after the other): the noise. */
     perRound?: TcpSample[];
+    /** Per metric: the median of the pairs' ratios and its 95 % interval (`bench/paired.ts`). */
+    intervals?: Record<string, RatioInterval>;
+    /** What the intervals say of the target in this case. */
+    verdict?: Verdict;
     portSecurityOn: TcpSample;
     portSecurityOff: TcpSample;
     onOverOff: TcpSample;
@@ -651,9 +656,69 @@ export interface DataplaneResult {
     noise?: number;
     /** Whether the noise is within the target's 3 %, so that met or not means something. */
     conclusive?: boolean;
+    /** The lowest interval end of any case and metric. */
+    lowest?: number;
+    /** What the intervals say: met, not met, or undecided by the run. */
+    verdict?: Verdict;
+  };
+  /** The daemon's ADD p50 with port security on and off (`bench/portsec_bench.ts`). */
+  add?: {
+    adds: number;
+    onP50Ms: number;
+    offP50Ms: number;
+    runs: { enabled: boolean; addP50Ms: number }[];
   };
   /** Every measurement, by series. */
   samples: Record<string, TcpSample[]>;
+}
+
+/** The pairs' intervals per case, and what they say of the target (results that have them). */
+function dataplaneIntervals(r: DataplaneResult): string[] {
+  if (!r.cases.some((k) => k.intervals)) return [];
+  const iv = (i?: RatioInterval) => i ? `${i.median.toFixed(3)} [${i.low}–${i.high}]` : "-";
+  const n = r.cases.find((k) => k.intervals)?.intervals?.gbps;
+  const add = r.add;
+  return [
+    `Port security on / off, the median of ${n?.n ?? "?"} back-to-back pairs (ABBA order) with ` +
+    `its ${Math.round((n?.coverage ?? 0) * 1000) / 10} % interval (order statistics):`,
+    "",
+    table(
+      [
+        "pods",
+        "policy",
+        "throughput",
+        "throughput per CPU-second",
+        "req/resp",
+        "conn/s",
+        "verdict",
+      ],
+      r.cases.map((k) => [
+        k.placement,
+        k.policy ? "isolating the server" : "none selecting",
+        iv(k.intervals?.gbps),
+        iv(k.intervals?.gbitPerCpuS),
+        iv(k.intervals?.rrPerS),
+        iv(k.intervals?.connsPerS),
+        k.verdict ?? "-",
+      ]),
+    ),
+    "",
+    `- ${r.target.what}: **${r.target.verdict}** (lowest median ${r.target.worst}×, lowest ` +
+    `interval end ${r.target.lowest}×; met needs every interval at or above 0.97, not met one ` +
+    "wholly below)",
+    ...(add
+      ? [
+        `- the daemon's own ADD p50 (\`bench/portsec_bench.ts\`, as \`deno task bench\` measures it; ` +
+        `${add.adds} pods to each of two clusters at once, their ADDs alternating): ${add.onP50Ms} ms ` +
+        `on, ${add.offP50Ms} ms off, ` +
+        `${Math.round((add.onP50Ms - add.offP50Ms) * 100) / 100} ms more (target ≤ 0.5 ms: ` +
+        `${add.onP50Ms - add.offP50Ms <= 0.5 ? "met" : "**not met**"}; runs ${
+          add.runs.map((x) => `${x.enabled ? "on" : "off"} ${x.addP50Ms}`).join(", ")
+        })`,
+      ]
+      : []),
+    "",
+  ];
 }
 
 /** The data path: port security on over off per case, each against its floor of the same run. */
@@ -671,6 +736,7 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
     `${r.durations.connS} s; load average ${r.loadavg.before} before, ${r.loadavg.after} after); ` +
     "medians; two simulated nodes on the API stand-in",
     "",
+    ...dataplaneIntervals(r),
     table(
       [
         "pods",
@@ -698,14 +764,18 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
       ]),
     ),
     "",
-    `- ${r.target.what}: ${r.target.met ? "met" : "**not met**"} (worst ${r.target.worst}×)` +
-    (r.quick ? "; quick mode: too few rounds for the target, see the per-round spread" : ""),
+    ...(r.target.verdict ? [] : [
+      `- ${r.target.what}: ${r.target.met ? "met" : "**not met**"} (worst ${r.target.worst}×)` +
+      (r.quick ? "; quick mode: too few rounds for the target, see the per-round spread" : ""),
+    ]),
     ...(r.target.noise !== undefined
       ? [
         `- noise: the node↔node floor's throughput strayed ${
           Math.round(r.target.noise * 100)
         } % from its median (median absolute deviation) in this run` +
-        (r.target.conclusive
+        (r.target.verdict
+          ? " (the pairs' ratios cancel what the two of a pair share)"
+          : r.target.conclusive
           ? ", within the target's 3 %"
           : `: **inconclusive**, more than the 3 % the target asks to resolve (rerun on a quiet machine, or with more \`--rounds\`)`),
       ]

@@ -19,6 +19,13 @@ export interface TcpSample {
   rrPerS: number;
   /** New connections (connect, accept, close) per second. */
   connsPerS: number;
+  /**
+   * iperf3 throughput per CPU-second of its client and server (Gbit per second of their user and
+   * system time, iperf3's own count; the kernel's packet processing in their context, the
+   * bridge's netfilter hooks included, is part of it): what a CPU-bound path costs per byte,
+   * whatever else the machine runs. Absent from samples before it was measured.
+   */
+  gbitPerCpuS?: number;
 }
 
 /** How long each measurement runs (s). */
@@ -192,13 +199,24 @@ export async function probeTcp(from: string, ip: string, d: ProbeDurations): Pro
     ...["netns", "exec", from, "iperf3", "-c", ip, "-p", String(PROBE_PORTS.iperf)],
     ...["-t", String(d.throughputS), "--connect-timeout", "3000", "-J"],
   );
-  const bps = (JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } }).end
-    .sum_received.bits_per_second;
+  const end = (JSON.parse(out) as {
+    end: {
+      sum_received: { bits_per_second: number; bytes: number };
+      cpu_utilization_percent?: { host_total: number; remote_total: number };
+    };
+  }).end;
+  const bps = end.sum_received.bits_per_second;
+  const cpu = end.cpu_utilization_percent;
+  // Each process's share of the run's wall time: their CPU-seconds are the sum times the run.
+  const cpuS = cpu ? ((cpu.host_total + cpu.remote_total) / 100) * d.throughputS : 0;
   const rr = Number((await py(from, "rr", ip, String(d.rrS))).trim());
   const conns = Number((await py(from, "conn", ip, String(d.connS))).trim());
   return {
     gbps: Math.round(bps / 1e7) / 100,
     rrPerS: Math.round(rr),
     connsPerS: Math.round(conns),
+    ...(cpuS > 0
+      ? { gbitPerCpuS: Math.round((end.sum_received.bytes * 8) / cpuS / 1e7) / 100 }
+      : {}),
   };
 }

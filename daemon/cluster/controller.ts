@@ -332,7 +332,9 @@ export class ClusterController {
       // At each periodic re-check, a table deleted behind the daemon's back is written again.
       if (ruleset === this.#ruleset && this.#recheckMasquerade && this.#d.nft.listJson) {
         this.#recheckMasquerade = false;
-        if ((await this.#d.nft.listJson(config.masquerade.table)) === undefined) {
+        // A listing that failed (rather than found no table) says nothing: looked at next time.
+        const listed = await this.#d.nft.listJson(config.masquerade.table).catch(() => "");
+        if (listed === undefined) {
           logger.warn("masquerade table inet {table} is gone (deleted by hand?): written again", {
             table: config.masquerade.table,
           });

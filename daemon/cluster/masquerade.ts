@@ -7,7 +7,8 @@
  *
  * @module
  */
-import { ChildSet } from "../runtime/child_set.ts";
+import { type ChildOutput, ChildSet } from "../runtime/child_set.ts";
+import { Deadline } from "../runtime/deadline.ts";
 
 /**
  * IPv4 destinations that stay on the link: limited broadcast, multicast. (Not 169.254.0.0/16:
@@ -68,8 +69,8 @@ export interface Nft {
   /** Deletes the table; a missing one is fine. */
   remove(table: string): Promise<void>;
   /**
-   * `nft -j list table inet <table>`: its JSON, or undefined when there is no such table; given
-   * up (the process killed) when `signal` aborts.
+   * `nft -j list table inet <table>`: its JSON, or undefined when there is no such table;
+   * rejects when the listing fails otherwise; given up (the process killed) when `signal` aborts.
    */
   listJson?(table: string, signal?: AbortSignal): Promise<string | undefined>;
   /** Runs a ruleset as one transaction inside the network namespace at path `netns`. */
@@ -78,24 +79,45 @@ export interface Nft {
   close?(): void;
 }
 
+/** How an {@link NftRunner} runs `nft`. */
+export interface NftRunnerOptions {
+  /** Replaces `nft` (found on PATH otherwise). */
+  nft?: string;
+  /** Replaces `nsenter` (found on PATH otherwise). */
+  nsenter?: string;
+  /** The family of the tables it lists and removes (default `inet`). */
+  family?: "inet" | "bridge";
+  /** Every run is given up (its process killed) after this long (default: no limit). */
+  timeoutMs?: number;
+  /** The set its processes run in (default: its own); closing it kills them. */
+  children?: ChildSet;
+}
+
 /**
  * `nft` from Debian's nftables package. Every process it starts ends with it ({@link ChildSet}):
- * killed when its caller's signal aborts, and all of them on {@link NftRunner.close}.
+ * killed when its caller's signal aborts or its timeout passes, and all of them on
+ * {@link NftRunner.close}.
  *
  * @example
  * ```ts
  * await new NftRunner().apply(masqueradeRuleset("ferry", own, cluster));
+ * await new NftRunner({ family: "bridge", timeoutMs: 30_000 }).listJson("ferry-portsec");
  * ```
  */
 export class NftRunner implements Nft {
-  readonly #children = new ChildSet();
+  readonly #children: ChildSet;
   readonly #nft: string;
   readonly #nsenter: string;
+  readonly #family: "inet" | "bridge";
+  readonly #timeoutMs?: number;
 
-  /** `binaries` replace `nft` and `nsenter` (found on PATH otherwise). */
-  constructor(binaries: { nft?: string; nsenter?: string } = {}) {
-    this.#nft = binaries.nft ?? "nft";
-    this.#nsenter = binaries.nsenter ?? "nsenter";
+  /** Options as {@link NftRunnerOptions} says; none: `nft` on PATH, `inet`, no time limit. */
+  constructor(options: NftRunnerOptions = {}) {
+    this.#nft = options.nft ?? "nft";
+    this.#nsenter = options.nsenter ?? "nsenter";
+    this.#family = options.family ?? "inet";
+    this.#timeoutMs = options.timeoutMs;
+    this.#children = options.children ?? new ChildSet();
   }
 
   /** Runs `nft -f -` with the ruleset on stdin. */
@@ -109,31 +131,48 @@ export class NftRunner implements Nft {
   }
 
   async #run(cmd: string, args: string[], ruleset: string, signal?: AbortSignal): Promise<void> {
-    const out = await this.#children.run(cmd, args, { stdin: ruleset, signal });
+    const out = await this.#spawn(cmd, args, { stdin: ruleset, signal });
     if (!out.success) {
       throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
     }
   }
 
-  /** `nft -j list table inet <table>`; undefined when the table does not exist. */
+  /** One process of the set, given up at the caller's signal or the runner's timeout. */
+  async #spawn(
+    cmd: string,
+    args: string[],
+    opts: { stdin?: string; stdout?: boolean; signal?: AbortSignal } = {},
+  ): Promise<ChildOutput> {
+    using deadline = this.#timeoutMs === undefined ? undefined : new Deadline(this.#timeoutMs);
+    const signals = [opts.signal, deadline?.signal].filter((s) => s !== undefined);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+    return await this.#children.run(cmd, args, { ...opts, signal });
+  }
+
+  /** `nft -j list table <family> <table>`; undefined when the table does not exist. */
   async listJson(table: string, signal?: AbortSignal): Promise<string | undefined> {
-    const out = await this.#children.run(this.#nft, ["-j", "list", "table", "inet", table], {
+    const out = await this.#spawn(this.#nft, ["-j", "list", "table", this.#family, table], {
       stdout: true,
       signal,
     });
-    return out.success ? new TextDecoder().decode(out.stdout) : undefined;
+    if (out.success) return new TextDecoder().decode(out.stdout);
+    // Undefined only for a table that is not there; any other failure (killed at its deadline
+    // on a busy node) says nothing of the table.
+    const why = new TextDecoder().decode(out.stderr).trim();
+    if (/No such file or directory/.test(why)) return undefined;
+    throw new Error(`nft -j list table ${this.#family} ${table} failed: ${why || "killed"}`);
   }
 
-  /** `nft delete table inet <table>`. */
+  /** `nft delete table <family> <table>`. */
   async remove(table: string): Promise<void> {
-    const out = await this.#children.run(this.#nft, ["delete", "table", "inet", table]);
+    const out = await this.#spawn(this.#nft, ["delete", "table", this.#family, table]);
     const err = new TextDecoder().decode(out.stderr);
     if (!out.success && !/No such file or directory/.test(err)) {
       throw new Error(`nft delete table failed: ${err.trim()}`);
     }
   }
 
-  /** Kills every `nft` still running and refuses new runs. */
+  /** Kills every `nft` still running (in its set: a shared one with them) and refuses new runs. */
   close(): void {
     this.#children.close();
   }

@@ -27,6 +27,7 @@ export const KUBE_FACING_TESTS = [
   "tests/integration/multi_network_policy_test.ts",
   "tests/integration/network_policy_table_test.ts",
   "tests/integration/port_security_test.ts",
+  "tests/integration/port_security_nd_test.ts",
   "tests/deploy/",
   "tests/cli/status_test.ts",
   "tests/cli/sysdump_test.ts",

@@ -9,7 +9,7 @@
  * @module
  */
 import { ipBytes } from "../net/netlink/messages.ts";
-import { linkLocalOf } from "./guard_table.ts";
+import { linkLocalOf, ndOptionRules } from "./guard_table.ts";
 
 /** What one macvlan or ipvlan interface may send. */
 export interface PodLinkGuard {
@@ -68,6 +68,10 @@ export function podGuardScript(table: string, g: PodLinkGuard): string {
         }`,
       ]
       : []),
+    ...ndOptionRules(
+      drop("nd"),
+      g.mac ? `@th,208,48 != 0x${g.mac.replaceAll(":", "")}` : undefined,
+    ),
     `icmpv6 type nd-router-advert ${drop("ra")}`,
     `icmpv6 type nd-redirect ${drop("redirect")}`,
     `icmp type redirect ${drop("redirect")}`,

@@ -10,11 +10,6 @@
  */
 import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import { ChildSet } from "../runtime/child_set.ts";
-import { Deadline } from "../runtime/deadline.ts";
-
-/** An `nft` of the guard still running after this long is given up, its process killed. */
-const NFT_TIMEOUT_MS = 30_000;
 import { NFPROTO_BRIDGE, type SetElementOp } from "../net/netlink/nft_sets.ts";
 import {
   addingElement,
@@ -358,45 +353,4 @@ export function dropIncreases(before: PortDrops[], after: PortDrops[]): PortDrop
     const packets = d.packets >= old ? d.packets - old : d.packets;
     return packets > 0 ? [{ ...d, packets }] : [];
   });
-}
-
-/**
- * `nft` runs for the guard: `apply` (`nft -f -`) and `listJson` (`nft -j list table bridge`),
- * each given up (the process killed) after `timeoutMs`, and all of them killed when `children`
- * is closed (the daemon stops).
- *
- * @example
- * ```ts
- * const guard = new PortGuard({ table: "ferry-portsec", ...nftBridgeRunner(), logger });
- * ```
- */
-export function nftBridgeRunner(
-  children: ChildSet = new ChildSet(),
-  timeoutMs = NFT_TIMEOUT_MS,
-): Pick<PortGuardDeps, "apply" | "listJson"> {
-  return {
-    async apply(script: string): Promise<void> {
-      using deadline = new Deadline(timeoutMs);
-      const out = await children.run("nft", ["-f", "-"], {
-        stdin: script,
-        signal: deadline.signal,
-      });
-      if (!out.success) {
-        throw new Error(`nft -f failed: ${new TextDecoder().decode(out.stderr).trim()}`);
-      }
-    },
-    async listJson(table: string): Promise<string | undefined> {
-      using deadline = new Deadline(timeoutMs);
-      const out = await children.run("nft", ["-j", "list", "table", "bridge", table], {
-        stdout: true,
-        signal: deadline.signal,
-      });
-      if (out.success) return new TextDecoder().decode(out.stdout);
-      // Undefined only for a table that is not there; any other failure (killed at its deadline
-      // on a busy node) says nothing of the table.
-      const why = new TextDecoder().decode(out.stderr).trim();
-      if (/No such file or directory/.test(why)) return undefined;
-      throw new Error(`nft -j list table bridge ${table} failed: ${why || "killed"}`);
-    },
-  };
 }

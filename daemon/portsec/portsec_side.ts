@@ -9,11 +9,22 @@ import type { Logger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config/config.ts";
 import { NftNetlink, type NftSys } from "../policy/nft_netlink.ts";
 import { guardRemovalScript } from "./guard_table.ts";
-import { nftBridgeRunner, type PortDrops, PortGuard } from "./port_guard.ts";
+import { type PortDrops, PortGuard } from "./port_guard.ts";
 import type { Attachment } from "../records/attachment_store.ts";
 import { NftRunner } from "../cluster/masquerade.ts";
 import type { ChildSet } from "../runtime/child_set.ts";
 import type { SublinkGuard } from "../drivers/sublink.ts";
+
+/** An `nft` of the guard still running after this long is given up, its process killed. */
+const NFT_TIMEOUT_MS = 30_000;
+
+/**
+ * `nft` for the guard's bridge table, each run given up after {@link NFT_TIMEOUT_MS}, all of them
+ * killed when `children` is closed (the daemon stops).
+ */
+function bridgeNft(children?: ChildSet): NftRunner {
+  return new NftRunner({ family: "bridge", timeoutMs: NFT_TIMEOUT_MS, children });
+}
 
 /** What the side needs. */
 export interface PortSecuritySideDeps {
@@ -38,10 +49,11 @@ export interface PortSecuritySideDeps {
  */
 export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined {
   if (!d.config.portSecurity.enabled) return undefined;
-  const runner = nftBridgeRunner(d.children);
+  const nft = bridgeNft(d.children);
   return new PortGuard({
     table: d.config.portSecurity.table,
-    ...runner,
+    apply: (script) => nft.apply(script),
+    listJson: (table) => nft.listJson(table),
     ...(d.config.routing.mode === "vxlan" ? { tunnelPort: d.config.routing.vxlan.port } : {}),
     writer: d.netfilter ? new NftNetlink(d.netfilter) : undefined,
     logger: d.logger,
@@ -58,7 +70,7 @@ export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined
  * ```
  */
 export async function removeGuardTable(table: string, logger: Logger): Promise<void> {
-  await nftBridgeRunner().apply(guardRemovalScript(table)).catch((e) =>
+  await bridgeNft().apply(guardRemovalScript(table)).catch((e) =>
     logger.warn("port security is off; its table could not be removed: {error}", {
       error: e instanceof Error ? e.message : String(e),
     })
@@ -156,7 +168,7 @@ const KIND_WORDS: Record<string, string> = {
   arp: "another ARP sender",
   ipv4: "another IPv4 source",
   ipv6: "another IPv6 source",
-  nd: "a neighbour advertisement for another address",
+  nd: "a neighbour advertisement for another address, or neighbour discovery naming another MAC",
   ra: "a router advertisement",
   redirect: "a redirect",
   dhcp: "a DHCP server's message",

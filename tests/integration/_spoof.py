@@ -75,6 +75,10 @@ def frame(kind, a):
     if kind == "udp4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD [SPORT]
         sport = int(a[6]) if len(a) > 6 else 40000
         return eth(a[1], a[0], 0x0800, udp4(a[2], a[3], sport, int(a[4]), a[5].encode()))
+    if kind == "tcp4":  # SRCMAC DSTMAC SRC DST DPORT: a SYN
+        t = struct.pack("!HHIIBBHHH", 40000, int(a[4]), 1, 0, 5 << 4, 0x02, 65535, 0, 0)
+        c = csum(ip4(a[2]) + ip4(a[3]) + struct.pack("!BBH", 0, 6, len(t)) + t)
+        return eth(a[1], a[0], 0x0800, ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:]))
     if kind == "udp6":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD
         return eth(a[1], a[0], 0x86DD, udp6(a[2], a[3], 40000, int(a[4]), a[5].encode()))
     if kind == "vlan4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD: priority-tagged (VLAN 0)
@@ -87,6 +91,11 @@ def frame(kind, a):
         body = struct.pack("!BBHI", 136, 0, 0, 0xA0000000) + ip6(a[4])
         body += struct.pack("!BB", 2, 1) + mac(a[0])
         return eth(a[1], a[0], 0x86DD, icmp6(a[2], a[3], body))
+    if kind == "nd":  # TYPE SRCMAC DSTMAC SRC DST TARGET OPTIONS: a solicitation (135) or an
+        # advertisement (136, override) whose options are given whole as hex (as a tenant writes them)
+        flags = 0xA0000000 if a[0] == "136" else 0
+        body = struct.pack("!BBHI", int(a[0]), 0, 0, flags) + ip6(a[5]) + bytes.fromhex(a[6])
+        return eth(a[2], a[1], 0x86DD, icmp6(a[3], a[4], body))
     if kind == "ra":  # SRCMAC SRC PREFIX(/64): default router, autonomous prefix
         body = struct.pack("!BBHBBHII", 134, 0, 0, 64, 0, 1800, 0, 0)
         body += struct.pack("!BB", 1, 1) + mac(a[0])

@@ -173,6 +173,19 @@ Deno.test({
           ["ipv4", "udp4", [evilMac, macOf(web), db.ip, web.ip, String(PORT), "forged-to-web"]],
           ["ipv4", "udp4", [evilMac, macOf(web), "192.0.2.77", web.ip, String(PORT), "forged-out"]],
           ["mac", "udp4", [macOf(db), macOf(web), evil.ip, web.ip, String(PORT), "forged-mac"]],
+          // TCP over IPv4 (the guard's fast path): another's source or MAC, 0.0.0.0, broadcast.
+          ["ipv4", "tcp4", [evilMac, macOf(db), web.ip, db.ip, String(PORT)]],
+          ["ipv4", "tcp4", [evilMac, macOf(db), "0.0.0.0", db.ip, String(PORT)]],
+          ["mac", "tcp4", [macOf(web), macOf(db), evil.ip, db.ip, String(PORT)]],
+          ["linklocal", "tcp4", [evilMac, "ff:ff:ff:ff:ff:ff", evil.ip, db.ip, String(PORT)]],
+          ["linklocal", "tcp4", [evilMac, macOf(db), evil.ip, "255.255.255.255", String(PORT)]],
+          ["linklocal", "tcp4", [
+            evilMac,
+            "01:00:5e:00:00:fb",
+            evil.ip,
+            "224.0.0.251",
+            String(PORT),
+          ]],
           ["ipv6", "udp6", [evilMac, macOf(db), web.ip6!, db.ip6!, String(PORT), "forged-6"]],
           ["ipv6", "udp6", [
             evilMac,
@@ -521,7 +534,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "port security on macvlan: the pod's namespace holds a guard on its interface's egress that drops and counts a forged source, MAC and ARP sender and a router advertisement, lets its own traffic out, and goes at DEL",
+    "port security on macvlan: the pod's namespace holds a guard on its interface's egress that drops and counts a forged source, MAC and ARP sender, a router advertisement and a neighbour advertisement naming another MAC, lets its own traffic out, and goes at DEL",
   ignore: opts.ignore || !(await kernelSupports("macvlan")),
   sanitizeResources: false,
   sanitizeOps: false,
@@ -598,6 +611,25 @@ Deno.test({
               ["mac", "udp4", [bMac, bMac, aIp, bIp, String(PORT), "forged-mv-mac"]],
               ["arp", "arp", [aMac, bMac, "2", aMac, bIp, bMac, bIp]],
               ["ra", "ra", [aMac, linkLocalOf(aMac), "fd00:bad:bad:bad::"]],
+              // An advertisement of its own link-local address at b's MAC, plainly and behind a
+              // nonce option.
+              ...[
+                `0201${bMac.replaceAll(":", "")}`,
+                `0e01a1b2c3d4e5f60201${bMac.replaceAll(":", "")}`,
+              ]
+                .map((opts): [string, string, string[]] => [
+                  "nd",
+                  "nd",
+                  [
+                    "136",
+                    aMac,
+                    bMac,
+                    linkLocalOf(aMac),
+                    linkLocalOf(bMac),
+                    linkLocalOf(aMac),
+                    opts,
+                  ],
+                ]),
             ];
             for (const [kind, frame, args] of attacks) {
               const was = (await counts()).get(kind) ?? 0;

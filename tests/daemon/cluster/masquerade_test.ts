@@ -96,3 +96,29 @@ Deno.test("an nft still running when its runner closes (the daemon stops) is kil
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a runner with a timeout kills an nft that outlives it, and lists and removes tables of its family", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // An nft that says its arguments and pid, then sleeps unless it lists or deletes.
+    const fake = `${dir}/nft`;
+    await Deno.writeTextFile(
+      fake,
+      `#!/bin/sh\necho "$*" >> ${dir}/args\necho $$ > ${dir}/pid\n` +
+        `case "$1" in -f) exec sleep 60;; esac\necho '{"nftables":[]}'\n`,
+    );
+    await Deno.chmod(fake, 0o755);
+    const runner = new NftRunner({ nft: fake, family: "bridge", timeoutMs: 300 });
+    const applied = await runner.apply("table bridge x {}\n").then(() => undefined, (e) => e);
+    assert(applied instanceof ChildKilledError, `apply was not given up: ${applied}`);
+    const pid = (await Deno.readTextFile(`${dir}/pid`)).trim();
+    const alive = await Deno.stat(`/proc/${pid}`).then(() => true, () => false);
+    assertEquals(alive, false, `nft process ${pid} still exists after its timeout`);
+    assertEquals(await runner.listJson("x"), '{"nftables":[]}\n');
+    await runner.remove("x");
+    const args = (await Deno.readTextFile(`${dir}/args`)).trim().split("\n");
+    assertEquals(args, ["-f -", "-j list table bridge x", "delete table bridge x"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -13,12 +13,8 @@ import {
   linkLocalOf,
   type PortEntry,
 } from "../../../daemon/portsec/guard_table.ts";
-import {
-  dropIncreases,
-  dropsOf,
-  nftBridgeRunner,
-  PortGuard,
-} from "../../../daemon/portsec/port_guard.ts";
+import { dropIncreases, dropsOf, PortGuard } from "../../../daemon/portsec/port_guard.ts";
+import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
 import { spoofingReporter } from "../../../daemon/portsec/portsec_side.ts";
 import { podGuardScript } from "../../../daemon/portsec/pod_guard.ts";
 import { assertNftAccepts, HAS_NFT } from "../policy/_nft.ts";
@@ -34,7 +30,7 @@ Deno.test("a pod's IPv6 link-local address is the EUI-64 of its MAC", () => {
   assertEquals(linkLocalOf("0e:00:00:00:00:01"), "fe80::c00:ff:fe00:1");
 });
 
-Deno.test("a pod may send from its port with its MAC, its addresses, its link-local address, :: and ARP probes", () => {
+Deno.test("a pod may send from its port with its MAC, its addresses, its link-local address, :: and ARP probes, and name its MAC in neighbour discovery", () => {
   assertEquals(guardElements(entry).map((e) => `${e.set} ${e.text}`), [
     `ports "fy0123456789ab"`,
     `mac "fy0123456789ab" . 02:42:0a:f4:00:05`,
@@ -46,6 +42,7 @@ Deno.test("a pod may send from its port with its MAC, its addresses, its link-lo
     `src6 "fy0123456789ab" . ::`,
     `tgt6 "fy0123456789ab" . 0xfd000010024400000000000000000005`,
     `tgt6 "fy0123456789ab" . 0xfe8000000000000000420afffef40005`,
+    `lla "fy0123456789ab" . 0x02420af40005`,
   ]);
   // Keys as the kernel stores them: the name in 16 bytes, the MAC padded to 8, then the address.
   const arp = guardElements(entry)[2].key;
@@ -99,9 +96,11 @@ Deno.test({
     const t = uniqueToken().slice(0, 8);
     const table = `fpt${t}`;
     const writer = new NftNetlink(Libc.open());
+    const nft = new NftRunner({ family: "bridge" });
     const guard = new PortGuard({
       table,
-      ...nftBridgeRunner(),
+      apply: (script) => nft.apply(script),
+      listJson: (name) => nft.listJson(name),
       writer,
       logger: getLogger(["ferry", "test"]),
     });
@@ -129,6 +128,7 @@ Deno.test({
       );
       assert((await set("src6")).includes(`"fy0123456789ab" . fe80::42:aff:fef4:5`));
       assert((await set("tgt6")).includes(`0xfd000010024400000000000000000005`), await set("tgt6"));
+      assert((await set("lla")).includes(`"fy0123456789ab" . 0x2420af40005`), await set("lla"));
       await guard.admit(entry); // again: no error
       await guard.release({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
       await guard.close(entry.port); // a failed ADD's port: its release opens it again
@@ -143,6 +143,7 @@ Deno.test({
           "src4",
           "src6",
           "tgt6",
+          "lla",
           "allow4",
           "allow6",
         ]
@@ -171,9 +172,17 @@ Deno.test({
     });
     assert(macvlan.includes("ip saddr 0.0.0.0 udp sport 68 udp dport 67 accept"), macvlan);
     assert(macvlan.includes(`hook egress device "net1"`), macvlan);
+    assert(
+      macvlan.includes(
+        `@th,192,16 { 0x0101, 0x0201 } @th,208,48 != 0x020000000001 counter drop comment "nd"`,
+      ),
+      macvlan,
+    );
     await assertNftAccepts(macvlan);
     const ipvlan = podGuardScript("ferry-portsec", { ifname: "net2", ips: [] });
     assert(!ipvlan.includes("ether saddr"), ipvlan);
+    assert(!ipvlan.includes("@th,208,48"), ipvlan);
+    assert(ipvlan.includes(`ip6 length != { 24, 32 } counter drop comment "nd"`), ipvlan);
     await assertNftAccepts(ipvlan);
   },
 });
