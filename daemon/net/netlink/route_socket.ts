@@ -147,6 +147,11 @@ export class RouteSocket {
     }
   }
 
+  /** Sends a request and returns its answer (one message, e.g. a link's for RTM_GETLINK). */
+  request(what: string, build: Build): Reply {
+    return this.#exchange(what, build);
+  }
+
   /** Sends a RTM_GETLINK request; resolves to the link's index. */
   linkIndex(what: string, build: Build): number {
     const reply = this.#exchange(what, build);
