@@ -442,3 +442,42 @@ Deno.test({
       })
     ),
 });
+
+Deno.test({
+  name: "a sublink with 400 routes is plugged in-process (more acks than one receive queue " +
+    "holds) and read back whole",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withMasterLink((master) =>
+      withNetns(1, async ([ns]) => {
+        const plumber = new NetlinkPlumber(Libc.open(), noProcesses());
+        // 400 routes: their acks overflow a socket's receive queue if sent as one batch, and
+        // their dump runs to tens of KiB.
+        const routes = Array.from({ length: 400 }, (_, i) => ({
+          dst: `10.${100 + (i >> 8)}.${i & 255}.0/24`,
+          gw: "10.99.14.1",
+        }));
+        try {
+          await plumber.plugSublink({
+            kind: "macvlan",
+            netns: ns.path,
+            ifname: "net1",
+            master,
+            mode: "bridge",
+            addresses: [{ cidr: "10.99.14.5/24" }],
+            routes,
+          });
+          const live = await plumber.inspect(ns.path, "net1");
+          const read = new Set(live?.routes.map((r) => `${r.dst} ${r.gw}`));
+          const missing = routes.filter((r) => !read.has(`${r.dst} ${r.gw}`));
+          assertEquals(
+            missing.length,
+            0,
+            `${missing.length} routes not read, e.g. ${missing[0]?.dst}`,
+          );
+        } finally {
+          plumber.close();
+        }
+      })
+    ),
+});

@@ -123,13 +123,7 @@ export class NetlinkPlumber implements Plumber {
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
       this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
       await addressed;
-      const { sysctls } = planVeth(spec).container;
-      const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
-        for (const [path, value] of sysctls) {
-          this.#sys.writeFile(`${this.#sysctlDir}/${path}`, value);
-        }
-        return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
-      });
+      const pod = this.#podSocket(podFd, planVeth(spec).container.sysctls);
       try {
         const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
         pod.ackAll([
@@ -254,13 +248,20 @@ export class NetlinkPlumber implements Plumber {
     }
   }
 
-  /** Writes `sysctls` inside the namespace `podFd` and opens a netlink socket there. */
-  #podSocket(podFd: number, sysctls: [string, string][] = []): RouteSocket {
+  /**
+   * Writes `sysctls` inside the namespace `podFd` and opens a netlink socket there, with a buffer
+   * for acks (or `bufferBytes`: dumps need the default).
+   */
+  #podSocket(
+    podFd: number,
+    sysctls: [string, string][] = [],
+    bufferBytes = ACK_BUFFER_BYTES,
+  ): RouteSocket {
     return this.#sys.inNetns(podFd, this.#homeFd, () => {
       for (const [path, value] of sysctls) {
         this.#sys.writeFile(`${this.#sysctlDir}/${path}`, value);
       }
-      return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
+      return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), bufferBytes);
     });
   }
 
@@ -360,7 +361,7 @@ export class NetlinkPlumber implements Plumber {
       const podFd = this.#openNetns(netns);
       if (podFd === undefined) return Promise.resolve(null);
       try {
-        const pod = this.#podSocket(podFd);
+        const pod = this.#podSocket(podFd, [], 64 * 1024);
         try {
           return Promise.resolve(readInterface(pod, ifname));
         } finally {
