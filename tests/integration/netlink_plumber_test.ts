@@ -1,13 +1,27 @@
 // The in-process netlink plumber on its own, in real namespaces (root). Its links are made per
 // test and removed also when a test fails.
 import { assert, assertEquals, assertRejects, assertThrows } from "deno-std/assert/mod.js";
-import { hostLinkExists, IS_ROOT, run, uniqueToken, withNetns } from "../../daemon/dev/netns.ts";
+import {
+  hostLinkExists,
+  ipIn,
+  IS_ROOT,
+  kernelSupports,
+  linkInNetns,
+  run,
+  type TestNetns,
+  uniqueToken,
+  withMasterLink,
+  withNetns,
+} from "../../daemon/dev/netns.ts";
+import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
+import type { Plumber, SublinkSpec } from "../../daemon/net/plumber.ts";
 import { IpPlumber } from "../../daemon/net/ip_plumber.ts";
 import { SpawningIpRunner } from "../../daemon/net/ip_runner.ts";
 import { Libc, type NetlinkSys, SyscallError } from "../../daemon/net/netlink/libc.ts";
 import { getLink, linkUp, newAddr } from "../../daemon/net/netlink/messages.ts";
 import { RouteSocket, type Step } from "../../daemon/net/netlink/route_socket.ts";
 import { NetlinkPlumber } from "../../daemon/net/netlink/netlink_plumber.ts";
+import { firstDifference } from "../../daemon/drivers/live_check.ts";
 
 const opts = { ignore: !IS_ROOT };
 
@@ -218,4 +232,252 @@ Deno.test({
     }
     assert(!(await hostLinkExists(mine)) && !(await hostLinkExists(peers[0])));
   },
+});
+
+/**
+ * A plumber every call of which fails: handed to the netlink plumber as its rest, it proves that
+ * what the test calls ran in-process (no `ip` or `nsenter` process).
+ */
+function noProcesses(): Plumber {
+  return new Proxy({} as Plumber, {
+    get: (_, key) => () => Promise.reject(new Error(`${String(key)} went to iproute2`)),
+  });
+}
+
+/** The live link as `ip -d -j` shows it: kind, mode, MAC, MTU, up. */
+async function shownLink(ns: TestNetns, ifname: string) {
+  const [link] = JSON.parse(await ipIn(ns, "-d", "-j", "link", "show", "dev", ifname));
+  return {
+    kind: link.linkinfo?.info_kind as string,
+    mode: link.linkinfo?.info_data?.mode as string,
+    mac: link.address as string,
+    mtu: link.mtu as number,
+    up: (link.flags as string[]).includes("UP"),
+  };
+}
+
+const SUBLINK_CASES = [
+  { kind: "macvlan", mode: "bridge" },
+  { kind: "macvlan", mode: "private" },
+  { kind: "macvlan", mode: "vepa" },
+  { kind: "ipvlan", mode: "l2" },
+  { kind: "ipvlan", mode: "l3" },
+  { kind: "ipvlan", mode: "l3s" },
+] as const;
+
+for (const { kind, mode } of SUBLINK_CASES) {
+  Deno.test({
+    name: `a ${kind} link in mode ${mode} is plugged, read and removed in-process, with the ` +
+      "MAC, MTU, addresses and routes asked for, read back as iproute2 reads them",
+    ignore: !IS_ROOT || !(await kernelSupports(kind)),
+    fn: () =>
+      withMasterLink((master) =>
+        withNetns(1, async ([ns]) => {
+          const plumber = new NetlinkPlumber(Libc.open(), noProcesses());
+          const spec: SublinkSpec = {
+            kind,
+            netns: ns.path,
+            ifname: "net1",
+            master,
+            mode,
+            mtu: 1400,
+            mac: kind === "macvlan" ? "02:00:00:00:0a:05" : undefined,
+            addresses: [
+              { cidr: "10.99.10.5/24", gateway: "10.99.10.1" },
+              { cidr: "fd99:10::5/64", gateway: "fd99:10::1" },
+            ],
+            routes: [
+              { dst: "0.0.0.0/0", gw: "10.99.10.1" },
+              { dst: "10.98.0.0/16" },
+              { dst: "fd98::/48", gw: "fd99:10::1" },
+            ],
+          };
+          try {
+            await plumber.plugSublink(spec);
+            const shown = await shownLink(ns, "net1");
+            assertEquals(
+              { kind: shown.kind, mode: shown.mode, mtu: shown.mtu, up: shown.up },
+              { kind, mode, mtu: 1400, up: true },
+            );
+            if (kind === "macvlan") assertEquals(shown.mac, spec.mac);
+            // The sysctls iproute2's path writes in the pod (port security's among them).
+            for (const path of ["ipv6/conf/net1/accept_ra", "ipv6/conf/net1/accept_dad"]) {
+              const value = await run(
+                "ip",
+                "netns",
+                "exec",
+                ns.name,
+                "cat",
+                `/proc/sys/net/${path}`,
+              );
+              assertEquals(value.trim(), "0", `${path} in the pod`);
+            }
+            const live = await plumber.inspect(ns.path, "net1");
+            const byIproute2 = await new IpPlumber(new SpawningIpRunner()).inspect(ns.path, "net1");
+            assertEquals(live, byIproute2, "netlink and iproute2 read the link differently");
+            assertEquals(live!.mac, shown.mac);
+            for (const a of ["10.99.10.5/24", "fd99:10::5/64"]) {
+              assert(live!.addresses.includes(a), `${a} missing: ${live!.addresses}`);
+            }
+            for (const r of spec.routes) {
+              assert(
+                live!.routes.some((l) => l.dst === r.dst && l.gw === r.gw),
+                `route ${r.dst} via ${r.gw ?? "link"} missing: ${JSON.stringify(live!.routes)}`,
+              );
+            }
+            assertEquals(
+              await ipIn(ns, "-o", "link", "show", "up", "lo").then((o) => o.includes("lo")),
+              true,
+              "lo is down",
+            );
+            await plumber.unplugIn(ns.path, "net1");
+            assert(!(await linkInNetns(ns, "net1")), "net1 is still in the pod");
+            assertEquals(await plumber.inspect(ns.path, "net1"), null);
+            await plumber.unplugIn(ns.path, "net1"); // absent link: success
+          } finally {
+            plumber.close();
+          }
+          await plumber.unplugIn("/var/run/netns/fyt-gone", "net1"); // absent namespace: success
+          assertEquals(await plumber.inspect("/var/run/netns/fyt-gone", "net1"), null);
+        })
+      ),
+  });
+}
+
+Deno.test({
+  name: "a failed in-process sublink plug answers code 5 and leaves nothing behind: a taken " +
+    "name and its interface stay, a missing master creates nothing, a route the kernel refuses " +
+    "removes the link it had created",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withMasterLink((master) =>
+      withNetns(1, async ([ns]) => {
+        const plumber = new NetlinkPlumber(Libc.open(), noProcesses());
+        const spec = (over: Partial<SublinkSpec>): SublinkSpec => ({
+          kind: "macvlan",
+          netns: ns.path,
+          ifname: "net1",
+          master,
+          mode: "bridge",
+          mac: "02:00:00:00:0b:05",
+          addresses: [{ cidr: "10.99.11.5/24" }],
+          routes: [],
+          ...over,
+        });
+        const refused = async (what: string, s: SublinkSpec) => {
+          const e = await assertRejects(() => plumber.plugSublink(s), CniError, undefined, what);
+          assertEquals(e.code, CNI_ERROR.IO_FAILURE, `${what}: ${e.message}`);
+          return e;
+        };
+        try {
+          // Someone else's interface of that name.
+          await ipIn(ns, "link", "add", "net1", "type", "veth", "peer", "name", "other1");
+          await ipIn(ns, "addr", "add", "10.99.11.77/24", "dev", "net1");
+          await refused("taken name", spec({}));
+          const other = await shownLink(ns, "net1");
+          assertEquals(other.kind, "veth", "the other interface was replaced");
+          assert(
+            (await ipIn(ns, "-o", "addr", "show", "dev", "net1")).includes("10.99.11.77/24"),
+            "the other interface lost its address",
+          );
+          await ipIn(ns, "link", "del", "net1");
+
+          const e = await refused("missing master", spec({ master: `fyx${uniqueToken()}` }));
+          assert(e.message.includes("net1"), e.message);
+          assert(!(await linkInNetns(ns, "net1")), "a link was left after a missing master");
+
+          await refused(
+            "unreachable gateway",
+            spec({ routes: [{ dst: "10.98.0.0/16", gw: "192.0.2.1" }] }),
+          );
+          assert(!(await linkInNetns(ns, "net1")), "the link was left after a refused route");
+
+          await refused("absent namespace", spec({ netns: "/var/run/netns/fyt-gone" }));
+
+          // Nothing stopped it working afterwards.
+          await plumber.plugSublink(spec({}));
+          assert(await linkInNetns(ns, "net1"));
+        } finally {
+          plumber.close();
+        }
+      })
+    ),
+});
+
+Deno.test({
+  name: "inspecting a sublink in-process sees its address changed by hand, so a CHECK names it",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withMasterLink((master) =>
+      withNetns(1, async ([ns]) => {
+        const plumber = new NetlinkPlumber(Libc.open(), noProcesses());
+        try {
+          await plumber.plugSublink({
+            kind: "macvlan",
+            netns: ns.path,
+            ifname: "net1",
+            master,
+            mode: "bridge",
+            addresses: [{ cidr: "10.99.12.5/24" }],
+            routes: [],
+          });
+          assertEquals((await plumber.inspect(ns.path, "net1"))?.addresses, ["10.99.12.5/24"]);
+          await ipIn(ns, "addr", "del", "10.99.12.5/24", "dev", "net1");
+          await ipIn(ns, "addr", "add", "10.99.12.6/24", "dev", "net1");
+          await ipIn(ns, "link", "set", "net1", "mtu", "1300");
+          const live = await plumber.inspect(ns.path, "net1");
+          assertEquals([live?.addresses, live?.mtu], [["10.99.12.6/24"], 1300]);
+          const expected = {
+            cniVersion: "1.1.0",
+            interfaces: [{ name: "net1", sandbox: ns.path }],
+            ips: [{ address: "10.99.12.5/24", interface: 0 }],
+          };
+          assertEquals(
+            firstDifference(expected, "net1", ns.path, live),
+            "interface net1 lacks address 10.99.12.5/24",
+          );
+        } finally {
+          plumber.close();
+        }
+      })
+    ),
+});
+
+Deno.test({
+  name: "a sublink with 400 routes is plugged in-process (more acks than one receive queue " +
+    "holds) and read back whole",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withMasterLink((master) =>
+      withNetns(1, async ([ns]) => {
+        const plumber = new NetlinkPlumber(Libc.open(), noProcesses());
+        // 400 routes: their acks overflow a socket's receive queue if sent as one batch, and
+        // their dump runs to tens of KiB.
+        const routes = Array.from({ length: 400 }, (_, i) => ({
+          dst: `10.${100 + (i >> 8)}.${i & 255}.0/24`,
+          gw: "10.99.14.1",
+        }));
+        try {
+          await plumber.plugSublink({
+            kind: "macvlan",
+            netns: ns.path,
+            ifname: "net1",
+            master,
+            mode: "bridge",
+            addresses: [{ cidr: "10.99.14.5/24" }],
+            routes,
+          });
+          const live = await plumber.inspect(ns.path, "net1");
+          const read = new Set(live?.routes.map((r) => `${r.dst} ${r.gw}`));
+          const missing = routes.filter((r) => !read.has(`${r.dst} ${r.gw}`));
+          assertEquals(
+            missing.length,
+            0,
+            `${missing.length} routes not read, e.g. ${missing[0]?.dst}`,
+          );
+        } finally {
+          plumber.close();
+        }
+      })
+    ),
 });

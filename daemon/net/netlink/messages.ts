@@ -1,8 +1,8 @@
 /**
  * rtnetlink messages as bytes: building the requests Ferry sends (links, addresses, routes) and
  * reading the kernel's answers. Pure: no sockets, tested byte for byte. Layouts follow
- * `linux/netlink.h`, `linux/rtnetlink.h`, `linux/if_link.h`, `linux/veth.h` and
- * `linux/neighbour.h`.
+ * `linux/netlink.h`, `linux/rtnetlink.h`, `linux/if_link.h`, `linux/veth.h`, `linux/if_addr.h`
+ * and `linux/neighbour.h`.
  *
  * @module
  */
@@ -22,6 +22,7 @@ export const NL = {
   RTM_DELLINK: 17,
   RTM_GETLINK: 18,
   RTM_NEWADDR: 20,
+  RTM_GETADDR: 22,
   RTM_NEWROUTE: 24,
   RTM_DELROUTE: 25,
   RTM_GETROUTE: 26,
@@ -193,6 +194,118 @@ export function hairpinOn(seq: number, index: number): Uint8Array {
 /** RTM_NEWLINK bringing the link with `index` up. */
 export function linkUp(seq: number, index: number): Uint8Array {
   return frame(NL.RTM_NEWLINK, NL.F_ACK, seq, ifinfomsg(index, IFF_UP, IFF_UP));
+}
+
+const IFLA_LINK = 5;
+const IFLA_MACVLAN_MODE = 1;
+const IFLA_IPVLAN_MODE = 1;
+const IFLA_IPVLAN_FLAGS = 2;
+
+/** `MACVLAN_MODE_*` of `linux/if_link.h`, by the names iproute2 and the CNI plugin use. */
+export const MACVLAN_MODES: Record<string, number> = {
+  private: 1,
+  vepa: 2,
+  bridge: 4,
+  passthru: 8,
+};
+
+/** `IPVLAN_MODE_*` of `linux/if_link.h`. */
+export const IPVLAN_MODES: Record<string, number> = { l2: 0, l3: 1, l3s: 2 };
+
+/** `IPVLAN_F_*` of `linux/if_link.h` (`bridge` is none). */
+export const IPVLAN_FLAGS: Record<string, number> = { bridge: 0, private: 1, vepa: 2 };
+
+/** A macvlan or ipvlan link to create. */
+export interface SublinkLink {
+  /** `macvlan` or `ipvlan`. */
+  kind: "macvlan" | "ipvlan";
+  /** Its name. */
+  name: string;
+  /** The index of the master link (in the namespace of the socket the request goes on). */
+  masterIndex: number;
+  /** A key of {@link MACVLAN_MODES} or {@link IPVLAN_MODES}. */
+  mode: string;
+  /** ipvlan only: a key of {@link IPVLAN_FLAGS}. */
+  flag?: string;
+  /** Its MTU; the master's when absent. */
+  mtu?: number;
+  /** macvlan only: its MAC; the kernel picks one when absent. */
+  mac?: string;
+  /** A descriptor of the namespace to create it in. */
+  netnsFd: number;
+}
+
+function u16(n: number): Uint8Array {
+  const out = new Uint8Array(2);
+  new DataView(out.buffer).setUint16(0, n, true);
+  return out;
+}
+
+function lookUp(table: Record<string, number>, key: string, what: string): number {
+  const value = Object.hasOwn(table, key) ? table[key] : undefined;
+  if (value === undefined) throw new RangeError(`unknown ${what} "${key}"`);
+  return value;
+}
+
+/**
+ * RTM_NEWLINK creating a macvlan or ipvlan link on `masterIndex` directly in the namespace
+ * `netnsFd` refers to (down; configured there), as `ip link add link M name N [mtu] [address]
+ * netns NS type macvlan mode X` does; refused (EEXIST) when the name is taken there.
+ *
+ * @example
+ * ```ts
+ * newSublink(seq, { kind: "macvlan", name: "net1", masterIndex: 2, mode: "bridge", netnsFd: 9 });
+ * ```
+ */
+export function newSublink(seq: number, link: SublinkLink): Uint8Array {
+  const data: Attr[] = link.kind === "macvlan"
+    ? [[IFLA_MACVLAN_MODE, u32(lookUp(MACVLAN_MODES, link.mode, "macvlan mode"))]]
+    : [
+      [IFLA_IPVLAN_MODE, u16(lookUp(IPVLAN_MODES, link.mode, "ipvlan mode"))],
+      ...(link.flag
+        ? [[IFLA_IPVLAN_FLAGS, u16(lookUp(IPVLAN_FLAGS, link.flag, "ipvlan flag"))] as Attr]
+        : []),
+    ];
+  const attrs: Attr[] = [
+    [IFLA_IFNAME, str(link.name)],
+    [IFLA_LINK, u32(link.masterIndex)],
+    [IFLA_NET_NS_FD, u32(link.netnsFd)],
+  ];
+  if (link.mtu) attrs.push([IFLA_MTU, u32(link.mtu)]);
+  if (link.kind === "macvlan" && link.mac) attrs.push([IFLA_ADDRESS, mac(link.mac)]);
+  attrs.push([IFLA_LINKINFO, [[IFLA_INFO_KIND, str(link.kind)], [IFLA_INFO_DATA, data]]]);
+  return byAttrs(NL.RTM_NEWLINK, NL.F_ACK | NL.F_CREATE | NL.F_EXCL, seq, attrs);
+}
+
+/** `RT_SCOPE_LINK`: the scope of on-link routes and of link-local addresses. */
+export const RT_SCOPE_LINK = 253;
+const RTPROT_BOOT = 3;
+
+/**
+ * RTM_NEWROUTE of `dst` out of link `index` in the main table, via `gw` or on-link (IPv4 on-link
+ * routes with link scope), as `ip route add DST [via GW] dev DEV` does: refused (EEXIST) when
+ * the route is there.
+ */
+export function newPodRoute(seq: number, index: number, dst: string, gw?: string): Uint8Array {
+  const [addr, len] = dst.split("/");
+  const to = ipBytes(addr);
+  const head = rtmsg(to.family, Number(len), RTPROT_BOOT, 0);
+  if (!gw && to.family === AF_INET) head[6] = RT_SCOPE_LINK;
+  const attrs: Attr[] = [];
+  if (Number(len) > 0) attrs.push([RTA_DST, to.bytes]);
+  if (gw) attrs.push([RTA_GATEWAY, ipBytes(gw).bytes]);
+  attrs.push([RTA_OIF, u32(index)]);
+  return frame(
+    NL.RTM_NEWROUTE,
+    NL.F_ACK | NL.F_CREATE | NL.F_EXCL,
+    seq,
+    concatBytes([head, encodeAttrs(attrs)]),
+  );
+}
+
+/** RTM_GETADDR dumping every address of the namespace (each answer names its link). */
+export function dumpAddrs(seq: number): Uint8Array {
+  return frame(NL.RTM_GETADDR, NL.F_DUMP, seq, new Uint8Array(8));
 }
 
 /** A link message whose link (or dump filter) is given by attributes only: no index, no flags. */
@@ -386,6 +499,10 @@ export interface Reply {
   name?: string;
   /** For RTM_NEWLINK: the index of the link it is enslaved to (a bridge), if any. */
   master?: number;
+  /** For RTM_NEWLINK with its MTU: its MAC, its MTU and whether it is up (administratively). */
+  link?: { mac?: string; mtu?: number; up: boolean };
+  /** For RTM_NEWADDR (a dump's entries). */
+  addr?: AddrSpec;
   /** For RTM_NEWROUTE (a dump's entries). */
   route?: RouteSpec;
   /** For RTM_NEWNEIGH (a dump's entries). */
@@ -411,7 +528,17 @@ export function parseReplies(buf: Uint8Array): Reply[] {
       if (master?.length === 4) {
         reply.master = new DataView(master.buffer, master.byteOffset).getUint32(0, true);
       }
+      const ll = attrs.get(IFLA_ADDRESS);
+      const mtu = attrs.get(IFLA_MTU);
+      if (mtu?.length === 4) { // a link's whole description (the kernel's always has its MTU)
+        reply.link = {
+          up: (view.getUint32(at + 24, true) & IFF_UP) !== 0,
+          mtu: new DataView(mtu.buffer, mtu.byteOffset).getUint32(0, true),
+        };
+        if (ll?.length === 6) reply.link.mac = macText(ll);
+      }
     }
+    if (reply.type === NL.RTM_NEWADDR) reply.addr = parseAddr(buf.subarray(at + 16, at + len));
     if (reply.type === NL.RTM_NEWROUTE) reply.route = parseRoute(buf.subarray(at + 16, at + len));
     if (reply.type === NL.RTM_NEWNEIGH) reply.neigh = parseNeigh(buf.subarray(at + 16, at + len));
     out.push(reply);
@@ -499,8 +626,31 @@ function parseNeigh(body: Uint8Array): NeighSpec {
   const dst = attrs.get(NDA_DST);
   const ll = attrs.get(NDA_LLADDR);
   if (dst) entry.dst = formatAddr(dst);
-  if (ll?.length === 6) {
-    entry.mac = [...ll].map((b) => b.toString(16).padStart(2, "0")).join(":");
-  }
+  if (ll?.length === 6) entry.mac = macText(ll);
   return entry;
+}
+
+function macText(bytes: Uint8Array): string {
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(":");
+}
+
+/** An address as a dump answers it. */
+export interface AddrSpec {
+  /** The index of its link. */
+  index: number;
+  /** `address/prefix`. */
+  cidr: string;
+  /** Its scope (`RT_SCOPE_*`: 0 universe, 253 link, 254 host). */
+  scope: number;
+}
+
+function parseAddr(body: Uint8Array): AddrSpec {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const attrs = parseAttrs(body.subarray(8));
+  const bytes = attrs.get(IFA_LOCAL) ?? attrs.get(IFA_ADDRESS) ?? new Uint8Array(4);
+  return {
+    index: view.getUint32(4, true),
+    cidr: `${formatAddr(bytes)}/${view.getUint8(1)}`,
+    scope: view.getUint8(3),
+  };
 }

@@ -1,9 +1,11 @@
 /**
  * {@link Plumber} with the hot path in-process: a default-network plug (veth pair created up on
  * the bridge with its peer directly in the pod's namespace, then the pod end's sysctls, link,
- * addresses and routes) and an unplug are rtnetlink messages sent from the daemon itself, with
- * no process started; so is listing a bridge's ports. The rarer operations (bridge set-up,
- * macvlan/ipvlan, CHECK's inspection of the pod's interface) go to the iproute2 plumber handed in.
+ * addresses and routes), a macvlan/ipvlan plug (the link created on its master directly in the
+ * pod's namespace, then configured there the same way), their unplugs and the inspection of a
+ * pod's interface (CHECK, the taken-name check of an ADD) are rtnetlink messages sent from the
+ * daemon itself, with no process started; so is listing a bridge's ports. The rarer operations
+ * (bridge set-up, the host's default-route interface) go to the iproute2 plumber handed in.
  *
  * @module
  */
@@ -14,17 +16,29 @@ import { type NetlinkSys, SyscallError } from "./libc.ts";
 import { PROC_SYS } from "../ip_runner.ts";
 import {
   delLink,
+  dumpAddrs,
   dumpLinksOf,
+  dumpRoutes,
+  getLinkByIndex,
   hairpinOn,
   linkUp,
   newAddr,
   newDefaultRoute,
+  newPodRoute,
+  newSublink,
   newVeth,
+  NL,
+  RT_SCOPE_LINK,
 } from "./messages.ts";
 import { ACK_BUFFER_BYTES, RouteSocket } from "./route_socket.ts";
+import { planSublink } from "../link_plan.ts";
 import { RouteSocketPool } from "./socket_pool.ts";
 
+const ENOENT = 2;
 const ENODEV = 19;
+const EINVAL = 22;
+const EOPNOTSUPP = 95;
+const RT_TABLE_MAIN = 254;
 const LOOPBACK_INDEX = 1;
 
 /**
@@ -109,13 +123,7 @@ export class NetlinkPlumber implements Plumber {
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
       this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
       await addressed;
-      const { sysctls } = planVeth(spec).container;
-      const pod = this.#sys.inNetns(podFd, this.#homeFd, () => {
-        for (const [path, value] of sysctls) {
-          this.#sys.writeFile(`${this.#sysctlDir}/${path}`, value);
-        }
-        return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), ACK_BUFFER_BYTES);
-      });
+      const pod = this.#podSocket(podFd, planVeth(spec).container.sysctls);
       try {
         const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
         pod.ackAll([
@@ -169,14 +177,141 @@ export class NetlinkPlumber implements Plumber {
     }
   }
 
-  /** Through iproute2. */
-  plugSublink(spec: SublinkSpec): Promise<void> {
-    return this.#rest.plugSublink(spec);
+  /**
+   * Creates the macvlan/ipvlan link on its master directly in the pod's namespace (one message,
+   * sent from a worker thread), then writes the pod's sysctls and sends its links, addresses and
+   * routes as one batch on a socket of that namespace; code 5 on failure. A failure after the
+   * link was created removes it; a failure to create it (the name is taken, the master is
+   * missing) removes nothing, so an interface of the same name that was there stays.
+   */
+  async plugSublink(spec: SublinkSpec): Promise<void> {
+    const what = `failed to plug ${spec.kind} ${spec.ifname} on ${spec.master} in ${spec.netns}`;
+    let podFd: number;
+    try {
+      podFd = this.#sys.openRead(spec.netns);
+    } catch (e) {
+      throw ioError(what, e);
+    }
+    try {
+      this.#assertForeign(podFd, spec.netns);
+      try {
+        const masterIndex = this.#host.indexOf(`find master ${spec.master}`, spec.master);
+        const link = { ...spec, name: spec.ifname, masterIndex, netnsFd: podFd };
+        await this.#offThread.use((sock) =>
+          sock.ackOffThread(
+            `create ${spec.kind} ${spec.ifname} on ${spec.master}`,
+            (seq) => newSublink(seq, link),
+          )
+        );
+      } catch (e) {
+        if (e instanceof SyscallError && e.errno === EOPNOTSUPP) {
+          // What iproute2 says (the kernel's extended ack), so that the reason reads the same.
+          throw new CniError(
+            CNI_ERROR.IO_FAILURE,
+            what,
+            `${e.message}: Unknown device type (this kernel has no ${spec.kind})`,
+          );
+        }
+        throw ioError(what, e);
+      }
+      try {
+        this.#configureSublink(podFd, spec);
+      } catch (e) {
+        await this.#deleteIn(podFd, spec.ifname).catch(() => {});
+        throw ioError(what, e);
+      }
+    } finally {
+      this.#sys.close(podFd);
+    }
   }
 
-  /** Through iproute2. */
-  unplugIn(netns: string, ifname: string): Promise<void> {
-    return this.#rest.unplugIn(netns, ifname);
+  /** The pod's part of a sublink plug: the sysctls of its plan, then lo and the link up, addresses, routes. */
+  #configureSublink(podFd: number, spec: SublinkSpec): void {
+    const { sysctls } = planSublink(spec).container;
+    const pod = this.#podSocket(podFd, sysctls);
+    try {
+      const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
+      pod.ackAll([
+        { what: "set lo up", build: (seq) => linkUp(seq, LOOPBACK_INDEX) },
+        { what: `set ${spec.ifname} up`, build: (seq) => linkUp(seq, index) },
+        ...spec.addresses.map((a) => ({
+          what: `add address ${a.cidr}`,
+          build: (seq: number) => newAddr(seq, index, a.cidr),
+        })),
+        ...spec.routes.map((r) => ({
+          what: `add route ${r.dst}${r.gw ? ` via ${r.gw}` : ""}`,
+          build: (seq: number) => newPodRoute(seq, index, r.dst, r.gw),
+        })),
+      ]);
+    } finally {
+      pod.close();
+    }
+  }
+
+  /**
+   * Writes `sysctls` inside the namespace `podFd` and opens a netlink socket there, with a buffer
+   * for acks (or `bufferBytes`: dumps need the default).
+   */
+  #podSocket(
+    podFd: number,
+    sysctls: [string, string][] = [],
+    bufferBytes = ACK_BUFFER_BYTES,
+  ): RouteSocket {
+    return this.#sys.inNetns(podFd, this.#homeFd, () => {
+      for (const [path, value] of sysctls) {
+        this.#sys.writeFile(`${this.#sysctlDir}/${path}`, value);
+      }
+      return new RouteSocket(this.#sys, this.#sys.netlinkSocket(), bufferBytes);
+    });
+  }
+
+  /** Deletes `ifname` in the namespace `podFd`, off the JS thread; an absent link is success. */
+  async #deleteIn(podFd: number, ifname: string): Promise<void> {
+    const pod = this.#podSocket(podFd);
+    try {
+      await pod.ackOffThread(`delete ${ifname}`, (seq) => delLink(seq, ifname));
+    } catch (e) {
+      if (!(e instanceof SyscallError && e.errno === ENODEV)) throw e;
+    } finally {
+      pod.close();
+    }
+  }
+
+  /**
+   * Opens the namespace at `netns`; undefined when it is gone (no such path, or a path that is
+   * no longer a namespace: entering it is refused).
+   */
+  #openNetns(netns: string): number | undefined {
+    let fd: number;
+    try {
+      fd = this.#sys.openRead(netns);
+    } catch (e) {
+      if (e instanceof SyscallError && e.errno === ENOENT) return undefined;
+      throw e;
+    }
+    try {
+      this.#sys.inNetns(fd, this.#homeFd, () => {});
+      return fd;
+    } catch (e) {
+      this.#sys.close(fd);
+      if (e instanceof SyscallError && e.errno === EINVAL) return undefined;
+      throw e;
+    }
+  }
+
+  /** Deletes `ifname` inside `netns` with one message; an absent namespace or link is success. */
+  async unplugIn(netns: string, ifname: string): Promise<void> {
+    try {
+      const podFd = this.#openNetns(netns);
+      if (podFd === undefined) return;
+      try {
+        await this.#deleteIn(podFd, ifname);
+      } finally {
+        this.#sys.close(podFd);
+      }
+    } catch (e) {
+      throw ioError(`failed to remove ${ifname} in ${netns}`, e);
+    }
   }
 
   /** Through iproute2 (macvlan/ipvlan without a master only). */
@@ -216,10 +351,64 @@ export class NetlinkPlumber implements Plumber {
     return this.#rest.removeBridgeAddress(bridge, cidr);
   }
 
-  /** Through iproute2 (CHECK only). */
+  /**
+   * Reads `ifname` in `netns` (its link, its addresses but IPv6 link-local ones, its routes in the
+   * main table but IPv6 link-local and multicast ones) with one request and three dumps on a
+   * socket of that namespace; null when the namespace or the interface is gone.
+   */
   inspect(netns: string, ifname: string): Promise<LiveInterface | null> {
-    return this.#rest.inspect(netns, ifname);
+    try {
+      const podFd = this.#openNetns(netns);
+      if (podFd === undefined) return Promise.resolve(null);
+      try {
+        const pod = this.#podSocket(podFd, [], 64 * 1024);
+        try {
+          return Promise.resolve(readInterface(pod, ifname));
+        } finally {
+          pod.close();
+        }
+      } finally {
+        this.#sys.close(podFd);
+      }
+    } catch (e) {
+      return Promise.reject(
+        new CniError(CNI_ERROR.IO_FAILURE, `failed to inspect ${ifname} in ${netns}`, String(e)),
+      );
+    }
   }
+}
+
+/** {@link NetlinkPlumber.inspect} on a socket of the pod's namespace. */
+function readInterface(pod: RouteSocket, ifname: string): LiveInterface | null {
+  let index: number;
+  try {
+    index = pod.indexOf(`find ${ifname}`, ifname);
+  } catch (e) {
+    if (e instanceof SyscallError && e.errno === ENODEV) return null;
+    throw e;
+  }
+  const link = pod.request(`read ${ifname}`, (seq) => getLinkByIndex(seq, index));
+  const addresses = pod.dump("list addresses", dumpAddrs)
+    .flatMap((r) => r.addr && r.addr.index === index ? [r.addr] : [])
+    .filter((a) => !(a.cidr.includes(":") && a.scope === RT_SCOPE_LINK))
+    .map((a) => a.cidr);
+  const routes = [4, 6].flatMap((family) =>
+    pod.dump(`list IPv${family} routes`, (seq) => dumpRoutes(seq, family as 4 | 6))
+  )
+    .flatMap((r) => r.type === NL.RTM_NEWROUTE && r.route ? [r.route] : [])
+    .filter((r) =>
+      r.oif === index && r.table === RT_TABLE_MAIN && !r.dst.startsWith("fe80:") &&
+      !r.dst.startsWith("ff")
+    )
+    .map((r) => ({ dst: r.dst, ...(r.via ? { gw: r.via } : {}) }));
+  return {
+    name: link.name ?? ifname,
+    mac: link.link?.mac ?? "",
+    mtu: link.link?.mtu ?? 0,
+    up: link.link?.up ?? false,
+    addresses,
+    routes,
+  };
 }
 
 function ioError(what: string, e: unknown): unknown {

@@ -30,6 +30,13 @@ export type Build = (seq: number) => Uint8Array;
  */
 export const ACK_BUFFER_BYTES = 8 * 1024;
 
+/**
+ * The most requests {@link RouteSocket.ackAll} sends in one batch: their acks (about 1 KiB of the
+ * receive queue each, with the kernel's overhead) stay well within a socket's default queue of
+ * 208 KiB.
+ */
+export const MAX_BATCH_STEPS = 64;
+
 /** One request of a batch: what it does (named in an error) and its builder. */
 export interface Step {
   /** What the request does, e.g. `add address 10.0.0.2/24`. */
@@ -105,14 +112,22 @@ export class RouteSocket {
   }
 
   /**
-   * Sends `steps` as one batch from the JS thread and collects the answers; throws
-   * {@link NetlinkRefusal} naming the first step that failed.
+   * Sends `steps` as batches from the JS thread and collects the answers; throws
+   * {@link NetlinkRefusal} naming the first step that failed (the batches after it are not
+   * sent). A batch holds at most {@link MAX_BATCH_STEPS} steps: the kernel queues every ack
+   * before `send` returns, and more than the socket's receive queue holds would be lost
+   * (ENOBUFS).
    */
   ackAll(steps: Step[]): void {
-    const seqs = steps.map(() => ++this.#seq);
-    this.#libc.send(this.#fd, concatBytes(steps.map((s, i) => s.build(seqs[i]))));
-    const pending = new Set(seqs);
-    while (pending.size > 0) this.#take(steps, seqs, pending, this.#libc.recv(this.#fd, this.#buf));
+    for (let from = 0; from < steps.length; from += MAX_BATCH_STEPS) {
+      const part = steps.slice(from, from + MAX_BATCH_STEPS);
+      const seqs = part.map(() => ++this.#seq);
+      this.#libc.send(this.#fd, concatBytes(part.map((s, i) => s.build(seqs[i]))));
+      const pending = new Set(seqs);
+      while (pending.size > 0) {
+        this.#take(part, seqs, pending, this.#libc.recv(this.#fd, this.#buf));
+      }
+    }
   }
 
   /**
@@ -145,6 +160,11 @@ export class RouteSocket {
       if (e instanceof SyscallError) throw new SyscallError(what, e.errno);
       throw e;
     }
+  }
+
+  /** Sends a request and returns its answer (one message, e.g. a link's for RTM_GETLINK). */
+  request(what: string, build: Build): Reply {
+    return this.#exchange(what, build);
   }
 
   /** Sends a RTM_GETLINK request; resolves to the link's index. */

@@ -1,4 +1,4 @@
-import { assertEquals } from "deno-std/assert/mod.js";
+import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
 import {
   delLink,
   dumpLinksOf,
@@ -7,6 +7,7 @@ import {
   ipBytes,
   newAddr,
   newDefaultRoute,
+  newSublink,
   newVeth,
   NL,
   parseReplies,
@@ -162,4 +163,60 @@ Deno.test("a route request reads back as the route it sets (IPv4 via a gateway, 
     protocol: 199,
     table: 254,
   });
+});
+
+/** The attributes of `buf` as type → value (nested flag cleared). */
+function attrsOf(buf: Uint8Array): Map<number, Uint8Array> {
+  const out = new Map<number, Uint8Array>();
+  for (let at = 0; at + 4 <= buf.length;) {
+    const len = view(buf).getUint16(at, true);
+    out.set(view(buf).getUint16(at + 2, true) & 0x3fff, buf.subarray(at + 4, at + len));
+    at += (len + 3) & ~3;
+  }
+  return out;
+}
+
+Deno.test("a sublink request names the master, the namespace and the kind's mode inside the link info", () => {
+  const macvlan = newSublink(9, {
+    kind: "macvlan",
+    name: "net1",
+    masterIndex: 4,
+    mode: "private",
+    mtu: 1400,
+    mac: "02:00:00:00:00:05",
+    netnsFd: 11,
+  });
+  assertEquals(view(macvlan).getUint16(6, true), NL.F_REQUEST | NL.F_ACK | NL.F_CREATE | NL.F_EXCL);
+  const attrs = attrsOf(macvlan.subarray(32));
+  assertEquals([view(attrs.get(5)!).getUint32(0, true), view(attrs.get(28)!).getUint32(0, true)], [
+    4,
+    11,
+  ]);
+  assertEquals(view(attrs.get(4)!).getUint32(0, true), 1400);
+  assertEquals([...attrs.get(1)!], [2, 0, 0, 0, 0, 5]);
+  const info = attrsOf(attrs.get(18)!);
+  assertEquals(new TextDecoder().decode(info.get(1)!), "macvlan\0");
+  assertEquals(view(attrsOf(info.get(2)!).get(1)!).getUint32(0, true), 1); // MACVLAN_MODE_PRIVATE
+
+  const ipvlan = newSublink(9, {
+    kind: "ipvlan",
+    name: "net1",
+    masterIndex: 4,
+    mode: "l3s",
+    flag: "vepa",
+    mac: "02:00:00:00:00:05",
+    netnsFd: 11,
+  });
+  const ipAttrs = attrsOf(ipvlan.subarray(32));
+  assertEquals(ipAttrs.has(1), false, "an ipvlan link takes its master's MAC");
+  assertEquals(ipAttrs.has(4), false, "no MTU asked: the master's");
+  const data = attrsOf(attrsOf(ipAttrs.get(18)!).get(2)!);
+  assertEquals([data.get(1)!.length, view(data.get(1)!).getUint16(0, true)], [2, 2]); // L3S
+  assertEquals(view(data.get(2)!).getUint16(0, true), 2); // IPVLAN_F_VEPA
+
+  assertThrows(
+    () => newSublink(1, { kind: "macvlan", name: "n", masterIndex: 1, mode: "l2", netnsFd: 3 }),
+    RangeError,
+    'unknown macvlan mode "l2"',
+  );
 });
