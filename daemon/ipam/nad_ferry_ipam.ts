@@ -305,3 +305,66 @@ export function servedFerryIpam(
   }
   return configs;
 }
+
+/**
+ * Where a pod's static address (`ips` of its selection, `address/prefix`) is reserved: the index
+ * of the config (of `configs`, a NAD's served configs) whose space takes it. A static address is
+ * never a range's gateway (every pod of the network routes through it), never in a pool for
+ * networks its NAD does not name (that pool's space would hand it out again: one address on two
+ * pods), and, for a NAD naming pools (`pools`), always in one of their CIDRs (reserved in that
+ * pool's space). IPv4-mapped addresses are checked as the IPv4 address they map. An address that
+ * does not parse is left to the reservation to refuse.
+ *
+ * @throws {CniError} code 7 naming the address and why.
+ * @example
+ * ```ts
+ * staticConfigIndex("192.168.50.20/24", configs, pools, ["telco-vlan10"], where); // 0
+ * ```
+ */
+export function staticConfigIndex(
+  text: string,
+  configs: NadIpamConfig[],
+  pools: IpPoolObject[],
+  named: string[] | undefined,
+  where: string,
+): number {
+  let ip: IpAddr;
+  try {
+    ip = parseIp(text.split("/")[0]);
+  } catch {
+    return 0;
+  }
+  // An IPv4-mapped address is the IPv4 address it maps (as Go's plugins read it).
+  if (ip.family === 6 && ip.value >> 32n === 0xffffn) {
+    ip = { family: 4, value: ip.value & 0xffffffffn };
+  }
+  const refuse = (why: string) =>
+    new CniError(CNI_ERROR.INVALID_CONFIG, `${where}: ips: static address ${formatIp(ip)} ${why}`);
+  const gateway = configs.some((c) =>
+    c.ranges.some((r) => r.gateway?.family === ip.family && r.gateway.value === ip.value)
+  );
+  if (gateway) throw refuse("is the network's gateway");
+  if (named) {
+    const i = configs.findIndex((c) => c.ranges.some((r) => cidrContains(r.cidr, ip)));
+    if (i < 0) throw refuse(`is outside the IPPool the NAD names (${named.join(", ")})`);
+    return i;
+  }
+  for (const p of pools) {
+    if (p.spec?.use !== NETWORKS_USE) continue;
+    for (const c of p.spec.cidrs ?? []) {
+      let cidr;
+      try {
+        cidr = parseCidr(c);
+      } catch {
+        continue;
+      }
+      if (cidrContains(cidr, ip)) {
+        throw refuse(
+          `lies in IPPool ${p.metadata?.name ?? ""} (${formatCidr(cidr)}), a pool for networks ` +
+            `this NAD does not name: that pool would hand it out again`,
+        );
+      }
+    }
+  }
+  return 0;
+}
