@@ -368,3 +368,35 @@ export function staticConfigIndex(
   }
   return 0;
 }
+
+/**
+ * The pools for networks (`spec.use: networks`) of `read`'s pools, name and CIDRs: what the NAD
+ * guard keeps other IPAM types off.
+ *
+ * @throws {CniError} code 11 when the pools cannot be read.
+ * @example
+ * ```ts
+ * const networkPools = networkPoolsOf(ipPoolReader(client, pools));
+ * await networkPools(); // [{ name: "telco-vlan10", cidrs: ["192.168.50.0/24"] }]
+ * ```
+ */
+export function networkPoolsOf(
+  read: () => Promise<IpPoolObject[]>,
+): () => Promise<{ name: string; cidrs: string[] }[]> {
+  return async () => {
+    let pools: IpPoolObject[];
+    try {
+      pools = await read();
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        "cannot read the IPPools for networks a NetworkAttachmentDefinition is checked against",
+        e instanceof Error ? e.message : String(e),
+      );
+    }
+    return pools.filter((p) => p.spec?.use === NETWORKS_USE).map((p) => ({
+      name: p.metadata?.name ?? "",
+      cidrs: p.spec?.cidrs ?? [],
+    }));
+  };
+}

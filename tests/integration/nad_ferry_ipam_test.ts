@@ -307,7 +307,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "a pod's static address on a pool NAD must lie in the pool it names and not be its gateway: another pool's address (held by a pod there) or the gateway is refused with code 7, one in the pool is served",
+    "a pod's static address on a pool NAD must lie in the pool it names and not be its gateway: another pool's address (held by a pod there) or the gateway is refused with code 7, one in the pool is served; a host-local NAD over a pool for networks is refused with code 7 naming the pool",
   ...opts,
   fn: () =>
     withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, config: CONFIG }, async (c) => {
@@ -359,6 +359,17 @@ Deno.test({
                     [victimIp],
                     "the victim's pool records its address once",
                   );
+                  // Another IPAM over the pool's CIDR would hand out its pods' addresses again.
+                  await withNad(c, {
+                    type: "host-local",
+                    ranges: [[{ subnet: `192.168.${third}.32/30` }]],
+                  }, async (overNad) => {
+                    const e = await refused(c, overNad, "evil2");
+                    assert(
+                      e.includes('"code":7') && e.includes(`overlaps IPPool ${theirs}`),
+                      `host-local over IPPool ${theirs} (its pod holds ${victimIp}): ${e}`,
+                    );
+                  });
                 },
                 { capabilities: { ips: true } },
               ));
