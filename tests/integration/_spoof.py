@@ -29,8 +29,8 @@ def ip6(s):
     return socket.inet_pton(socket.AF_INET6, s)
 
 
-def eth(dst, src, etype, payload, vlan=None):
-    tag = struct.pack("!HH", 0x8100, vlan) if vlan is not None else b""
+def eth(dst, src, etype, payload, vlan=None, tpid=0x8100):
+    tag = struct.pack("!HH", tpid, vlan) if vlan is not None else b""
     return mac(dst) + mac(src) + tag + struct.pack("!H", etype) + payload
 
 
@@ -75,10 +75,13 @@ def frame(kind, a):
     if kind == "udp4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD [SPORT]
         sport = int(a[6]) if len(a) > 6 else 40000
         return eth(a[1], a[0], 0x0800, udp4(a[2], a[3], sport, int(a[4]), a[5].encode()))
-    if kind == "tcp4":  # SRCMAC DSTMAC SRC DST DPORT: a SYN
+    if kind == "tcp4":  # SRCMAC DSTMAC SRC DST DPORT [VLAN [TPID]]: a SYN, tagged when VLAN is given
         t = struct.pack("!HHIIBBHHH", 40000, int(a[4]), 1, 0, 5 << 4, 0x02, 65535, 0, 0)
         c = csum(ip4(a[2]) + ip4(a[3]) + struct.pack("!BBH", 0, 6, len(t)) + t)
-        return eth(a[1], a[0], 0x0800, ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:]))
+        vlan = int(a[5]) if len(a) > 5 else None
+        tpid = int(a[6], 16) if len(a) > 6 else 0x8100
+        ip = ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:])
+        return eth(a[1], a[0], 0x0800, ip, vlan=vlan, tpid=tpid)
     if kind == "udp6":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD
         return eth(a[1], a[0], 0x86DD, udp6(a[2], a[3], 40000, int(a[4]), a[5].encode()))
     if kind == "vlan4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD: priority-tagged (VLAN 0)
@@ -96,6 +99,9 @@ def frame(kind, a):
         flags = 0xA0000000 if a[0] == "136" else 0
         body = struct.pack("!BBHI", int(a[0]), 0, 0, flags) + ip6(a[5]) + bytes.fromhex(a[6])
         return eth(a[2], a[1], 0x86DD, icmp6(a[3], a[4], body))
+    if kind == "rs":  # SRCMAC SRC OPTIONS: a router solicitation to all routers, options as hex
+        body = struct.pack("!BBHI", 133, 0, 0, 0) + bytes.fromhex(a[2])
+        return eth("33:33:00:00:00:02", a[0], 0x86DD, icmp6(a[1], "ff02::2", body))
     if kind == "ra":  # SRCMAC SRC PREFIX(/64): default router, autonomous prefix
         body = struct.pack("!BBHBBHII", 134, 0, 0, 64, 0, 1800, 0, 0)
         body += struct.pack("!BB", 1, 1) + mac(a[0])
