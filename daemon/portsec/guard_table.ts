@@ -216,16 +216,21 @@ const NS_NA = "{ nd-neighbor-solicit, nd-neighbor-advert }";
  * Address that `notOwn(80)` does not refuse (a router, the node, fills its cache from it as
  * from a solicitation). Several options are refused: they could hide a link-layer address behind
  * another (the kernel takes the first of each type, wherever it is), and a pod's kernel sends one
- * at most. Without `notOwn` (an ipvlan: no MAC of its own) the address itself is not checked.
+ * at most. None of them may carry an extension header (a pod's kernel adds none): in fragments, a
+ * later one's option would pass unread. Without `notOwn` (an ipvlan: no MAC of its own) the
+ * address itself is not checked.
  *
  * @example
  * ```ts
- * ndOptionRules("drop", (bit) => `@th,${bit},48 != 0x020000000001`).length; // 6
+ * ndOptionRules("drop", (bit) => `@th,${bit},48 != 0x020000000001`).length; // 7
  * ```
  */
 export function ndOptionRules(verdict: string, notOwn?: (bit: number) => string): string[] {
   const rs = "icmpv6 type nd-router-solicit";
   return [
+    // No extension header, so no fragment: an option in a later fragment is read by no rule
+    // here, yet the receiver reassembles it into the message.
+    `icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } ip6 nexthdr != ipv6-icmp ${verdict}`,
     `icmpv6 type ${NS_NA} ip6 length != { 24, 32 } ${verdict}`,
     `icmpv6 type ${NS_NA} @th,192,16 != { 0x0101, 0x0201, 0x0e01 } ${verdict}`,
     ...(notOwn

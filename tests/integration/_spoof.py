@@ -99,6 +99,14 @@ def frame(kind, a):
         flags = 0xA0000000 if a[0] == "136" else 0
         body = struct.pack("!BBHI", int(a[0]), 0, 0, flags) + ip6(a[5]) + bytes.fromhex(a[6])
         return eth(a[2], a[1], 0x86DD, icmp6(a[3], a[4], body))
+    if kind == "ndfrag":  # SRCMAC DSTMAC SRC DST TARGET LLAMAC: an advertisement (override) whose
+        # Target Link-Layer Address option travels in a second IPv6 fragment (two frames)
+        body = struct.pack("!BBHI", 136, 0, 0, 0xA0000000) + ip6(a[4]) + struct.pack("!BB", 2, 1) + mac(a[5])
+        whole = icmp6(a[2], a[3], body)[40:]
+        def frag(offset, more, data):
+            h = struct.pack("!BBHI", 58, 0, (offset << 3) | more, 0x4A3B2C1D)
+            return eth(a[1], a[0], 0x86DD, ipv6(a[2], a[3], 44, h + data))
+        return [frag(0, 1, whole[:24]), frag(3, 0, whole[24:])]
     if kind == "rs":  # SRCMAC SRC OPTIONS: a router solicitation to all routers, options as hex
         body = struct.pack("!BBHI", 133, 0, 0, 0) + bytes.fromhex(a[2])
         return eth("33:33:00:00:00:02", a[0], 0x86DD, icmp6(a[1], "ff02::2", body))
@@ -141,7 +149,9 @@ if __name__ == "__main__":
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         s.bind((sys.argv[1], 0))
         try:
-            s.send(frame(sys.argv[2], sys.argv[3:]))
+            f = frame(sys.argv[2], sys.argv[3:])
+            for one in f if isinstance(f, list) else [f]:
+                s.send(one)
         except OSError as e:  # dropped on the way out (a guard on egress): not sent
             if e.errno != errno.ENOBUFS:
                 raise

@@ -271,3 +271,41 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name:
+    "port security: a neighbour advertisement whose Target Link-Layer Address option travels in a second IPv6 fragment (which no rule can read) is dropped and counted as nd (its first fragment: no extension header on neighbour discovery) and leaves the victim's neighbour entry alone",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
+      const [node] = c.nodes;
+      const db = await c.addPod(node, "db", 0);
+      const web = await c.addPod(node, "web", 0);
+      const evil = await c.addPod(node, "evil", 0);
+      const [evilMac, dbMac, webMac] = [macOf(evil), macOf(db), macOf(web)];
+      await run("ip", "netns", "exec", db.ns.name, "ping", "-6", "-c1", "-W5", evil.ip6!);
+      assertEquals(await neighbourMac(db, evil.ip6!), evilMac, "db resolved evil's address");
+      const args = [evilMac, dbMac, evil.ip6!, db.ip6!, evil.ip6!, webMac];
+      for (let i = 0; i < 3; i++) {
+        await run("ip", "netns", "exec", evil.ns.name, "python3", SPOOF, "eth0", "ndfrag", ...args);
+      }
+      // The fragments are through (or dropped) once a datagram sent after them is: db still
+      // answers evil (its entry for evil names evil's MAC, not web's).
+      const answered = await new Deno.Command("ip", {
+        args: ["netns", "exec", evil.ns.name, "ping", "-6", "-c1", "-W5", db.ip6!],
+        stdout: "null",
+        stderr: "null",
+      }).output();
+      const entry = await neighbourMac(db, evil.ip6!);
+      assertEquals(
+        entry,
+        evilMac,
+        `after the fragmented advertisement db's entry for evil names ${entry} (web's MAC is ${webMac})`,
+      );
+      assert(answered.success, "db answers evil's ping after the fragments");
+      assert(
+        ((await drops(node)).get(`${portOf(evil)}/nd`) ?? 0) >= 3,
+        "the fragmented advertisements are counted as nd",
+      );
+    }),
+});
