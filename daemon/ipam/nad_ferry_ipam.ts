@@ -40,7 +40,13 @@ import {
   parseIp,
 } from "./cidr.ts";
 import { type IpPoolObject, parsePool } from "./ip_pools.ts";
-import { mergeSpans, type NadIpamConfig, type NadRange, parseWhereabouts } from "./nad_ipam.ts";
+import {
+  mergeSpans,
+  type NadIpamConfig,
+  type NadRange,
+  parseWhereabouts,
+  rangeHolds,
+} from "./nad_ipam.ts";
 
 /** The IPAM type Ferry serves itself. */
 export const FERRY_IPAM_TYPE = "ferry";
@@ -311,8 +317,8 @@ export function servedFerryIpam(
  * of the config (of `configs`, a NAD's served configs) whose space takes it. A static address is
  * never a range's gateway (every pod of the network routes through it), never in a pool for
  * networks its NAD does not name (that pool's space would hand it out again: one address on two
- * pods), and, for a NAD naming pools (`pools`), always in one of their CIDRs (reserved in that
- * pool's space). IPv4-mapped addresses are checked as the IPv4 address they map. An address that
+ * pods), and, for a NAD naming pools (`pools`), always an address one of them hands out (in its
+ * CIDRs, not its ends nor in its `spec.excluded`: the operator's), reserved in that pool's space. IPv4-mapped addresses are checked as the IPv4 address they map. An address that
  * does not parse is left to the reservation to refuse.
  *
  * @throws {CniError} code 7 naming the address and why.
@@ -347,6 +353,10 @@ export function staticConfigIndex(
   if (named) {
     const i = configs.findIndex((c) => c.ranges.some((r) => cidrContains(r.cidr, ip)));
     if (i < 0) throw refuse(`is outside the IPPool the NAD names (${named.join(", ")})`);
+    // The pool's spec.excluded are the operator's (its routers, its reservations).
+    if (!configs[i].ranges.some((r) => rangeHolds(r, ip))) {
+      throw refuse(`is not an address IPPool ${named[i]} hands out (spec.excluded, or its ends)`);
+    }
     return i;
   }
   for (const p of pools) {

@@ -170,6 +170,8 @@ Deno.test("a static address is reserved in the pool whose CIDR holds it, and ref
       ["192.168.20.1/24", ["telco", "vlan20"], "is the network's gateway"],
       ["192.168.70.7/24", ["telco", "vlan20"], "is outside the IPPool the NAD names"],
       ["::ffff:192.168.70.7", ["telco", "vlan20"], "192.168.70.7 is outside"],
+      ["192.168.50.5/28", ["telco", "vlan20"], "is not an address IPPool telco hands out"],
+      ["192.168.50.15/28", ["telco", "vlan20"], "is not an address IPPool telco hands out"],
     ] as const
   ) {
     const r = refusal(() => staticConfigIndex(text, two, POOLS, [...named], W));
