@@ -54,6 +54,7 @@ import { PODS, WHEREABOUTS_IPPOOLS } from "./k8s/resources.ts";
 import type { WhereaboutsPoolObject } from "./ipam/whereabouts_pools.ts";
 import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./ipam/network_block_api.ts";
 import { ipPoolReader } from "./ipam/ip_pool_reader.ts";
+import { networkPoolsOf } from "./ipam/nad_ferry_ipam.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),
@@ -245,7 +246,13 @@ export async function startDaemon(
       }
       : undefined,
     multiVif: kube
-      ? multiVifSide({ config, kube, localSubnets: () => network.subnets(), ip: plumbing.ip })
+      ? multiVifSide({
+        config,
+        kube,
+        localSubnets: () => network.subnets(),
+        ip: plumbing.ip,
+        networkPools: networkPoolsOf(ipPoolReader(kube.client, kube.pools)),
+      })
       : undefined,
   });
   const gc = gcSide({

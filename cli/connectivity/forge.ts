@@ -14,7 +14,7 @@
  * @module
  */
 
-/** The UDP port the datagrams go to: closed on the test pods (agnhost netexec runs no UDP). */
+/** The UDP port the datagrams go to: closed on the test pods (agnhost serve-hostname runs no UDP). */
 export const FORGE_PORT = 19081;
 
 /** How many datagrams each send is. */

@@ -12,7 +12,12 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { NETWORKS_ANNOTATION } from "../../daemon/multivif/selections.ts";
 import { HOST_PORT, POD_PORT } from "./plan.ts";
 
-/** The test image: agnhost serves (`netexec`) and connects (`connect`); `--image` replaces it. */
+/**
+ * The test image: agnhost serves (`serve-hostname`: HTTP, nothing else) and connects (`connect`);
+ * `--image` replaces it. Not `netexec`: its `/shell` and `/upload` run anything for anyone who
+ * reaches the port, which would give every pod of the cluster a shell in a `NET_ADMIN` test pod
+ * and in each node's network namespace (the `-host` pods) while a run lasts.
+ */
 export const DEFAULT_IMAGE = "registry.k8s.io/e2e-test-images/agnhost:2.43";
 
 /** The label every object of a run carries. */
@@ -34,13 +39,17 @@ export function testNamespace(name: string): Namespace {
   };
 }
 
-/** The three test pods of the `index`th node. */
+/**
+ * The three test pods of the `index`th node; the `-a` pod gets `NET_ADMIN` only when `forger`
+ * (the forged-source check will run).
+ */
 export function testPods(
   ns: string,
   node: string,
   index: number,
   image: string,
   network?: string,
+  forger = true,
 ): Pod[] {
   const pod = (role: "a" | "b" | "host", port = role === "host" ? HOST_PORT : POD_PORT): Pod => ({
     metadata: {
@@ -57,9 +66,11 @@ export function testPods(
       containers: [{
         name: TEST_CONTAINER,
         image,
-        args: ["netexec", `--http-port=${port}`, "--udp-port=-1"],
+        args: ["serve-hostname", "--http", `--port=${port}`],
         // The forged-source check's forger puts another pod's address on its own interface.
-        ...(role === "a" ? { securityContext: { capabilities: { add: ["NET_ADMIN"] } } } : {}),
+        ...(role === "a" && forger
+          ? { securityContext: { capabilities: { add: ["NET_ADMIN"] } } }
+          : {}),
         // Ready once it listens (agnhost has no probe of its own): checks start only then.
         readinessProbe: { tcpSocket: { port }, periodSeconds: 1 },
       }],

@@ -27,7 +27,7 @@ export const TESTS = {
 /** A test's name. */
 export type TestName = keyof typeof TESTS;
 
-/** The port the test pods serve on (HTTP, `agnhost netexec`). */
+/** The port the test pods serve on (HTTP, `agnhost serve-hostname`). */
 export const POD_PORT = 8080;
 /** The port the hostNetwork test pods serve on. */
 export const HOST_PORT = 19080;

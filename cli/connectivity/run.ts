@@ -179,7 +179,10 @@ export async function runConnectivityTest(
   await d.client.create(NAMESPACES, testNamespace(d.namespace));
   d.progress(`connectivity-test: namespace ${d.namespace}, ${nodes.length} nodes`);
   try {
-    const pods = nodes.flatMap((n, i) => testPods(d.namespace, n, i, d.image, options.network));
+    const forger = options.tests.length === 0 || options.tests.includes("forged-source");
+    const pods = nodes.flatMap((n, i) =>
+      testPods(d.namespace, n, i, d.image, options.network, forger)
+    );
     for (const p of pods) await d.client.create(PODS, p, d.signal);
     for (const s of testServices(d.namespace)) await d.client.create(SERVICES, s, d.signal);
     const running = (await waitForPods(d, pods.length)).map((p) => testPodOf(p, options.network));

@@ -18,6 +18,7 @@ import {
   parseFerryIpam,
   refuseNetworkPoolOverlap,
   servedFerryIpam,
+  staticConfigIndex,
 } from "../ipam/nad_ferry_ipam.ts";
 import { type NadIpamConfig, parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
@@ -155,13 +156,20 @@ export class NativeNadIpam {
     const configs = await this.#configs(call.conf, where);
     const rc = isObject(call.conf.runtimeConfig) ? call.conf.runtimeConfig : {};
     const statics = Array.isArray(rc.ips) ? rc.ips.filter((x) => typeof x === "string") : [];
+    // Each static address in the space that may hold it (a pool's own), or refused.
+    const named = call.conf.ipam?.type === FERRY_IPAM_TYPE
+      ? parseFerryIpam(call.conf.ipam, where).pools
+      : undefined;
+    const pools = statics.length ? await this.#pools() : [];
+    const placed = statics.map((s) => staticConfigIndex(s, configs, pools, named, where));
     const ipam = await this.ipam();
     const heldBefore = ipam.addressesOf(call.key).length > 0;
     const result: CniResult = { cniVersion: call.conf.cniVersion, ips: [] };
     try {
-      // One space per pool; static addresses are reserved in the first (the pool they name).
+      // One space per pool; a static address is reserved in the pool whose CIDR holds it.
       for (const [i, config] of configs.entries()) {
-        const r = await ipam.add(config, call.conf.name, call.key, pod, i === 0 ? statics : []);
+        const mine = statics.filter((_, j) => placed[j] === i);
+        const r = await ipam.add(config, call.conf.name, call.key, pod, mine);
         result.ips!.push(...r.ips);
         if (i > 0) continue;
         if (r.routes.length) result.routes = r.routes;

@@ -40,7 +40,13 @@ import {
   parseIp,
 } from "./cidr.ts";
 import { type IpPoolObject, parsePool } from "./ip_pools.ts";
-import { mergeSpans, type NadIpamConfig, type NadRange, parseWhereabouts } from "./nad_ipam.ts";
+import {
+  mergeSpans,
+  type NadIpamConfig,
+  type NadRange,
+  parseWhereabouts,
+  rangeHolds,
+} from "./nad_ipam.ts";
 
 /** The IPAM type Ferry serves itself. */
 export const FERRY_IPAM_TYPE = "ferry";
@@ -304,4 +310,103 @@ export function servedFerryIpam(
     throw bad(where, "gateway", `${formatIp(req.gateway)} is of no pool's family`);
   }
   return configs;
+}
+
+/**
+ * Where a pod's static address (`ips` of its selection, `address/prefix`) is reserved: the index
+ * of the config (of `configs`, a NAD's served configs) whose space takes it. A static address is
+ * never a range's gateway (every pod of the network routes through it), never in a pool for
+ * networks its NAD does not name (that pool's space would hand it out again: one address on two
+ * pods), and, for a NAD naming pools (`pools`), always an address one of them hands out (in its
+ * CIDRs, not its ends nor in its `spec.excluded`: the operator's), reserved in that pool's space. IPv4-mapped addresses are checked as the IPv4 address they map. An address that
+ * does not parse is left to the reservation to refuse.
+ *
+ * @throws {CniError} code 7 naming the address and why.
+ * @example
+ * ```ts
+ * staticConfigIndex("192.168.50.20/24", configs, pools, ["telco-vlan10"], where); // 0
+ * ```
+ */
+export function staticConfigIndex(
+  text: string,
+  configs: NadIpamConfig[],
+  pools: IpPoolObject[],
+  named: string[] | undefined,
+  where: string,
+): number {
+  let ip: IpAddr;
+  try {
+    ip = parseIp(text.split("/")[0]);
+  } catch {
+    return 0;
+  }
+  // An IPv4-mapped address is the IPv4 address it maps (as Go's plugins read it).
+  if (ip.family === 6 && ip.value >> 32n === 0xffffn) {
+    ip = { family: 4, value: ip.value & 0xffffffffn };
+  }
+  const refuse = (why: string) =>
+    new CniError(CNI_ERROR.INVALID_CONFIG, `${where}: ips: static address ${formatIp(ip)} ${why}`);
+  const gateway = configs.some((c) =>
+    c.ranges.some((r) => r.gateway?.family === ip.family && r.gateway.value === ip.value)
+  );
+  if (gateway) throw refuse("is the network's gateway");
+  if (named) {
+    const i = configs.findIndex((c) => c.ranges.some((r) => cidrContains(r.cidr, ip)));
+    if (i < 0) throw refuse(`is outside the IPPool the NAD names (${named.join(", ")})`);
+    // The pool's spec.excluded are the operator's (its routers, its reservations).
+    if (!configs[i].ranges.some((r) => rangeHolds(r, ip))) {
+      throw refuse(`is not an address IPPool ${named[i]} hands out (spec.excluded, or its ends)`);
+    }
+    return i;
+  }
+  for (const p of pools) {
+    if (p.spec?.use !== NETWORKS_USE) continue;
+    for (const c of p.spec.cidrs ?? []) {
+      let cidr;
+      try {
+        cidr = parseCidr(c);
+      } catch {
+        continue;
+      }
+      if (cidrContains(cidr, ip)) {
+        throw refuse(
+          `lies in IPPool ${p.metadata?.name ?? ""} (${formatCidr(cidr)}), a pool for networks ` +
+            `this NAD does not name: that pool would hand it out again`,
+        );
+      }
+    }
+  }
+  return 0;
+}
+
+/**
+ * The pools for networks (`spec.use: networks`) of `read`'s pools, name and CIDRs: what the NAD
+ * guard keeps other IPAM types off.
+ *
+ * @throws {CniError} code 11 when the pools cannot be read.
+ * @example
+ * ```ts
+ * const networkPools = networkPoolsOf(ipPoolReader(client, pools));
+ * await networkPools(); // [{ name: "telco-vlan10", cidrs: ["192.168.50.0/24"] }]
+ * ```
+ */
+export function networkPoolsOf(
+  read: () => Promise<IpPoolObject[]>,
+): () => Promise<{ name: string; cidrs: string[] }[]> {
+  return async () => {
+    let pools: IpPoolObject[];
+    try {
+      pools = await read();
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        "cannot read the IPPools for networks a NetworkAttachmentDefinition is checked against",
+        e instanceof Error ? e.message : String(e),
+      );
+    }
+    return pools.filter((p) => p.spec?.use === NETWORKS_USE).map((p) => ({
+      name: p.metadata?.name ?? "",
+      cidrs: p.spec?.cidrs ?? [],
+    }));
+  };
 }

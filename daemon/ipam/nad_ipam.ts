@@ -81,6 +81,13 @@ export interface NadIpamConfig {
   dns?: Record<string, unknown>;
 }
 
+/**
+ * The most ranges (`range` and `ipRanges` together) and static `addresses` a config may give: a
+ * tenant's NAD with thousands would have each pod take an address (and, in a small range, a
+ * `NetworkBlock` object of its own, claimed one after another) from every one of them.
+ */
+export const MAX_RANGES = 16;
+
 /** Keys whereabouts reads for its own machinery (storage, logging, leader election): accepted, without effect. */
 export const WHEREABOUTS_IGNORED_KEYS = [
   "kubernetes",
@@ -328,10 +335,25 @@ export function parseWhereabouts(ipam: unknown, where: string): NadIpamConfig {
   }
   if (ipam.ipRanges !== undefined && ipam.ipRanges !== null) {
     if (!Array.isArray(ipam.ipRanges)) throw bad(where, "ipRanges", "must be a list of ranges");
+    if (ranges.length + ipam.ipRanges.length > MAX_RANGES) {
+      throw bad(
+        where,
+        "ipRanges",
+        `has ${ipam.ipRanges.length} ranges: at most ${MAX_RANGES} with range (each pod takes an ` +
+          "address, and often a NetworkBlock, of every range)",
+      );
+    }
     for (const [i, r] of ipam.ipRanges.entries()) {
       if (!isObject(r)) throw bad(where, `ipRanges[${i}]`, "must be an object with a range");
       ranges.push(parseRange(r, `ipRanges[${i}].`, where));
     }
+  }
+  if (Array.isArray(ipam.addresses) && ipam.addresses.length > MAX_RANGES) {
+    throw bad(
+      where,
+      "addresses",
+      `has ${ipam.addresses.length} addresses: at most ${MAX_RANGES} (each is put on every pod)`,
+    );
   }
   const addresses = parseAddresses(ipam.addresses, where);
   if (ranges.length === 0 && addresses.length === 0) {

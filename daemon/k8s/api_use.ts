@@ -101,7 +101,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "ferry.dev",
     resource: "ippools",
     verbs: ["list", "watch"],
-    why: "ipam pool/auto: the pools this node claims blocks of",
+    why: "ipam pool/auto: the pools this node claims blocks of; NADs of the `ferry` IPAM type: " +
+      "the pool a NAD names, and the NAD guard: no other NAD's address inside a pool for networks",
   },
   {
     group: "ferry.dev",

@@ -23,6 +23,8 @@ export interface MultiVifSideDeps {
   localSubnets: () => string[];
   /** iproute2, for moving a pod's default route. */
   ip: IpRunner;
+  /** The IPPools for networks now (no NAD but a `ferry` one naming it may use their addresses). */
+  networkPools?: () => Promise<{ name: string; cidrs: string[] }[]>;
 }
 
 /**
@@ -91,6 +93,7 @@ export function multiVifSide(deps: MultiVifSideDeps): NonNullable<CniServiceDeps
           ),
           ranges: podRanges,
           stateDir: config.stateDir,
+          ...(deps.networkPools ? { networkPools: deps.networkPools } : {}),
         },
         readFile: (path) =>
           Deno.readTextFile(path).catch((e) => {

@@ -10,8 +10,8 @@
  *   `runtimeConfig.deviceID` (resolved through sysfs, `node_devices.ts`): a NAD bridge on Ferry's
  *   bridge would put addresses on it that Ferry never assigned;
  * - no address or range it names (every key `nad_addresses.ts` lists, normalised: IPv4-mapped
- *   as IPv4) may overlap Ferry's pod ranges (node podCIDRs, pools, the local subnets), and each
- *   must be an address or range;
+ *   as IPv4) may overlap Ferry's pod ranges (node podCIDRs, pools, the local subnets), nor, but
+ *   for Ferry's own `ferry` IPAM type, an IPPool for networks; each must be an address or range;
  * - host-local keeps its files under Ferry's state directory: a NAD naming another `dataDir` is
  *   refused, one naming none gets `<stateDir>/host-local` (host-local's own default,
  *   /var/lib/cni/networks, is shared with every other CNI on the node).
@@ -40,6 +40,11 @@ export interface NadGuard {
   ranges(): string[];
   /** Ferry's state directory: host-local's files are kept below it. */
   stateDir: string;
+  /**
+   * The IPPools for networks (`spec.use: networks`) now, name and CIDRs: only a NAD of Ferry's
+   * `ferry` IPAM type naming the pool hands out their addresses.
+   */
+  networkPools?(): Promise<{ name: string; cidrs: string[] }[]>;
 }
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
@@ -172,6 +177,41 @@ function rangeRefusal(plugin: Record<string, unknown>, guard: NadGuard): string 
 }
 
 /**
+ * Why the addresses and ranges of `plugin` (keys folded) may not be used beside the pools for
+ * networks, or undefined: a pool is an address space of its own, handed out by the NADs of the
+ * `ferry` IPAM type that name it (which check their own addresses, `nad_native_ipam.ts`); any
+ * other IPAM (host-local, static, a delegated whereabouts, a pod's `ips`) naming its addresses
+ * would hand out what the pool gives its pods.
+ */
+async function poolRefusal(
+  plugin: Record<string, unknown>,
+  guard: NadGuard,
+): Promise<string | undefined> {
+  const ipam = isObject(plugin.ipam) ? plugin.ipam : undefined;
+  if (!guard.networkPools || ipam?.type === "ferry") return undefined;
+  const spans = addressesOf(plugin).spans.filter((s) => s.checked);
+  if (!spans.length) return undefined;
+  const pools = (await guard.networkPools()).flatMap((p) =>
+    p.cidrs.flatMap((text) => {
+      try {
+        return normalisedSpans(text).map((span) => ({ name: p.name, text, span }));
+      } catch {
+        return [];
+      }
+    })
+  );
+  for (const s of spans) {
+    const hit = pools.find((p) => spansOverlap(p.span, s.span));
+    if (hit) {
+      return `its ${s.key} ${s.text} overlaps IPPool ${hit.name} (${hit.text}), a pool for ` +
+        `networks: only a NAD naming it ("ipam": {"type": "ferry", "pool": "${hit.name}"}) ` +
+        "hands out its addresses";
+    }
+  }
+  return undefined;
+}
+
+/**
  * Why the result of a NAD's plugins may not stand, or undefined: an address, gateway or route's
  * gateway in Ferry's pod ranges. The guard reads what a config names before ADD; what an IPAM
  * decides only at ADD (`dhcp`, a delegated IPAM plugin Ferry does not know) is checked here, after
@@ -259,7 +299,8 @@ async function refusal(
       guard.allowedTypes.join(", ") || "none"
     })`;
   }
-  const why = await deviceRefusal(folded, guard, protectedDevices) ?? rangeRefusal(folded, guard);
+  const why = await deviceRefusal(folded, guard, protectedDevices) ?? rangeRefusal(folded, guard) ??
+    await poolRefusal(folded, guard);
   if (why) return why;
   if (ipam?.type === "host-local" && ipam.datadir !== undefined) {
     const dir = typeof ipam.datadir === "string" ? normalized(ipam.datadir) : undefined;

@@ -206,26 +206,39 @@ const ND_MLD = "130-143";
 const NS_NA = "{ nd-neighbor-solicit, nd-neighbor-advert }";
 
 /**
- * The rules (each ending in `verdict`) that keep a pod's neighbour solicitations and
- * advertisements from naming another link-layer address. Their options follow the 16-byte
- * target (bit 192 of the ICMPv6 header); the IPv6 payload (the message and any extension
- * header) may hold no option, or exactly one of 8 bytes: a nonce
- * (duplicate address detection) or a Source or Target Link-Layer Address that `notOwn` (a
- * match on the MAC at bit 208) does not refuse. Several options are refused: they could hide a
- * link-layer address behind another (the kernel takes the first of each type, wherever it is),
- * and a pod's kernel sends one at most. Without `notOwn` (an ipvlan: no MAC of its own) the
+ * The rules (each ending in `verdict`) that keep a pod's neighbour solicitations,
+ * advertisements and router solicitations from naming another link-layer address. A
+ * solicitation's or advertisement's options follow the 16-byte target (bit 192 of the ICMPv6
+ * header); the IPv6 payload (the message and any extension header) may hold no option, or
+ * exactly one of 8 bytes: a nonce (duplicate address detection) or a Source or Target Link-Layer
+ * Address that `notOwn(208)` (a match on the MAC at that bit) does not refuse. A router
+ * solicitation's option follows its 8-byte header (bit 64): none, or one Source Link-Layer
+ * Address that `notOwn(80)` does not refuse (a router, the node, fills its cache from it as
+ * from a solicitation). Several options are refused: they could hide a link-layer address behind
+ * another (the kernel takes the first of each type, wherever it is), and a pod's kernel sends one
+ * at most. None of them may carry an extension header (a pod's kernel adds none): in fragments, a
+ * later one's option would pass unread. Without `notOwn` (an ipvlan: no MAC of its own) the
  * address itself is not checked.
  *
  * @example
  * ```ts
- * ndOptionRules("drop", "@th,208,48 != 0x020000000001").length; // 3
+ * ndOptionRules("drop", (bit) => `@th,${bit},48 != 0x020000000001`).length; // 7
  * ```
  */
-export function ndOptionRules(verdict: string, notOwn?: string): string[] {
+export function ndOptionRules(verdict: string, notOwn?: (bit: number) => string): string[] {
+  const rs = "icmpv6 type nd-router-solicit";
   return [
+    // No extension header, so no fragment: an option in a later fragment is read by no rule
+    // here, yet the receiver reassembles it into the message.
+    `icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } ip6 nexthdr != ipv6-icmp ${verdict}`,
     `icmpv6 type ${NS_NA} ip6 length != { 24, 32 } ${verdict}`,
     `icmpv6 type ${NS_NA} @th,192,16 != { 0x0101, 0x0201, 0x0e01 } ${verdict}`,
-    ...(notOwn ? [`icmpv6 type ${NS_NA} @th,192,16 { 0x0101, 0x0201 } ${notOwn} ${verdict}`] : []),
+    ...(notOwn
+      ? [`icmpv6 type ${NS_NA} @th,192,16 { 0x0101, 0x0201 } ${notOwn(208)} ${verdict}`]
+      : []),
+    `${rs} ip6 length != { 8, 16 } ${verdict}`,
+    `${rs} @th,64,16 != 0x0101 ${verdict}`,
+    ...(notOwn ? [`${rs} ${notOwn(80)} ${verdict}`] : []),
   ];
 }
 
@@ -279,7 +292,9 @@ function body(opts: GuardOptions): string[] {
     "    ip6 saddr :: meta l4proto != ipv6-icmp jump forged_ipv6",
     "    ip6 saddr :: icmpv6 type != { nd-neighbor-solicit, mld-listener-report, mld2-listener-report } jump forged_ipv6",
     "    icmpv6 type nd-neighbor-advert iifname . @th,64,128 != @tgt6 jump forged_nd",
-    ...ndOptionRules("jump forged_nd", "iifname . @th,208,48 != @lla").map((r) => `    ${r}`),
+    ...ndOptionRules("jump forged_nd", (bit) => `iifname . @th,${bit},48 != @lla`).map((r) =>
+      `    ${r}`
+    ),
     "    icmpv6 type nd-router-advert jump forged_ra",
     "    icmpv6 type nd-redirect jump forged_redirect",
     "    icmp type redirect jump forged_redirect",

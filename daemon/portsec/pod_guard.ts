@@ -70,7 +70,7 @@ export function podGuardScript(table: string, g: PodLinkGuard): string {
       : []),
     ...ndOptionRules(
       drop("nd"),
-      g.mac ? `@th,208,48 != 0x${g.mac.replaceAll(":", "")}` : undefined,
+      g.mac ? (bit) => `@th,${bit},48 != 0x${g.mac!.replaceAll(":", "")}` : undefined,
     ),
     `icmpv6 type nd-router-advert ${drop("ra")}`,
     `icmpv6 type nd-redirect ${drop("redirect")}`,

@@ -29,8 +29,8 @@ def ip6(s):
     return socket.inet_pton(socket.AF_INET6, s)
 
 
-def eth(dst, src, etype, payload, vlan=None):
-    tag = struct.pack("!HH", 0x8100, vlan) if vlan is not None else b""
+def eth(dst, src, etype, payload, vlan=None, tpid=0x8100):
+    tag = struct.pack("!HH", tpid, vlan) if vlan is not None else b""
     return mac(dst) + mac(src) + tag + struct.pack("!H", etype) + payload
 
 
@@ -75,10 +75,13 @@ def frame(kind, a):
     if kind == "udp4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD [SPORT]
         sport = int(a[6]) if len(a) > 6 else 40000
         return eth(a[1], a[0], 0x0800, udp4(a[2], a[3], sport, int(a[4]), a[5].encode()))
-    if kind == "tcp4":  # SRCMAC DSTMAC SRC DST DPORT: a SYN
+    if kind == "tcp4":  # SRCMAC DSTMAC SRC DST DPORT [VLAN [TPID]]: a SYN, tagged when VLAN is given
         t = struct.pack("!HHIIBBHHH", 40000, int(a[4]), 1, 0, 5 << 4, 0x02, 65535, 0, 0)
         c = csum(ip4(a[2]) + ip4(a[3]) + struct.pack("!BBH", 0, 6, len(t)) + t)
-        return eth(a[1], a[0], 0x0800, ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:]))
+        vlan = int(a[5]) if len(a) > 5 else None
+        tpid = int(a[6], 16) if len(a) > 6 else 0x8100
+        ip = ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:])
+        return eth(a[1], a[0], 0x0800, ip, vlan=vlan, tpid=tpid)
     if kind == "udp6":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD
         return eth(a[1], a[0], 0x86DD, udp6(a[2], a[3], 40000, int(a[4]), a[5].encode()))
     if kind == "vlan4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD: priority-tagged (VLAN 0)
@@ -96,6 +99,17 @@ def frame(kind, a):
         flags = 0xA0000000 if a[0] == "136" else 0
         body = struct.pack("!BBHI", int(a[0]), 0, 0, flags) + ip6(a[5]) + bytes.fromhex(a[6])
         return eth(a[2], a[1], 0x86DD, icmp6(a[3], a[4], body))
+    if kind == "ndfrag":  # SRCMAC DSTMAC SRC DST TARGET LLAMAC: an advertisement (override) whose
+        # Target Link-Layer Address option travels in a second IPv6 fragment (two frames)
+        body = struct.pack("!BBHI", 136, 0, 0, 0xA0000000) + ip6(a[4]) + struct.pack("!BB", 2, 1) + mac(a[5])
+        whole = icmp6(a[2], a[3], body)[40:]
+        def frag(offset, more, data):
+            h = struct.pack("!BBHI", 58, 0, (offset << 3) | more, 0x4A3B2C1D)
+            return eth(a[1], a[0], 0x86DD, ipv6(a[2], a[3], 44, h + data))
+        return [frag(0, 1, whole[:24]), frag(3, 0, whole[24:])]
+    if kind == "rs":  # SRCMAC SRC OPTIONS: a router solicitation to all routers, options as hex
+        body = struct.pack("!BBHI", 133, 0, 0, 0) + bytes.fromhex(a[2])
+        return eth("33:33:00:00:00:02", a[0], 0x86DD, icmp6(a[1], "ff02::2", body))
     if kind == "ra":  # SRCMAC SRC PREFIX(/64): default router, autonomous prefix
         body = struct.pack("!BBHBBHII", 134, 0, 0, 64, 0, 1800, 0, 0)
         body += struct.pack("!BB", 1, 1) + mac(a[0])
@@ -135,7 +149,9 @@ if __name__ == "__main__":
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         s.bind((sys.argv[1], 0))
         try:
-            s.send(frame(sys.argv[2], sys.argv[3:]))
+            f = frame(sys.argv[2], sys.argv[3:])
+            for one in f if isinstance(f, list) else [f]:
+                s.send(one)
         except OSError as e:  # dropped on the way out (a guard on egress): not sent
             if e.errno != errno.ENOBUFS:
                 raise

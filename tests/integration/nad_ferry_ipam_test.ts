@@ -71,6 +71,7 @@ async function withNad<T>(
   c: SimCluster,
   ipam: Record<string, unknown>,
   fn: (name: string) => Promise<T>,
+  extra: Record<string, unknown> = {},
 ): Promise<T> {
   await installNadCrd(c.client);
   await installNetworkBlockCrd(c.client);
@@ -84,6 +85,7 @@ async function withNad<T>(
         master: "eth0",
         mode: "bridge",
         ipam,
+        ...extra,
       }),
     },
   } as KubeObject);
@@ -300,5 +302,81 @@ Deno.test({
               },
             ),
         ));
+    }),
+});
+
+Deno.test({
+  name:
+    "a pod's static address on a pool NAD must lie in the pool it names and not be its gateway: another pool's address (held by a pod there) or the gateway is refused with code 7, one in the pool is served; a host-local NAD over a pool for networks is refused with code 7 naming the pool",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, config: CONFIG }, async (c) => {
+      const third = 100 + Math.floor(Math.random() * 100);
+      // The victim tenant's pool (2 addresses) and the attacker's own pool beside it.
+      await withPool(c, { use: "networks", cidrs: [`192.168.${third}.32/30`] }, (theirs) =>
+        withPool(c, { use: "networks", cidrs: [`192.168.${third}.48/28`] }, async (mine) => {
+          try {
+            await withNad(c, { type: "ferry", pool: theirs }, (victimNad) =>
+              withNad(
+                c,
+                { type: "ferry", pool: mine, gateway: `192.168.${third}.49` },
+                async (evilNad) => {
+                  const onTheirs = { "k8s.v1.cni.cncf.io/networks": victimNad };
+                  const victim = await c.addPod(c.nodes[0], "victim", 30_000, {
+                    annotations: onTheirs,
+                  });
+                  const [victimIp] = await net1(victim);
+                  assert(victimIp?.startsWith(`192.168.${third}.3`), `victim got ${victimIp}`);
+                  const asking = (name: string, ip: string) =>
+                    c.addPod(c.nodes[0], name, 0, {
+                      annotations: {
+                        "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
+                          name: evilNad,
+                          ips: [ip],
+                        }]),
+                      },
+                    }).then(async (p) =>
+                      `plugged with ${await net1(p)}`, (e: Error) =>
+                      e.message);
+                  const stolen = await asking("evil0", `${victimIp}/30`);
+                  assert(
+                    stolen.includes('"code":7') && stolen.includes("outside the IPPool"),
+                    `another pool's address held by ${victim.name} (${victimIp}): ${stolen}`,
+                  );
+                  const gw = await asking("evil1", `192.168.${third}.49/28`);
+                  assert(
+                    gw.includes('"code":7') && gw.includes("gateway"),
+                    `the pool NAD's gateway as a static address: ${gw}`,
+                  );
+                  const own = await asking("own0", `192.168.${third}.55/28`);
+                  assertEquals(
+                    own,
+                    `plugged with 192.168.${third}.55`,
+                    "a static address in the pool the NAD names",
+                  );
+                  assertEquals(
+                    (await recorded(c, theirs)).map((x) => x.split(" ")[0]),
+                    [victimIp],
+                    "the victim's pool records its address once",
+                  );
+                  // Another IPAM over the pool's CIDR would hand out its pods' addresses again.
+                  await withNad(c, {
+                    type: "host-local",
+                    ranges: [[{ subnet: `192.168.${third}.32/30` }]],
+                  }, async (overNad) => {
+                    const e = await refused(c, overNad, "evil2");
+                    assert(
+                      e.includes('"code":7') && e.includes(`overlaps IPPool ${theirs}`),
+                      `host-local over IPPool ${theirs} (its pod holds ${victimIp}): ${e}`,
+                    );
+                  });
+                },
+                { capabilities: { ips: true } },
+              ));
+          } finally {
+            await dropBlocks(c, theirs);
+            await dropBlocks(c, mine);
+          }
+        }));
     }),
 });

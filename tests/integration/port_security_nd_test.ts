@@ -182,3 +182,130 @@ Deno.test({
       );
     }),
 });
+
+/** The MAC the node's entry for `ip` on its bridge names (empty when it has none). */
+async function nodeNeighbourMac(node: SimNode, ip: string): Promise<string> {
+  const line = await run("ip", "-n", node.ns.name, "neigh", "show", ip, "dev", "ferry0");
+  return / lladdr ([0-9a-f:]{17})/.exec(line)?.[1] ?? "";
+}
+
+Deno.test({
+  name:
+    "port security: a router solicitation whose source link-layer address option names another MAC, or hides it behind another option, is dropped and counted as nd and leaves the node's (the router's) neighbour entry for the pod alone; the pod's own solicitation passes",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
+      const [node] = c.nodes;
+      const web = await c.addPod(node, "web", 0);
+      const evil = await c.addPod(node, "evil", 0);
+      const [evilMac, webMac] = [macOf(evil), macOf(web)];
+      const key = `${portOf(evil)}/nd`;
+      // The node routes IPv6 (a router: it reads solicitations' source link-layer options).
+      const fwd = await run(
+        "ip",
+        "netns",
+        "exec",
+        node.ns.name,
+        "sysctl",
+        "-n",
+        "net.ipv6.conf.ferry0.forwarding",
+      );
+      assertEquals(fwd.trim(), "1", "the node's bridge forwards IPv6 (a router)");
+      // Honest: evil's own solicitation with its own MAC.
+      await run(
+        "ip",
+        "netns",
+        "exec",
+        evil.ns.name,
+        "python3",
+        SPOOF,
+        "eth0",
+        "rs",
+        evilMac,
+        evil.ip6!,
+        llaOption(1, evilMac),
+      );
+      await eventually(
+        async () => (await nodeNeighbourMac(node, evil.ip6!)) === evilMac,
+        "the node's entry for evil names evil's MAC after its own solicitation",
+      );
+      assertEquals((await drops(node)).get(key) ?? 0, 0, "evil's own solicitation was counted");
+      for (
+        const [what, options] of [
+          ["naming web's MAC", llaOption(1, webMac)],
+          ["naming web's MAC behind an unknown option", "1f01000000000000" + llaOption(1, webMac)],
+        ]
+      ) {
+        const was = (await drops(node)).get(key) ?? 0;
+        await run(
+          "ip",
+          "netns",
+          "exec",
+          evil.ns.name,
+          "python3",
+          SPOOF,
+          "eth0",
+          "rs",
+          evilMac,
+          evil.ip6!,
+          options,
+        );
+        await eventually(
+          async () => ((await drops(node)).get(key) ?? 0) > was,
+          `evil's router solicitation ${what} is dropped and counted as nd`,
+          10_000,
+        ).catch(async (e) => {
+          throw new Error(
+            `${e.message} (the node's entry for evil names ${await nodeNeighbourMac(
+              node,
+              evil.ip6!,
+            )}, evil's MAC is ${evilMac})`,
+          );
+        });
+        const entry = await nodeNeighbourMac(node, evil.ip6!);
+        assertEquals(
+          entry,
+          evilMac,
+          `after a solicitation ${what}, the node's entry names ${entry}`,
+        );
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "port security: a neighbour advertisement whose Target Link-Layer Address option travels in a second IPv6 fragment (which no rule can read) is dropped and counted as nd (its first fragment: no extension header on neighbour discovery) and leaves the victim's neighbour entry alone",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1, dualStack: true }, async (c) => {
+      const [node] = c.nodes;
+      const db = await c.addPod(node, "db", 0);
+      const web = await c.addPod(node, "web", 0);
+      const evil = await c.addPod(node, "evil", 0);
+      const [evilMac, dbMac, webMac] = [macOf(evil), macOf(db), macOf(web)];
+      await run("ip", "netns", "exec", db.ns.name, "ping", "-6", "-c1", "-W5", evil.ip6!);
+      assertEquals(await neighbourMac(db, evil.ip6!), evilMac, "db resolved evil's address");
+      const args = [evilMac, dbMac, evil.ip6!, db.ip6!, evil.ip6!, webMac];
+      for (let i = 0; i < 3; i++) {
+        await run("ip", "netns", "exec", evil.ns.name, "python3", SPOOF, "eth0", "ndfrag", ...args);
+      }
+      // The fragments are through (or dropped) once a datagram sent after them is: db still
+      // answers evil (its entry for evil names evil's MAC, not web's).
+      const answered = await new Deno.Command("ip", {
+        args: ["netns", "exec", evil.ns.name, "ping", "-6", "-c1", "-W5", db.ip6!],
+        stdout: "null",
+        stderr: "null",
+      }).output();
+      const entry = await neighbourMac(db, evil.ip6!);
+      assertEquals(
+        entry,
+        evilMac,
+        `after the fragmented advertisement db's entry for evil names ${entry} (web's MAC is ${webMac})`,
+      );
+      assert(answered.success, "db answers evil's ping after the fragments");
+      assert(
+        ((await drops(node)).get(`${portOf(evil)}/nd`) ?? 0) >= 3,
+        "the fragmented advertisements are counted as nd",
+      );
+    }),
+});

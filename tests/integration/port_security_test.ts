@@ -186,6 +186,12 @@ Deno.test({
             "224.0.0.251",
             String(PORT),
           ]],
+          // The fast path's own shapes from evil's own MAC and address: a multicast MAC to a
+          // unicast address, and TCP behind a VLAN tag (priority, VLAN 5, and an 802.1ad tag).
+          ["linklocal", "tcp4", [evilMac, "01:00:5e:01:02:03", evil.ip, db.ip, String(PORT)]],
+          ["ethertype", "tcp4", [evilMac, macOf(db), evil.ip, db.ip, String(PORT), "0"]],
+          ["ethertype", "tcp4", [evilMac, macOf(db), evil.ip, db.ip, String(PORT), "5"]],
+          ["ethertype", "tcp4", [evilMac, macOf(db), evil.ip, db.ip, String(PORT), "5", "88a8"]],
           ["ipv6", "udp6", [evilMac, macOf(db), web.ip6!, db.ip6!, String(PORT), "forged-6"]],
           ["ipv6", "udp6", [
             evilMac,

@@ -8,6 +8,7 @@ import {
   type PoolLookup,
   refuseNetworkPoolOverlap,
   servedFerryIpam,
+  staticConfigIndex,
 } from "../../../daemon/ipam/nad_ferry_ipam.ts";
 import { parseWhereabouts, rangeHolds, spaceKey } from "../../../daemon/ipam/nad_ipam.ts";
 
@@ -158,4 +159,34 @@ Deno.test("a range overlapping a pool for networks it does not name is refused w
   );
   assert(twice.message.startsWith(`${W}: ipam.pool:`), twice.message);
   assert(twice.message.includes("IPPool vlan20-half"), twice.message);
+});
+
+Deno.test("a static address is reserved in the pool whose CIDR holds it, and refused with code 7 when it is a gateway, outside the pools a NAD names, or in a pool for networks a range NAD does not name", () => {
+  const two = serve(parse({ pools: ["telco", "vlan20"], gateway: "192.168.20.1" }));
+  assertEquals(staticConfigIndex("192.168.50.7/28", two, POOLS, ["telco", "vlan20"], W), 0);
+  assertEquals(staticConfigIndex("192.168.20.7/24", two, POOLS, ["telco", "vlan20"], W), 1);
+  for (
+    const [text, named, why] of [
+      ["192.168.20.1/24", ["telco", "vlan20"], "is the network's gateway"],
+      ["192.168.70.7/24", ["telco", "vlan20"], "is outside the IPPool the NAD names"],
+      ["::ffff:192.168.70.7", ["telco", "vlan20"], "192.168.70.7 is outside"],
+      ["192.168.50.5/28", ["telco", "vlan20"], "is not an address IPPool telco hands out"],
+      ["192.168.50.15/28", ["telco", "vlan20"], "is not an address IPPool telco hands out"],
+    ] as const
+  ) {
+    const r = refusal(() => staticConfigIndex(text, two, POOLS, [...named], W));
+    assertEquals(r.code, CNI_ERROR.INVALID_CONFIG, text);
+    assert(r.message.includes(`${W}: ips: static address`) && r.message.includes(why), r.message);
+  }
+  // A range NAD (ferry or whereabouts): its statics stay out of every pool for networks.
+  const ranged = [parseWhereabouts({ type: "whereabouts", range: "192.168.90.0/24" }, W)];
+  assertEquals(staticConfigIndex("192.168.91.3/24", ranged, POOLS, undefined, W), 0);
+  const r = refusal(() => staticConfigIndex("192.168.20.9/24", ranged, POOLS, undefined, W));
+  assertEquals(r.code, CNI_ERROR.INVALID_CONFIG);
+  assert(r.message.includes("lies in IPPool vlan20"), r.message);
+  // A disabled pool for networks still holds its pods' addresses.
+  assert(
+    refusal(() => staticConfigIndex("192.168.60.9", ranged, POOLS, undefined, W)).message
+      .includes("IPPool off"),
+  );
 });

@@ -2,6 +2,7 @@ import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { formatCidr, formatIp, parseIp } from "../../../daemon/ipam/cidr.ts";
 import {
+  MAX_RANGES,
   type NadRange,
   parseWhereabouts,
   rangeHolds,
@@ -240,4 +241,34 @@ Deno.test("a bad whereabouts config is code 7 naming the pod, the NAD and the ke
   }
   const e = assertThrows(() => parseWhereabouts({ type: "host-local" }, W), CniError);
   assertEquals(e.message.includes("ipam.type"), true, e.message);
+});
+
+Deno.test("a config of more than MAX_RANGES ranges or static addresses is refused with code 7 naming the key: each pod would take an address, and a NetworkBlock, of every one", () => {
+  const ranges = (n: number) =>
+    Array.from({ length: n }, (_, i) => ({ range: `172.16.${i >> 6}.${(i & 63) * 4}/30` }));
+  assertEquals(parse({ ipRanges: ranges(MAX_RANGES) }).ranges.length, MAX_RANGES);
+  assertEquals(
+    parse({ range: "10.9.0.0/30", ipRanges: ranges(MAX_RANGES - 1) }).ranges.length,
+    MAX_RANGES,
+  );
+  for (
+    const [ipam, key] of [
+      [{ ipRanges: ranges(2000) }, "ipam.ipRanges:"],
+      [{ range: "10.9.0.0/30", ipRanges: ranges(MAX_RANGES) }, "ipam.ipRanges:"],
+      [{
+        addresses: Array.from(
+          { length: 500 },
+          (_, i) => ({ address: `10.8.${i >> 8}.${i & 255}/16` }),
+        ),
+      }, "ipam.addresses:"],
+    ] as const
+  ) {
+    const e = assertThrows(() => parse(ipam), CniError);
+    assertEquals(e.code, CNI_ERROR.INVALID_CONFIG, e.message);
+    assertEquals(
+      e.message.includes(key) && e.message.includes(`at most ${MAX_RANGES}`),
+      true,
+      e.message,
+    );
+  }
 });

@@ -413,3 +413,59 @@ Deno.test("whereabouts ranges in every form are held to Ferry's pod ranges: star
     1,
   );
 });
+
+Deno.test("a NAD whose addresses overlap an IPPool for networks is refused naming the pool, whichever IPAM names them, but Ferry's own type naming it", async () => {
+  const pools = () =>
+    Promise.resolve([{ name: "telco", cidrs: ["192.168.50.0/28", "fd00:50::/120"] }]);
+  const g: NadGuard = { ...guard, networkPools: pools };
+  const cases: Record<string, unknown>[] = [
+    {
+      type: "macvlan",
+      master: "eth0",
+      ipam: { type: "host-local", ranges: [[{ subnet: "192.168.50.0/24" }]] },
+    },
+    {
+      type: "macvlan",
+      master: "eth0",
+      ipam: { type: "static", addresses: [{ address: "::ffff:192.168.50.3/128" }] },
+    },
+    { type: "macvlan", master: "eth0", ipam: { type: "whereabouts", range: "fd00:50::/64" } },
+    {
+      type: "macvlan",
+      master: "eth0",
+      ipam: { type: "static" },
+      runtimeConfig: { ips: ["192.168.50.7/24"] },
+    },
+    // A type Ferry does not serve (the binary would be exec'ed), spelt like its own.
+    { type: "macvlan", master: "eth0", ipam: { type: "Ferry", range: "192.168.50.0/28" } },
+  ];
+  for (const c of cases) {
+    const message = await refused([c], g);
+    assertEquals(
+      message.includes("overlaps IPPool telco"),
+      true,
+      `${JSON.stringify(c)}: ${message}`,
+    );
+  }
+  // Ferry's own type checks its addresses itself (a pod's ips against the pool it names).
+  const own = {
+    type: "macvlan",
+    master: "eth0",
+    ipam: { type: "ferry", pool: "telco" },
+    runtimeConfig: { ips: ["192.168.50.7/28"] },
+  };
+  assertEquals((await run([own], g)).length, 1);
+  const beside = {
+    type: "macvlan",
+    master: "eth0",
+    ipam: { type: "host-local", ranges: [[{ subnet: "192.168.50.16/28" }]] },
+  };
+  assertEquals((await run([beside], g)).length, 1, "a range beside the pool");
+  // Pools that cannot be read: code 11 from the reader, passed on as it is.
+  const failing: NadGuard = {
+    ...guard,
+    networkPools: () => Promise.reject(new CniError(11, "cannot read the IPPools")),
+  };
+  const e = await assertRejects(() => run([cases[0]], failing), CniError);
+  assertEquals(e.code, 11, e.message);
+});

@@ -178,6 +178,13 @@ Deno.test({
       ),
       macvlan,
     );
+    // A router solicitation's Source Link-Layer Address option (at bit 80) names its own MAC.
+    assert(
+      macvlan.includes(
+        `icmpv6 type nd-router-solicit @th,80,48 != 0x020000000001 counter drop comment "nd"`,
+      ),
+      macvlan,
+    );
     await assertNftAccepts(macvlan);
     const ipvlan = podGuardScript("ferry-portsec", { ifname: "net2", ips: [] });
     assert(!ipvlan.includes("ether saddr"), ipvlan);
