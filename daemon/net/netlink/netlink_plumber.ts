@@ -30,7 +30,7 @@ import {
   NL,
   RT_SCOPE_LINK,
 } from "./messages.ts";
-import { ACK_BUFFER_BYTES, RouteSocket } from "./route_socket.ts";
+import { ACK_BUFFER_BYTES, RouteSocket, type Step } from "./route_socket.ts";
 import { planSublink } from "../link_plan.ts";
 import { RouteSocketPool } from "./socket_pool.ts";
 
@@ -126,18 +126,15 @@ export class NetlinkPlumber implements Plumber {
       const pod = this.#podSocket(podFd, planVeth(spec).container.sysctls);
       try {
         const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
-        pod.ackAll([
-          { what: "set lo up", build: (seq) => linkUp(seq, LOOPBACK_INDEX) },
-          { what: `set ${spec.ifname} up`, build: (seq) => linkUp(seq, index) },
-          ...spec.addresses.map((a) => ({
-            what: `add address ${a.cidr}`,
-            build: (seq: number) => newAddr(seq, index, a.cidr),
-          })),
-          ...defaultRoutes(spec.addresses).map((r) => ({
+        pod.ackAll(podEndUp(
+          spec.ifname,
+          index,
+          spec.addresses,
+          defaultRoutes(spec.addresses).map((r) => ({
             what: `add route ${r.dst} via ${r.gw}`,
             build: (seq: number) => newDefaultRoute(seq, index, r.gw!),
           })),
-        ]);
+        ));
       } finally {
         pod.close();
       }
@@ -231,18 +228,15 @@ export class NetlinkPlumber implements Plumber {
     const pod = this.#podSocket(podFd, sysctls);
     try {
       const index = pod.indexOf(`find ${spec.ifname}`, spec.ifname);
-      pod.ackAll([
-        { what: "set lo up", build: (seq) => linkUp(seq, LOOPBACK_INDEX) },
-        { what: `set ${spec.ifname} up`, build: (seq) => linkUp(seq, index) },
-        ...spec.addresses.map((a) => ({
-          what: `add address ${a.cidr}`,
-          build: (seq: number) => newAddr(seq, index, a.cidr),
-        })),
-        ...spec.routes.map((r) => ({
+      pod.ackAll(podEndUp(
+        spec.ifname,
+        index,
+        spec.addresses,
+        spec.routes.map((r) => ({
           what: `add route ${r.dst}${r.gw ? ` via ${r.gw}` : ""}`,
           build: (seq: number) => newPodRoute(seq, index, r.dst, r.gw),
         })),
-      ]);
+      ));
     } finally {
       pod.close();
     }
@@ -414,4 +408,25 @@ function readInterface(pod: RouteSocket, ifname: string): LiveInterface | null {
 function ioError(what: string, e: unknown): unknown {
   if (e instanceof SyscallError) return new CniError(CNI_ERROR.IO_FAILURE, what, e.message);
   return e;
+}
+
+/**
+ * The pod end's requests, in order: loopback and the link (`index`, named `ifname`) up, its
+ * addresses, then `routes` (the veth's default routes, a sublink's own).
+ */
+function podEndUp(
+  ifname: string,
+  index: number,
+  addresses: { cidr: string }[],
+  routes: Step[],
+): Step[] {
+  return [
+    { what: "set lo up", build: (seq) => linkUp(seq, LOOPBACK_INDEX) },
+    { what: `set ${ifname} up`, build: (seq) => linkUp(seq, index) },
+    ...addresses.map((a) => ({
+      what: `add address ${a.cidr}`,
+      build: (seq: number) => newAddr(seq, index, a.cidr),
+    })),
+    ...routes,
+  ];
 }
