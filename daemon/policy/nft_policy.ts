@@ -643,6 +643,58 @@ export function podAddition(
   return { ops, table: { sets, chains } };
 }
 
+/**
+ * The table as written (`written`, or none yet) with one pod's whole part added (`own`: the
+ * parts of a compile of that pod alone, with its allowing chains and the peer sets they name):
+ * what an ADD writes itself, whatever else is pending, when the table lacks the pod's allowing
+ * rules. Everything else of `written` is kept as it is. Undefined when the two disagree on
+ * anything they share (a peer set with other members, a chain of the same name with other
+ * rules, an address mapped elsewhere, a set declared otherwise): then what the kernel should hold
+ * is the pass's to decide.
+ *
+ * @example
+ * ```ts
+ * withPodPart(undefined, own); // own itself: the first isolated pod of the node
+ * ```
+ */
+export function withPodPart(
+  written: RenderedTable | undefined,
+  own: RenderedTable,
+): RenderedTable | undefined {
+  if (!written) return own;
+  const sets = new Map(written.sets);
+  for (const [name, c] of own.sets) {
+    const was = written.sets.get(name);
+    if (!was) {
+      sets.set(name, c);
+      continue;
+    }
+    if (setSpec(was) !== setSpec(c)) return undefined;
+    if (!MAPS.includes(name)) {
+      // A peer set: named for its peer, and its members must be the ones written.
+      const members = (x: NamedCollection) => [...x.elements].sort().join(",");
+      if (members(was) !== members(c)) return undefined;
+      continue;
+    }
+    const mapped = new Map(was.elements.map((e) => [e.split(" : ")[0], e]));
+    const elements = [...was.elements];
+    for (const e of c.elements) {
+      const there = mapped.get(e.split(" : ")[0]);
+      if (there === e) continue;
+      if (there !== undefined) return undefined;
+      elements.push(e);
+    }
+    sets.set(name, { ...was, elements });
+  }
+  const chains = new Map(written.chains);
+  for (const [name, lines] of own.chains) {
+    const was = written.chains.get(name);
+    if (was && was.join("\n") !== lines.join("\n")) return undefined;
+    chains.set(name, lines);
+  }
+  return { sets, chains };
+}
+
 /** Packets counted by one commented rule of the table. */
 export interface RuleCount {
   /** What the rule is: `ns/policy ingress[i]` for an allowing rule, `ns/pod: no … rule allows it` for a drop. */

@@ -54,6 +54,7 @@ import {
   type RuleCount,
   ruleCounts,
   tableDefinition,
+  withPodPart,
 } from "./nft_policy.ts";
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
@@ -144,6 +145,11 @@ export interface PolicyStats {
   setUpdates: number;
   /** ADDs that wrote their pod's own chains and entries themselves (no pass waited for). */
   podWrites: number;
+  /**
+   * ADDs whose pod's allowing rules were not in the table yet, that wrote their pod's whole part
+   * (allowing chains, peer sets, own chains, entries) themselves instead of waiting for a pass.
+   */
+  ownWrites: number;
   /** `network-status` entries and addresses left out (not an address, another namespace's network). */
   droppedAddresses: number;
   /** Passes that failed with an error (each tried again later). */
@@ -328,6 +334,7 @@ export class PolicyEnforcer {
     failures: 0,
     setUpdates: 0,
     podWrites: 0,
+    ownWrites: 0,
     droppedAddresses: 0,
     failedPasses: 0,
     invalidPolicies: 0,
@@ -506,7 +513,9 @@ export class PolicyEnforcer {
     using budget = new Deadline(this.#d.addWaitMs ?? ADD_WAIT_MS);
     const wait = signal ? AbortSignal.any([budget.signal, signal]) : budget.signal;
     try {
-      if (self && await this.#exclusive(() => this.#writePod(self, selecting), wait)) {
+      const own = () =>
+        this.#writePod(self!, selecting).then((done) => done || this.#writeOwn(self!, selecting));
+      if (self && await this.#exclusive(own, wait)) {
         this.#kickAfterAnswer();
         return;
       }
@@ -784,6 +793,51 @@ export class PolicyEnforcer {
     this.#written = addition.table;
     this.#stats.podWrites++;
     if (addition.ops.length) this.#stats.lastWriteAt = new Date().toISOString();
+    return true;
+  }
+
+  /**
+   * Writes a just-plugged pod's whole part when the table lacks its allowing rules (the first pod
+   * of a combination of rules on the node): a compile of that pod alone, under the policies that
+   * select it, added to the table as written in one update in place. Whatever else is pending
+   * (another tenant's policies, other pods' changes) waits for the pass after the answer, not the
+   * ADD. False when the table as written is not known or disagrees with the pod's part
+   * ({@link withPodPart}), or the write failed: then the pass writes the pod.
+   */
+  async #writeOwn(self: PolicyPod, selecting: NetworkPolicy[]): Promise<boolean> {
+    const written = this.#written;
+    if (written === null) return false;
+    let after: RenderedTable | undefined;
+    try {
+      const view = { ...this.view(), policies: selecting };
+      const own = renderPolicyParts(compilePolicies(view, [self], ipInBlock), this.#d.log);
+      after = own && withPodPart(written, own);
+    } catch {
+      // What the compile or the renderer refuses, the pass meets again, and says and counts.
+      return false;
+    }
+    if (!after) return false;
+    const table = this.#d.table;
+    const script = written
+      ? policyUpdateScript(table, written, after)
+      : policyScript(table, tableDefinition(table, after));
+    try {
+      if (script) await this.#d.nft.apply(script);
+    } catch (e) {
+      if (this.#closed) return false;
+      this.#d.logger.warn(
+        "network policy: writing {pod}'s rules failed ({error}); the pass writes them",
+        {
+          pod: `${self.namespace}/${self.name}`,
+          error: e instanceof Error ? e.message : String(e),
+        },
+      );
+      this.#written = null;
+      return false;
+    }
+    this.#written = after;
+    this.#stats.ownWrites++;
+    if (script) this.#stats.lastWriteAt = new Date().toISOString();
     return true;
   }
 

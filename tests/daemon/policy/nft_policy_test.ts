@@ -15,6 +15,7 @@ import {
   renderPolicyTable,
   ruleCounts,
   tableDefinition,
+  withPodPart,
 } from "../../../daemon/policy/nft_policy.ts";
 import { nftBatch, NftNetlink } from "../../../daemon/policy/nft_netlink.ts";
 import { Libc } from "../../../daemon/net/netlink/libc.ts";
@@ -507,4 +508,70 @@ Deno.test({
         libc.close(home);
       }
     }),
+});
+
+/** A policy of namespace a isolating app=web, allowing app=db in on `port`. */
+function webPolicy(port: number): PolicyView["policies"][number] {
+  return {
+    metadata: { namespace: "a", name: "web-in" },
+    spec: {
+      podSelector: { matchLabels: { app: "web" } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: "db" } } }], ports: [{ port }] }],
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "a pod's whole part added to the table as written: nft takes the update in place, it leaves what a whole write of both leaves, and the pass after has nothing left",
+  ignore: !IS_ROOT || !HAS_NFT,
+  fn: () =>
+    withNetns(2, async ([inPlace, whole]) => {
+      const nft = new NftRunner();
+      const both: PolicyView = { ...plain, policies: [...plain.policies, webPolicy(8080)] };
+      const [db, web] = both.pods;
+      const written = renderPolicyParts(compilePolicies(plain, [db], ipInBlock))!;
+      await nft.applyIn(inPlace.path, policyScript("fp", tableDefinition("fp", written)));
+      // web alone, under the policies that select it: new allowing rules and a new peer set.
+      const own = renderPolicyParts(compilePolicies({ ...both, policies: [webPolicy(8080)] }, [
+        web,
+      ], ipInBlock))!;
+      const merged = withPodPart(written, own)!;
+      assert(merged, "the parts agree");
+      const update = policyUpdateScript("fp", written, merged);
+      assert(!update.includes("delete"), update);
+      await nft.applyIn(inPlace.path, update);
+      await nft.applyIn(whole.path, policyScript("fp", tableDefinition("fp", merged)));
+      assertEquals(await content(inPlace.name), await content(whole.name));
+      const pass = renderPolicyParts(compilePolicies(both, [db, web], ipInBlock))!;
+      assertEquals(policyUpdateScript("fp", merged, pass), "", "the pass after has work left");
+    }),
+});
+
+Deno.test("a pod's part that disagrees with the table as written is left to the pass: a peer set with other members, an address mapped to another chain", () => {
+  const both: PolicyView = { ...plain, policies: [...plain.policies, webPolicy(8080)] };
+  const [db, web] = both.pods;
+  assertEquals(
+    withPodPart(undefined, renderPolicyParts(compilePolicies(both, [web], ipInBlock))!)
+      ?.chains.size,
+    2,
+    "no table yet: the pod's part is the table",
+  );
+  const written = renderPolicyParts(compilePolicies(both, [db, web], ipInBlock))!;
+  // db's peer set (app=web) as written holds web's address; a compile that sees another web pod
+  // too disagrees: which members are right is the pass's to say.
+  const web2 = { ...web, name: "web2", ips: ["10.1.0.8"] };
+  const db2 = { ...db, name: "db2", ips: ["10.1.0.9"] };
+  const grown: PolicyView = { ...both, pods: [...both.pods, web2, db2] };
+  const own = renderPolicyParts(compilePolicies(grown, [db2], ipInBlock))!;
+  assertEquals(withPodPart(written, own), undefined, "a peer set with other members");
+  // An address written for db, now another pod's.
+  const reused = { ...db2, ips: db.ips };
+  const again = renderPolicyParts(
+    compilePolicies({ ...both, policies: [dbPolicy("other", [7000])] }, [reused], ipInBlock),
+  )!;
+  assertEquals(withPodPart(written, again), undefined, "an address mapped to another chain");
+  // Agreeing: the written table's parts are all kept.
+  const same = withPodPart(written, renderPolicyParts(compilePolicies(both, [web], ipInBlock))!)!;
+  assertEquals([...same.chains.keys()].sort(), [...written.chains.keys()].sort());
 });

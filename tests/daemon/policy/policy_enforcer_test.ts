@@ -1,8 +1,9 @@
 // How an ADD's pod gets its NetworkPolicy rules (daemon/policy/policy_enforcer.ts): the first pod
-// of a combination of rules waits for the pass that writes the table; a later one the same rules
-// isolate is written by its ADD alone (its chains and map entries, through the in-process
-// writer) and the pass after finds nothing of it left to write; a failed write of its own falls
-// back to the pass; an ADD's write never runs while a pass writes.
+// of a combination of rules writes its whole part (allowing chains, peer sets, its own chain and
+// entries) in one update of its own, whatever else is pending; a later one the same rules isolate
+// is written by its ADD alone (its chains and map entries, through the in-process writer); the
+// pass after finds nothing of either left to write; a failed write of its own falls back to the
+// pass; an ADD's write never runs while a pass writes.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
@@ -70,7 +71,7 @@ function harness(opts: { writerFails?: boolean; addWaitMs?: number; applyMs?: nu
   };
 }
 
-Deno.test("the first pod of its rules waits for the pass; the next one is written by its ADD alone, and the pass after has nothing of it left", async () => {
+Deno.test("the first pod of its rules writes the table with its part itself; the next one is written by its ADD alone, and the pass after has nothing of it left", async () => {
   const { e, scripts, batches } = harness();
   e.start();
   await e.idle();
@@ -79,8 +80,10 @@ Deno.test("the first pod of its rules waits for the pass; the next one is writte
   assertEquals(scripts.length, started + 1, "the table written before the first ADD answered");
   assert(scripts.at(-1)!.includes("10.1.0.5 : jump in-"), scripts.at(-1));
   assertEquals(batches, []);
+  assertEquals(e.stats().ownWrites, 1);
   await e.idle();
   const written = scripts.length;
+  assertEquals(written, started + 1, "the pass after found web1 written already");
   await e.plugged({ namespace: "a", name: "web2", labels: { app: "web" } }, ["10.1.0.6"]);
   assertEquals(scripts.length, written, "no nft process before the second ADD answered");
   assertEquals(batches.length, 1);
@@ -109,17 +112,19 @@ Deno.test("the first pod of its rules waits for the pass; the next one is writte
   await e.close();
 });
 
-Deno.test("a pod of new rules waits for the pass; one whose own write fails too, and the table is then written whole", async () => {
+Deno.test("a pod of new rules writes its part by an update of its own; one whose in-process write fails waits for the pass, and the table is then written whole", async () => {
   const { e, scripts, batches } = harness({ writerFails: true });
   e.policyUpserted(policy("db-in", "db"));
   e.start();
   await e.idle();
   await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
   await e.idle();
-  // db's rules are not in the table: no write of its own is even tried.
+  // db's rules are not in the table: no in-process write is even tried; its update of its own.
   const before = scripts.length;
+  const owned = e.stats().ownWrites;
   await e.plugged({ namespace: "a", name: "db1", labels: { app: "db" } }, ["10.1.0.7"]);
   assertEquals(scripts.length, before + 1);
+  assertEquals(e.stats().ownWrites, owned + 1);
   assert(scripts.at(-1)!.includes("10.1.0.7 : jump in-"), scripts.at(-1));
   assert(!scripts.at(-1)!.includes("delete table"), "an update in place");
   await e.idle();
@@ -130,6 +135,39 @@ Deno.test("a pod of new rules waits for the pass; one whose own write fails too,
   assertEquals(e.stats().podWrites, 0);
   assert(scripts.at(-1)!.includes("delete table inet fp"), scripts.at(-1));
   assert(scripts.at(-1)!.includes("10.1.0.6 : jump in-"), scripts.at(-1));
+  await e.close();
+});
+
+Deno.test("the first pod of new rules writes only its own part: another change pending behind the pass under way is not written before the ADD answers", async () => {
+  const { e, scripts, hold } = harness();
+  e.policyUpserted(policy("db-in", "db"));
+  e.start();
+  await e.idle();
+  await e.plugged({ namespace: "a", name: "web1", labels: { app: "web" } }, ["10.1.0.5"]);
+  await e.idle();
+  const release = hold();
+  // A pass under way (another pod of the node isolated), held inside its nft write.
+  e.podUpserted(pod("web8", "10.1.0.8", { app: "web" }));
+  await new Promise((r) => setTimeout(r, 20));
+  // Behind it: db1's ADD (rules the table lacks), then another change pending (web9 isolated).
+  let answered = false;
+  const add = e.plugged({ namespace: "a", name: "db1", labels: { app: "db" } }, ["10.1.0.7"])
+    .then(() => (answered = true));
+  e.podUpserted(pod("web9", "10.1.0.9", { app: "web" }));
+  const held = scripts.length;
+  release();
+  await add;
+  assert(answered);
+  const mine = scripts.slice(held).find((s) => s.includes("10.1.0.7 : jump in-")) ?? "";
+  assert(
+    mine,
+    `db1's rules written before its ADD answered:\n${scripts.slice(held).join("\n---\n")}`,
+  );
+  assert(!mine.includes("10.1.0.9"), `db1's update carries the pending change of web9:\n${mine}`);
+  assert(!mine.includes("delete table"), `an update in place:\n${mine}`);
+  assertEquals(e.stats().ownWrites, 2, "web1's and db1's own writes");
+  await e.idle();
+  assert(scripts.at(-1)!.includes("10.1.0.9 : jump in-"), "the pass after wrote web9");
   await e.close();
 });
 
