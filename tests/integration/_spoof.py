@@ -82,6 +82,10 @@ def frame(kind, a):
         tpid = int(a[6], 16) if len(a) > 6 else 0x8100
         ip = ipv4(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:])
         return eth(a[1], a[0], 0x0800, ip, vlan=vlan, tpid=tpid)
+    if kind == "tcp6":  # SRCMAC DSTMAC SRC DST DPORT: a SYN
+        t = struct.pack("!HHIIBBHHH", 40000, int(a[4]), 1, 0, 5 << 4, 0x02, 65535, 0, 0)
+        c = csum(ip6(a[2]) + ip6(a[3]) + struct.pack("!IxxxB", len(t), 6) + t)
+        return eth(a[1], a[0], 0x86DD, ipv6(a[2], a[3], 6, t[:16] + struct.pack("!H", c) + t[18:]))
     if kind == "udp6":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD
         return eth(a[1], a[0], 0x86DD, udp6(a[2], a[3], 40000, int(a[4]), a[5].encode()))
     if kind == "vlan4":  # SRCMAC DSTMAC SRC DST DPORT PAYLOAD: priority-tagged (VLAN 0)

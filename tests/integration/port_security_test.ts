@@ -147,6 +147,9 @@ Deno.test({
           await run("ip", "netns", "exec", from.ns.name, "ping", "-c1", "-W5", to.ip);
           await run("ip", "netns", "exec", from.ns.name, "ping", "-6", "-c1", "-W5", to.ip6!);
         }
+        // TCP as itself, both families (the guard's fast paths): never dropped.
+        await send(evil, "tcp4", macOf(evil), macOf(web), evil.ip, web.ip, String(PORT));
+        await send(evil, "tcp6", macOf(evil), macOf(web), evil.ip6!, web.ip6!, String(PORT));
         // Duplicate address detection of a new address (from ::) is the pod's own business.
         await send(evil, "ns6", macOf(evil), "::", `${evil.ip6!.replace(/::.*$/, "")}::beef`);
         const before = await drops(node);
@@ -192,6 +195,14 @@ Deno.test({
           ["ethertype", "tcp4", [evilMac, macOf(db), evil.ip, db.ip, String(PORT), "0"]],
           ["ethertype", "tcp4", [evilMac, macOf(db), evil.ip, db.ip, String(PORT), "5"]],
           ["ethertype", "tcp4", [evilMac, macOf(db), evil.ip, db.ip, String(PORT), "5", "88a8"]],
+          // TCP over IPv6 (the guard's second fast path): another's source or MAC, ::, a
+          // multicast frame or destination, link-local to link-local.
+          ["ipv6", "tcp6", [evilMac, macOf(db), web.ip6!, db.ip6!, String(PORT)]],
+          ["ipv6", "tcp6", [evilMac, macOf(db), "::", db.ip6!, String(PORT)]],
+          ["mac", "tcp6", [macOf(web), macOf(db), evil.ip6!, db.ip6!, String(PORT)]],
+          ["linklocal", "tcp6", [evilMac, "33:33:00:00:00:01", evil.ip6!, db.ip6!, String(PORT)]],
+          ["linklocal", "tcp6", [evilMac, macOf(db), evil.ip6!, "ff02::1", String(PORT)]],
+          ["linklocal", "tcp6", [evilMac, macOf(db), evilLl, linkLocalOf(macOf(db)), String(PORT)]],
           ["ipv6", "udp6", [evilMac, macOf(db), web.ip6!, db.ip6!, String(PORT), "forged-6"]],
           ["ipv6", "udp6", [
             evilMac,
