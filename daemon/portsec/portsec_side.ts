@@ -14,7 +14,7 @@ import type { Attachment } from "../records/attachment_store.ts";
 import { NftRunner } from "../cluster/masquerade.ts";
 import type { ChildSet } from "../runtime/child_set.ts";
 import type { SublinkGuard } from "../drivers/sublink.ts";
-import { NftLib, type NftLibSys } from "../net/netlink/nft_lib.ts";
+import { NFPROTO_NETDEV, NftLib, type NftLibSys } from "../net/netlink/nft_lib.ts";
 
 /** An `nft` of the guard still running after this long is given up, its process killed. */
 const NFT_TIMEOUT_MS = 30_000;
@@ -131,7 +131,11 @@ export function podGuardSide(d: PodGuardSideDeps): SublinkGuard {
   if (d.libc) {
     try {
       const lib = NftLib.open(d.libc);
-      return { table, applyIn: (netns, script) => lib.applyIn(netns, script) };
+      return {
+        table,
+        applyIn: (netns, script) => lib.applyIn(netns, script),
+        removeIn: (netns, name) => lib.removeTableIn(netns, NFPROTO_NETDEV, name),
+      };
     } catch (e) {
       why = `libnftables could not be loaded: ${e instanceof Error ? e.message : String(e)}`;
     }
@@ -140,7 +144,14 @@ export function podGuardSide(d: PodGuardSideDeps): SublinkGuard {
     why,
   });
   const nft = new NftRunner({ timeoutMs: NFT_TIMEOUT_MS, children: d.children });
-  return { table, applyIn: (netns, script) => nft.applyIn(netns, script) };
+  return {
+    table,
+    applyIn: (netns, script) => nft.applyIn(netns, script),
+    removeIn: async (netns, name) => {
+      if (!(await Deno.stat(netns).then(() => true, () => false))) return; // gone
+      await nft.applyIn(netns, `table netdev ${name}\ndelete table netdev ${name}\n`);
+    },
+  };
 }
 
 /** What {@link spoofingReporter} needs. */

@@ -9,7 +9,8 @@
  *
  * @module
  */
-import type { Libc } from "./libc.ts";
+import { type Libc, SyscallError } from "./libc.ts";
+import { encodeAttrs, frame, NL, parseReplies, str } from "./messages.ts";
 
 const SYMBOLS = {
   nft_ctx_new: { parameters: ["u32"], result: "pointer" },
@@ -26,6 +27,46 @@ type Lib = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
 const NFT_CTX_DEFAULT = 0;
 const ENCODER = new TextEncoder();
 
+/** `NFPROTO_NETDEV`: the family of a netdev table. */
+export const NFPROTO_NETDEV = 5;
+
+const NFNL_SUBSYS_NFTABLES = 10;
+const NFNL_MSG_BATCH_BEGIN = 0x10;
+const NFNL_MSG_BATCH_END = 0x11;
+const NFT_MSG_DELTABLE = 2;
+const NFTA_TABLE_NAME = 1;
+const ENOENT = 2;
+const EINVAL = 22;
+
+/** `struct nfgenmsg`: family, version 0, a resource id (big-endian). */
+function nfgenmsg(family: number, resId = 0): Uint8Array {
+  return new Uint8Array([family, 0, resId >> 8, resId & 0xff]);
+}
+
+/**
+ * One transaction deleting table `table` of `family`, its message numbered `seq` and asking for
+ * an acknowledgement. Pure.
+ *
+ * @example
+ * ```ts
+ * sys.send(fd, deleteTableBatch(NFPROTO_NETDEV, "ferry-portsec-net1", 1));
+ * ```
+ */
+export function deleteTableBatch(family: number, table: string, seq: number): Uint8Array {
+  const batch = (type: number, s: number) => frame(type, 0, s, nfgenmsg(0, NFNL_SUBSYS_NFTABLES));
+  const del = frame(
+    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE,
+    NL.F_ACK,
+    seq,
+    new Uint8Array([...nfgenmsg(family), ...encodeAttrs([[NFTA_TABLE_NAME, str(table)]])]),
+  );
+  return new Uint8Array([
+    ...batch(NFNL_MSG_BATCH_BEGIN, seq - 1),
+    ...del,
+    ...batch(NFNL_MSG_BATCH_END, seq + 1),
+  ]);
+}
+
 /** What {@link NftLib} needs of libc ({@link Libc} itself; tests may wrap it). */
 export type NftLibSys = Pick<
   Libc,
@@ -37,6 +78,8 @@ export type NftLibSys = Pick<
   | "isNetfilterSocket"
   | "dup"
   | "closeOffThread"
+  | "send"
+  | "recv"
 >;
 
 /** A script libnftables refused or the kernel rejected; the message is nft's own error text. */
@@ -89,27 +132,89 @@ export class NftLib {
     }
   }
 
+  /**
+   * Deletes table `table` of `family` inside the network namespace at path `netns` with one
+   * nf_tables message: nothing of the namespace's ruleset is read (a pod's own rules cannot make
+   * it slow). An absent table, or a namespace that is gone, is success; rejects with a
+   * `SyscallError` (the kernel's errno) otherwise.
+   */
+  removeTableIn(netns: string, family: number, table: string): Promise<void> {
+    try {
+      this.#inPod(netns, () => this.#deleteTable(family, table), true);
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
   /** Resolves once the sockets handed to worker threads to close are closed. */
   async settled(): Promise<void> {
     while (this.#closing.size) await Promise.all(this.#closing);
   }
 
   #applyIn(netns: string, script: string): void {
+    this.#inPod(netns, () => this.#run(script), false);
+  }
+
+  /**
+   * Runs `fn` inside the namespace at `netns`, never the daemon's own; with `goneIsFine`, a path
+   * that is no longer there or no longer a namespace is nothing to do.
+   */
+  #inPod(netns: string, fn: () => void, goneIsFine: boolean): void {
     const sys = this.#sys;
     const home = sys.openRead("/proc/thread-self/ns/net");
     try {
-      const pod = sys.openRead(netns);
+      let pod: number;
+      try {
+        pod = sys.openRead(netns);
+      } catch (e) {
+        if (goneIsFine && e instanceof SyscallError && e.errno === ENOENT) return;
+        throw e;
+      }
       try {
         const [a, b] = [sys.identity(pod), sys.identity(home)];
         if (a.dev === b.dev && a.ino === b.ino) {
           throw new Error(`${netns} is the daemon's own network namespace`);
         }
-        sys.inNetns(pod, home, () => this.#run(script));
+        let entered = false;
+        try {
+          sys.inNetns(pod, home, () => {
+            entered = true;
+            fn();
+          });
+        } catch (e) {
+          // setns refuses a path that is no longer a namespace (its mount gone).
+          if (goneIsFine && !entered && e instanceof SyscallError && e.errno === EINVAL) return;
+          throw e;
+        }
       } finally {
         sys.close(pod);
       }
     } finally {
       sys.close(home);
+    }
+  }
+
+  /** Deletes the table in the calling thread's namespace; an absent one is success. */
+  #deleteTable(family: number, table: string): void {
+    const sys = this.#sys;
+    const fd = sys.netfilterSocket(2000);
+    try {
+      sys.send(fd, deleteTableBatch(family, table, 2));
+      const buf = new Uint8Array(8192);
+      while (true) {
+        const ack = parseReplies(buf.subarray(0, sys.recv(fd, buf))).find((r) =>
+          r.type === NL.ERROR && r.seq === 2
+        );
+        if (!ack) continue;
+        if (ack.error && ack.error !== -ENOENT) {
+          throw new SyscallError(`delete table ${table}`, -ack.error);
+        }
+        return;
+      }
+    } finally {
+      // A socket that committed a transaction waits at its close (see #run).
+      this.#closeOffThread(fd);
     }
   }
 

@@ -3,7 +3,13 @@
 // the daemon's own namespace get. Needs root and libnftables.
 import { assert, assertEquals, assertInstanceOf, assertRejects } from "deno-std/assert/mod.js";
 import { Libc } from "../../../../daemon/net/netlink/libc.ts";
-import { NftLib, NftScriptError } from "../../../../daemon/net/netlink/nft_lib.ts";
+import {
+  deleteTableBatch,
+  NFPROTO_NETDEV,
+  NftLib,
+  NftScriptError,
+} from "../../../../daemon/net/netlink/nft_lib.ts";
+import { parseReplies } from "../../../../daemon/net/netlink/messages.ts";
 import { podGuardScript, podGuardTable } from "../../../../daemon/portsec/pod_guard.ts";
 import {
   IS_ROOT,
@@ -96,7 +102,7 @@ Deno.test({
       );
       // Written again whole (an ADD repeated), then removed as a DEL does.
       await nft.applyIn(pod.path, script);
-      await nft.applyIn(pod.path, `table netdev ${name}\ndelete table netdev ${name}\n`);
+      await nft.removeTableIn(pod.path, NFPROTO_NETDEV, name);
       await nft.settled();
       assertEquals(await tables(pod), [], "the table outlived its removal");
       assertEquals(openFds(), fds, "descriptors left open");
@@ -144,26 +150,49 @@ Deno.test({
 
 Deno.test({
   name:
-    "removing a table that is not there succeeds; a namespace that is gone, or the daemon's own, is refused naming why, with nothing written and the thread back home",
+    "removing a table that is not there, or from a namespace that is gone, succeeds, and leaves the pod's other tables; writing in a namespace that is gone, or the daemon's own, is refused naming why, with nothing written and the thread back home",
   ...opts,
   fn: () =>
     withPod(async (pod, { name, script }) => {
       const nft = NftLib.open(Libc.open());
-      const removal = `table netdev ${name}\ndelete table netdev ${name}\n`;
-      await nft.applyIn(pod.path, removal);
-      assertEquals(await tables(pod), []);
+      await nft.removeTableIn(pod.path, NFPROTO_NETDEV, name);
+      await nft.applyIn(pod.path, script);
+      await run("ip", "netns", "exec", pod.name, "nft", "add", "table", "netdev", `${name}-own`);
+      await nft.removeTableIn(pod.path, NFPROTO_NETDEV, name);
+      await nft.removeTableIn(pod.path, NFPROTO_NETDEV, name);
+      assertEquals(await tables(pod), [`table netdev ${name}-own`], "the pod's own table went");
       const home = await Deno.readLink("/proc/thread-self/ns/net");
       const fds = openFds();
       const gone = `/var/run/netns/fyt-gone-${uniqueToken()}`;
-      const e = await assertRejects(() => nft.applyIn(gone, removal));
-      assert(/ENOENT/.test(String(e)) && String(e).includes(gone), String(e));
+      await nft.removeTableIn(gone, NFPROTO_NETDEV, name);
+      // A path whose namespace was unmounted (a plain file now).
+      const unmounted = await Deno.makeTempFile({ prefix: "fyt-unmounted-" });
+      try {
+        await nft.removeTableIn(unmounted, NFPROTO_NETDEV, name);
+        const e = await assertRejects(() => nft.applyIn(gone, script));
+        assert(/ENOENT/.test(String(e)) && String(e).includes(gone), String(e));
+        const e2 = await assertRejects(() => nft.applyIn(unmounted, script));
+        assert(/EINVAL/.test(String(e2)), String(e2));
+      } finally {
+        await Deno.remove(unmounted);
+      }
       for (const own of ["/proc/self/ns/net", `/proc/${Deno.pid}/ns/net`]) {
         const refused = await assertRejects(() => nft.applyIn(own, script));
         assert(String(refused).includes("the daemon's own network namespace"), String(refused));
+        const kept = await assertRejects(() => nft.removeTableIn(own, NFPROTO_NETDEV, name));
+        assert(String(kept).includes("the daemon's own network namespace"), String(kept));
       }
       assert(!(await tables()).some((t) => t.includes(name)), "written in the daemon's namespace");
       assertEquals(await Deno.readLink("/proc/thread-self/ns/net"), home);
       await nft.settled();
       assertEquals(openFds(), fds, "descriptors left open");
     }),
+});
+
+Deno.test("a table's removal is one message between a batch's begin and end: it reads nothing of the namespace's ruleset", () => {
+  const replies = parseReplies(deleteTableBatch(NFPROTO_NETDEV, "ferry-portsec-net1", 2));
+  assertEquals(
+    replies.map((r) => [r.type, r.seq]),
+    [[0x10, 1], [(10 << 8) | 2, 2], [0x11, 3]],
+  );
 });
