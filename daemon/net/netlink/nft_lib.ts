@@ -1,10 +1,11 @@
 /**
  * libnftables through Deno FFI: an `nft -f` script run in-process, on the JS thread, inside a
- * pod's network namespace, without the `nsenter` and `nft` processes (about 60 ms of CPU each
- * time). The namespace is entered with {@link Libc.inNetns} before the library's context is
- * created, because the context opens its NETLINK_NETFILTER socket at creation and a socket stays
- * in the namespace it was created in; everything runs synchronously and the thread is back home
- * before any other JavaScript runs. Debian's `nftables` package (in the image) depends on
+ * pod's network namespace, without starting `nsenter` and `nft` for it. The namespace is entered
+ * with {@link Libc.inNetns} before the library's context is created, because the context opens its
+ * NETLINK_NETFILTER socket at creation and a socket stays in the namespace it was created in;
+ * everything runs synchronously and the thread is back home before any other JavaScript runs. A
+ * table's removal is one nf_tables message of its own ({@link deleteTableBatch}), which reads
+ * nothing of the namespace's ruleset. Debian's `nftables` package (in the image) depends on
  * `libnftables1`; where it cannot be loaded the caller falls back to the processes.
  *
  * @module
