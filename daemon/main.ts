@@ -147,7 +147,14 @@ export async function startDaemon(
   }
   const { controller, identity } = cluster;
   const pluginTimeoutMs = config.pluginTimeoutSeconds * 1000;
-  const podGuard = guard ? podGuardSide(config) : undefined;
+  const podGuard = guard
+    ? podGuardSide({
+      config,
+      libc: plumbing.libc,
+      logger: getLogger(["ferry", "portsec"]),
+      children: guardChildren,
+    })
+    : undefined;
   // whereabouts' own records, so that its live pods' addresses are never handed out (migration).
   const whereabouts = kube && config.multiNetwork.whereaboutsIpam === "native"
     ? new WhereaboutsReservations({

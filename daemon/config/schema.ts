@@ -112,7 +112,7 @@ export const DaemonConfigSchema = Type.Object({
     }),
     plumbing: Type.Union([Type.Literal("netlink"), Type.Literal("iproute2")], {
       description:
-        "`netlink`: plugs and unplugs of the default network and of macvlan/ipvlan attachments, and CHECK's reading of a pod's interface, are rtnetlink messages sent in-process (Deno FFI); `iproute2`: one `ip -batch` process per namespace. Netlink falls back to iproute2 (with a warning) where FFI cannot load",
+        "`netlink`: plugs and unplugs of the default network and of macvlan/ipvlan attachments, and CHECK's reading of a pod's interface, are rtnetlink messages sent in-process (Deno FFI), and port security's macvlan/ipvlan tables are written in-process through libnftables; `iproute2`: one `ip -batch` process per namespace, and `nsenter` + `nft` for those tables. Netlink falls back to iproute2 (with a warning) where FFI cannot load",
     }),
     mtu: Type.Integer({
       minimum: 576,

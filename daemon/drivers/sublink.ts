@@ -28,6 +28,11 @@ export interface SublinkGuard {
   table: string;
   /** Runs an `nft -f` script inside the network namespace at path `netns`. */
   applyIn(netns: string, script: string): Promise<void>;
+  /**
+   * Deletes netdev table `table` inside the network namespace at path `netns`; an absent table
+   * or a namespace that is gone is success.
+   */
+  removeIn(netns: string, table: string): Promise<void>;
 }
 
 /**
@@ -158,8 +163,8 @@ export class SublinkDriver implements Driver {
     if (ctx.netns) await this.#plumber.unplugIn(ctx.netns, ctx.key.ifname);
     if (ctx.netns && this.#guard) {
       const table = podGuardTable(this.#guard.table, ctx.key.ifname);
-      await this.#guard.applyIn(ctx.netns, `table netdev ${table}\ndelete table netdev ${table}\n`)
-        .catch(() => {}); // a namespace gone takes its tables along
+      // A namespace gone takes its tables along; a failure leaves a table only in this one.
+      await this.#guard.removeIn(ctx.netns, table).catch(() => {});
     }
     await ipamDel(this.#ipam(ctx));
   }

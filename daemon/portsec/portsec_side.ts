@@ -14,6 +14,7 @@ import type { Attachment } from "../records/attachment_store.ts";
 import { NftRunner } from "../cluster/masquerade.ts";
 import type { ChildSet } from "../runtime/child_set.ts";
 import type { SublinkGuard } from "../drivers/sublink.ts";
+import { NFPROTO_NETDEV, NftLib, type NftLibSys } from "../net/netlink/nft_lib.ts";
 
 /** An `nft` of the guard still running after this long is given up, its process killed. */
 const NFT_TIMEOUT_MS = 30_000;
@@ -102,20 +103,54 @@ export function spoofedByPod(
   });
 }
 
+/** What {@link podGuardSide} needs. */
+export interface PodGuardSideDeps {
+  /** The daemon's config. */
+  config: Pick<DaemonConfig, "portSecurity">;
+  /** The daemon's libc, when in-process netlink is on (`network.plumbing: netlink`). */
+  libc?: NftLibSys;
+  /** Where the choice of writer is said, once. */
+  logger: Logger;
+  /** The `nft` processes of the fallback: killed when the daemon stops (closes the set). */
+  children?: ChildSet;
+}
+
 /**
- * Port security for macvlan and ipvlan interfaces: their guard tables, written with `nft` inside
- * the pod's namespace.
+ * Port security for macvlan and ipvlan interfaces: their guard tables, written inside the pod's
+ * namespace in-process through libnftables, or, when that cannot be loaded (or in-process
+ * netlink is off), by `nsenter` + `nft -f` processes (said once in the log).
  *
  * @example
  * ```ts
- * new SublinkDriver("macvlan", plumber, 60_000, podGuardSide(config));
+ * new SublinkDriver("macvlan", plumber, 60_000, podGuardSide({ config, libc, logger }));
  * ```
  */
-export function podGuardSide(config: Pick<DaemonConfig, "portSecurity">): SublinkGuard {
-  const nft = new NftRunner();
+export function podGuardSide(d: PodGuardSideDeps): SublinkGuard {
+  const table = d.config.portSecurity.table;
+  let why = "in-process netlink is off (network.plumbing: iproute2)";
+  if (d.libc) {
+    try {
+      const lib = NftLib.open(d.libc);
+      return {
+        table,
+        applyIn: (netns, script) => lib.applyIn(netns, script),
+        removeIn: (netns, name) => lib.removeTableIn(netns, NFPROTO_NETDEV, name),
+      };
+    } catch (e) {
+      why = `libnftables could not be loaded: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  }
+  d.logger.warn("{why}; macvlan/ipvlan guard tables are written by nsenter and nft processes", {
+    why,
+  });
+  const nft = new NftRunner({ timeoutMs: NFT_TIMEOUT_MS, children: d.children });
   return {
-    table: config.portSecurity.table,
+    table,
     applyIn: (netns, script) => nft.applyIn(netns, script),
+    removeIn: async (netns, name) => {
+      if (!(await Deno.stat(netns).then(() => true, () => false))) return; // gone
+      await nft.applyIn(netns, `table netdev ${name}\ndelete table netdev ${name}\n`);
+    },
   };
 }
 

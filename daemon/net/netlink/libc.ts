@@ -24,6 +24,9 @@ const SYMBOLS = {
     nonblocking: true,
   },
   close: { parameters: ["i32"], result: "i32" },
+  closeOffThread: { name: "close", parameters: ["i32"], result: "i32", nonblocking: true },
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
   setns: { parameters: ["i32", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32"], result: "i32" },
   fstat: { parameters: ["i32", "buffer"], result: "i32" },
@@ -49,6 +52,9 @@ const STAT_SIZE = 256;
 const CLONE_NEWNET = 0x40000000;
 const SOL_SOCKET = 1;
 const SO_RCVTIMEO = 20;
+const SO_PROTOCOL = 38;
+const SO_DOMAIN = 39;
+const F_DUPFD_CLOEXEC = 1030;
 const MSG_DONTWAIT = 0x40;
 const SIOCGIFINDEX = 0x8933n;
 const IFNAMSIZ = 16;
@@ -267,6 +273,39 @@ export class Libc implements NetlinkSys {
   /** Closes a descriptor. */
   close(fd: number): void {
     this.#c.close(fd);
+  }
+
+  /**
+   * Closes a descriptor on a worker thread: the last close of a NETLINK_NETFILTER socket that
+   * sent a transaction waits in the kernel for the transactions' memory to be reclaimed (an RCU
+   * grace period, ~10-20 ms), which the JS thread must not.
+   */
+  async closeOffThread(fd: number): Promise<void> {
+    await this.#c.closeOffThread(fd);
+  }
+
+  /** A second descriptor for the file `fd` is (the lowest free number, close-on-exec). */
+  dup(fd: number): number {
+    return this.#check("dup", this.#c.fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  }
+
+  /** Whether `fd` is a NETLINK_NETFILTER socket (`SO_DOMAIN`, `SO_PROTOCOL`). */
+  isNetfilterSocket(fd: number): boolean {
+    return this.#sockopt(fd, SO_DOMAIN) === AF_NETLINK &&
+      this.#sockopt(fd, SO_PROTOCOL) === NETLINK_NETFILTER;
+  }
+
+  #sockopt(fd: number, option: number): number | undefined {
+    const value = new Int32Array(1);
+    const length = new Uint32Array([4]);
+    const ok = this.#c.getsockopt(
+      fd,
+      SOL_SOCKET,
+      option,
+      new Uint8Array(value.buffer),
+      new Uint8Array(length.buffer),
+    );
+    return ok === 0 ? value[0] : undefined;
   }
 
   /**
