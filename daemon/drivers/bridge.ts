@@ -30,7 +30,7 @@ export interface BridgeDriverDeps {
   /** MTU of the bridge and the pod interfaces. */
   mtu: number;
   /** Port security: each pod's port under guard before its ADD answers (off when absent). */
-  guard?: Pick<PortGuard, "close" | "admit" | "release">;
+  guard?: Pick<PortGuard, "group" | "admit" | "release">;
 }
 
 /** The bridge the allocators imply: their gateways with their subnets' prefixes. */
@@ -95,6 +95,8 @@ export class BridgeDriver implements Driver {
       hostMac: stableMac(key.containerId, key.ifname, "host"),
       mtu: this.#d.mtu,
       addresses: [],
+      // Made in the guard's group: the port sends nothing until its pod is admitted.
+      ...(this.#d.guard ? { hostGroup: this.#d.guard.group } : {}),
     };
     let result: CniResult | undefined;
     // The result is known once the addresses are: the service may write its record while the
@@ -107,8 +109,6 @@ export class BridgeDriver implements Driver {
     // awaits it (an unhandled rejection would end the daemon).
     allocation.catch(() => {});
     try {
-      // Closed before its link exists: the port sends nothing until its pod is admitted.
-      await this.#d.guard?.close(spec.hostIfname);
       try {
         await this.#d.plumber.plugVeth(spec, allocation);
       } catch (e) {

@@ -99,7 +99,7 @@ export function nativeBridgeConf(conf: NetConf): boolean {
 export class NadBridgeDriver implements Driver {
   readonly #plumber: Plumber;
   readonly #pluginTimeoutMs: number;
-  readonly #guard?: Pick<PortGuard, "close" | "admit" | "release">;
+  readonly #guard?: Pick<PortGuard, "group" | "admit" | "release">;
   readonly #validate = validateNadBridgeConf;
 
   readonly #native?: NativeNadIpam;
@@ -120,7 +120,7 @@ export class NadBridgeDriver implements Driver {
   constructor(
     plumber: Plumber,
     pluginTimeoutMs: number,
-    guard?: Pick<PortGuard, "close" | "admit" | "release">,
+    guard?: Pick<PortGuard, "group" | "admit" | "release">,
     native?: NativeNadIpam,
     held?: HeldOnBridge,
   ) {
@@ -167,6 +167,8 @@ export class NadBridgeDriver implements Driver {
         cidr: ip.address,
         ...(conf.isDefaultGateway && ip.gateway ? { gateway: ip.gateway } : {}),
       })),
+      // Made in the guard's group: the port sends nothing until its pod is admitted.
+      ...(this.#guard ? { hostGroup: this.#guard.group } : {}),
     };
     const mine = ips.map((ip) => canonicalIp(ip.address.split("/")[0]) ?? ip.address);
     const owner = `${key.containerId}/${key.ifname}`;
@@ -189,8 +191,6 @@ export class NadBridgeDriver implements Driver {
           ? ips.filter((ip) => ip.gateway).map((ip) => `${ip.gateway}/${ip.address.split("/")[1]}`)
           : [],
       });
-      // Closed before its link exists: the port sends nothing until its pod is admitted.
-      await this.#guard?.close(spec.hostIfname);
       await this.#plumber.plugVeth(spec);
       await this.#guard?.admit({
         port: spec.hostIfname,

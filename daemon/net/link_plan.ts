@@ -135,11 +135,12 @@ export function planBridge(spec: BridgeSpec, exists: boolean, forwarding: boolea
  */
 export function planVeth(spec: VethSpec): PlugPlan {
   const { hostIfname: host, ifname, mtu } = spec;
+  const group = spec.hostGroup ? ` group ${spec.hostGroup}` : "";
   return {
     host: {
       sysctls: [],
       lines: [
-        `link add ${host} mtu ${mtu} address ${spec.hostMac} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
+        `link add ${host} mtu ${mtu} address ${spec.hostMac}${group} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
         `link set ${host} master ${spec.bridge} up`,
         `link set ${host} type bridge_slave hairpin on`,
       ],

@@ -52,6 +52,11 @@ export interface VethSpec {
   mtu: number;
   /** The pod's addresses, one per family; a default route goes through each gateway. */
   addresses: InterfaceAddress[];
+  /**
+   * The host end's interface group, set as it is created (port security's: such a port sends
+   * nothing until its pod is admitted); the default group when absent.
+   */
+  hostGroup?: number;
 }
 
 /** A macvlan or ipvlan interface created on a master link and moved into the pod. */

@@ -3,10 +3,13 @@
  * every frame a pod sends into a Ferry bridge (to another pod or to the node) and drops what the
  * pod may not send: a source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target
  * or neighbour discovery link-layer address option that is not its own, router advertisements, redirects, DHCP server messages, datagrams to the
- * VXLAN port, and broadcast, multicast and link-local data (pods share no link-local scope); a
- * closed port (under ADD, or its record unreadable) sends nothing. What a pod may
+ * VXLAN port, and broadcast, multicast and link-local data (pods share no link-local scope). A
+ * pod port of the daemon's (its interface group, {@link portGroup}) sends nothing until its pod is
+ * listed (its ADD under way, or its record unreadable: closed): no port is open before its pod is
+ * admitted. What a pod may
  * send is per-pod elements of a few sets keyed by the host-side port ({@link guardElements}), not
- * rules per pod, so an ADD adds elements (in-process, `nft_netlink.ts`) and the rules never change.
+ * rules per pod, so an ADD adds elements (in-process, `nft_netlink.ts`: one transaction) and the
+ * rules never change.
  * Every drop goes through the chain of its kind, which counts it per port in a dynamic set
  * (`drop_<kind>`, read for metrics, log lines and Events). Pure: text and bytes only.
  *
@@ -36,8 +39,8 @@ export interface GuardOptions {
    */
   tunnelPort?: number;
   /**
-   * Ports that send nothing: Ferry's pod interfaces whose attachment record cannot be read (what
-   * the pod may send is not known).
+   * Ports that send nothing, counted: Ferry's pod interfaces whose attachment record cannot be
+   * read (what the pod may send is not known).
    */
   closed?: string[];
 }
@@ -65,7 +68,6 @@ export type GuardKind = typeof GUARD_KINDS[number];
 export interface GuardElement {
   /** The set. */
   set:
-    | "adding"
     | "closed"
     | "ports"
     | "mac"
@@ -93,11 +95,14 @@ function pad(bytes: Uint8Array): Uint8Array {
   return out;
 }
 
+const UTF8 = new TextEncoder();
+
 function ifnameBytes(name: string): Uint8Array {
-  const bytes = new TextEncoder().encode(name);
-  if (bytes.length >= IFNAMSIZ) throw new Error(`not an interface name: ${name}`);
   const out = new Uint8Array(IFNAMSIZ);
-  out.set(bytes);
+  const { read, written } = UTF8.encodeInto(name, out);
+  if (read !== name.length || written >= IFNAMSIZ) {
+    throw new Error(`not an interface name: ${name}`);
+  }
   return out;
 }
 
@@ -126,6 +131,32 @@ export function linkLocalOf(mac: string): string {
   return `fe80::${groups.join(":")}`;
 }
 
+/** The bytes of {@link linkLocalOf} the MAC `b`. */
+function linkLocalBytes(b: Uint8Array): Uint8Array {
+  return new Uint8Array([
+    0xfe,
+    0x80,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    b[0] ^ 0x02,
+    b[1],
+    b[2],
+    0xff,
+    0xfe,
+    b[3],
+    b[4],
+    b[5],
+  ]);
+}
+
+/** `0.0.0.0` and `::`. */
+const ANY4 = new Uint8Array(4);
+const ANY6 = new Uint8Array(16);
+
 const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 
 /**
@@ -142,38 +173,36 @@ const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart
  * ```
  */
 export function guardElements(entry: PortEntry): GuardElement[] {
+  // Each address's bytes once (an ADD waits for these: no parse twice, no text read back).
   const port = ifnameBytes(entry.port);
-  const mac = pad(macBytes(entry.mac));
+  const raw = macBytes(entry.mac);
+  const mac = pad(raw);
   const p = JSON.stringify(entry.port);
   const m = entry.mac.toLowerCase();
-  const v4 = entry.ips.filter((ip) => !ip.includes(":"));
-  const v6 = entry.ips.filter((ip) => ip.includes(":"));
+  const v4: [string, Uint8Array][] = [];
+  const v6: [string, Uint8Array][] = [];
+  for (const ip of entry.ips) (ip.includes(":") ? v6 : v4).push([ip, ipBytes(ip).bytes]);
   const out: GuardElement[] = [
     { set: "ports", key: port, text: p },
     { set: "mac", key: concatBytes([port, mac]), text: `${p} . ${m}` },
   ];
 
-  for (const ip of [...v4, "0.0.0.0"]) {
-    out.push({
-      set: "sarp",
-      key: concatBytes([port, mac, ipBytes(ip).bytes]),
-      text: `${p} . ${m} . ${ip}`,
-    });
+  for (const [ip, bytes] of [...v4, ["0.0.0.0", ANY4] as const]) {
+    out.push({ set: "sarp", key: concatBytes([port, mac, bytes]), text: `${p} . ${m} . ${ip}` });
   }
-  for (const ip of v4) {
-    out.push({ set: "src4", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
+  for (const [ip, bytes] of v4) {
+    out.push({ set: "src4", key: concatBytes([port, bytes]), text: `${p} . ${ip}` });
   }
   // The link-local address and :: whatever the pod's families: its kernel solicits routers and
   // joins multicast groups from them as soon as the link is up.
-  const own = [...v6, linkLocalOf(entry.mac)];
-  for (const ip of [...own, "::"]) {
-    out.push({ set: "src6", key: concatBytes([port, ipBytes(ip).bytes]), text: `${p} . ${ip}` });
+  const own = [...v6, [linkLocalOf(entry.mac), linkLocalBytes(raw)] as const];
+  for (const [ip, bytes] of [...own, ["::", ANY6] as const]) {
+    out.push({ set: "src6", key: concatBytes([port, bytes]), text: `${p} . ${ip}` });
   }
-  for (const ip of own) {
-    const bytes = ipBytes(ip).bytes;
+  for (const [, bytes] of own) {
     out.push({ set: "tgt6", key: concatBytes([port, bytes]), text: `${p} . 0x${hex(bytes)}` });
   }
-  out.push({ set: "lla", key: concatBytes([port, mac]), text: `${p} . 0x${hex(macBytes(m))}` });
+  out.push({ set: "lla", key: concatBytes([port, mac]), text: `${p} . 0x${hex(raw)}` });
   for (const prefix of entry.allowed ?? []) {
     const cidr = parseCidr(prefix);
     out.push({
@@ -187,16 +216,23 @@ export function guardElements(entry: PortEntry): GuardElement[] {
 }
 
 /**
- * The element that closes `port` while its ADD is under way: it sends nothing, listed or not,
- * until its pod is admitted (not counted: the pod's own kernel speaks as its link comes up).
+ * The interface group (`IFLA_GROUP`) the daemon gives the host end of every pod port it plugs on a
+ * bridge when its guard table is `table`: a port of that group sends nothing until its pod is
+ * listed, from the moment the link exists (set in the message that creates it), without a write
+ * per ADD. Derived from the table's name: another daemon's ports (in a test, several daemons share
+ * a namespace, each with a table of its own) are not this table's to drop. `0x46` ("F") and 24
+ * bits of the name's FNV-1a hash: far from the small groups operators name, and a positive `int`
+ * as `ip link` takes it.
  *
  * @example
  * ```ts
- * addingElement("fy0123456789ab").set; // "adding"
+ * portGroup("ferry-portsec"); // 0x46…
  * ```
  */
-export function addingElement(port: string): GuardElement {
-  return { set: "adding", key: ifnameBytes(port), text: JSON.stringify(port) };
+export function portGroup(table: string): number {
+  let h = 0x811c9dc5;
+  for (const b of new TextEncoder().encode(table)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return 0x46000000 | (h & 0xffffff);
 }
 
 /** ICMPv6 neighbour discovery and multicast listener messages (types 130-143). */
@@ -248,10 +284,9 @@ export function ndOptionRules(verdict: string, notOwn?: (bit: number) => string)
  */
 const UNICAST_FRAME = "ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00";
 
-/** The sets and the chains of the table: everything but the elements. */
-function body(opts: GuardOptions): string[] {
+/** The sets and the chains of table `table`: everything but the elements. */
+function body(table: string, opts: GuardOptions): string[] {
   const lines = [
-    "  set adding { type ifname; }",
     "  set closed { type ifname; }",
     "  set ports { type ifname; }",
     "  set mac { type ifname . ether_addr; }",
@@ -276,6 +311,16 @@ function body(opts: GuardOptions): string[] {
     );
   }
   lines.push(
+    // A port the guard does not list (a listed one pays the single lookup that sends it here).
+    "  chain unlisted {",
+    // Its record cannot be read: the guard fails closed for it, and counts.
+    "    iifname @closed jump forged_unlisted",
+    // A pod port of this daemon whose pod is not admitted (its ADD under way, or none): nothing,
+    // not counted (the pod's own kernel speaks as its link comes up).
+    `    meta iifgroup ${portGroup(table)} drop`,
+    // Not this guard's (another daemon's, in a test, has its own table; an uplink).
+    "    accept",
+    "  }",
     "  chain guard {",
     "    type filter hook prerouting priority -300; policy accept;",
     // The common case first, before anything else is looked up: TCP from the port's own MAC and
@@ -286,12 +331,7 @@ function body(opts: GuardOptions): string[] {
     // packet is what the guard costs a CPU-bound path (bench:dataplane).
     `    ether type ip meta l4proto tcp iifname . ether saddr . ip saddr @sarp ip saddr != 0.0.0.0 ${UNICAST_FRAME} ip daddr & 240.0.0.0 != 224.0.0.0 ip daddr != 255.255.255.255 accept`,
     `    ether type ip6 meta l4proto tcp iifname . ether saddr @mac iifname . ip6 saddr @src6 ip6 saddr != :: ${UNICAST_FRAME} ip6 daddr & ff00:: != ff00:: ip6 daddr & ffc0:: != fe80:: accept`,
-    // A port under ADD sends nothing until its pod is admitted; nor does a port whose record
-    // cannot be read (the guard fails closed for it).
-    "    iifname @adding drop",
-    "    iifname @closed jump forged_unlisted",
-    // Ports of this guard only (another daemon's, in a test, has its own table).
-    "    iifname != @ports accept",
+    "    iifname != @ports jump unlisted",
     "    iifname . ether saddr != @mac jump forged_mac",
     // Only IPv4, IPv6 and ARP (a VLAN tag would hide the rest from the checks below).
     "    ether type != { ip, ip6, arp } jump forged_ethertype",
@@ -328,7 +368,8 @@ function body(opts: GuardOptions): string[] {
 /**
  * One `nft -f` transaction that replaces bridge table `table` whole with the guard of `entries`:
  * the frames of a pod under guard are never let through unchecked, not even while it is rebuilt.
- * `opts` names the VXLAN port pods may not send to and the ports that send nothing.
+ * `opts` names the VXLAN port pods may not send to and the ports that send nothing (counted; the
+ * unlisted ports of the table's {@link portGroup} send nothing either).
  *
  * @example
  * ```ts
@@ -344,7 +385,7 @@ export function guardTableScript(
     `table bridge ${table}`,
     `delete table bridge ${table}`,
     `table bridge ${table} {`,
-    ...body(opts),
+    ...body(table, opts),
     "}",
   ];
   for (const port of opts.closed ?? []) {

@@ -3,8 +3,9 @@
  * pod interfaces Ferry plugged on its bridges. Rebuilt whole from the attachment records at start
  * (one `nft -f` transaction that replaces the previous daemon's table: no moment without guard),
  * then an ADD adds its pod's elements in-process before it answers ({@link PortGuard.admit}, one
- * nf_tables netlink batch) and a DEL destroys them. The drops are counted per port and kind in the
- * table itself ({@link PortGuard.drops}).
+ * nf_tables netlink batch, its only write: the port, made in the guard's interface group
+ * ({@link PortGuard.group}), sends nothing until then) and a DEL destroys them. The drops are
+ * counted per port and kind in the table itself ({@link PortGuard.drops}).
  *
  * @module
  */
@@ -12,7 +13,6 @@ import type { Logger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { NFPROTO_BRIDGE, type SetElementOp } from "../net/netlink/nft_sets.ts";
 import {
-  addingElement,
   GUARD_KINDS,
   type GuardElement,
   guardElements,
@@ -20,6 +20,7 @@ import {
   guardRemovalScript,
   guardTableScript,
   type PortEntry,
+  portGroup,
 } from "./guard_table.ts";
 
 /** Writes set elements in-process (`NftNetlink`). */
@@ -77,16 +78,17 @@ export interface PortSecurityStats {
  * ```ts
  * const guard = new PortGuard({ table: "ferry-portsec", apply, writer, logger });
  * await guard.rebuild(entries);
+ * // The port made with `hostGroup: guard.group`, then:
  * await guard.admit({ port: "fy0123456789ab", mac: "02:00:00:00:00:01", ips: ["10.244.0.5"] });
  * ```
  */
 export class PortGuard {
   readonly #d: PortGuardDeps;
+  readonly #group: number;
   #counts: PortDrops[] = [];
   /** The ports admitted and not released, with what they may send as. */
   readonly #guarded = new Map<string, PortEntry>();
-  /** Ports closed under ADD, and ports the last rebuild closed (their record unreadable). */
-  readonly #adding = new Set<string>();
+  /** Ports the last rebuild closed (their record unreadable). */
   #closed: string[] = [];
   /** Whether the table has been written (by a rebuild): from then on it must be there. */
   #built = false;
@@ -95,11 +97,20 @@ export class PortGuard {
   /** Creates the guard; nothing is written before {@link PortGuard.rebuild}. */
   constructor(deps: PortGuardDeps) {
     this.#d = deps;
+    this.#group = portGroup(deps.table);
   }
 
   /** The table's name. */
   get table(): string {
     return this.#d.table;
+  }
+
+  /**
+   * The interface group of the pod ports this guard closes ({@link portGroup}): a port created in
+   * it sends nothing until {@link PortGuard.admit} lists it.
+   */
+  get group(): number {
+    return this.#group;
   }
 
   /**
@@ -121,43 +132,15 @@ export class PortGuard {
   }
 
   /**
-   * Closes `port` before its link is plugged: it sends nothing until {@link PortGuard.admit}
-   * lists it (an ADD has no moment without guard).
-   *
-   * @throws {CniError} code 5 when the kernel refuses.
-   */
-  async close(port: string): Promise<void> {
-    try {
-      await this.#write([addingElement(port)]);
-      this.#adding.add(port);
-    } catch (e) {
-      throw new CniError(
-        CNI_ERROR.IO_FAILURE,
-        `port security for ${port} could not be put in place`,
-        e instanceof Error ? e.message : String(e),
-      );
-    }
-  }
-
-  /**
-   * Lets `entry`'s pod send as itself (and as nothing else) from its port, and opens the port
-   * (closed by {@link PortGuard.close}) once it is listed.
+   * Lets `entry`'s pod send as itself (and as nothing else) from its port: its elements in one
+   * transaction. Until then the port, made in the guard's {@link PortGuard.group}, sends nothing.
    *
    * @throws {CniError} code 5 when the kernel refuses.
    */
   async admit(entry: PortEntry): Promise<void> {
     try {
       await this.#write(guardElements(entry));
-      const closed = addingElement(entry.port);
-      if (this.#d.writer) {
-        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, [closed], true);
-      } else {
-        // Absent (never closed) is fine.
-        await this.#d.apply(`delete element bridge ${this.#d.table} adding { ${closed.text} }\n`)
-          .catch(() => {});
-      }
       this.#guarded.set(entry.port, entry);
-      this.#adding.delete(entry.port);
     } catch (e) {
       throw new CniError(
         CNI_ERROR.IO_FAILURE,
@@ -168,18 +151,17 @@ export class PortGuard {
   }
 
   /**
-   * Removes `entry`'s elements, its drop counters and its closings (a port no longer under
+   * Removes `entry`'s elements, its drop counters and its closing (a port no longer under
    * guard: run once its link is gone, or after a failed ADD). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
     this.#guarded.delete(entry.port);
-    this.#adding.delete(entry.port);
     const own = guardElements(entry);
+    const port = own[0].key;
     const ops: SetElementOp[] = [
       ...own,
-      { set: "closed", key: own[0].key },
-      { set: "adding", key: own[0].key },
-      ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: guardElements(entry)[0].key })),
+      { set: "closed", key: port },
+      ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: port })),
     ];
     try {
       if (this.#d.writer) {
@@ -190,7 +172,6 @@ export class PortGuard {
       const texts = [
         ...own.map((e) => `${e.set} { ${e.text} }`),
         `closed { ${JSON.stringify(entry.port)} }`,
-        `adding { ${JSON.stringify(entry.port)} }`,
         ...GUARD_KINDS.map((kind) => `drop_${kind} { ${JSON.stringify(entry.port)} }`),
       ];
       for (const t of texts) {
@@ -229,7 +210,7 @@ export class PortGuard {
 
   /**
    * The table was found gone at a read of the counters (deleted behind the daemon's back): it is
-   * written again whole from what the guard holds, the ports under ADD closed again.
+   * written again whole from what the guard holds (the ports under ADD closed again by its rules).
    */
   async #writeAgain(): Promise<void> {
     this.#d.logger.warn(
@@ -246,12 +227,9 @@ export class PortGuard {
           closed: this.#closed,
         }),
       );
-      // What changed while the table was written (an ADD admitted, a port closed for one) too.
+      // What changed while the table was written (an ADD admitted) too.
       const since = [...this.#guarded.values()].filter((e) => !entries.includes(e));
-      const elements = [
-        ...since.flatMap(guardElements),
-        ...[...this.#adding].map(addingElement),
-      ];
+      const elements = since.flatMap(guardElements);
       if (elements.length) await this.#write(elements);
     } catch (e) {
       this.#d.logger.error(

@@ -4,7 +4,14 @@ import { assert, assertEquals, assertMatch } from "deno-std/assert/mod.js";
 import { HEALTHZ_PATH } from "../../lib/socket_api.ts";
 import { abandonedWork, STOP_MARGIN_SECONDS } from "../../daemon/daemon.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
-import { cniEnv, netconf, removeBridge, runShimAt, testSubnet } from "../../daemon/dev/harness.ts";
+import {
+  cniEnv,
+  netconf,
+  removeBridge,
+  removeGuardTable,
+  runShimAt,
+  testSubnet,
+} from "../../daemon/dev/harness.ts";
 import {
   IS_ROOT,
   run,
@@ -26,6 +33,25 @@ function spawnDaemon(args: string[], prefix: string[] = []) {
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+}
+
+/**
+ * A throwaway daemon's own bridge, range and port security table: it runs in the host's namespace,
+ * where the node's table (`ferry-portsec`, the default) is not its own. `cleanUp` removes the
+ * bridge and the table, which a stopped daemon leaves in place (as a node's must stay).
+ */
+function ownNetwork() {
+  const token = uniqueToken();
+  const network = { subnet: testSubnet(), bridge: `fb${token}`, forwarding: false };
+  const portSecurity = { table: `fp${token}` };
+  return {
+    network,
+    portSecurity,
+    async cleanUp() {
+      await removeBridge(network.bridge);
+      await removeGuardTable(portSecurity.table);
+    },
+  };
 }
 
 async function waitHealthy(socket: string): Promise<void> {
@@ -54,13 +80,14 @@ async function withStandaloneDaemon(
 ): Promise<string> {
   const dir = await Deno.makeTempDir();
   const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
-  const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+  const { network, portSecurity, cleanUp } = ownNetwork();
   await Deno.writeTextFile(
     config,
     JSON.stringify({
       standalone: true,
       stateDir: `${dir}/state`,
       network,
+      portSecurity,
       // It runs in the host's namespace: the node's nftables are not its to own.
       masquerade: { enabled: false },
       server: { httpPort: -1 },
@@ -81,7 +108,7 @@ async function withStandaloneDaemon(
     try {
       daemon.kill("SIGKILL");
     } catch { /* exited */ }
-    await removeBridge(network.bridge);
+    await cleanUp();
     await Deno.remove(dir, { recursive: true });
   }
 }
@@ -171,7 +198,7 @@ Deno.test({
     withNetns(1, async ([ns]) => {
       const dir = await Deno.makeTempDir();
       const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
-      const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+      const { network, portSecurity, cleanUp } = ownNetwork();
       // A delegated plugin that never finishes, under a plugin deadline far past the stop's.
       await Deno.mkdir(`${dir}/cni`);
       await Deno.writeTextFile(`${dir}/cni/stuck`, "#!/bin/sh\ncat >/dev/null\nsleep 300\n", {
@@ -183,6 +210,7 @@ Deno.test({
           standalone: true,
           stateDir: `${dir}/state`,
           network,
+          portSecurity,
           masquerade: { enabled: false },
           server: { httpPort: -1 },
           shutdownTimeoutSeconds: 1,
@@ -239,7 +267,7 @@ Deno.test({
         } catch { /* exited */ }
         await daemon.status;
         await new Deno.Command("pkill", { args: ["-f", `${dir}/cni/stuck`] }).output();
-        await removeBridge(network.bridge);
+        await cleanUp();
         await Deno.remove(dir, { recursive: true });
       }
     }),
@@ -339,17 +367,14 @@ Deno.test({
         withMasterLink((master) =>
           withTempDir(async (dir) => {
             const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
-            const network = {
-              subnet: testSubnet(),
-              bridge: `fb${uniqueToken()}`,
-              forwarding: false,
-            };
+            const { network, portSecurity, cleanUp } = ownNetwork();
             await Deno.writeTextFile(
               config,
               JSON.stringify({
                 standalone: true,
                 stateDir: `${dir}/state`,
                 network,
+                portSecurity,
                 masquerade: { enabled: false },
                 server: { httpPort: -1 },
                 shutdownTimeoutSeconds,
@@ -400,7 +425,7 @@ Deno.test({
                 daemon.kill("SIGKILL");
               } catch { /* exited */ }
               await output.catch(() => {});
-              await removeBridge(network.bridge);
+              await cleanUp();
             }
           })
         ));
@@ -420,7 +445,7 @@ Deno.test({
     withNetns(1, ([ns]) =>
       withTempDir(async (dir) => {
         const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
-        const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+        const { network, portSecurity, cleanUp } = ownNetwork();
         await Deno.mkdir(`${dir}/cni`);
         await Deno.writeTextFile(`${dir}/cni/stuck`, "#!/bin/sh\ncat >/dev/null\nsleep 300\n", {
           mode: 0o755,
@@ -434,6 +459,7 @@ Deno.test({
             standalone: true,
             stateDir: `${dir}/state`,
             network,
+            portSecurity,
             masquerade: { enabled: false },
             server: { httpPort: -1 },
             shutdownTimeoutSeconds,
@@ -516,7 +542,7 @@ Deno.test({
           } catch { /* exited */ }
           await gdb?.status;
           await new Deno.Command("pkill", { args: ["-f", `${dir}/cni/stuck`] }).output();
-          await removeBridge(network.bridge);
+          await cleanUp();
         }
       })),
 });
@@ -544,7 +570,7 @@ Deno.test({
   fn: () =>
     withTempDir(async (dir) => {
       const socket = `${dir}/run/ferry.sock`, config = `${dir}/ferry.json`;
-      const network = { subnet: testSubnet(), bridge: `fb${uniqueToken()}`, forwarding: false };
+      const { network, portSecurity, cleanUp } = ownNetwork();
       const shutdownTimeoutSeconds = 1;
       const boundMs = (shutdownTimeoutSeconds + STOP_MARGIN_SECONDS) * 1000;
       await Deno.writeTextFile(
@@ -553,6 +579,7 @@ Deno.test({
           standalone: true,
           stateDir: `${dir}/state`,
           network,
+          portSecurity,
           masquerade: { enabled: false },
           server: { httpPort: -1 },
           shutdownTimeoutSeconds,
@@ -604,7 +631,7 @@ Deno.test({
         await status;
         await daemon.stdout.cancel();
         await daemon.stderr.cancel();
-        await removeBridge(network.bridge);
+        await cleanUp();
       }
     }),
 });

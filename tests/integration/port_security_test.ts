@@ -35,7 +35,7 @@ import { ALLOWED_SOURCES_ANNOTATION } from "../../daemon/portsec/allowed_sources
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
 import { dropsOf } from "../../daemon/portsec/port_guard.ts";
 import type { GuardKind } from "../../daemon/portsec/guard_table.ts";
-import { linkLocalOf } from "../../daemon/portsec/guard_table.ts";
+import { linkLocalOf, portGroup } from "../../daemon/portsec/guard_table.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
 
@@ -505,6 +505,13 @@ Deno.test({
         const fMac = stableMac(f.containerId, "net1", "container");
         const gMac = stableMac(g.containerId, "net1", "container");
         const fPort = hostLinkName(f.containerId, "net1");
+        // Made in the guard's interface group: unlisted, it would send nothing.
+        const link = await run("ip", "-n", node.ns.name, "-j", "link", "show", "dev", fPort);
+        assertEquals(
+          (JSON.parse(link) as { group: string }[])[0].group,
+          String(portGroup(TABLE)),
+          "f's net1 port is made in the guard's interface group",
+        );
         const atG = await listener(g);
         try {
           await sendOn(f, "net1", "udp4", fMac, gMac, fIp, gIp, String(PORT), "own-net1");

@@ -37,6 +37,7 @@ const IFLA_IFNAME = 3;
 const IFLA_MTU = 4;
 const IFLA_MASTER = 10;
 const IFLA_LINKINFO = 18;
+const IFLA_GROUP = 27;
 const IFLA_NET_NS_FD = 28;
 const IFLA_INFO_KIND = 1;
 const IFLA_INFO_DATA = 2;
@@ -131,11 +132,14 @@ export interface VethEnd {
   mac: string;
   /** Its MTU. */
   mtu: number;
+  /** Its interface group (`IFLA_GROUP`), when not the default. */
+  group?: number;
 }
 
 /**
- * RTM_NEWLINK creating a veth pair in one message: the host end up and enslaved to `masterIndex`,
- * the peer created directly in the namespace `peerNetnsFd` refers to.
+ * RTM_NEWLINK creating a veth pair in one message: the host end up and enslaved to `masterIndex`
+ * (in its interface group, when it has one), the peer created directly in the namespace
+ * `peerNetnsFd` refers to.
  */
 export function newVeth(
   seq: number,
@@ -160,6 +164,7 @@ export function newVeth(
       [IFLA_MTU, u32(host.mtu)],
       [IFLA_ADDRESS, mac(host.mac)],
       [IFLA_MASTER, u32(masterIndex)],
+      ...(host.group ? [[IFLA_GROUP, u32(host.group)] as Attr] : []),
       [IFLA_LINKINFO, [[IFLA_INFO_KIND, str("veth")], [IFLA_INFO_DATA, [[
         VETH_INFO_PEER,
         peerInfo,

@@ -113,7 +113,7 @@ export class NetlinkPlumber implements Plumber {
           (seq) =>
             newVeth(
               seq,
-              { name: spec.hostIfname, mac: spec.hostMac, mtu: spec.mtu },
+              { name: spec.hostIfname, mac: spec.hostMac, mtu: spec.mtu, group: spec.hostGroup },
               { name: spec.ifname, mac: spec.containerMac, mtu: spec.mtu },
               master,
               podFd,

@@ -177,3 +177,47 @@ Deno.test("the result is announced once the addresses are allocated, while the p
   assertEquals(announced?.hostIfname, hostLinkName("c1", "eth0"));
   assertEquals(events.at(-1), "configure pod end with 10.1.0.2/24");
 });
+
+Deno.test("with port security the port is made in the guard's interface group and admitted in one write once the pod end is configured; a refused admission undoes the pair and releases the port", async () => {
+  for (const refused of [false, true]) {
+    const events: string[] = [];
+    const v4 = gatedAllocator(4, events);
+    v4.open();
+    const plumber = recordingPlumber(events);
+    const plug = plumber.plugVeth.bind(plumber);
+    plumber.plugVeth = (spec: VethSpec, addressed?: Promise<void>) => {
+      events.push(`group ${spec.hostGroup}`);
+      return plug(spec, addressed);
+    };
+    const guard = {
+      group: 0x46000001,
+      admit(entry: { port: string; ips: string[] }) {
+        events.push(`admit ${entry.port} ${entry.ips.join(",")}`);
+        return refused
+          ? Promise.reject(new CniError(CNI_ERROR.IO_FAILURE, "port security refused"))
+          : Promise.resolve();
+      },
+      release(entry: { port: string }) {
+        events.push(`release ${entry.port}`);
+        return Promise.resolve();
+      },
+    };
+    const driver = new BridgeDriver({
+      allocators: [v4.allocator],
+      plumber,
+      bridge: "fb0",
+      mtu: 1500,
+      guard,
+    });
+    const port = hostLinkName("c1", "eth0");
+    const added = await driver.add(ctx()).then(() => "added", (e: CniError) => e.message);
+    assertEquals(added, refused ? "port security refused" : "added");
+    assertEquals(events.filter((e) => !e.startsWith("allocate")), [
+      `group ${0x46000001}`,
+      "create pair",
+      "configure pod end with 10.1.0.2/24",
+      `admit ${port} 10.1.0.2`,
+      ...(refused ? [`unplug ${port}`, "release v4", `release ${port}`] : []),
+    ]);
+  }
+});

@@ -39,6 +39,13 @@ Deno.test("a veth plug is one batch per namespace: pair on the bridge in hairpin
   });
 });
 
+Deno.test("a port security port is made in its interface group, in the same command as the pair", () => {
+  assertEquals(
+    planVeth({ ...spec, hostGroup: 0x46000001 }).host.lines[0],
+    "link add fy000000000001 mtu 1450 address 02:00:00:00:00:01 group 1174405121 type veth peer name eth0 mtu 1450 address 02:00:00:00:00:02 netns /var/run/netns/p",
+  );
+});
+
 Deno.test("a dual-stack plug enables IPv6 in the pod, skips DAD, refuses router advertisements and redirects and routes each family via its gateway", () => {
   const plan = planVeth({
     ...spec,

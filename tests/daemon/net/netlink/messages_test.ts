@@ -91,6 +91,25 @@ Deno.test("a veth request puts the peer's name, MAC, MTU and namespace inside th
   assertEquals([view(msg).getUint32(24, true), view(msg).getUint32(28, true)], [1, 1]);
 });
 
+Deno.test("a veth request puts the host end in its interface group when it has one, and names none otherwise", () => {
+  const ends = (group?: number) =>
+    newVeth(
+      1,
+      { name: "fyhost", mac: "02:00:00:00:00:01", mtu: 1450, group },
+      { name: "eth0", mac: "02:00:00:00:00:02", mtu: 1450 },
+      12,
+      33,
+    );
+  // IFLA_GROUP (27): 8 bytes, a native-endian u32, among the host end's attributes.
+  const attr = new Uint8Array(8);
+  view(attr).setUint16(0, 8, true);
+  view(attr).setUint16(2, 27, true);
+  view(attr).setUint32(4, 0x46000001, true);
+  const has = (msg: Uint8Array) => msg.some((_, i) => attr.every((b, j) => msg[i + j] === b));
+  assertEquals(has(ends(0x46000001)), true, "no IFLA_GROUP attribute with the group");
+  assertEquals(ends().length, ends(0x46000001).length - 8, "a group without one");
+});
+
 Deno.test("answers parse into acks, errors with their errno, and link indexes", () => {
   const ack = frame(NL.ERROR, 0, 5, new Uint8Array(20));
   const err = frame(NL.ERROR, 0, 6, new Uint8Array(20));
