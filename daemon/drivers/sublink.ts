@@ -20,7 +20,7 @@ import type { AddContext, Driver, Plugged, RecordContext } from "./driver.ts";
 import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
-import { podGuardScript, podGuardTable } from "../portsec/pod_guard.ts";
+import { guardableIfname, podGuardScript, podGuardTable } from "../portsec/pod_guard.ts";
 
 /** Port security in the pod's namespace: the table's name and how a script runs there. */
 export interface SublinkGuard {
@@ -94,6 +94,16 @@ export class SublinkDriver implements Driver {
       throw new CniError(
         CNI_ERROR.INVALID_CONFIG,
         `${this.#kind} network ${ctx.conf.name}: no master given and the host has no default route`,
+      );
+    }
+    // The pod chooses the name (its network selection): one the guard's script cannot carry is
+    // refused before anything is allocated or created.
+    if (this.#guard && !guardableIfname(key.ifname)) {
+      throw new CniError(
+        CNI_ERROR.INVALID_CONFIG,
+        `${this.#kind} network ${ctx.conf.name}: interface name ${
+          JSON.stringify(key.ifname)
+        } cannot be guarded by port security (letters, digits, '.', '-' and '_' only)`,
       );
     }
     await refuseTakenName(this.#plumber, ctx);

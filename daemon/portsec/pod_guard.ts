@@ -23,6 +23,22 @@ export interface PodLinkGuard {
   dhcp?: boolean;
 }
 
+/**
+ * Whether interface `ifname` can be guarded: its name goes into the script as part of the table's
+ * name, which nft reads only unquoted (letters, digits, `.`, `-`, `_`). A pod may ask for any
+ * name Linux takes (`net#1`, `a;b`, `x{}`); such a name would end the table's name early (a
+ * comment, a second command) and nft would refuse the whole script.
+ *
+ * @example
+ * ```ts
+ * guardableIfname("net1"); // true
+ * guardableIfname("net#1"); // false
+ * ```
+ */
+export function guardableIfname(ifname: string): boolean {
+  return /^[A-Za-z0-9._-]{1,15}$/.test(ifname);
+}
+
 /** The table's name for interface `ifname` (one table per interface, replaced whole). */
 export function podGuardTable(table: string, ifname: string): string {
   return `${table}-${ifname}`;

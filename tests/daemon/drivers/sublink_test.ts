@@ -1,5 +1,10 @@
-import { assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
+import { getLogger } from "@logtape/logtape";
 import { SublinkDriver } from "../../../daemon/drivers/sublink.ts";
+import { resolveConfig } from "../../../daemon/config/config.ts";
+import { Libc } from "../../../daemon/net/netlink/libc.ts";
+import { podGuardSide } from "../../../daemon/portsec/portsec_side.ts";
+import { IS_ROOT, run, uniqueToken, withNetns } from "../../../daemon/dev/netns.ts";
 import type { Plumber, SublinkSpec } from "../../../daemon/net/plumber.ts";
 import { stableMac } from "../../../daemon/net/naming.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
@@ -97,4 +102,43 @@ Deno.test("ipvlan defaults to l2 mode and reports its master's MAC, never one of
   const plugged = await new SublinkDriver("ipvlan", plumber, deadline).add(ctx({ type: "ipvlan" }));
   assertEquals([plumber.plugged[0].mode, plumber.plugged[0].mac], ["l2", undefined]);
   assertEquals(plugged.result.interfaces?.[0].mac, "00:00:00:00:00:00");
+});
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+
+Deno.test({
+  name:
+    "under port security an interface name the guard's script cannot carry (net#1, a;b, x{}) is refused with code 7 before anything is created; letters, digits, '.', '-' and '_' are guarded",
+  ignore: !IS_ROOT || !hasNft,
+  // The in-process writer closes its socket on a worker thread after the write.
+  sanitizeOps: false,
+  fn: () =>
+    withNetns(1, async ([ns]) => {
+      const config = resolveConfig({ portSecurity: { table: `fps${uniqueToken()}` } });
+      const guard = podGuardSide({
+        config,
+        libc: Libc.open(),
+        logger: getLogger(["ferry", "portsec"]),
+      });
+      const add = (plumber: FakePlumber, ifname: string) =>
+        new SublinkDriver("macvlan", plumber, deadline, guard).add({
+          ...ctx({ type: "macvlan", master: "m0" }),
+          key: { containerId: "c1", ifname },
+          netns: ns.path,
+        });
+      // Names Linux and the network selection annotation take; in the script, `#` comments out
+      // the rest of the table's name and its `{`, `;` ends the command, braces open a block.
+      for (const ifname of ["net#1", "a;b", "x{}", "q\\1", "d$x"]) {
+        const plumber = new FakePlumber("uplink0");
+        const err = await assertRejects(() => add(plumber, ifname), CniError);
+        assertEquals(err.code, 7, `${ifname}: ${err.message} ${err.details}`);
+        assert(err.message.includes("cannot be guarded by port security"), err.message);
+        assertEquals([plumber.plugged, plumber.unplugged], [[], []], ifname);
+      }
+      const plumber = new FakePlumber("uplink0");
+      await add(plumber, "N.1-a_b");
+      const listed = await run("ip", "netns", "exec", ns.name, "nft", "list", "tables");
+      assertEquals(listed.trim(), `table netdev ${config.portSecurity.table}-N.1-a_b`);
+      assertEquals(plumber.plugged.length, 1);
+    }),
 });
