@@ -147,6 +147,8 @@ export class Libc implements NetlinkSys {
    * synchronous work no other request can overlap with.
    */
   readonly netnsTime = { calls: 0, ms: 0 };
+  /** How deep the JS thread is in {@link inNetns} calls (it is in a pod's namespace when > 0). */
+  #away = 0;
   /**
    * Time the JS thread spent in netlink `send` and `recv` (calls, total and longest ms): the
    * kernel handles a request inside `send`, waiting for the routing lock when others hold it,
@@ -243,18 +245,36 @@ export class Libc implements NetlinkSys {
     throw new SyscallError("netlink recv", errno);
   }
 
+  /**
+   * Refuses (throws at once) to hand work to a worker thread while the JS thread is inside a
+   * pod's namespace: a
+   * worker the runtime starts for it then is born in that namespace and stays there, and every
+   * later file or socket operation it runs (the daemon's own namespace read from
+   * `/proc/thread-self`, among them) would happen in the pod's namespace.
+   */
+  #home(what: string): void {
+    if (this.#away > 0) {
+      throw new Error(`${what} on a worker thread from inside a pod's network namespace`);
+    }
+  }
+
   /** Sends on a worker thread; the JS thread keeps serving meanwhile. */
-  async sendOffThread(fd: number, msg: Uint8Array): Promise<void> {
-    const n = Number(await this.#c.sendOffThread(fd, msg, BigInt(msg.length), 0));
-    // errno lives on the worker thread: only the failure itself is known here.
-    if (n < 0) throw new SyscallError("netlink send", 0);
+  sendOffThread(fd: number, msg: Uint8Array): Promise<void> {
+    this.#home("send");
+    return this.#c.sendOffThread(fd, msg, BigInt(msg.length), 0).then((n) => {
+      // errno lives on the worker thread: only the failure itself is known here.
+      if (Number(n) < 0) throw new SyscallError("netlink send", 0);
+    });
   }
 
   /** Receives on a worker thread (bounded by the socket's receive timeout). */
-  async recvOffThread(fd: number, buf: Uint8Array): Promise<number> {
-    const n = Number(await this.#c.recvOffThread(fd, buf, BigInt(buf.length), 0));
-    if (n < 0) throw new SyscallError("netlink recv", 0);
-    return n;
+  recvOffThread(fd: number, buf: Uint8Array): Promise<number> {
+    this.#home("recv");
+    return this.#c.recvOffThread(fd, buf, BigInt(buf.length), 0).then((r) => {
+      const n = Number(r);
+      if (n < 0) throw new SyscallError("netlink recv", 0);
+      return n;
+    });
   }
 
   /**
@@ -280,8 +300,9 @@ export class Libc implements NetlinkSys {
    * sent a transaction waits in the kernel for the transactions' memory to be reclaimed (an RCU
    * grace period, ~10-20 ms), which the JS thread must not.
    */
-  async closeOffThread(fd: number): Promise<void> {
-    await this.#c.closeOffThread(fd);
+  closeOffThread(fd: number): Promise<void> {
+    this.#home("close");
+    return this.#c.closeOffThread(fd).then(() => {});
   }
 
   /** A second descriptor for the file `fd` is (the lowest free number, close-on-exec). */
@@ -345,9 +366,11 @@ export class Libc implements NetlinkSys {
   inNetns<T>(netnsFd: number, homeFd: number, fn: () => T): T {
     const started = performance.now();
     this.#check("setns(pod)", this.#c.setns(netnsFd, CLONE_NEWNET));
+    this.#away++;
     try {
       return fn();
     } finally {
+      this.#away--;
       this.netnsTime.calls++;
       this.netnsTime.ms += performance.now() - started;
       if (this.#c.setns(homeFd, CLONE_NEWNET) !== 0) {

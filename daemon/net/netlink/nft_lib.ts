@@ -106,6 +106,8 @@ export class NftLib {
   readonly #lib: Lib;
   readonly #sys: NftLibSys;
   readonly #closing = new Set<Promise<void>>();
+  /** Sockets a step inside a pod's namespace left to close once the JS thread is home. */
+  readonly #held: number[] = [];
 
   private constructor(lib: Lib, sys: NftLibSys) {
     this.#lib = lib;
@@ -184,10 +186,12 @@ export class NftLib {
             fn();
           });
         } catch (e) {
+          this.#closeHeld();
           // setns refuses a path that is no longer a namespace (its mount gone).
           if (goneIsFine && !entered && e instanceof SyscallError && e.errno === EINVAL) return;
           throw e;
         }
+        this.#closeHeld();
       } finally {
         sys.close(pod);
       }
@@ -214,8 +218,9 @@ export class NftLib {
         return;
       }
     } finally {
-      // A socket that committed a transaction waits at its close (see #run).
-      this.#closeOffThread(fd);
+      // A socket that committed a transaction waits at its close (see #run): closed off the
+      // JS thread once it is home.
+      this.#held.push(fd);
     }
   }
 
@@ -245,8 +250,16 @@ export class NftLib {
       }
     } finally {
       lib.nft_ctx_free(ctx);
-      if (taken !== undefined) this.#closeOffThread(taken);
+      if (taken !== undefined) this.#held.push(taken);
     }
+  }
+
+  /**
+   * Closes on a worker thread what a pod-side step held back, once the JS thread is home again:
+   * a worker started from inside the pod's namespace would stay in it.
+   */
+  #closeHeld(): void {
+    for (const fd of this.#held.splice(0)) this.#closeOffThread(fd);
   }
 
   #closeOffThread(fd: number): void {

@@ -196,3 +196,78 @@ Deno.test("a table's removal is one message between a batch's begin and end: it 
     [[0x10, 1], [(10 << 8) | 2, 2], [0x11, 3]],
   );
 });
+
+Deno.test({
+  name:
+    "no worker thread is handed work from inside a pod's namespace: the sockets a write and a removal used are closed off the JS thread once it is home (a worker started from inside would stay in the pod's namespace)",
+  ...opts,
+  fn: () =>
+    withPod(async (pod, { name, script }) => {
+      const libc = Libc.open();
+      let inside = 0;
+      const fromPod: string[] = [];
+      const offThread = new Set(["closeOffThread", "sendOffThread", "recvOffThread"]);
+      const sys = new Proxy(libc, {
+        get(target, key) {
+          const value = Reflect.get(target, key, target);
+          if (typeof value !== "function") return value;
+          if (key === "inNetns") {
+            return <T>(netns: number, home: number, fn: () => T) =>
+              target.inNetns(netns, home, () => {
+                inside++;
+                try {
+                  return fn();
+                } finally {
+                  inside--;
+                }
+              });
+          }
+          if (offThread.has(String(key))) {
+            return (...args: unknown[]) => {
+              if (inside) fromPod.push(String(key));
+              return value.apply(target, args);
+            };
+          }
+          return value.bind(target);
+        },
+      });
+      const nft = NftLib.open(sys);
+      await nft.applyIn(pod.path, script);
+      await nft.removeTableIn(pod.path, NFPROTO_NETDEV, name);
+      await nft.settled();
+      assertEquals(fromPod, [], "handed to a worker thread from inside the pod's namespace");
+      assertEquals(await tables(pod), [], "the table was not written and removed");
+    }),
+});
+
+Deno.test({
+  name: "libc refuses at once to hand work to a worker thread from inside another namespace",
+  ignore: !IS_ROOT,
+  fn: () => {
+    const libc = Libc.open();
+    const here = libc.openRead("/proc/thread-self/ns/net");
+    const home = libc.openRead("/proc/thread-self/ns/net");
+    try {
+      libc.inNetns(here, home, () => {
+        for (
+          const call of [
+            () => libc.closeOffThread(-1),
+            () => libc.sendOffThread(-1, new Uint8Array(1)),
+            () => libc.recvOffThread(-1, new Uint8Array(1)),
+          ]
+        ) {
+          let thrown: unknown;
+          try {
+            void call();
+          } catch (e) {
+            thrown = e;
+          }
+          assert(String(thrown).includes("from inside a pod's network namespace"), String(thrown));
+        }
+      });
+    } finally {
+      libc.close(here);
+      libc.close(home);
+    }
+  },
+});
