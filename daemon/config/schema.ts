@@ -202,7 +202,7 @@ export const DaemonConfigSchema = Type.Object({
       minimum: 1,
       maximum: 3600,
       description:
-        "pool mode: how often the Lease holder looks for blocks of deleted nodes (the Lease lasts three intervals)",
+        "how often the Lease holder looks for blocks of deleted nodes (pool mode's IPBlocks, NAD networks' NetworkBlocks in every mode; the Lease lasts three intervals)",
     }),
     leaseNamespace: Type.String({
       pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",

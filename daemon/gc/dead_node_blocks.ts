@@ -18,7 +18,10 @@ import type { NetworkBlockApi } from "../ipam/nad_network_ipam.ts";
 export interface DeadNodeBlocksDeps {
   /** The Lease this daemon competes for. */
   lease: LeaderLease;
-  /** The watched blocks (and whether their watch has delivered its first list); none without pool IPAM. */
+  /**
+   * The watched blocks (and whether their watch has delivered its first list; until it has, only
+   * NAD networks' blocks are reclaimed); none without pool IPAM.
+   */
   pools?: PoolView & { synced: boolean };
   /** NAD networks' blocks (listed from storage at each look), when they are served natively. */
   networks?: Pick<NetworkBlockApi, "list" | "delete">;
@@ -83,10 +86,12 @@ export class DeadNodeBlocks {
 
   async #tick(): Promise<void> {
     const { pools, lease, api, logger } = this.#d;
-    if ((pools && !pools.synced) || !this.#d.nodesSynced()) return;
+    if (!this.#d.nodesSynced()) return;
     this.#stats.leader = await lease.acquireOrRenew();
     if (!this.#stats.leader) return;
-    for (const b of pools?.blocks() ?? []) {
+    // Pool blocks once their watch has listed (in auto mode on a node with podCIDRs it never
+    // runs); NAD networks' blocks are listed from storage, whatever the pools do.
+    for (const b of pools?.synced ? pools.blocks() : []) {
       if (this.#d.nodeKnown(b.node) || await this.#d.nodeExists(b.node)) continue;
       const obj = await api.get(b.name);
       if (!obj?.spec || obj.spec.node !== b.node || !obj.metadata?.uid) continue;

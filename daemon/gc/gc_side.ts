@@ -1,7 +1,7 @@
 /**
  * The daemon's garbage collection, built from its config: with Kubernetes, the IP reconcile loop
- * and sweep (addresses of pods whose DEL never came) and, in pool mode, the reclaim of deleted
- * nodes' blocks; standalone, the sweep of attachments whose network namespace is gone; after every
+ * and sweep (addresses of pods whose DEL never came) and the reclaim of deleted nodes' blocks
+ * (pool IPAM's, NAD networks'); standalone, the sweep of attachments whose network namespace is gone; after every
  * sweep, the node's own `ipam check` and the release of adopted allocations of gone pods.
  *
  * @module
@@ -148,11 +148,11 @@ export function gcSide(deps: GcSideDeps): GcSide {
     logger,
   });
   netnsSweep?.start();
-  // Pool IPAM, NAD networks served natively: one daemon at a time (the Lease holder) reclaims
-  // the blocks of deleted nodes.
+  // Pool IPAM, NAD networks (the `ferry` type is served in every mode): one daemon at a time
+  // (the Lease holder) reclaims the blocks of deleted nodes.
   const pools = kube?.pools;
   const nadNative = config.multiNetwork.whereaboutsIpam === "native";
-  const reclaimer = kube && (pools || nadNative)
+  const reclaimer = kube
     ? new DeadNodeBlocks({
       lease: new LeaderLease(
         kubeLeaseApi(kube.client, config.gc.leaseNamespace, "ferry-ipam-reclaim"),

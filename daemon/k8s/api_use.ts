@@ -67,13 +67,14 @@ export const DAEMON_API_USE: ApiUse[] = [
     resource: "nodes",
     verbs: ["get"],
     why:
-      "pool IPAM: a node missing from the watch is confirmed gone before its blocks are reclaimed",
+      "pool IPAM, NAD networks: a node missing from the watch is confirmed gone before its blocks are reclaimed",
   },
   {
     group: "coordination.k8s.io",
     resource: "leases",
     verbs: ["get", "create", "update"],
-    why: "pool IPAM: one daemon at a time (the Lease holder) reclaims deleted nodes' blocks; " +
+    why: "pool IPAM, NAD networks: one daemon at a time (the Lease holder) reclaims deleted " +
+      "nodes' blocks; " +
       "block claims are serialized on a Lease (ferry-ipam-claims); one daemon per node name " +
       "holds the node's Lease (ferry-node-<node>)",
   },
@@ -122,7 +123,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     resource: "networkblocks",
     verbs: ["list", "get", "create", "update", "delete"],
     why: "NAD networks (whereabouts IPAM served natively): list a space's blocks from storage " +
-      "to claim and settle one, claim it, record its allocations, give an empty one back",
+      "to claim and settle one, claim it, record its allocations, give an empty one back; the " +
+      "reclaim Lease's holder deletes deleted nodes' blocks (in every IPAM mode)",
   },
   {
     group: "whereabouts.cni.cncf.io",

@@ -50,6 +50,7 @@ import {
   sysdumpWhole,
 } from "./_operator_cli.ts";
 import { nativeWhereaboutsAcrossNodes } from "./_nad_ipam.ts";
+import { fillPoolNad, poolNadBack, poolNadReclaimed } from "./_nad_reclaim.ts";
 import { forgeriesDropped } from "./_port_security.ts";
 import { cidrContains, parseCidr, parseIp } from "../../daemon/ipam/cidr.ts";
 
@@ -579,12 +580,13 @@ Deno.test({
       );
 
       await alone(
-        "a node drained and deleted: its routes vanish everywhere; added back, it gets a range and its pods reach the rest",
+        "a node drained and deleted: its routes vanish everywhere and its blocks of a NAD network (ferry IPAM, an IPPool for networks, a /28 filled whole) are reclaimed and handed out again on the other nodes, whose NAD pods keep reaching each other; added back, it gets a range and a NAD address and its pods reach the rest; ipam check clean",
         async () => {
           const gone = NODES[2];
           const old = traffic.find((p) => p.node === gone)!.name;
           const cidr =
             (await kubectlJson<{ spec: { podCIDR: string } }>("get", "node", gone)).spec.podCIDR;
+          const nadHeld = await fillPoolNad(gone);
           const kubelet = await deleteNode(gone);
           for (const n of NODES.filter((n) => n !== gone)) {
             await until(
@@ -592,6 +594,7 @@ Deno.test({
               `${n} drops its route to ${cidr}`,
             );
           }
+          await poolNadReclaimed(gone, nadHeld);
           await registerAgain(kubelet, true);
           await ferryReady();
           // The node's new traffic pod (the old one went with the node), in its new podCIDR.
@@ -613,6 +616,7 @@ Deno.test({
           const from = back.find((p) => p.node === NODES[0])!;
           await reaches(from.name, fresh.ip, (t) => t === fresh.name);
           traffic = back;
+          await poolNadBack(gone);
           await ipamCheck();
         },
       );

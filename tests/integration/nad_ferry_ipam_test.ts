@@ -380,3 +380,46 @@ Deno.test({
         }));
     }),
 });
+
+Deno.test({
+  name:
+    "a deleted node's blocks of a pool NAD are reclaimed in kubernetes IPAM mode with whereabouts left to its plugin: the Lease holder deletes them though they would stay empty for blockReleaseSeconds",
+  ...opts,
+  fn: () =>
+    withSimCluster({
+      kubeconfig: REAL_KUBECONFIG,
+      nodes: 2,
+      config: { ...CONFIG, gc: { ...CONFIG.gc, reclaimIntervalSeconds: 1 } },
+    }, async (c) => {
+      const third = 100 + Math.floor(Math.random() * 100);
+      // A /24: blocks of two addresses, which a node keeps empty for ipam.blockReleaseSeconds.
+      await withPool(c, { use: "networks", cidrs: [`192.168.${third}.0/24`] }, async (pool) => {
+        try {
+          await withNad(c, { type: "ferry", pool }, async (nad) => {
+            const gone = c.nodes[1];
+            const pod = await c.addPod(gone, "fr-gone", 60_000, {
+              annotations: { "k8s.v1.cni.cncf.io/networks": nad },
+            });
+            const of = async () =>
+              (await blocksOf(c, pool)).filter((b) => b.spec?.node === gone.name).map((b) =>
+                b.spec!.cidr
+              );
+            const held = await of();
+            assert(held.length > 0, `${gone.name} claimed no block for ${pod.name}`);
+            assertEquals((await c.removePod(pod)).code, 0, `DEL of ${pod.name}`);
+            await c.deleteNode(gone);
+            let left: string[] = [];
+            await eventually(
+              async () => (left = await of()).length === 0,
+              `the blocks of the deleted node ${gone.name} (${held.join(", ")}) reclaimed`,
+              30_000,
+            ).catch((e) => {
+              throw new Error(`${e.message}; still there: ${left.join(", ")}`);
+            });
+          });
+        } finally {
+          await dropBlocks(c, pool);
+        }
+      });
+    }),
+});

@@ -4,7 +4,9 @@ import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import type { Node } from "kubernetes-types/core/v1.d.ts";
 import { DeadNodeBlocks } from "../../../daemon/gc/dead_node_blocks.ts";
-import { LeaderLease } from "../../../daemon/k8s/leader_lease.ts";
+import { LeaderLease, type LeaseApi } from "../../../daemon/k8s/leader_lease.ts";
+import type { BlockApi, PoolView } from "../../../daemon/ipam/block_ipam.ts";
+import type { NetworkBlockObject } from "../../../daemon/ipam/nad_blocks.ts";
 import { kubeLeaseApi } from "../../../daemon/k8s/lease_api.ts";
 import { KubeApiError } from "../../../daemon/k8s/errors.ts";
 import { LEASES, NODES } from "../../../daemon/k8s/resources.ts";
@@ -72,3 +74,57 @@ Deno.test("blocks of a deleted node are reclaimed exactly once by two competing 
       await client.delete(LEASES, "kube-system", lease).catch(() => {});
     }
   }));
+
+Deno.test("a deleted node's NAD blocks are reclaimed while the pool watch has not listed (auto mode on a node with podCIDRs never starts it); the pool's own blocks wait for it", async () => {
+  const leases: { lease?: Parameters<LeaseApi["create"]>[0] } = {};
+  const leaseApi: LeaseApi = {
+    get: () => Promise.resolve(leases.lease),
+    create: (l) =>
+      Promise.resolve(leases.lease = { ...l, metadata: { ...l.metadata, resourceVersion: "1" } }),
+    update: (l) => Promise.resolve(leases.lease = l),
+  };
+  const nadBlock = (name: string, node: string): NetworkBlockObject => ({
+    metadata: { name, uid: `uid-${name}`, resourceVersion: "7" },
+    spec: { network: "ippool:p/v4", range: "r", cidr: "192.168.9.1/32", node, allocations: [] },
+  });
+  const stored = [nadBlock("nb-ghost", "ghost"), nadBlock("nb-live", "live")];
+  const poolDeletes: string[] = [];
+  const reclaimer = new DeadNodeBlocks({
+    lease: new LeaderLease(leaseApi, "daemon-a", 30_000),
+    // The watch of auto mode, never started: unsynced, and it would list a ghost's pool block.
+    pools: {
+      synced: false,
+      pool: () => undefined,
+      blocks: () => [
+        { name: "ghost-pool-block", node: "ghost" } as ReturnType<PoolView["blocks"]>[number],
+      ],
+    },
+    networks: {
+      list: () => Promise.resolve([...stored]),
+      delete: (name, uid, rv) => {
+        assertEquals([uid, rv], [`uid-${name}`, "7"], "deleted with its uid and resourceVersion");
+        stored.splice(stored.findIndex((b) => b.metadata!.name === name), 1);
+        return Promise.resolve();
+      },
+    },
+    nodeKnown: (name) => name === "live",
+    nodesSynced: () => true,
+    nodeExists: (name) => Promise.resolve(name === "live"),
+    api: {
+      get: (name: string) => {
+        poolDeletes.push(`get ${name}`);
+        return Promise.resolve(undefined);
+      },
+      delete: (name: string) => {
+        poolDeletes.push(`delete ${name}`);
+        return Promise.resolve();
+      },
+    } as unknown as BlockApi,
+    intervalMs: 60_000,
+    logger: getLogger(["ferry", "gc"]),
+  });
+  await reclaimer.tick();
+  assertEquals(stored.map((b) => b.metadata!.name), ["nb-live"], "the ghost's NAD block reclaimed");
+  assertEquals(reclaimer.stats(), { leader: true, reclaimed: 1 });
+  assertEquals(poolDeletes, [], "no pool block touched before the pool watch has listed");
+});
