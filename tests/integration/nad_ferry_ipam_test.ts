@@ -354,6 +354,11 @@ Deno.test({
                     `plugged with 192.168.${third}.55`,
                     "a static address in the pool the NAD names",
                   );
+                  // Blocks are written a moment after their changes (the writer's delay).
+                  await eventually(
+                    async () => (await recorded(c, theirs)).length > 0,
+                    "the victim's allocation written to its pool's block",
+                  );
                   assertEquals(
                     (await recorded(c, theirs)).map((x) => x.split(" ")[0]),
                     [victimIp],

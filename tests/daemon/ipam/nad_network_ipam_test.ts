@@ -98,6 +98,49 @@ function assertNoOverlap(blocks: NetworkBlockObject[]): void {
   }
 }
 
+Deno.test("the allocations of a burst reach the block object together: one write per writeDelayMs, not one per ADD", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      let updates = 0;
+      const api: NetworkBlockApi = {
+        ...env.api,
+        claimTurn: () => env.api.claimTurn(),
+        update: (b) => (updates++, env.api.update(b)),
+      };
+      const ipam = await NadNetworkIpam.open({
+        nodeName: `n1-${env.k.id}`,
+        api,
+        stateDir: dir,
+        releaseAfterMs: 600_000,
+        writeDelayMs: 1000,
+        logger: getLogger(["ferry", "ipam"]),
+      });
+      try {
+        // A /20: its blocks (a sixty-fourth of it) hold the whole burst. The space is the
+        // test's own network_name, whatever other tests' ranges.
+        const c = conf({ range: "10.250.0.0/20", network_name: env.net });
+        const pod = (i: number) => ({ namespace: "default", name: `p${i}`, uid: `u${i}` });
+        await ipam.add(c, "default/macvlan", owner(0), pod(0));
+        const written = async (n: number) =>
+          (await env.blocks()).reduce((k, b) => k + (b.spec?.allocations?.length ?? 0), 0) >= n;
+        await until(() => written(1), 10_000);
+        const before = updates;
+        // Twenty ADDs 20 ms apart: a burst of 400 ms.
+        for (let i = 1; i <= 20; i++) {
+          await ipam.add(c, "default/macvlan", owner(i), pod(i));
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await until(() => written(21), 10_000).catch(() => {
+          throw new Error("the burst's 20 allocations were not all written to the block in 10 s");
+        });
+        assert(updates - before <= 2, `${updates - before} writes of the block for 20 ADDs`);
+      } finally {
+        await ipam.close();
+      }
+    });
+  });
+});
+
 Deno.test("three nodes share a /24: 60 pods round-robin get 60 distinct addresses of the range, recorded in non-overlapping blocks", async () => {
   await withNadIpam(async (env) => {
     await threeDirs(async (dirs) => {
