@@ -19,8 +19,8 @@ export interface DeadNodeBlocksDeps {
   /** The Lease this daemon competes for. */
   lease: LeaderLease;
   /**
-   * The watched blocks (and whether their watch has delivered its first list; until it has, only
-   * NAD networks' blocks are reclaimed); none without pool IPAM.
+   * The watched blocks (and whether their watch has delivered its first list; until it has, and
+   * without pool IPAM, the pool blocks are listed from storage through `api`).
    */
   pools?: PoolView & { synced: boolean };
   /** NAD networks' blocks (listed from storage at each look), when they are served natively. */
@@ -89,9 +89,11 @@ export class DeadNodeBlocks {
     if (!this.#d.nodesSynced()) return;
     this.#stats.leader = await lease.acquireOrRenew();
     if (!this.#stats.leader) return;
-    // Pool blocks once their watch has listed (in auto mode on a node with podCIDRs it never
-    // runs); NAD networks' blocks are listed from storage, whatever the pools do.
-    for (const b of pools?.synced ? pools.blocks() : []) {
+    // Pool blocks from their watch once it has listed; else (no pool IPAM on this node, as in
+    // auto mode on a node with podCIDRs, or its watch not listed yet) from storage: whichever
+    // daemon holds the Lease reclaims every kind. NAD networks' blocks are listed from storage.
+    const poolBlocks = pools?.synced ? pools.blocks() : await this.#storedPoolBlocks();
+    for (const b of poolBlocks) {
       if (this.#d.nodeKnown(b.node) || await this.#d.nodeExists(b.node)) continue;
       const obj = await api.get(b.name);
       if (!obj?.spec || obj.spec.node !== b.node || !obj.metadata?.uid) continue;
@@ -108,6 +110,18 @@ export class DeadNodeBlocks {
       );
     }
     await this.#reclaimNetworks();
+  }
+
+  /** The pool blocks in storage (none where the IPBlock CRD is not installed). */
+  async #storedPoolBlocks(): Promise<{ name: string; node: string }[]> {
+    try {
+      return (await this.#d.api.list()).flatMap((o) =>
+        o.metadata?.name && o.spec?.node ? [{ name: o.metadata.name, node: o.spec.node }] : []
+      );
+    } catch (e) {
+      if (e instanceof KubeApiError && e.isNotFound) return [];
+      throw e;
+    }
   }
 
   /** Deletes the NAD networks' blocks whose node is gone (uid and resourceVersion preconditions). */
@@ -150,9 +164,10 @@ export class DeadNodeBlocks {
     return { ...this.#stats };
   }
 
-  /** Stops looking. */
+  /** Stops looking, and gives the Lease up if this daemon holds it (the next holder need not wait). */
   async close(): Promise<void> {
     clearInterval(this.#timer);
     await this.#running;
+    if (this.#stats.leader) await this.#d.lease.release();
   }
 }

@@ -110,7 +110,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     resource: "ipblocks",
     verbs: ["list", "watch"],
     why: "ipam pool/auto: every node's blocks (free ones to claim, routes to the others'), " +
-      "and a list from storage when a claim is settled",
+      "and a list from storage when a claim is settled; any mode: the reclaimer of deleted " +
+      "nodes' blocks lists them from storage where this node has no pool watch",
   },
   {
     group: "ferry.dev",

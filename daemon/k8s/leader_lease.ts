@@ -100,4 +100,36 @@ export class LeaderLease {
       throw e;
     }
   }
+
+  /**
+   * Gives the Lease up if this candidate holds it (the holder emptied, as client-go's leader
+   * election releases it), so that another candidate takes it at its next look instead of once
+   * it has expired; a failure (or `timeoutMs` passing) leaves it to expire.
+   */
+  async release(timeoutMs = 2000): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const giveUp = async () => {
+      const current = await this.#api.get();
+      if (!current?.spec || current.spec.holderIdentity !== this.#identity) return;
+      await this.#api.update({
+        ...current,
+        spec: {
+          ...current.spec,
+          holderIdentity: "",
+          leaseDurationSeconds: 1,
+          renewTime: microTime(this.#now()),
+        },
+      });
+    };
+    try {
+      await Promise.race([
+        giveUp(),
+        new Promise<void>((r) => (timer = setTimeout(r, timeoutMs))),
+      ]);
+    } catch {
+      // Not given back: it expires.
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }

@@ -5,7 +5,7 @@ import { getLogger } from "@logtape/logtape";
 import type { Node } from "kubernetes-types/core/v1.d.ts";
 import { DeadNodeBlocks } from "../../../daemon/gc/dead_node_blocks.ts";
 import { LeaderLease, type LeaseApi } from "../../../daemon/k8s/leader_lease.ts";
-import type { BlockApi, PoolView } from "../../../daemon/ipam/block_ipam.ts";
+import type { BlockApi } from "../../../daemon/ipam/block_ipam.ts";
 import type { NetworkBlockObject } from "../../../daemon/ipam/nad_blocks.ts";
 import { kubeLeaseApi } from "../../../daemon/k8s/lease_api.ts";
 import { KubeApiError } from "../../../daemon/k8s/errors.ts";
@@ -75,7 +75,7 @@ Deno.test("blocks of a deleted node are reclaimed exactly once by two competing 
     }
   }));
 
-Deno.test("a deleted node's NAD blocks are reclaimed while the pool watch has not listed (auto mode on a node with podCIDRs never starts it); the pool's own blocks wait for it", async () => {
+Deno.test("while the pool watch has not listed (auto mode on a node with podCIDRs never starts it), a deleted node's NAD blocks and pool blocks are reclaimed from storage, never from the unlisted watch; at close the Lease is given up and another daemon takes it at once", async () => {
   const leases: { lease?: Parameters<LeaseApi["create"]>[0] } = {};
   const leaseApi: LeaseApi = {
     get: () => Promise.resolve(leases.lease),
@@ -95,9 +95,9 @@ Deno.test("a deleted node's NAD blocks are reclaimed while the pool watch has no
     pools: {
       synced: false,
       pool: () => undefined,
-      blocks: () => [
-        { name: "ghost-pool-block", node: "ghost" } as ReturnType<PoolView["blocks"]>[number],
-      ],
+      blocks: () => {
+        throw new Error("the unlisted watch's blocks were read");
+      },
     },
     networks: {
       list: () => Promise.resolve([...stored]),
@@ -111,9 +111,20 @@ Deno.test("a deleted node's NAD blocks are reclaimed while the pool watch has no
     nodesSynced: () => true,
     nodeExists: (name) => Promise.resolve(name === "live"),
     api: {
+      list: () =>
+        Promise.resolve(
+          ["ghost", "live"].map((node) => ({
+            metadata: { name: `${node}-pool-block`, uid: `uid-${node}`, resourceVersion: "3" },
+            spec: { pool: "p", cidr: "10.9.0.0/28", node, allocations: [] },
+          })),
+        ),
       get: (name: string) => {
         poolDeletes.push(`get ${name}`);
-        return Promise.resolve(undefined);
+        const node = name.replace(/-pool-block$/, "");
+        return Promise.resolve({
+          metadata: { name, uid: `uid-${node}`, resourceVersion: "3" },
+          spec: { pool: "p", cidr: "10.9.0.0/28", node, allocations: [] },
+        });
       },
       delete: (name: string) => {
         poolDeletes.push(`delete ${name}`);
@@ -125,6 +136,16 @@ Deno.test("a deleted node's NAD blocks are reclaimed while the pool watch has no
   });
   await reclaimer.tick();
   assertEquals(stored.map((b) => b.metadata!.name), ["nb-live"], "the ghost's NAD block reclaimed");
-  assertEquals(reclaimer.stats(), { leader: true, reclaimed: 1 });
-  assertEquals(poolDeletes, [], "no pool block touched before the pool watch has listed");
+  assertEquals(
+    poolDeletes,
+    ["get ghost-pool-block", "delete ghost-pool-block"],
+    "the ghost's pool block, found in storage, reclaimed; the live node's kept",
+  );
+  assertEquals(reclaimer.stats(), { leader: true, reclaimed: 2 });
+  // Given up at close: another daemon leads at its next look, not once the Lease has expired.
+  const other = new LeaderLease(leaseApi, "daemon-b", 30_000);
+  assertEquals(await other.acquireOrRenew(), false, "daemon-a still holds it");
+  await reclaimer.close();
+  assertEquals(leases.lease?.spec?.holderIdentity, "", "given up");
+  assertEquals(await other.acquireOrRenew(), true, "taken at once");
 });
