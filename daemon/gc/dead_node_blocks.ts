@@ -31,8 +31,8 @@ export interface DeadNodeBlocksDeps {
   nodesSynced: () => boolean;
   /** Whether the API has a Node called `name` (a GET; 404 is false). */
   nodeExists: (name: string) => Promise<boolean>;
-  /** The blocks' API. */
-  api: BlockApi;
+  /** The pool blocks' API; without it (a reclaimer of NAD networks' blocks only) none are looked at. */
+  api?: BlockApi;
   /** How often it looks (ms). */
   intervalMs: number;
   /** Where to log. */
@@ -92,13 +92,17 @@ export class DeadNodeBlocks {
     // Pool blocks from their watch once it has listed; else (no pool IPAM on this node, as in
     // auto mode on a node with podCIDRs, or its watch not listed yet) from storage: whichever
     // daemon holds the Lease reclaims every kind. NAD networks' blocks are listed from storage.
-    const poolBlocks = pools?.synced ? pools.blocks() : await this.#storedPoolBlocks();
+    const poolBlocks = !api
+      ? []
+      : pools?.synced
+      ? pools.blocks()
+      : await this.#storedPoolBlocks(api);
     for (const b of poolBlocks) {
       if (this.#d.nodeKnown(b.node) || await this.#d.nodeExists(b.node)) continue;
-      const obj = await api.get(b.name);
+      const obj = await api!.get(b.name);
       if (!obj?.spec || obj.spec.node !== b.node || !obj.metadata?.uid) continue;
       try {
-        await api.delete(b.name, obj.metadata.uid, obj.metadata.resourceVersion ?? "");
+        await api!.delete(b.name, obj.metadata.uid, obj.metadata.resourceVersion ?? "");
       } catch (e) {
         if (e instanceof KubeApiError && (e.isNotFound || e.isConflict)) continue;
         throw e;
@@ -113,9 +117,9 @@ export class DeadNodeBlocks {
   }
 
   /** The pool blocks in storage (none where the IPBlock CRD is not installed). */
-  async #storedPoolBlocks(): Promise<{ name: string; node: string }[]> {
+  async #storedPoolBlocks(api: BlockApi): Promise<{ name: string; node: string }[]> {
     try {
-      return (await this.#d.api.list()).flatMap((o) =>
+      return (await api.list()).flatMap((o) =>
         o.metadata?.name && o.spec?.node ? [{ name: o.metadata.name, node: o.spec.node }] : []
       );
     } catch (e) {

@@ -359,7 +359,7 @@ Deno.test("a deleted node's NAD blocks are reclaimed; a live node's stay, and th
               if (e instanceof KubeApiError && e.isNotFound) return false;
               throw e;
             }),
-          api: undefined!,
+          // NAD networks' blocks only (no pool IPAM here).
           // This test's blocks only: others a shared real server holds are not this test's.
           networks: {
             list: async (f) =>
