@@ -22,14 +22,20 @@ import {
 import { concatBytes } from "../../lib/bytes.ts";
 import { NetlinkWriter } from "../net/netlink/nl_writer.ts";
 import type { NftOp, PodRule, RuleCount } from "./nft_policy.ts";
-import { NFPROTO_BRIDGE, NFPROTO_INET, type SetElementOp } from "../net/netlink/nft_sets.ts";
+import {
+  nfgenmsg,
+  NFNL_MSG_BATCH_BEGIN,
+  NFNL_MSG_BATCH_END,
+  NFNL_SUBSYS_NFTABLES,
+  NFPROTO_BRIDGE,
+  NFPROTO_INET,
+  nftTransaction,
+  type SetElementOp,
+} from "../net/netlink/nft_sets.ts";
 
 /** The bridge family and a set element, as `net/netlink/nft_sets.ts` defines them. */
 export { NFPROTO_BRIDGE, type SetElementOp };
 
-const NFNL_SUBSYS_NFTABLES = 10;
-const NFNL_MSG_BATCH_BEGIN = 0x10;
-const NFNL_MSG_BATCH_END = 0x11;
 const NFT_MSG_NEWCHAIN = 3;
 const NFT_MSG_NEWRULE = 6;
 const NFT_MSG_NEWSETELEM = 12;
@@ -92,14 +98,6 @@ function be64(n: number): Uint8Array {
 function be16(n: number): Uint8Array {
   const out = new Uint8Array(2);
   new DataView(out.buffer).setUint16(0, n, false);
-  return out;
-}
-
-/** `struct nfgenmsg`: family, version 0, a resource id (big-endian). */
-function nfgenmsg(family: number, resId = 0): Uint8Array {
-  const out = new Uint8Array(4);
-  out[0] = family;
-  new DataView(out.buffer).setUint16(2, resId, false);
   return out;
 }
 
@@ -215,13 +213,12 @@ export function nftBatch(
   seq: number,
 ): { bytes: Uint8Array; seqs: number[] } {
   const seqs = ops.map((_, i) => seq + 1 + i);
-  const batch = (type: number, s: number) => frame(type, 0, s, nfgenmsg(0, NFNL_SUBSYS_NFTABLES));
   return {
-    bytes: concatBytes([
-      batch(NFNL_MSG_BATCH_BEGIN, seq),
-      ...ops.map((op, i) => opMessage(table, op, seqs[i])),
-      batch(NFNL_MSG_BATCH_END, seq + ops.length + 1),
-    ]),
+    bytes: nftTransaction(
+      ops.map((op, i) => opMessage(table, op, seqs[i])),
+      seq,
+      seq + ops.length + 1,
+    ),
     seqs,
   };
 }

@@ -12,6 +12,7 @@
  */
 import { type Libc, SyscallError } from "./libc.ts";
 import { encodeAttrs, frame, NL, parseReplies, str } from "./messages.ts";
+import { nfgenmsg, NFNL_SUBSYS_NFTABLES, nftTransaction } from "./nft_sets.ts";
 
 const SYMBOLS = {
   nft_ctx_new: { parameters: ["u32"], result: "pointer" },
@@ -31,18 +32,10 @@ const ENCODER = new TextEncoder();
 /** `NFPROTO_NETDEV`: the family of a netdev table. */
 export const NFPROTO_NETDEV = 5;
 
-const NFNL_SUBSYS_NFTABLES = 10;
-const NFNL_MSG_BATCH_BEGIN = 0x10;
-const NFNL_MSG_BATCH_END = 0x11;
 const NFT_MSG_DELTABLE = 2;
 const NFTA_TABLE_NAME = 1;
 const ENOENT = 2;
 const EINVAL = 22;
-
-/** `struct nfgenmsg`: family, version 0, a resource id (big-endian). */
-function nfgenmsg(family: number, resId = 0): Uint8Array {
-  return new Uint8Array([family, 0, resId >> 8, resId & 0xff]);
-}
 
 /**
  * One transaction deleting table `table` of `family`, its message numbered `seq` and asking for
@@ -54,18 +47,13 @@ function nfgenmsg(family: number, resId = 0): Uint8Array {
  * ```
  */
 export function deleteTableBatch(family: number, table: string, seq: number): Uint8Array {
-  const batch = (type: number, s: number) => frame(type, 0, s, nfgenmsg(0, NFNL_SUBSYS_NFTABLES));
   const del = frame(
     (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE,
     NL.F_ACK,
     seq,
     new Uint8Array([...nfgenmsg(family), ...encodeAttrs([[NFTA_TABLE_NAME, str(table)]])]),
   );
-  return new Uint8Array([
-    ...batch(NFNL_MSG_BATCH_BEGIN, seq - 1),
-    ...del,
-    ...batch(NFNL_MSG_BATCH_END, seq + 1),
-  ]);
+  return nftTransaction([del], seq - 1, seq + 1);
 }
 
 /** What {@link NftLib} needs of libc ({@link Libc} itself; tests may wrap it). */
