@@ -104,8 +104,10 @@ export interface ClusterRealResult {
 
 /** What a burst measured: wall time (s) and per-pod latency (ms). */
 export interface BurstSeries {
-  /** First ADD to last answer (s). */
+  /** First ADD to last answer (s); of several rounds, their mean. */
   wallS: number;
+  /** Each round's, when the series ran several (ABBA with the series it is compared with). */
+  walls?: number[];
   /** Per pod (created in the API, namespace, ADD through the shim): p50 / p99 (ms). */
   p50: number;
   p99: number;
@@ -396,8 +398,14 @@ export function multinetReport(r: MultinetResult, heading = "#"): string {
 
 /** The burst's series, floors and the comparison with whereabouts (`bench:multinet --burst`). */
 function burstLines(b: NonNullable<MultinetResult["burst"]>): string[] {
-  const row = (what: string, x?: { wallS: number; p50: number; p99: number }) =>
-    x ? [[what, `${x.wallS} s`, `${x.p50} / ${x.p99} ms`]] : [];
+  const row = (what: string, x?: BurstSeries) =>
+    x
+      ? [[
+        what,
+        `${x.wallS} s${x.walls && x.walls.length > 1 ? ` (${x.walls.join(" s, ")} s)` : ""}`,
+        `${x.p50} / ${x.p99} ms`,
+      ]]
+      : [];
   const wab = (what: string, x?: NonNullable<typeof b.whereabouts>) =>
     x
       ? [[

@@ -1,7 +1,8 @@
 /**
  * Every `IPPool`, for NADs whose `ferry` IPAM names one: from the pool watch when it runs and has
  * listed (`ipam.mode` pool, or auto without podCIDRs), else listed from the API and kept for a few
- * seconds (a burst of ADDs on one NAD lists once). A cluster without the IPPool CRD has none.
+ * seconds (a burst of ADDs on one NAD lists once). A cluster without the IPPool CRD has none, an
+ * answer kept as long (not a list per ADD).
  *
  * @module
  */
@@ -12,7 +13,10 @@ import { KubeApiError } from "../k8s/errors.ts";
 import { IPPOOLS } from "../k8s/resources.ts";
 
 /**
- * A reader of every pool.
+ * A reader of every pool. A list is kept `keepMs`; once it is older, the next read lists again,
+ * and while that list is under way reads get the one it replaces if that one is less than
+ * `2 × keepMs` old (the ADDs of a burst never wait for a refresh; an answer is never older than
+ * that).
  *
  * @example
  * ```ts
@@ -24,17 +28,30 @@ export function ipPoolReader(
   client: Pick<KubeClient, "listAll">,
   watched?: Pick<PoolMap, "synced" | "allPools">,
   keepMs = 5000,
+  now: () => number = Date.now,
 ): () => Promise<IpPoolObject[]> {
   let kept: { at: number; items: Promise<IpPoolObject[]> } | undefined;
+  /** The newest list that succeeded, and when it was asked for. */
+  let last: { at: number; items: IpPoolObject[] } | undefined;
+  /** The list under way answers, or (when under way) the one before it, if recent enough. */
+  const answer = (k: { at: number; items: Promise<IpPoolObject[]> }) =>
+    last && last.at < k.at && k.at - last.at < 2 * keepMs ? Promise.resolve(last.items) : k.items;
   return () => {
     if (watched?.synced) return Promise.resolve(watched.allPools());
-    if (kept && Date.now() - kept.at < keepMs) return kept.items;
+    if (kept && now() - kept.at < keepMs) return answer(kept);
+    const at = now();
     const items = client.listAll<IpPoolObject>(IPPOOLS, {}).then((l) => l.items, (e) => {
-      kept = undefined; // a failure is not kept
+      // No IPPool CRD is an answer (no pools), kept as a list is: every NAD ADD of a cluster
+      // without Ferry's CRDs would list again otherwise. Any other failure is not kept.
       if (e instanceof KubeApiError && e.isNotFound) return [];
+      if (kept?.items === items) kept = undefined;
       throw e;
+    }).then((got) => {
+      if (!last || last.at < at) last = { at, items: got };
+      return got;
     });
-    kept = { at: Date.now(), items };
-    return items;
+    items.catch(() => {}); // a failure is the caller's who waits for it, or the next read's
+    kept = { at, items };
+    return answer(kept);
   };
 }

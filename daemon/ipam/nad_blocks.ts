@@ -13,6 +13,15 @@
  * claimed in what is left, down to single addresses ({@link nextFreeNetworkBlock}), so the range
  * is used up to its last free address before it answers "full".
  *
+ * **Claiming ahead.** A node whose blocks of a range are down to half a block free claims its next
+ * block at once, in the background ({@link wantsBlockAhead}), so the ADDs that would find them
+ * full do not wait for a claim (claims are serialised cluster-wide: ten nodes filling their
+ * blocks together would queue behind each other). Only blocks of the range's full size, of at
+ * least 4 addresses, while fewer than three quarters of the range's blocks are claimed
+ * ({@link mayClaimAhead}): an early claim never takes the last blocks or single addresses of a
+ * range, and one a node never used is given back when it has stayed empty for
+ * `ipam.blockReleaseSeconds`.
+ *
  * @module
  */
 import type { KubeObject } from "../k8s/client.ts";
@@ -68,6 +77,39 @@ export function blockPrefixFor(range: NadRange): number {
   let prefix = bits;
   for (let s = size; s > 1n; s /= 2n) prefix--;
   return Math.max(prefix, range.cidr.prefix);
+}
+
+/** Addresses in a block of `prefix` of the family `family`. */
+function blockAddresses(family: number, prefix: number): bigint {
+  return 1n << BigInt((family === 4 ? 32 : 128) - prefix);
+}
+
+/**
+ * Whether a node whose blocks of `range` have `free` addresses left should claim its next block
+ * now, before an ADD needs it: half a block or fewer left, in a range whose blocks hold at least
+ * 4 addresses (see the module doc).
+ *
+ * @example
+ * ```ts
+ * wantsBlockAhead(parseWhereabouts({ range: "10.1.0.0/16" }, "n").ranges[0], 16); // true (blocks of 32)
+ * ```
+ */
+export function wantsBlockAhead(range: NadRange, free: number): boolean {
+  const size = blockAddresses(range.cidr.network.family, blockPrefixFor(range));
+  return size >= 4n && BigInt(free) * 2n <= size;
+}
+
+/**
+ * Whether `cidr`, the next free block of `range` ({@link nextFreeNetworkBlock}) while `claimed`
+ * blocks of its space exist, may be claimed ahead of need: only a block of the range's full size,
+ * while fewer than three quarters of the range's blocks are claimed.
+ */
+export function mayClaimAhead(range: NadRange, cidr: Cidr, claimed: number): boolean {
+  const prefix = blockPrefixFor(range);
+  if (cidr.prefix !== prefix) return false;
+  const size = blockAddresses(range.cidr.network.family, prefix);
+  const count = range.end.value / size - range.start.value / size + 1n;
+  return BigInt(claimed) * 4n < count * 3n;
 }
 
 /** What block `cidr` hands out for `range`: its part of the range, the range's exclusions kept. */

@@ -44,6 +44,7 @@ import {
 import type { BlockAllocation } from "./ip_pools.ts";
 import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
 import {
+  mayClaimAhead,
   networkBlockName,
   type NetworkBlockObject,
   networkBlockRange,
@@ -51,6 +52,7 @@ import {
   nextFreeNetworkBlock,
   rangeId,
   STATIC_RANGE,
+  wantsBlockAhead,
 } from "./nad_blocks.ts";
 import { type NadIpamConfig, type NadRange, type NadRoute, spaceKey } from "./nad_ipam.ts";
 
@@ -64,8 +66,14 @@ export interface NetworkBlockApi {
   get(name: string): Promise<NetworkBlockObject | undefined>;
   /** Deletes a block if its uid and resourceVersion still match (409 otherwise). */
   delete(name: string, uid: string, resourceVersion: string): Promise<void>;
-  /** The blocks of a space, or of a node, read from the server's storage. */
-  list(filter: { network?: string; node?: string }): Promise<NetworkBlockObject[]>;
+  /**
+   * The blocks of a space, or of a node, read from the server's storage; with `cached`, any
+   * recent version will do (a real server answers from its watch cache, without reading and
+   * decoding every block from etcd).
+   */
+  list(
+    filter: { network?: string; node?: string; cached?: boolean },
+  ): Promise<NetworkBlockObject[]>;
   /** Takes a turn to claim (see {@link ClaimTurn}). */
   claimTurn(): Promise<ClaimTurn>;
 }
@@ -131,6 +139,8 @@ export interface NadNetworkIpamStats {
   blocks: string[];
   /** Blocks claimed since start. */
   claims: number;
+  /** Of those, claimed ahead of need (this node's blocks of the range down to half a block free). */
+  claimsAhead: number;
   /** Claims lost to another node or yielded to an overlapping block. */
   claimRaces: number;
   /** Blocks given back since start. */
@@ -182,9 +192,10 @@ export class NadNetworkIpam {
   readonly #meta = new Map<string, { uid: string; namespace?: string; name?: string }>();
   /** Owners whose addresses were adopted from block objects at start (state lost here). */
   readonly #adopted = new Set<string>();
-  readonly #claiming = new Map<string, Promise<Held | undefined>>();
+  /** The claim under way per range, and whether it is one made ahead of need. */
+  readonly #claiming = new Map<string, { claim: Promise<Held | undefined>; ahead: boolean }>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
-  readonly #stats = { claims: 0, claimRaces: 0, released: 0, writes: 0 };
+  readonly #stats = { claims: 0, claimsAhead: 0, claimRaces: 0, released: 0, writes: 0 };
   #closed = false;
 
   private constructor(deps: NadNetworkIpamDeps) {
@@ -420,6 +431,7 @@ export class NadNetworkIpam {
           }
           b.emptySince = undefined;
           this.#kick(b);
+          this.#claimAhead(space, range, mine());
           return ip;
         }
       }
@@ -460,35 +472,71 @@ export class NadNetworkIpam {
     }
   }
 
-  /** Claims a block of `range` (one claim per range at a time; concurrent callers share it). */
-  #claim(space: string, range: NadRange): Promise<Held | undefined> {
-    const key = `${space}\n${rangeId(range)}`;
-    let claiming = this.#claiming.get(key);
-    if (!claiming) {
-      claiming = this.#claimNew(space, range).catch((e) => {
+  /**
+   * After an allocation: when this node's blocks of `range` are down to half a block free, its
+   * next block is claimed now, in the background (see `wantsBlockAhead`), so that the ADDs which
+   * would find them full do not wait for a claim.
+   */
+  #claimAhead(space: string, range: NadRange, mine: Held[]): void {
+    if (this.#closed || this.#claiming.has(claimKey(space, range))) return;
+    const free = mine.reduce((n, b) => n + b.local.free, 0);
+    if (!wantsBlockAhead(range, free)) return;
+    this.#claim(space, range, true).catch((e) =>
+      this.#d.logger.warn("claiming a NAD block of {range} ahead of need failed: {error}", {
+        range: formatCidr(range.cidr),
+        error: errorText(e),
+      })
+    );
+  }
+
+  /**
+   * Claims a block of `range` (one claim per range at a time; concurrent callers share it). A
+   * claim made `ahead` of need may decline (see `mayClaimAhead`) or fail: an ADD that was waiting
+   * for it then claims for itself.
+   */
+  async #claim(space: string, range: NadRange, ahead = false): Promise<Held | undefined> {
+    const key = claimKey(space, range);
+    for (;;) {
+      const pending = this.#claiming.get(key);
+      if (pending) {
+        if (ahead) return undefined;
+        try {
+          const held = await pending.claim;
+          if (held || !pending.ahead) return held;
+        } catch (e) {
+          if (!pending.ahead) throw e;
+        }
+        continue;
+      }
+      const claim = this.#claimNew(space, range, ahead).catch((e) => {
         throw this.#unavailable(
           e,
           `cannot claim a block of ${formatCidr(range.cidr)} (space ${space})`,
         );
-      }).finally(() => this.#claiming.delete(key));
-      this.#claiming.set(key, claiming);
+      }).finally(() => {
+        if (this.#claiming.get(key)?.claim === claim) this.#claiming.delete(key);
+      });
+      this.#claiming.set(key, { claim, ahead });
+      return await claim;
     }
-    return claiming;
   }
 
-  async #claimNew(space: string, range: NadRange): Promise<Held | undefined> {
+  async #claimNew(space: string, range: NadRange, ahead: boolean): Promise<Held | undefined> {
     const { api, nodeName, logger } = this.#d;
     const lost: Cidr[] = [];
     for (let attempt = 0; attempt < 32; attempt++) {
+      if (ahead && this.#closed) return undefined;
+      // The candidate is picked from a cached list: one another node claimed meanwhile costs a
+      // lost create or a settle that yields (whose list is read from storage), never a duplicate.
+      const listed = await api.list({ network: space, cached: true });
       const taken = [
-        ...(await api.list({ network: space })).flatMap((b) =>
-          b.spec?.cidr ? [parseCidr(b.spec.cidr)] : []
-        ),
+        ...listed.flatMap((b) => b.spec?.cidr ? [parseCidr(b.spec.cidr)] : []),
         ...[...this.#blocks.values()].filter((b) => b.network === space).map((b) => b.cidr),
         ...lost,
       ];
       const cidr = nextFreeNetworkBlock(range, taken, nodeName);
       if (!cidr) return undefined;
+      if (ahead && !mayClaimAhead(range, cidr, listed.length + lost.length)) return undefined;
       const pool = networkBlockRange(range, cidr)!;
       const created = await this.#create(space, rangeId(range), cidr, []);
       if (!created) {
@@ -503,12 +551,19 @@ export class NadNetworkIpam {
       }
       const held = await this.#open(space, rangeId(range), cidr, pool, created.obj);
       this.#stats.claims++;
-      logger.info("claimed NAD block {cidr} of space {space} for node {node} ({free} addresses)", {
-        cidr: formatCidr(cidr),
-        space,
-        node: nodeName,
-        free: held.local.free,
-      });
+      if (ahead) this.#stats.claimsAhead++;
+      logger.info(
+        "claimed NAD block {cidr} of space {space} for node {node} ({free} addresses{ahead})",
+        {
+          cidr: formatCidr(cidr),
+          space,
+          node: nodeName,
+          free: held.local.free,
+          ahead: ahead ? ", ahead of need" : "",
+        },
+      );
+      // Given back when it stays unused (a claim ahead of need whose need never came).
+      if (ahead) this.#checkEmpty(held);
       return held;
     }
     throw new CniError(
@@ -879,8 +934,15 @@ export class NadNetworkIpam {
     this.#closed = true;
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
+    // A claim under way (one made ahead of need) ends before the API client does.
+    await Promise.allSettled([...this.#claiming.values()].map((c) => c.claim));
     await Promise.all([...this.#blocks.values()].map((b) => b.writer.idle()));
   }
+}
+
+/** The key of a range's claim under way. */
+function claimKey(space: string, range: NadRange): string {
+  return `${space}\n${rangeId(range)}`;
 }
 
 function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boolean {

@@ -37,6 +37,7 @@ export function kubeNetworkBlockApi(
       if (filter.node !== undefined) labels.push(`ferry.dev/node=${filter.node}`);
       const { items } = await kube.listAll<NetworkBlockObject>(NETWORKBLOCKS, {
         ...(labels.length ? { labelSelector: labels.join(",") } : {}),
+        ...(filter.cached ? { resourceVersion: "0" as const } : {}),
       });
       // The label is a hash: keep only the space's own blocks.
       return items.filter((b) =>

@@ -123,8 +123,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     group: "ferry.dev",
     resource: "networkblocks",
     verbs: ["list", "get", "create", "update", "delete"],
-    why: "NAD networks (whereabouts IPAM served natively): list a space's blocks from storage " +
-      "to claim and settle one, claim it, record its allocations, give an empty one back; the " +
+    why: "NAD networks (whereabouts IPAM served natively): list a space's blocks (from the " +
+      "watch cache to pick a candidate, from storage to settle the claim), claim it, record its allocations, give an empty one back; the " +
       "reclaim Lease's holder deletes deleted nodes' blocks (in every IPAM mode)",
   },
   {

@@ -8,9 +8,11 @@ import {
 } from "../../../daemon/ipam/cidr.ts";
 import {
   blockPrefixFor,
+  mayClaimAhead,
   networkBlockName,
   networkBlockRange,
   nextFreeNetworkBlock,
+  wantsBlockAhead,
 } from "../../../daemon/ipam/nad_blocks.ts";
 import { parseWhereabouts } from "../../../daemon/ipam/nad_ipam.ts";
 
@@ -73,4 +75,23 @@ Deno.test("a block's name differs per space, so one CIDR in two spaces is two ob
   const a = networkBlockName("blue/v4", c);
   assertEquals(/^nb-[0-9a-f]{8}-10-0-0-8-29$/.test(a), true, a);
   assert(a !== networkBlockName("v4", c));
+});
+
+Deno.test("a block is claimed ahead only at half a block free, in ranges with blocks of 4 or more", () => {
+  const big = range({ range: "10.0.0.0/20" }); // blocks of 32
+  assertEquals(wantsBlockAhead(big, 17), false, "more than half a block free");
+  assertEquals(wantsBlockAhead(big, 16), true);
+  assertEquals(wantsBlockAhead(big, 0), true);
+  assertEquals(wantsBlockAhead(range({ range: "10.0.0.0/24" }), 0), false, "blocks of 2");
+  assertEquals(wantsBlockAhead(range({ range: "10.0.0.0/28" }), 0), false, "single addresses");
+  assertEquals(wantsBlockAhead(range({ range: "10.0.0.0/23" }), 2), true, "blocks of 4");
+});
+
+Deno.test("a claim ahead of need takes only a full-size block, while under three quarters of the range is claimed", () => {
+  const r = range({ range: "10.0.0.0/20" }); // 128 blocks of 32
+  const block = parseCidr("10.0.1.0/27");
+  assertEquals(mayClaimAhead(r, block, 0), true);
+  assertEquals(mayClaimAhead(r, block, 95), true);
+  assertEquals(mayClaimAhead(r, block, 96), false, "three quarters claimed");
+  assertEquals(mayClaimAhead(r, parseCidr("10.0.1.0/28"), 0), false, "a smaller block");
 });

@@ -28,6 +28,7 @@ interface Env {
     stateDir: string,
     releaseAfterMs?: number,
     recorded?: (owner: { containerId: string; ifname: string }) => boolean,
+    api?: NetworkBlockApi,
   ): Promise<NadNetworkIpam>;
   /** The blocks of this test's nodes in the API now. */
   blocks(): Promise<NetworkBlockObject[]>;
@@ -50,10 +51,10 @@ function withNadIpam(fn: (env: Env) => Promise<void>): Promise<void> {
         k,
         api,
         net: `net-${k.id}`,
-        async open(short, stateDir, releaseAfterMs = 600_000, recorded) {
+        async open(short, stateDir, releaseAfterMs = 600_000, recorded, other) {
           const ipam = await NadNetworkIpam.open({
             nodeName: node(short),
-            api,
+            api: other ?? api,
             stateDir,
             releaseAfterMs,
             logger: getLogger(["ferry", "ipam"]),
@@ -328,6 +329,77 @@ Deno.test("an empty block is given back after releaseAfterMs, a static address's
       await n1.release(owner(1));
       await until(async () => (await env.blocks()).length === 0);
       assertEquals(n1.stats().blocks, []);
+    });
+  });
+});
+
+Deno.test("a node down to half a block free claims its next block ahead of need, and gives it back when it stays unused", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const c = conf({ range: "10.77.0.0/20", network_name: env.net }); // blocks of 32
+      const n1 = await env.open("n1", dirs[0]);
+      for (let i = 0; i < 15; i++) await n1.add(c, "default/n", owner(i));
+      assertEquals(n1.stats().claims, 1, "one block while more than half of it is free");
+      await n1.add(c, "default/n", owner(15)); // 16 of 32 (or 31) left
+      await until(() => n1.stats().claimsAhead === 1).catch(() => {
+        throw new Error(
+          `no block claimed ahead with half a block free: ${JSON.stringify(n1.stats())}`,
+        );
+      });
+      assertEquals(n1.stats().blocks.length, 2, "the second block is held before any ADD needs it");
+      // The ADDs that fill the first block and start the second make no claim of their own.
+      for (let i = 16; i < 33; i++) await n1.add(c, "default/n", owner(i));
+      assertEquals(n1.stats().claims, 2, JSON.stringify(n1.stats()));
+      // Another node's block claimed ahead that no ADD ever uses is given back.
+      const n2 = await env.open("n2", dirs[1], 300);
+      for (let i = 0; i < 16; i++) await n2.add(c, "default/n", owner(`b${i}`));
+      await until(() => n2.stats().claimsAhead === 1 && n2.stats().released === 1).catch(() => {
+        throw new Error(`the unused block was not given back: ${JSON.stringify(n2.stats())}`);
+      });
+      assertEquals(n2.stats().blocks.length, 1, "the block in use stays");
+      await n2.flush(AbortSignal.timeout(20_000));
+      const left = (await env.blocks()).filter((b) => b.spec!.node.startsWith("n2-"));
+      assertEquals(left.length, 1, `n2's blocks in the API: ${left.map((b) => b.spec!.cidr)}`);
+    });
+  });
+});
+
+Deno.test("a range three quarters claimed gets no claim ahead of need, and an ADD that finds its blocks full still claims for itself", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      const c = conf({ range: "10.78.0.0/20", network_name: env.net }); // 128 blocks of 32
+      const space = `${env.net}/v4`;
+      // Other nodes hold the top three quarters of the range (as the API would list them).
+      const phantoms: NetworkBlockObject[] = Array.from({ length: 96 }, (_, i) => ({
+        metadata: { name: `phantom-${i}` },
+        spec: {
+          network: space,
+          range: "x",
+          cidr: `10.78.${4 + (i >> 3)}.${(i & 7) * 32}/27`,
+          node: "elsewhere",
+        },
+      }));
+      const api: NetworkBlockApi = {
+        ...env.api,
+        list: async (f) => [...await env.api.list(f), ...(f.network === space ? phantoms : [])],
+      };
+      const n1 = await env.open("n1", dir, 600_000, undefined, api);
+      for (let i = 0; i < 15; i++) await n1.add(c, "default/n", owner(i));
+      // The 16th ADD asks for a claim ahead, which declines; the 33rd finds both of its blocks'
+      // worth taken while that may still be under way, and must claim for itself.
+      const got = await Promise.all(
+        Array.from({ length: 18 }, (_, k) => n1.add(c, "default/n", owner(15 + k))),
+      );
+      const ips = got.map((r) => addr(r.ips[0].address));
+      assertEquals(new Set(ips).size, 18, `duplicates among ${ips.join(" ")}`);
+      assertEquals(n1.stats().claimsAhead, 0, "no claim ahead in a range three quarters claimed");
+      assertEquals(n1.stats().claims, 2, `${JSON.stringify(n1.stats())}`);
+      for (const b of await env.blocks()) {
+        assert(
+          !phantoms.some((p) => cidrsOverlap(parseCidr(p.spec!.cidr), parseCidr(b.spec!.cidr))),
+          `${b.spec!.cidr} overlaps another node's block`,
+        );
+      }
     });
   });
 });
