@@ -429,8 +429,25 @@ function burstLines(b: NonNullable<MultinetResult["burst"]>): string[] {
     ]),
     "",
     b.vsWhereabouts !== undefined
-      ? `- native NAD burst / whereabouts' burst: ${b.vsWhereabouts}× (target ≤ 0.1×)`
+      ? `- native NAD burst / whereabouts' burst: ${b.vsWhereabouts}× (target ≤ 0.1×)` +
+        (b.whereabouts
+          ? `; floors in the same run: Ferry's default network alone (which every NAD pod gets ` +
+            `too) ${
+              Math.round((b.defaultOnlyS / b.whereabouts.addS) * 1000) / 1000
+            }×, host-local through whereabouts' libcni path ${
+              b.hostLocal ? Math.round((b.hostLocal.addS / b.whereabouts.addS) * 1000) / 1000 : "-"
+            }×, the harness alone ${
+              b.series
+                ? Math.round((b.series.harnessFloor.wallS / b.whereabouts.addS) * 1000) / 1000
+                : "-"
+            }×`
+          : "")
       : `- whereabouts not measured: ${b.whereaboutsSkipped ?? "not run"}`,
+    ...(b.series?.defaultOnly.walls
+      ? [
+        `- the default and NAD series ran in ABBA order, two rounds each; their mean wall times compared`,
+      ]
+      : []),
     `- load average (1 min) before each step: ${
       Object.entries(b.load ?? {}).map(([k, v]) => `${k} ${v}`).join(", ")
     }`,

@@ -364,6 +364,25 @@ Deno.test("a node down to half a block free claims its next block ahead of need,
   });
 });
 
+Deno.test("a block found empty at start (claimed ahead, never used) is given back; the one in use stays", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      const c = conf({ range: "10.79.0.0/20", network_name: env.net }); // blocks of 32
+      const before = await env.open("n1", dir);
+      for (let i = 0; i < 16; i++) await before.add(c, "default/n", owner(i));
+      await until(() => before.stats().claimsAhead === 1);
+      await before.close();
+      const after = await env.open("n1", dir, 300);
+      assertEquals(after.stats().blocks.length, 2, "both blocks are this node's at start");
+      await until(() => after.stats().released === 1).catch(() => {
+        throw new Error(`the empty block was not given back: ${JSON.stringify(after.stats())}`);
+      });
+      assertEquals((await env.blocks()).length, 1, "the block holding 16 pods stays");
+      assertEquals(after.addressesOf(owner(3)).length, 1, "its pods keep their addresses");
+    });
+  });
+});
+
 Deno.test("a range three quarters claimed gets no claim ahead of need, and an ADD that finds its blocks full still claims for itself", async () => {
   await withNadIpam(async (env) => {
     await withTempDir(async (dir) => {
