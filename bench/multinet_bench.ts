@@ -267,6 +267,9 @@ export async function burstBench(
         .then((p) => c.removePod(p))
     ));
     const { times: _, ...harnessFloor } = await burst("bf", undefined, "harness");
+    // The shim's own cold start (a Deno process answering VERSION): what every ADD pays before
+    // the daemon does anything, and no IPAM can make cheaper.
+    const { times: __, ...shimFloor } = await burst("bs", undefined, "shimStart");
     // The two series alternate (ABBA) and each is the mean of its rounds: what drifts over the run
     // (the machine's load, the API server's state) weighs on both alike.
     const defaults: (BurstSeries & { times: number[] })[] = [];
@@ -275,7 +278,7 @@ export async function burstBench(
       if (kind === "bd") defaults.push(await burst(`bd${i}-`));
       else nads.push(await burst(`bw${i}-`, nad));
     }
-    return { harnessFloor, defaultOnly: merged(defaults), nativeNad: merged(nads) };
+    return { harnessFloor, shimFloor, defaultOnly: merged(defaults), nativeNad: merged(nads) };
   }
   const result: MultinetBurst = {
     date: new Date(started).toISOString(),

@@ -146,7 +146,13 @@ export interface MultinetBurst {
   /** nativeNadS / defaultOnlyS (target ≤ 1.3). */
   ratio: number;
   /** The series in full. */
-  series?: { defaultOnly: BurstSeries; nativeNad: BurstSeries; harnessFloor: BurstSeries };
+  series?: {
+    defaultOnly: BurstSeries;
+    nativeNad: BurstSeries;
+    harnessFloor: BurstSeries;
+    /** The harness with the shim's cold start (`CNI_COMMAND=VERSION`), no daemon work. */
+    shimFloor?: BurstSeries;
+  };
   /** The real plugin with the same pods, nodes and concurrency, in the same run. */
   whereabouts?: WhereaboutsBurst;
   /** The same libcni path with host-local (per node, no cluster-wide coordination): its floor. */
@@ -419,6 +425,7 @@ function burstLines(b: NonNullable<MultinetResult["burst"]>): string[] {
     "",
     table(["burst (same pods, nodes, concurrency)", "ADD wall", "per pod p50 / p99"], [
       ...row("Ferry harness floor (API pod, namespace, a process; no CNI)", b.series.harnessFloor),
+      ...row("Ferry harness + the shim's cold start (VERSION; no daemon work)", b.series.shimFloor),
       ...row("Ferry, default network alone", b.series.defaultOnly),
       ...row(
         "Ferry, default network + one NAD (whereabouts config, served natively)",
@@ -439,6 +446,20 @@ function burstLines(b: NonNullable<MultinetResult["burst"]>): string[] {
             }×, the harness alone ${
               b.series
                 ? Math.round((b.series.harnessFloor.wallS / b.whereabouts.addS) * 1000) / 1000
+                : "-"
+            }×${
+              b.series?.shimFloor
+                ? `, the harness with the shim's cold start ${
+                  Math.round((b.series.shimFloor.wallS / b.whereabouts.addS) * 1000) / 1000
+                }×`
+                : ""
+            }; the NAD's own cost (its burst less the default network's) over whereabouts' (its ` +
+            `burst less host-local's): ${
+              b.hostLocal
+                ? Math.round(
+                  ((b.nativeNadS - b.defaultOnlyS) / (b.whereabouts.addS - b.hostLocal.addS)) *
+                    1000,
+                ) / 1000
                 : "-"
             }×`
           : "")
