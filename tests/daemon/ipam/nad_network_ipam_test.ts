@@ -29,6 +29,7 @@ interface Env {
     releaseAfterMs?: number,
     recorded?: (owner: { containerId: string; ifname: string }) => boolean,
     api?: NetworkBlockApi,
+    aheadSpreadMs?: number,
   ): Promise<NadNetworkIpam>;
   /** The blocks of this test's nodes in the API now. */
   blocks(): Promise<NetworkBlockObject[]>;
@@ -51,10 +52,11 @@ function withNadIpam(fn: (env: Env) => Promise<void>): Promise<void> {
         k,
         api,
         net: `net-${k.id}`,
-        async open(short, stateDir, releaseAfterMs = 600_000, recorded, other) {
+        async open(short, stateDir, releaseAfterMs = 600_000, recorded, other, aheadSpreadMs) {
           const ipam = await NadNetworkIpam.open({
             nodeName: node(short),
             api: other ?? api,
+            aheadSpreadMs,
             stateDir,
             releaseAfterMs,
             logger: getLogger(["ferry", "ipam"]),
@@ -379,6 +381,44 @@ Deno.test("a block found empty at start (claimed ahead, never used) is given bac
       });
       assertEquals((await env.blocks()).length, 1, "the block holding 16 pods stays");
       assertEquals(after.addressesOf(owner(3)).length, 1, "its pods keep their addresses");
+    });
+  });
+});
+
+Deno.test("an ADD that needs the block a claim ahead is waiting to start gets it without waiting out the spread", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      const c = conf({ range: "10.80.0.0/20", network_name: env.net }); // blocks of 32
+      // A spread of an hour: only an ADD's need (or the close) starts the claim.
+      const n1 = await env.open("n1", dir, 600_000, undefined, undefined, 3_600_000);
+      for (let i = 0; i < 16; i++) await n1.add(c, "default/n", owner(i));
+      assertEquals(n1.stats().claims, 1, "the claim ahead waits out its spread");
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const bounded = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(
+              new Error(`the ADDs past the first block waited: ${JSON.stringify(n1.stats())}`),
+            ),
+          20_000,
+        );
+      });
+      try {
+        await Promise.race([
+          (async () => {
+            for (let i = 16; i < 40; i++) await n1.add(c, "default/n", owner(i));
+          })(),
+          bounded,
+        ]);
+      } finally {
+        clearTimeout(timer);
+      }
+      assertEquals(n1.stats().claims, 2, JSON.stringify(n1.stats()));
+      assertEquals(n1.stats().claimsAhead, 1, "the claim that served them was the one made ahead");
+      // Another claim ahead now waits out its spread; closing gives it up at once.
+      for (let i = 40; i < 50; i++) await n1.add(c, "default/n", owner(i));
+      await n1.close();
+      assertEquals(n1.stats().claims, 2, "no claim after the close");
     });
   });
 });
