@@ -35,7 +35,7 @@ export function ipPoolReader(
   let last: { at: number; items: IpPoolObject[] } | undefined;
   /** The list under way answers, or (when under way) the one before it, if recent enough. */
   const answer = (k: { at: number; items: Promise<IpPoolObject[]> }) =>
-    last && last.at < k.at && k.at - last.at < 2 * keepMs ? Promise.resolve(last.items) : k.items;
+    last && last.at < k.at && now() - last.at < 2 * keepMs ? Promise.resolve(last.items) : k.items;
   return () => {
     if (watched?.synced) return Promise.resolve(watched.allPools());
     if (kept && now() - kept.at < keepMs) return answer(kept);

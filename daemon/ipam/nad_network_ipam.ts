@@ -95,6 +95,9 @@ export const WRITE_DELAY_MS = 250;
  */
 export const AHEAD_SPREAD_MS = 5000;
 
+/** After a claim ahead of need declined, the range is not asked again for this long (ms). */
+const AHEAD_DECLINED_MS = 30_000;
+
 /** What {@link NadNetworkIpam} needs. */
 export interface NadNetworkIpamDeps {
   /** This node. */
@@ -204,6 +207,8 @@ export class NadNetworkIpam {
   /** Owners whose addresses were adopted from block objects at start (state lost here). */
   readonly #adopted = new Set<string>();
   /** The claim under way per range, and whether it is one made ahead of need. */
+  /** When a claim ahead of need last declined, per range (see `AHEAD_DECLINED_MS`). */
+  readonly #aheadDeclined = new Map<string, number>();
   readonly #claiming = new Map<
     string,
     { claim: Promise<Held | undefined>; ahead: boolean; hurry?: () => void }
@@ -431,6 +436,9 @@ export class NadNetworkIpam {
     for (;;) {
       for (const b of mine()) {
         while (b.local.free > 0) {
+          // Given back while an earlier block's allocation awaited (the list is a snapshot): an
+          // address reserved in it now would be in a block another node may claim.
+          if (this.#blocks.get(b.name) !== b) break;
           let ip: string;
           try {
             ip = await b.local.allocate(owner);
@@ -492,10 +500,18 @@ export class NadNetworkIpam {
    * would find them full do not wait for a claim.
    */
   #claimAhead(space: string, range: NadRange, mine: Held[]): void {
-    if (this.#closed || this.#claiming.has(claimKey(space, range))) return;
+    const key = claimKey(space, range);
+    if (this.#closed || this.#claiming.has(key)) return;
+    // A range where one was declined (three quarters claimed, only small blocks left) is not
+    // asked again for a while: not a list of the space after every ADD.
+    const declined = this.#aheadDeclined.get(key);
+    if (declined !== undefined && Date.now() - declined < AHEAD_DECLINED_MS) return;
     const free = mine.reduce((n, b) => n + b.local.free, 0);
     if (!wantsBlockAhead(range, free)) return;
-    this.#claim(space, range, true).catch((e) =>
+    this.#claim(space, range, true).then((held) => {
+      if (held) this.#aheadDeclined.delete(key);
+      else this.#aheadDeclined.set(key, Date.now());
+    }).catch((e) =>
       this.#d.logger.warn("claiming a NAD block of {range} ahead of need failed: {error}", {
         range: formatCidr(range.cidr),
         error: errorText(e),
@@ -555,16 +571,23 @@ export class NadNetworkIpam {
     const lost: Cidr[] = [];
     for (let attempt = 0; attempt < 32; attempt++) {
       if (ahead && this.#closed) return undefined;
-      // The candidate is picked from a cached list: one another node claimed meanwhile costs a
-      // lost create or a settle that yields (whose list is read from storage), never a duplicate.
-      const listed = await api.list({ network: space, cached: true });
+      // The first candidate is picked from the watch cache: a block another node claimed meanwhile
+      // costs a lost create or a settle that yields (whose list is read from storage), never a
+      // duplicate. Every later attempt, and "no free block" before it is answered, reads storage:
+      // a lagging cache never makes a range look full.
+      const cached = attempt === 0;
+      const listed = await api.list({ network: space, cached });
+      if (ahead && this.#closed) return undefined;
       const taken = [
         ...listed.flatMap((b) => b.spec?.cidr ? [parseCidr(b.spec.cidr)] : []),
         ...[...this.#blocks.values()].filter((b) => b.network === space).map((b) => b.cidr),
         ...lost,
       ];
       const cidr = nextFreeNetworkBlock(range, taken, nodeName);
-      if (!cidr) return undefined;
+      if (!cidr) {
+        if (cached) continue;
+        return undefined;
+      }
       if (ahead && !mayClaimAhead(range, cidr, listed.length + lost.length)) return undefined;
       const pool = networkBlockRange(range, cidr)!;
       const created = await this.#create(space, rangeId(range), cidr, []);
@@ -592,7 +615,7 @@ export class NadNetworkIpam {
         },
       );
       // Given back when it stays unused (a claim ahead of need whose need never came).
-      if (ahead) this.#checkEmpty(held);
+      if (ahead && !this.#closed) this.#checkEmpty(held);
       return held;
     }
     throw new CniError(
@@ -906,7 +929,7 @@ export class NadNetworkIpam {
     if (held.emptySince === undefined) return;
     if (Date.now() - held.emptySince < this.#keepEmptyMs(held)) return;
     await held.writer.idle();
-    if (this.#closed || held.local.held > 0) return;
+    if (this.#closed || held.local.held > 0 || held.emptySince === undefined) return;
     this.#blocks.delete(held.name);
     const { api } = this.#d;
     for (let attempt = 0; attempt < 4; attempt++) {
@@ -963,8 +986,9 @@ export class NadNetworkIpam {
     this.#closed = true;
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
-    // A claim under way (one made ahead of need) ends before the API client does; one still
-    // waiting out its spread gives up at once.
+    // A claim ahead of need still waiting out its spread gives up at once, one listing gives up
+    // before it creates anything; one already creating ends with the API client (an object left
+    // unsettled is this node's at its next start, and given back empty).
     for (const c of this.#claiming.values()) c.hurry?.();
     await Promise.allSettled([...this.#claiming.values()].map((c) => c.claim));
     await Promise.all([...this.#blocks.values()].map((b) => b.writer.idle()));

@@ -95,3 +95,30 @@ Deno.test("reads during a refresh get the list it replaces, never one older than
     "a list older than 2 × keepMs is never answered: the read waits",
   );
 });
+
+Deno.test("while a refresh hangs, the list it replaces answers only until it is twice keepMs old", async () => {
+  let clock = 0;
+  const answers: PromiseWithResolvers<{ items: IpPoolObject[]; resourceVersion: string }>[] = [];
+  const client = countingClient(() => {
+    const d = Promise.withResolvers<{ items: IpPoolObject[]; resourceVersion: string }>();
+    answers.push(d);
+    return d.promise;
+  });
+  const read = ipPoolReader(client, undefined, 1000, () => clock);
+  const first = read();
+  answers[0].resolve({ items: [pool], resourceVersion: "1" });
+  await first;
+  clock = 1900; // a refresh starts, and hangs
+  assertEquals(await read(), [pool], "1.9 s old: still answered");
+  clock = 2850; // the refresh still hangs; the list is now older than 2 × keepMs
+  const late = read();
+  const state = await Promise.race([
+    late.then(() => "answered"),
+    new Promise((r) => setTimeout(() => r("waiting"), 0)),
+  ]);
+  assertEquals(state, "waiting", "a list 2.85 s old was answered (the limit is 2 s)");
+  assertEquals(client.lists, 2, "no third list while the refresh is under way");
+  const other = { metadata: { name: "q" }, spec: { cidrs: ["10.8.0.0/16"] } } as IpPoolObject;
+  answers[1].resolve({ items: [other], resourceVersion: "2" });
+  assertEquals(await late, [other], "the read waited for the refresh");
+});

@@ -15,7 +15,7 @@ import type { NetworkBlockObject } from "../../../daemon/ipam/nad_blocks.ts";
 import { type NadIpamConfig, parseWhereabouts, rangeHolds } from "../../../daemon/ipam/nad_ipam.ts";
 import { NadNetworkIpam, type NetworkBlockApi } from "../../../daemon/ipam/nad_network_ipam.ts";
 import { freshCidr24, until } from "./_pools.ts";
-import { type KubeTarget, withKube } from "../k8s/_target.ts";
+import { type KubeTarget, REAL_KUBECONFIG, withKube } from "../k8s/_target.ts";
 
 interface Env {
   k: KubeTarget;
@@ -423,6 +423,130 @@ Deno.test("an ADD that needs the block a claim ahead is waiting to start gets it
   });
 });
 
+Deno.test("an ADD waiting on a claim ahead of need that fails claims for itself", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      const c = conf({ range: "10.81.0.0/20", network_name: env.net }); // blocks of 32
+      let creates = 0;
+      const held = Promise.withResolvers<void>();
+      const api: NetworkBlockApi = {
+        ...env.api,
+        create: async (block) => {
+          // The second create (the claim ahead of need) hangs, then fails.
+          if (++creates === 2) {
+            await held.promise;
+            throw new KubeApiError(500, "InternalError", "etcd went away");
+          }
+          return await env.api.create(block);
+        },
+      };
+      const n1 = await env.open("n1", dir, 600_000, undefined, api, 0);
+      for (let i = 0; i < 16; i++) await n1.add(c, "default/n", owner(i));
+      await until(() => creates === 2);
+      // Fill the first block; the next ADD waits on the claim ahead.
+      const rest = (async () => {
+        for (let i = 16; i < 40; i++) await n1.add(c, "default/n", owner(i));
+      })();
+      await until(() => n1.addressesOf(owner(30)).length === 1);
+      held.resolve();
+      await rest;
+      assertEquals(
+        n1.addressesOf(owner(39)).length,
+        1,
+        "the ADDs past the first block were served",
+      );
+      assertEquals(n1.stats().claimsAhead, 0, JSON.stringify(n1.stats()));
+      assertEquals(n1.stats().claims, 2, "the waiting ADD claimed the second block itself");
+    });
+  });
+});
+
+Deno.test("a claim's settle reads the space from storage; only its first candidate comes from the watch cache", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      const c = conf({ range: freshCidr24(), network_name: env.net });
+      const calls: string[] = [];
+      const api: NetworkBlockApi = {
+        ...env.api,
+        list: (f) => {
+          calls.push(f.network !== undefined ? (f.cached ? "cached" : "storage") : "node");
+          return env.api.list(f);
+        },
+        create: (b) => {
+          calls.push("create");
+          return env.api.create(b);
+        },
+      };
+      const n1 = await env.open("n1", dir, 600_000, undefined, api);
+      await n1.add(c, "default/n", owner(1));
+      const from = calls.indexOf("create");
+      assert(from > 0 && calls[from - 1] === "cached", `the candidate's list: ${calls}`);
+      assertEquals(calls[from + 1], "storage", `the settle must list from storage: ${calls}`);
+    });
+  });
+});
+
+Deno.test({
+  name: "a lagging watch cache never makes a range look full: the last free address is still found",
+  // The real server's watch cache cannot be held back on purpose; the stand-in's can.
+  ignore: REAL_KUBECONFIG !== undefined,
+  fn: () =>
+    withNadIpam(async (env) => {
+      await threeDirs(async (dirs) => {
+        const c = conf({ range: "10.82.0.0/27", network_name: env.net }); // single-address blocks
+        const n1 = await env.open("n1", dirs[0]);
+        const n2 = await env.open("n2", dirs[1]);
+        for (let i = 0; i < 30; i++) await n1.add(c, "default/n", owner(i));
+        env.k.standin!.stallWatchCache();
+        try {
+          const freed = n1.addressesOf(owner(0))[0];
+          await n1.release(owner(0));
+          await until(async () => (await env.blocks()).length === 29);
+          const got = await n2.add(c, "default/n", owner("x"));
+          assertEquals(addr(got.ips[0].address), freed, "the address given back is found");
+        } finally {
+          env.k.standin!.resumeWatchCache();
+        }
+      });
+    }),
+});
+
+Deno.test("a claim ahead of need listing when the IPAM closes creates nothing", async () => {
+  await withNadIpam(async (env) => {
+    await withTempDir(async (dir) => {
+      const c = conf({ range: "10.83.0.0/20", network_name: env.net }); // blocks of 32
+      let creates = 0;
+      let gate: PromiseWithResolvers<void> | undefined;
+      const listing = Promise.withResolvers<void>();
+      const api: NetworkBlockApi = {
+        ...env.api,
+        list: async (f) => {
+          if (gate) {
+            listing.resolve();
+            await gate.promise;
+          }
+          return await env.api.list(f);
+        },
+        create: (b) => {
+          creates++;
+          return env.api.create(b);
+        },
+      };
+      const n1 = await env.open("n1", dir, 600_000, undefined, api, 0);
+      for (let i = 0; i < 15; i++) await n1.add(c, "default/n", owner(i));
+      gate = Promise.withResolvers<void>();
+      await n1.add(c, "default/n", owner(15)); // half a block left: the claim ahead lists
+      await listing.promise;
+      const before = creates;
+      const closing = n1.close();
+      gate.resolve();
+      await closing;
+      assertEquals(creates, before, "a block was created after close");
+      assertEquals(n1.stats().claims, 1);
+    });
+  });
+});
+
 Deno.test("a range three quarters claimed gets no claim ahead of need, and an ADD that finds its blocks full still claims for itself", async () => {
   await withNadIpam(async (env) => {
     await withTempDir(async (dir) => {
@@ -442,7 +566,15 @@ Deno.test("a range three quarters claimed gets no claim ahead of need, and an AD
         ...env.api,
         list: async (f) => [...await env.api.list(f), ...(f.network === space ? phantoms : [])],
       };
-      const n1 = await env.open("n1", dir, 600_000, undefined, api);
+      let lists = 0;
+      const counted: NetworkBlockApi = {
+        ...api,
+        list: (f) => {
+          if (f.network !== undefined) lists++;
+          return api.list(f);
+        },
+      };
+      const n1 = await env.open("n1", dir, 600_000, undefined, counted, 0);
       for (let i = 0; i < 15; i++) await n1.add(c, "default/n", owner(i));
       // The 16th ADD asks for a claim ahead, which declines; the 33rd finds both of its blocks'
       // worth taken while that may still be under way, and must claim for itself.
@@ -452,6 +584,15 @@ Deno.test("a range three quarters claimed gets no claim ahead of need, and an AD
       const ips = got.map((r) => addr(r.ips[0].address));
       assertEquals(new Set(ips).size, 18, `duplicates among ${ips.join(" ")}`);
       assertEquals(n1.stats().claimsAhead, 0, "no claim ahead in a range three quarters claimed");
+      assertEquals(n1.stats().claims, 2, `${JSON.stringify(n1.stats())}`);
+      // Once declined, the range is not asked again after every ADD: down to half of the second
+      // block and past it, no list of the space.
+      const before = lists;
+      for (let i = 33; i < 58; i++) await n1.add(c, "default/n", owner(i));
+      assert(
+        lists - before <= 1,
+        `${lists - before} lists of the space for 25 ADDs after a decline`,
+      );
       assertEquals(n1.stats().claims, 2, `${JSON.stringify(n1.stats())}`);
       for (const b of await env.blocks()) {
         assert(
