@@ -516,12 +516,12 @@ Deno.test("a claim ahead of need listing when the IPAM closes creates nothing", 
     await withTempDir(async (dir) => {
       const c = conf({ range: "10.83.0.0/20", network_name: env.net }); // blocks of 32
       let creates = 0;
-      let gate: PromiseWithResolvers<void> | undefined;
+      const gate = { armed: false, ...Promise.withResolvers<void>() };
       const listing = Promise.withResolvers<void>();
       const api: NetworkBlockApi = {
         ...env.api,
         list: async (f) => {
-          if (gate) {
+          if (gate.armed) {
             listing.resolve();
             await gate.promise;
           }
@@ -534,7 +534,7 @@ Deno.test("a claim ahead of need listing when the IPAM closes creates nothing", 
       };
       const n1 = await env.open("n1", dir, 600_000, undefined, api, 0);
       for (let i = 0; i < 15; i++) await n1.add(c, "default/n", owner(i));
-      gate = Promise.withResolvers<void>();
+      gate.armed = true;
       await n1.add(c, "default/n", owner(15)); // half a block left: the claim ahead lists
       await listing.promise;
       const before = creates;
