@@ -11,7 +11,7 @@ import { DeadNodeBlocks } from "../../../daemon/gc/dead_node_blocks.ts";
 import { LeaderLease } from "../../../daemon/k8s/leader_lease.ts";
 import { kubeLeaseApi } from "../../../daemon/k8s/lease_api.ts";
 import { KubeApiError } from "../../../daemon/k8s/errors.ts";
-import type { NetworkBlockObject } from "../../../daemon/ipam/nad_blocks.ts";
+import { type NetworkBlockObject, networkBlockRange } from "../../../daemon/ipam/nad_blocks.ts";
 import { type NadIpamConfig, parseWhereabouts, rangeHolds } from "../../../daemon/ipam/nad_ipam.ts";
 import { NadNetworkIpam, type NetworkBlockApi } from "../../../daemon/ipam/nad_network_ipam.ts";
 import { freshCidr24, until } from "./_pools.ts";
@@ -443,11 +443,14 @@ Deno.test("an ADD waiting on a claim ahead of need that fails claims for itself"
       const n1 = await env.open("n1", dir, 600_000, undefined, api, 0);
       for (let i = 0; i < 16; i++) await n1.add(c, "default/n", owner(i));
       await until(() => creates === 2);
-      // Fill the first block; the next ADD waits on the claim ahead.
+      // Fill the first block; the ADD after it waits on the claim ahead (it is called as soon as
+      // the one before is answered, and reaches that wait before any timer runs).
+      const first = networkBlockRange(c.ranges[0], parseCidr(n1.held()[0].cidr))!;
+      const capacity = Number(first.end.value - first.start.value + 1n);
       const rest = (async () => {
         for (let i = 16; i < 40; i++) await n1.add(c, "default/n", owner(i));
       })();
-      await until(() => n1.addressesOf(owner(30)).length === 1);
+      await until(() => n1.allocations().length === capacity);
       held.resolve();
       await rest;
       assertEquals(
