@@ -157,7 +157,7 @@ export function nextFreeNetworkBlock(
   const bits = fam === 4 ? 32 : 128;
   const same = taken.filter((t) => t.network.family === fam);
   for (let prefix = blockPrefixFor(range); prefix <= bits; prefix++) {
-    const size = 1n << BigInt(bits - prefix);
+    const size = blockAddresses(fam, prefix);
     // The blocks of this size that touch start..end.
     const first = range.start.value / size;
     const count = range.end.value / size - first + 1n;

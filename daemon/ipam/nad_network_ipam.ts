@@ -206,9 +206,9 @@ export class NadNetworkIpam {
   readonly #meta = new Map<string, { uid: string; namespace?: string; name?: string }>();
   /** Owners whose addresses were adopted from block objects at start (state lost here). */
   readonly #adopted = new Set<string>();
-  /** The claim under way per range, and whether it is one made ahead of need. */
   /** When a claim ahead of need last declined, per range (see `AHEAD_DECLINED_MS`). */
   readonly #aheadDeclined = new Map<string, number>();
+  /** The claim under way per range, whether it is one made ahead of need, and its start now. */
   readonly #claiming = new Map<
     string,
     { claim: Promise<Held | undefined>; ahead: boolean; hurry?: () => void }
@@ -929,7 +929,7 @@ export class NadNetworkIpam {
     if (held.emptySince === undefined) return;
     if (Date.now() - held.emptySince < this.#keepEmptyMs(held)) return;
     await held.writer.idle();
-    if (this.#closed || held.local.held > 0 || held.emptySince === undefined) return;
+    if (this.#closed || held.local.held > 0) return;
     this.#blocks.delete(held.name);
     const { api } = this.#d;
     for (let attempt = 0; attempt < 4; attempt++) {

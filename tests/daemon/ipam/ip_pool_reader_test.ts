@@ -16,6 +16,18 @@ function countingClient(answer: () => Promise<{ items: IpPoolObject[]; resourceV
 }
 
 const pool = { metadata: { name: "p" }, spec: { cidrs: ["10.9.0.0/16"] } } as IpPoolObject;
+const other = { metadata: { name: "q" }, spec: { cidrs: ["10.8.0.0/16"] } } as IpPoolObject;
+
+/** A counting client whose lists answer only when the test resolves them, in order. */
+function deferredClient() {
+  const answers: PromiseWithResolvers<{ items: IpPoolObject[]; resourceVersion: string }>[] = [];
+  const client = countingClient(() => {
+    const d = Promise.withResolvers<{ items: IpPoolObject[]; resourceVersion: string }>();
+    answers.push(d);
+    return d.promise;
+  });
+  return { client, answers };
+}
 
 Deno.test("a burst of reads lists the pools once while the list is kept", async () => {
   const client = countingClient(() => Promise.resolve({ items: [pool], resourceVersion: "1" }));
@@ -66,13 +78,7 @@ Deno.test("a listed pool watch answers without any list", async () => {
 
 Deno.test("reads during a refresh get the list it replaces, never one older than twice keepMs", async () => {
   let clock = 0;
-  const other = { metadata: { name: "q" }, spec: { cidrs: ["10.8.0.0/16"] } } as IpPoolObject;
-  const answers: PromiseWithResolvers<{ items: IpPoolObject[]; resourceVersion: string }>[] = [];
-  const client = countingClient(() => {
-    const d = Promise.withResolvers<{ items: IpPoolObject[]; resourceVersion: string }>();
-    answers.push(d);
-    return d.promise;
-  });
+  const { client, answers } = deferredClient();
   const read = ipPoolReader(client, undefined, 1000, () => clock);
   const first = read();
   answers[0].resolve({ items: [pool], resourceVersion: "1" });
@@ -98,12 +104,7 @@ Deno.test("reads during a refresh get the list it replaces, never one older than
 
 Deno.test("while a refresh hangs, the list it replaces answers only until it is twice keepMs old", async () => {
   let clock = 0;
-  const answers: PromiseWithResolvers<{ items: IpPoolObject[]; resourceVersion: string }>[] = [];
-  const client = countingClient(() => {
-    const d = Promise.withResolvers<{ items: IpPoolObject[]; resourceVersion: string }>();
-    answers.push(d);
-    return d.promise;
-  });
+  const { client, answers } = deferredClient();
   const read = ipPoolReader(client, undefined, 1000, () => clock);
   const first = read();
   answers[0].resolve({ items: [pool], resourceVersion: "1" });
@@ -118,7 +119,6 @@ Deno.test("while a refresh hangs, the list it replaces answers only until it is 
   ]);
   assertEquals(state, "waiting", "a list 2.85 s old was answered (the limit is 2 s)");
   assertEquals(client.lists, 2, "no third list while the refresh is under way");
-  const other = { metadata: { name: "q" }, spec: { cidrs: ["10.8.0.0/16"] } } as IpPoolObject;
   answers[1].resolve({ items: [other], resourceVersion: "2" });
   assertEquals(await late, [other], "the read waited for the refresh");
 });
