@@ -1,27 +1,31 @@
 /**
- * `deno task bench:dataplane [--quick] [--rounds N] [--add N] [--add-only] [--render]`: the pods'
- * own data path (issue 43), root.
- * TCP throughput (iperf3), request/response rate and new connections per second
+ * `deno task bench:dataplane [--quick] [--pairs N] [--window S] [--add N] [--add-only] [--render]`:
+ * the pods' own data path (issue 43), root.
+ * TCP throughput (one stream), request/response rate and new connections per second
  * (`bench/tcp_probe.ts`) between pods of the simulated cluster (`daemon/dev/cluster_sim.ts`, two
  * nodes): on one node, and across nodes with `routing.mode` host-gw and vxlan; each with port
- * security off and on, and NetworkPolicy off (no policy selects the server; policy enforcement
+ * security on and off, and NetworkPolicy off (no policy selects the server; policy enforcement
  * stays enabled, as by default) and on (one policy isolating the server pod, admitting the
  * client pods; a third pod is refused before anything is measured). Floors measured in the same
  * run: node↔node (the simulated nodes' own namespaces over their underlay) and the reference
  * plugins (Debian's `bridge` + `host-local` through libcni, two pods on a bridge in a namespace
  * of its own; one node).
  *
- * Per routing mode, two clusters run at once, port security on in one and off in the other; policy
- * is off, then on (vxlan: on, then off) in both; each state gets `--rounds` pairs (3 quick, 6
- * full): in each pair every path is measured on both clusters back to back, in ABBA order
- * (`bench/paired.ts`), and the floors after them. A busy machine's load drifts over seconds, so
- * the ratio on/off is taken per pair, and reported as the median of the pairs with a
- * distribution-free 95 % interval; the target (with port security on, ≥ 0.97× of off) is met
- * only when every interval lies at or above 0.97, missed when one lies wholly below, and
- * otherwise undecided by the run. Throughput is also counted per CPU-second of iperf3's client
- * and server (the packet path's cost, less swayed by what else runs). The daemon's ADD p50 with
- * port security on and off (`bench/portsec_bench.ts`, as `deno task bench` measures it) is
- * measured first, `--add` pods per run (0: not). Floors and the load average are recorded with it.
+ * Port security on over off is measured in place: one cluster per routing mode, port security on
+ * as shipped, and its guard switched off and on between windows of one probe
+ * (`bench/guard_switch.ts`: off, the nodes have no bridge-family hook, as with
+ * `portSecurity.enabled` false). Each path and metric is one client process on one connection,
+ * pinned to a CPU (its server on the other), through `2 × --pairs + 1` windows of `--window`
+ * seconds (300 and 0.12 s; quick: 8): the first warms up, then pairs of adjacent windows, the
+ * guard on in one and off in the other, in ABBA order (`bench/paired.ts`). Two runs of one path
+ * on this kind of machine differ by up to 2× (which CPUs, which clusters, what else ran); two
+ * windows a fifth of a second apart on one connection differ by ~10 %, and a few hundred pairs
+ * narrow the median to the 3 % the target needs. The ratio on/off is taken per pair and reported
+ * as the median of the pairs with a distribution-free 95 % interval; the target (with port
+ * security on, ≥ 0.97× of off) is met only when every interval lies at or above 0.97, missed
+ * when one lies wholly below, and otherwise undecided by the run. The daemon's ADD p50 with port
+ * security on and off (`bench/portsec_bench.ts`, as `deno task bench` measures it) is measured
+ * first, `--add` pods per run (0: not). Floors and the load average are recorded with it.
  *
  * Writes `bench/results/dataplane.json` and `dataplane.md` (rendered by `bench/report.ts`); with
  * `--render`, only renders them again from the samples the last result holds.
@@ -31,18 +35,20 @@
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import { abbaFirst, median, medianInterval, type RatioInterval, verdictOf } from "./paired.ts";
 import { portSecurityAddCost } from "./portsec_bench.ts";
+import { type GuardSwitch, guardSwitch } from "./guard_switch.ts";
 import { type SimCluster, type SimPod, withSimCluster } from "../daemon/dev/cluster_sim.ts";
+import { resolveConfig } from "../daemon/config/config.ts";
 import { buildLibcniDriver, HAVE_LIBCNI } from "../daemon/dev/libcni.ts";
 import { IS_ROOT, run, uniqueToken } from "../daemon/dev/netns.ts";
 import { NETWORK_POLICIES } from "../daemon/k8s/resources.ts";
 import { dataplaneReport, type DataplaneResult } from "./report.ts";
 import {
   PROBE_PORTS,
-  type ProbeDurations,
-  probeTcp,
+  probeWindows,
   startProbeServers,
   type TcpSample,
   waitForReach,
+  type WindowWork,
 } from "./tcp_probe.ts";
 
 /** Where the two pods are and how the nodes route. */
@@ -153,57 +159,136 @@ async function prepare(
   return { srv, other, clients, underlay: { from: n2.ns.name, ip: n1.address } };
 }
 
+/** The windowed probes of one path, in the order they run: what each measures. */
+const WORKS: [WindowWork, keyof TcpSample][] = [
+  ["bytes", "gbps"],
+  ["rr", "rrPerS"],
+  ["conn", "connsPerS"],
+];
+
 /**
- * Two clusters of `routing` alive at once, port security on in one and off in the other; for
- * policy off and on (in `policyOrder`), `rounds` pairs: each path measured on both clusters back
- * to back (which goes first in ABBA order), then the node↔node floor and the `extra` probes.
+ * Guard on or off in each window of a series: the first warms the connection up (not counted),
+ * then `pairs` pairs in ABBA order (`bench/paired.ts`).
+ */
+export function guardStates(pairs: number): boolean[] {
+  return [
+    true,
+    ...Array.from({ length: pairs }, (_, i) => abbaFirst(i)).flatMap((first) =>
+      first ? [true, false] : [false, true]
+    ),
+  ];
+}
+
+/**
+ * The pairs of `path`: per work, one process and one connection through `2 × pairs + 1`
+ * windows of `windowS`, the guard set before each as {@link guardStates} says; pair `k` of every
+ * metric goes into the `k`-th sample of each series (its on and off windows adjacent in time).
+ */
+async function measurePairs(
+  path: Path,
+  on: string,
+  off: string,
+  pairs: number,
+  windowS: number,
+  guard: GuardSwitch,
+  samples: Samples,
+): Promise<void> {
+  const states = guardStates(pairs);
+  const got = { on: [] as Partial<TcpSample>[], off: [] as Partial<TcpSample>[] };
+  for (const [work, metric] of WORKS) {
+    const rates = await probeWindows(
+      path.from,
+      path.ip,
+      work,
+      states.length,
+      windowS,
+      (i) => guard.set(states[i]),
+    );
+    await guard.set(true);
+    const seen = { on: 0, off: 0 };
+    for (let i = 1; i < states.length; i++) {
+      const side = states[i] ? "on" : "off";
+      (got[side][seen[side]++] ??= {})[metric] = Math.round(rates[i] * 1000) / 1000;
+    }
+  }
+  for (const side of ["on", "off"] as const) {
+    const series = side === "on" ? on : off;
+    (samples[series] ??= []).push(...got[side] as TcpSample[]);
+    console.log(JSON.stringify({ series, pairs, median: medianSample(got[side] as TcpSample[]) }));
+  }
+}
+
+/**
+ * A floor's windows (`windows` per work, one process each), paused before each by the same
+ * guard work as a series' so that they are alike; their rates go into `series`.
+ */
+async function measureFloor(
+  series: string,
+  path: Path,
+  windows: number,
+  windowS: number,
+  guard: GuardSwitch,
+  samples: Samples,
+): Promise<void> {
+  const got: Partial<TcpSample>[] = [];
+  for (const [work, metric] of WORKS) {
+    const rates = await probeWindows(
+      path.from,
+      path.ip,
+      work,
+      windows + 1,
+      windowS,
+      () => guard.set(true),
+    );
+    rates.slice(1).forEach((r, i) => (got[i] ??= {})[metric] = Math.round(r * 1000) / 1000);
+  }
+  (samples[series] ??= []).push(...got as TcpSample[]);
+  console.log(JSON.stringify({ series, median: medianSample(got as TcpSample[]) }));
+}
+
+/**
+ * One cluster of `routing` (two nodes, port security on as shipped); for policy off and on (in
+ * `policyOrder`), every path's pairs with the guard switched in place ({@link guardSwitch}), then
+ * the node↔node floor and the `extra` floors.
  */
 async function routingRound(
   routing: "host-gw" | "vxlan",
   policyOrder: boolean[],
-  rounds: number,
-  extra: Probe[],
-  measure: (p: Probe) => Promise<void>,
+  m: { pairs: number; windowS: number; floorWindows: number },
+  extra: Path | undefined,
+  samples: Samples,
 ): Promise<void> {
-  const sim = (portSecurity: boolean) => (fn: (c: SimCluster) => Promise<void>) =>
-    withSimCluster(
-      { nodes: 2, config: { routing: { mode: routing }, portSecurity: { enabled: portSecurity } } },
-      fn,
-    );
-  await sim(true)((on) =>
-    sim(false)(async (off) => {
+  await withSimCluster(
+    { nodes: 2, config: { routing: { mode: routing }, portSecurity: { enabled: true } } },
+    async (c) => {
       const closers: (() => Promise<void>)[] = [];
       try {
-        const ready = [
-          { portSecurity: true, c: on, r: await prepare(on, routing, closers) },
-          { portSecurity: false, c: off, r: await prepare(off, routing, closers) },
-        ];
+        const r = await prepare(c, routing, closers);
+        const table = resolveConfig(undefined).portSecurity.table;
+        const guard = await guardSwitch(c.nodes.map((n) => n.ns.name), table);
         for (const policy of policyOrder) {
-          for (const k of ready) {
-            await setPolicy(k.c, policy, k.r.other, k.r.srv, k.r.clients.map(([, p]) => p));
+          await setPolicy(c, policy, r.other, r.srv, r.clients.map(([, p]) => p));
+          for (const [placement, p] of r.clients) {
+            await measurePairs(
+              { from: p.ns.name, ip: r.srv.ip },
+              caseName(placement, true, policy),
+              caseName(placement, false, policy),
+              m.pairs,
+              m.windowS,
+              guard,
+              samples,
+            );
           }
-          for (let i = 0; i < rounds; i++) {
-            const order = abbaFirst(i) ? ready : [...ready].reverse();
-            for (let j = 0; j < ready[0].r.clients.length; j++) {
-              for (const k of order) {
-                const [placement, p] = k.r.clients[j];
-                await measure({
-                  series: caseName(placement, k.portSecurity, policy),
-                  path: { from: p.ns.name, ip: k.r.srv.ip },
-                });
-              }
-            }
-            await measure({ series: FLOORS.node, path: order[0].r.underlay });
-            for (const e of extra) await measure(e);
+          await measureFloor(FLOORS.node, r.underlay, m.floorWindows, m.windowS, guard, samples);
+          if (extra) {
+            await measureFloor(FLOORS.reference, extra, m.floorWindows, m.windowS, guard, samples);
           }
         }
       } finally {
         for (const close of closers) await close();
-        for (const c of [on, off]) {
-          await c.client.delete(NETWORK_POLICIES, "default", ISOLATE).catch(() => {});
-        }
+        await c.client.delete(NETWORK_POLICIES, "default", ISOLATE).catch(() => {});
       }
-    })
+    },
   );
 }
 
@@ -286,27 +371,22 @@ const loadavg = async () =>
   (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 
 /**
- * Runs the alternation (`rounds` rounds per routing mode and policy state): host-gw's pair of
- * clusters with the reference floor measured in each round, then vxlan's.
+ * Runs the whole measurement: host-gw's cluster (with the reference floor when libcni is there),
+ * then vxlan's; `pairs` pairs per case and metric, windows of `windowS`.
  */
 export async function dataplaneBench(
-  rounds: number,
-  d: ProbeDurations,
+  pairs: number,
+  windowS: number,
   dir: string,
 ): Promise<Samples> {
   const samples: Samples = {};
-  const measure = async (p: Probe) => {
-    const s = await probeTcp(p.path.from, p.path.ip, d);
-    (samples[p.series] ??= []).push(s);
-    console.log(JSON.stringify({ series: p.series, ...s }));
-  };
+  const m = { pairs, windowS, floorWindows: Math.max(4, Math.round(pairs / 8)) };
   const driver = HAVE_LIBCNI ? await buildLibcniDriver(dir) : undefined;
   if (!driver) console.error("no libcni (deno task setup installs it): no reference floor");
-  const hostGw = (extra: Probe[]) => routingRound("host-gw", [false, true], rounds, extra, measure);
-  if (driver) {
-    await withReference(driver, dir, (path) => hostGw([{ series: FLOORS.reference, path }]));
-  } else await hostGw([]);
-  await routingRound("vxlan", [true, false], rounds, [], measure);
+  const hostGw = (extra?: Path) => routingRound("host-gw", [false, true], m, extra, samples);
+  if (driver) await withReference(driver, dir, (path) => hostGw(path));
+  else await hostGw();
+  await routingRound("vxlan", [true, false], m, undefined, samples);
   return samples;
 }
 
@@ -318,7 +398,7 @@ export function summarizeDataplane(
   samples: Samples,
   meta: Pick<
     DataplaneResult,
-    "date" | "machine" | "quick" | "rounds" | "durations" | "loadavg" | "add"
+    "date" | "machine" | "quick" | "rounds" | "windowS" | "durations" | "loadavg" | "add"
   >,
 ): DataplaneResult {
   const med = (name: string) => samples[name] ? medianSample(samples[name]) : undefined;
@@ -404,7 +484,7 @@ async function writeResult(result: DataplaneResult): Promise<void> {
 if (import.meta.main) {
   const flags = parseArgs(Deno.args, {
     boolean: ["quick", "render", "add-only"],
-    string: ["rounds", "add"],
+    string: ["pairs", "window", "add"],
   });
   if (flags.render) {
     // `--render`: the summary and table again from the samples of the last result (after a
@@ -430,23 +510,23 @@ if (import.meta.main) {
     Deno.exit(2);
   }
   const quick = flags.quick;
-  const rounds = Number(flags.rounds ?? (quick ? 3 : 6));
+  const pairs = Number(flags.pairs ?? (quick ? 8 : 300));
+  const windowS = Number(flags.window ?? 0.12);
   const adds = Number(flags.add ?? (quick ? 0 : 20));
-  // Short probes, many pairs: the load of a shared machine changes less within a pair.
-  const durations: ProbeDurations = { throughputS: 1, rrS: 0.3, connS: 0.3 }; // iperf3: whole s
   const dir = await Deno.makeTempDir({ prefix: "ferry-bench-dataplane-" });
   const before = await loadavg();
   try {
     const add = adds > 0 ? await portSecurityAddCost(adds) : undefined;
     if (add) console.log(JSON.stringify({ add }));
-    const samples = await dataplaneBench(rounds, durations, dir);
+    const samples = await dataplaneBench(pairs, windowS, dir);
     await writeResult(summarizeDataplane(samples, {
       ...(add ? { add: { ...add, adds } } : {}),
       date: new Date().toISOString(),
       machine: `${navigator.hardwareConcurrency} CPUs, kernel ${Deno.osRelease()}`,
       quick,
-      rounds,
-      durations,
+      rounds: pairs,
+      windowS,
+      durations: { throughputS: windowS, rrS: windowS, connS: windowS },
       loadavg: { before, after: await loadavg() },
     }));
   } finally {

@@ -668,8 +668,14 @@ export interface DataplaneResult {
   machine: string;
   /** `--quick`: two rounds of short measurements. */
   quick: boolean;
-  /** Rounds of the alternation per routing mode and policy state. */
+  /** Pairs per case (before `windowS`: rounds of the alternation of two clusters). */
   rounds: number;
+  /**
+   * The windows' length (s): each pair is two adjacent windows of one probe process, the guard
+   * switched in place between them. Absent from the runs before (two clusters, one with port
+   * security and one without, measured back to back for `durations`).
+   */
+  windowS?: number;
   durations: ProbeDurations;
   /** `/proc/loadavg` (1, 5, 15 min) before and after the run. */
   loadavg: { before: string; after: string };
@@ -724,8 +730,13 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
   const iv = (i?: RatioInterval) => i ? `${i.median.toFixed(3)} [${i.low}–${i.high}]` : "-";
   const n = r.cases.find((k) => k.intervals)?.intervals?.gbps;
   const add = r.add;
+  // Iperf3's CPU count (the two-cluster runs); the windowed probes have none.
+  const perCpu = r.cases.some((k) => k.intervals?.gbitPerCpuS);
+  const pairs = r.windowS
+    ? `pairs of adjacent ${r.windowS} s windows (ABBA order, the guard switched in place between them)`
+    : "back-to-back pairs (ABBA order)";
   return [
-    `Port security on / off, the median of ${n?.n ?? "?"} back-to-back pairs (ABBA order) with ` +
+    `Port security on / off, the median of ${n?.n ?? "?"} ${pairs} with ` +
     `its ${Math.round((n?.coverage ?? 0) * 1000) / 10} % interval (order statistics):`,
     "",
     table(
@@ -733,7 +744,7 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
         "pods",
         "policy",
         "throughput",
-        "throughput per CPU-second",
+        ...(perCpu ? ["throughput per CPU-second"] : []),
         "req/resp",
         "conn/s",
         "verdict",
@@ -742,7 +753,7 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
         k.placement,
         k.policy ? "isolating the server" : "none selecting",
         iv(k.intervals?.gbps),
-        iv(k.intervals?.gbitPerCpuS),
+        ...(perCpu ? [iv(k.intervals?.gbitPerCpuS)] : []),
         iv(k.intervals?.rrPerS),
         iv(k.intervals?.connsPerS),
         k.verdict ?? "-",
@@ -767,6 +778,16 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
   ];
 }
 
+/**
+ * How far the pairs' ratios spread: the quartiles of many short windows (a stalled window's ratio
+ * says nothing of the rest), or the whole range of a few rounds.
+ */
+function spread(xs: number[], quartiles: boolean): string {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
+  return quartiles ? `${at(0.25)}–${at(0.75)}` : `${s[0]}–${s[s.length - 1]}`;
+}
+
 /** The data path: port security on over off per case, each against its floor of the same run. */
 export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
   const x = (s?: TcpSample) =>
@@ -777,9 +798,14 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
   return [
     `${heading} The pods' data path (\`deno task bench:dataplane\`)`,
     "",
-    `${r.date}, ${r.machine}, ${r.quick ? "**quick mode** (" : "("}${r.rounds} rounds per case, ` +
-    `iperf3 ${r.durations.throughputS} s, request/response ${r.durations.rrS} s, connections ` +
-    `${r.durations.connS} s; load average ${r.loadavg.before} before, ${r.loadavg.after} after); ` +
+    `${r.date}, ${r.machine}, ${r.quick ? "**quick mode** (" : "("}` +
+    (r.windowS
+      ? `${r.rounds} pairs per case and metric, windows of ${r.windowS} s; one cluster per ` +
+        "routing mode with port security on, its guard switched off and on in place; one probe " +
+        "process and connection per series, pinned to a CPU, its server on the other; "
+      : `${r.rounds} rounds per case, iperf3 ${r.durations.throughputS} s, request/response ` +
+        `${r.durations.rrS} s, connections ${r.durations.connS} s; `) +
+    `load average ${r.loadavg.before} before, ${r.loadavg.after} after); ` +
     "medians; two simulated nodes on the API stand-in",
     "",
     ...dataplaneIntervals(r),
@@ -790,7 +816,9 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
         "port security on / off: throughput",
         "req/resp",
         "conn/s",
-        "on / off per round, throughput (min–max)",
+        r.windowS
+          ? "on / off per pair, throughput (min–max)"
+          : "on / off per round, throughput (min–max)",
         "floor",
         "on / floor: throughput",
         "req/resp",
@@ -800,11 +828,7 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
         k.placement,
         k.policy ? "isolating the server" : "none selecting",
         ...x(k.onOverOff),
-        k.perRound?.length
-          ? `${Math.min(...k.perRound.map((p) => p.gbps))}–${
-            Math.max(...k.perRound.map((p) => p.gbps))
-          }`
-          : "-",
+        k.perRound?.length ? spread(k.perRound.map((p) => p.gbps), !!r.windowS) : "-",
         k.floor,
         ...x(k.onOverFloor),
       ]),

@@ -1,11 +1,12 @@
 /**
  * TCP between two network namespaces, for the data-path benchmark (`bench/dataplane_bench.ts`):
- * servers started in one namespace (iperf3 on 5201, a Python acceptor that closes each
- * connection on 5202, a Python one-byte echo on 5203) and three measurements from another:
- * throughput (iperf3, one stream), request/response rate (one connection, one byte each way at a
- * time, as netperf's TCP_RR) and new connections per second (connect and close, as TCP_CRR).
- * Only the two namespaces given carry the traffic; the client's namespace may reuse its ports in
- * TIME_WAIT (its own sysctls).
+ * servers started in one namespace (a Python acceptor that closes each connection on 5202, a
+ * one-byte echo on 5203, a discard sink on 5204) and three kinds of work from another, each one
+ * client process measured in windows ({@link probeWindows}): throughput (one stream), request/
+ * response rate (one connection, one byte each way at a time, as netperf's TCP_RR) and new
+ * connections per second (connect and close, as TCP_CRR). Clients and servers are pinned to CPUs
+ * of their own ({@link PROBE_CPUS}). Only the two namespaces given carry the traffic; the
+ * client's namespace may reuse its ports in TIME_WAIT (its own sysctls).
  *
  * @module
  */
@@ -13,7 +14,7 @@ import { run } from "../daemon/dev/netns.ts";
 
 /** One measurement of a path. */
 export interface TcpSample {
-  /** iperf3 throughput, one stream (Gbit/s). */
+  /** Throughput, one stream (Gbit/s). */
   gbps: number;
   /** One-byte request/response round trips per second on one connection. */
   rrPerS: number;
@@ -21,16 +22,15 @@ export interface TcpSample {
   connsPerS: number;
   /**
    * iperf3 throughput per CPU-second of its client and server (Gbit per second of their user and
-   * system time, iperf3's own count; the kernel's packet processing in their context, the
-   * bridge's netfilter hooks included, is part of it): what a CPU-bound path costs per byte,
-   * whatever else the machine runs. Absent from samples before it was measured.
+   * system time, iperf3's own count): what the runs with iperf3 measured (the results of
+   * bench:dataplane before its windowed probes); absent from the windowed probes' samples.
    */
   gbitPerCpuS?: number;
 }
 
-/** How long each measurement runs (s). */
+/** How long each measurement runs (s); the windowed probes' windows are all of one length. */
 export interface ProbeDurations {
-  /** iperf3's `-t`. */
+  /** Throughput (iperf3's `-t` in the runs before the windowed probes). */
   throughputS: number;
   /** The request/response loop. */
   rrS: number;
@@ -39,10 +39,15 @@ export interface ProbeDurations {
 }
 
 /** The ports the servers listen on. */
-export const PROBE_PORTS = { iperf: 5201, accept: 5202, echo: 5203 } as const;
+export const PROBE_PORTS = { accept: 5202, echo: 5203, discard: 5204 } as const;
 
 const SERVER_PY = `
 import socket, threading
+def sink(c):
+    buf = bytearray(1 << 20)
+    while c.recv_into(buf):
+        pass
+    c.close()
 def serve(port, echo):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -50,6 +55,9 @@ def serve(port, echo):
     s.listen(512)
     while True:
         c, _ = s.accept()
+        if echo == 'discard':
+            threading.Thread(target=sink, args=(c,), daemon=True).start()
+            continue
         if not echo:
             c.close()
             continue
@@ -63,6 +71,7 @@ def serve(port, echo):
             c.close()
         threading.Thread(target=pong, daemon=True).start()
 threading.Thread(target=serve, args=(${PROBE_PORTS.echo}, True), daemon=True).start()
+threading.Thread(target=serve, args=(${PROBE_PORTS.discard}, 'discard'), daemon=True).start()
 serve(${PROBE_PORTS.accept}, False)
 `;
 
@@ -95,6 +104,141 @@ else:
 print(n / secs if mode in ('rr', 'conn') else n)
 `;
 
+/**
+ * The windowed client: one process, one kind of work (`bytes`: one stream of 256 KiB writes to
+ * the discard server; `rr`: one byte each way at a time on one connection; `conn`: connect and
+ * close), run in windows of `secs`: before each it prints `ready` and waits for a line on its
+ * stdin, after each it prints the work done and the time it took as JSON.
+ */
+const WINDOWS_PY = `
+import json, socket, sys, time
+mode, ip, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+s = None
+if mode == 'bytes':
+    s = socket.create_connection((ip, ${PROBE_PORTS.discard}), timeout=5)
+    chunk = b'x' * (256 << 10)
+elif mode == 'rr':
+    s = socket.create_connection((ip, ${PROBE_PORTS.echo}), timeout=5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    print('ready', flush=True)
+    if sys.stdin.readline().strip() != 'go':
+        break
+    n = 0
+    start = time.perf_counter()
+    end = start + secs
+    if mode == 'bytes':
+        while time.perf_counter() < end:
+            s.sendall(chunk)
+            n += len(chunk)
+    elif mode == 'rr':
+        while time.perf_counter() < end:
+            s.sendall(b'x')
+            if s.recv(1) != b'x':
+                raise SystemExit('echo broke')
+            n += 1
+    else:
+        while time.perf_counter() < end:
+            c = socket.create_connection((ip, ${PROBE_PORTS.accept}), timeout=5)
+            c.close()
+            n += 1
+    print(json.dumps({'n': n, 'secs': time.perf_counter() - start}), flush=True)
+if s:
+    s.close()
+`;
+
+/** The work a windowed probe does: bytes streamed, request/response round trips, connections. */
+export type WindowWork = "bytes" | "rr" | "conn";
+
+/**
+ * One process in namespace `from` doing `work` against `ip` (servers of
+ * {@link startProbeServers} there) in `windows` windows of `secs` each, and `before(i)` awaited
+ * before window `i` while the work pauses (to change what the path passes through between two
+ * windows); the rate of each window (bytes: Gbit/s; rr and conn: per second). One connection and
+ * one process for the whole run: two adjacent windows differ in little but what `before` changed.
+ * @throws Error when the client fails, with its stderr.
+ */
+export async function probeWindows(
+  from: string,
+  ip: string,
+  work: WindowWork,
+  windows: number,
+  secs: number,
+  before: (i: number) => Promise<void>,
+): Promise<number[]> {
+  await run(
+    "ip",
+    ...["netns", "exec", from, "sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1"],
+    "net.ipv4.ip_local_port_range=1024 65000",
+  );
+  const child = new Deno.Command("ip", {
+    args: [
+      ...["netns", "exec", from],
+      ...onCpu(PROBE_CPUS?.client, ["python3", "-c", WINDOWS_PY, work, ip, String(secs)]),
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stderr = new Response(child.stderr).text();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).pipeThrough(lineSplitter())
+    .getReader();
+  const writer = child.stdin.getWriter();
+  const say = (line: string) => writer.write(new TextEncoder().encode(`${line}\n`));
+  const next = async () => {
+    const r = await lines.read();
+    if (r.done) {
+      throw new Error(`probe ${work} ${from} → ${ip} ended early: ${await stderr}`);
+    }
+    return r.value;
+  };
+  const rates: number[] = [];
+  try {
+    for (let i = 0; i < windows; i++) {
+      if ((await next()) !== "ready") throw new Error(`probe ${work}: not ready`);
+      await before(i);
+      await say("go");
+      const w = JSON.parse(await next()) as { n: number; secs: number };
+      rates.push(work === "bytes" ? (w.n * 8) / w.secs / 1e9 : w.n / w.secs);
+    }
+    await next();
+    await say("stop");
+    await writer.close();
+  } finally {
+    await child.status.then(() => {}, () => {});
+  }
+  return rates;
+}
+
+/** A stream of text split into its lines. */
+function lineSplitter(): TransformStream<string, string> {
+  let rest = "";
+  return new TransformStream({
+    transform(chunk, out) {
+      const parts = (rest + chunk).split("\n");
+      rest = parts.pop()!;
+      for (const p of parts) out.enqueue(p);
+    },
+    flush(out) {
+      if (rest) out.enqueue(rest);
+    },
+  });
+}
+
+/**
+ * The CPUs the probes run on, on a machine of two or more: the servers on the second, the clients
+ * on the first (`taskset`). Left to the scheduler, a client and its server share a CPU in one
+ * measurement and not in the next, and that alone moves a path's rates by up to 2× between two
+ * measurements back to back (bench:dataplane's noise before they were pinned).
+ */
+export const PROBE_CPUS = navigator.hardwareConcurrency >= 2
+  ? { client: "0", server: "1" }
+  : undefined;
+
+/** `args` run on `cpu` (as they are without one). */
+const onCpu = (cpu: string | undefined, args: string[]) =>
+  cpu === undefined ? args : ["taskset", "-c", cpu, ...args];
+
 /** The servers running in one namespace; {@link ProbeServers.close} stops them. */
 export interface ProbeServers {
   /** Stops the servers (SIGKILL) and waits for them. */
@@ -113,12 +257,11 @@ async function until(what: string, cond: () => Promise<boolean>, ms: number): Pr
 export async function startProbeServers(ns: string): Promise<ProbeServers> {
   const spawn = (...args: string[]) =>
     new Deno.Command("ip", {
-      args: ["netns", "exec", ns, ...args],
+      args: ["netns", "exec", ns, ...onCpu(PROBE_CPUS?.server, args)],
       stdout: "null",
       stderr: "null",
     }).spawn();
   const children = [
-    spawn("iperf3", "-s", "-p", String(PROBE_PORTS.iperf)),
     spawn("python3", "-c", SERVER_PY),
   ];
   const close = async () => {
@@ -142,7 +285,13 @@ export async function startProbeServers(ns: string): Promise<ProbeServers> {
 }
 
 const py = (ns: string, ...args: string[]) =>
-  run("ip", "netns", "exec", ns, "python3", "-c", CLIENT_PY, ...args);
+  run(
+    "ip",
+    "netns",
+    "exec",
+    ns,
+    ...onCpu(PROBE_CPUS?.client, ["python3", "-c", CLIENT_PY, ...args]),
+  );
 
 /** Whether a connection from `ns` to `ip`:`port` opens within `timeoutS` seconds. */
 export async function canConnect(
@@ -170,53 +319,4 @@ export async function waitForReach(
     async () => (await canConnect(ns, ip, port)) === open,
     ms,
   );
-}
-
-/**
- * Measures the path from namespace `from` to `ip` (servers of {@link startProbeServers} there):
- * throughput, then request/response, then connections.
- *
- * @example
- * ```ts
- * const servers = await startProbeServers(srv.ns.name);
- * try {
- *   console.log(await probeTcp(cli.ns.name, srv.ip, { throughputS: 2, rrS: 1, connS: 1 }));
- * } finally {
- *   await servers.close();
- * }
- * ```
- */
-export async function probeTcp(from: string, ip: string, d: ProbeDurations): Promise<TcpSample> {
-  // The connect loop leaves its sockets in TIME_WAIT on the client: thousands a second would run
-  // the client's namespace out of ports over a long run, so it may reuse them (its own sysctls).
-  await run(
-    "ip",
-    ...["netns", "exec", from, "sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1"],
-    "net.ipv4.ip_local_port_range=1024 65000",
-  );
-  const out = await run(
-    "ip",
-    ...["netns", "exec", from, "iperf3", "-c", ip, "-p", String(PROBE_PORTS.iperf)],
-    ...["-t", String(d.throughputS), "--connect-timeout", "3000", "-J"],
-  );
-  const end = (JSON.parse(out) as {
-    end: {
-      sum_received: { bits_per_second: number; bytes: number };
-      cpu_utilization_percent?: { host_total: number; remote_total: number };
-    };
-  }).end;
-  const bps = end.sum_received.bits_per_second;
-  const cpu = end.cpu_utilization_percent;
-  // Each process's share of the run's wall time: their CPU-seconds are the sum times the run.
-  const cpuS = cpu ? ((cpu.host_total + cpu.remote_total) / 100) * d.throughputS : 0;
-  const rr = Number((await py(from, "rr", ip, String(d.rrS))).trim());
-  const conns = Number((await py(from, "conn", ip, String(d.connS))).trim());
-  return {
-    gbps: Math.round(bps / 1e7) / 100,
-    rrPerS: Math.round(rr),
-    connsPerS: Math.round(conns),
-    ...(cpuS > 0
-      ? { gbitPerCpuS: Math.round((end.sum_received.bytes * 8) / cpuS / 1e7) / 100 }
-      : {}),
-  };
 }

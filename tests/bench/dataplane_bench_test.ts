@@ -2,19 +2,46 @@ import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import {
   caseName,
   FLOORS,
+  guardStates,
   type Placement,
   type Samples,
   summarizeDataplane,
 } from "../../bench/dataplane_bench.ts";
 import { dataplaneReport } from "../../bench/report.ts";
+import { guardSwitch } from "../../bench/guard_switch.ts";
 import {
   canConnect,
   PROBE_PORTS,
-  probeTcp,
+  probeWindows,
   startProbeServers,
   waitForReach,
 } from "../../bench/tcp_probe.ts";
-import { IS_ROOT, run, withNetns } from "../../daemon/dev/netns.ts";
+import { IS_ROOT, run, type TestNetns, withNetns } from "../../daemon/dev/netns.ts";
+import { guardTableScript } from "../../daemon/portsec/guard_table.ts";
+
+/** `nft -f -` in namespace `ns` with `script`. */
+async function nftScript(ns: string, script: string): Promise<void> {
+  const child = new Deno.Command("ip", {
+    args: ["netns", "exec", ns, "nft", "-f", "-"],
+    stdin: "piped",
+    stderr: "piped",
+  }).spawn();
+  const w = child.stdin.getWriter();
+  await w.write(new TextEncoder().encode(script));
+  await w.close();
+  const out = await child.output();
+  assert(out.success, `nft -f: ${new TextDecoder().decode(out.stderr)}`);
+}
+
+/** Whether one ping from `ns` to `ip`, sent from address `from`, is answered within a second. */
+async function canPing(ns: string, ip: string, from: string): Promise<boolean> {
+  const out = await new Deno.Command("ip", {
+    args: ["netns", "exec", ns, "ping", "-c", "1", "-W", "1", "-I", from, ip],
+    stdout: "null",
+    stderr: "null",
+  }).output();
+  return out.success;
+}
 
 const META = {
   date: "2026-11-26T00:00:00Z",
@@ -117,42 +144,72 @@ Deno.test("one case below 0.97× of off fails the target, and the report says so
   assert(md.includes("load average 1 1 1 before, 2 2 2 after"), "the load average is reported");
 });
 
+Deno.test("the guard's windows: one to warm up with it on, then pairs with it on in one and off in the other, in ABBA order", () => {
+  assertEquals(guardStates(4), [true, true, false, false, true, false, true, true, false]);
+  const states = guardStates(300);
+  assertEquals(states.length, 601);
+  for (let k = 0; k < 300; k++) {
+    assert(
+      states[1 + 2 * k] !== states[2 + 2 * k],
+      `pair ${k} has the guard on in one window only`,
+    );
+  }
+  assertEquals(states.slice(1).filter((x) => x).length, 300, "as many windows on as off");
+});
+
+/** Two namespaces joined by a veth, 192.0.2.1 in `a`, 192.0.2.2 in `b`. */
+async function joined(a: TestNetns, b: TestNetns): Promise<void> {
+  const veth = `fdp${crypto.randomUUID().slice(0, 8)}`;
+  await run(
+    "ip",
+    ...["link", "add", veth, "netns", a.name, "type", "veth"],
+    ...["peer", "name", "eth0", "netns", b.name],
+  );
+  await run("ip", "-n", a.name, "addr", "add", "192.0.2.1/30", "dev", veth);
+  await run("ip", "-n", b.name, "addr", "add", "192.0.2.2/30", "dev", "eth0");
+  for (const [ns, dev] of [[a, veth], [b, "eth0"], [a, "lo"], [b, "lo"]] as const) {
+    await run("ip", "-n", ns.name, "link", "set", dev, "up");
+  }
+}
+
 Deno.test({
-  name: "the probe measures a real path, and sees it closed by a drop rule on the server",
+  name:
+    "the windowed probe measures a real path window by window: a limit put in before one window slows that window alone, and a closed port is seen",
   ignore: !IS_ROOT,
   fn: () =>
     withNetns(2, async ([a, b]) => {
-      const veth = `fdp${crypto.randomUUID().slice(0, 8)}`;
-      await run(
-        "ip",
-        "link",
-        "add",
-        veth,
-        "netns",
-        a.name,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0",
-        "netns",
-        b.name,
-      );
-      await run("ip", "-n", a.name, "addr", "add", "192.0.2.1/30", "dev", veth);
-      await run("ip", "-n", b.name, "addr", "add", "192.0.2.2/30", "dev", "eth0");
-      for (const [ns, dev] of [[a, veth], [b, "eth0"], [a, "lo"], [b, "lo"]] as const) {
-        await run("ip", "-n", ns.name, "link", "set", dev, "up");
-      }
+      await joined(a, b);
       const servers = await startProbeServers(b.name);
       try {
         await waitForReach(a.name, "192.0.2.2", PROBE_PORTS.accept, true, 10_000);
-        const s = await probeTcp(a.name, "192.0.2.2", { throughputS: 1, rrS: 0.3, connS: 0.3 });
-        assert(s.gbps > 0, `throughput measured: ${JSON.stringify(s)}`);
-        assert(s.rrPerS > 0, `request/response measured: ${JSON.stringify(s)}`);
-        assert(s.connsPerS > 0, `connections measured: ${JSON.stringify(s)}`);
-        assert(
-          (s.gbitPerCpuS ?? 0) > 0,
-          `throughput per CPU-second measured: ${JSON.stringify(s)}`,
+        const limit = (on: boolean) =>
+          run(
+            "ip",
+            ...["netns", "exec", b.name, "nft"],
+            on
+              ? "add table inet fdp; add chain inet fdp inp { type filter hook input priority 0; policy accept; }; add rule inet fdp inp limit rate over 50/second drop"
+              : "delete table inet fdp",
+          );
+        const calls: number[] = [];
+        for (const work of ["bytes", "rr", "conn"] as const) {
+          const rates = await probeWindows(a.name, "192.0.2.2", work, 4, 0.2, async (i) => {
+            calls.push(i);
+            if (i === 2) await limit(true);
+            if (i === 3) await limit(false);
+          });
+          assertEquals(rates.length, 4, `${work}: a rate per window`);
+          for (const i of [0, 1, 3]) {
+            assert(rates[i] > 0, `${work}: window ${i} measured: ${rates}`);
+          }
+          assert(
+            rates[2] < rates[1] / 4 && rates[2] < rates[3] / 4,
+            `${work}: the window after the limit went in is slower than those around it: ${rates}`,
+          );
+        }
+        assertEquals(
+          calls,
+          [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3],
+          "before() runs before each window",
         );
         await run(
           "ip",
@@ -173,5 +230,99 @@ Deno.test({
       } finally {
         await servers.close();
       }
+    }),
+});
+
+Deno.test({
+  name:
+    "the guard switch takes port security's hook out of the data path and puts back exactly what the daemon wrote: a forged frame passes off and is dropped on",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withNetns(2, async ([node, pod]) => {
+      // The pod's port on a bridge in `node`, guarded; a peer address on the bridge.
+      const table = `fgs${crypto.randomUUID().slice(0, 6)}`;
+      const port = `fy${crypto.randomUUID().slice(0, 8)}`;
+      await run("ip", "-n", node.name, "link", "add", "br0", "type", "bridge");
+      await run(
+        "ip",
+        ...["link", "add", port, "netns", node.name, "type", "veth"],
+        ...["peer", "name", "eth0", "netns", pod.name],
+      );
+      await run("ip", "-n", node.name, "link", "set", port, "master", "br0");
+      await run("ip", "-n", node.name, "addr", "add", "192.0.2.1/24", "dev", "br0");
+      await run("ip", "-n", pod.name, "addr", "add", "192.0.2.2/24", "dev", "eth0");
+      for (const [ns, dev] of [[node, "br0"], [node, port], [pod, "eth0"], [pod, "lo"]] as const) {
+        await run("ip", "-n", ns.name, "link", "set", dev, "up");
+      }
+      const mac = JSON.parse(await run("ip", "-j", "-n", pod.name, "link", "show", "eth0"))[0]
+        .address as string;
+      await nftScript(node.name, guardTableScript(table, [{ port, mac, ips: ["192.0.2.2"] }]));
+      const before = await run(
+        "ip",
+        "netns",
+        "exec",
+        node.name,
+        "nft",
+        "list",
+        "chain",
+        "bridge",
+        table,
+        "guard",
+      );
+      // A forged source: 192.0.2.77 is not the pod's.
+      await run("ip", "-n", pod.name, "addr", "add", "192.0.2.77/32", "dev", "eth0");
+      const forged = () => canPing(pod.name, "192.0.2.1", "192.0.2.77");
+      assertEquals(
+        await canPing(pod.name, "192.0.2.1", "192.0.2.2"),
+        true,
+        "the pod's own address passes",
+      );
+      assertEquals(await forged(), false, "the guard drops a forged source");
+      const guard = await guardSwitch([node.name], table);
+      await guard.set(false);
+      assertEquals(
+        (await run("ip", "netns", "exec", node.name, "nft", "list", "ruleset", "bridge")).includes(
+          " hook ",
+        ),
+        false,
+        "no bridge hook is left with the guard off",
+      );
+      assertEquals(await forged(), true, "with the guard off, the forged source passes");
+      await guard.set(false);
+      assertEquals(await forged(), true, "off twice is still off");
+      await guard.set(true);
+      assertEquals(
+        await run(
+          "ip",
+          "netns",
+          "exec",
+          node.name,
+          "nft",
+          "list",
+          "chain",
+          "bridge",
+          table,
+          "guard",
+        ),
+        before,
+        "the chain is back as the daemon wrote it",
+      );
+      assertEquals(await forged(), false, "with the guard on again, the forged source is dropped");
+      assertEquals(
+        await canPing(pod.name, "192.0.2.1", "192.0.2.2"),
+        true,
+        "and the pod's own passes",
+      );
+      await guard.set(true);
+      assertEquals(await forged(), false, "on twice is still on");
+    }),
+});
+
+Deno.test({
+  name: "the guard switch refuses a namespace without the guard's chain",
+  ignore: !IS_ROOT,
+  fn: () =>
+    withNetns(1, async ([node]) => {
+      await assertRejects(() => guardSwitch([node.name], "fgs-none"), Error);
     }),
 });
