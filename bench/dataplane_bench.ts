@@ -1,5 +1,5 @@
 /**
- * `deno task bench:dataplane [--quick] [--pairs N] [--window S] [--add N] [--add-only] [--render]`:
+ * `deno task bench:dataplane [--quick] [--sets N] [--window S] [--add N] [--add-only] [--render]`:
  * the pods' own data path (issue 43), root.
  * TCP throughput (one stream), request/response rate and new connections per second
  * (`bench/tcp_probe.ts`) between pods of the simulated cluster (`daemon/dev/cluster_sim.ts`, two
@@ -12,20 +12,23 @@
  * of its own; one node).
  *
  * Port security on over off is measured in place: one cluster per routing mode, port security on
- * as shipped, and its guard switched off and on between windows of one probe
- * (`bench/guard_switch.ts`: off, the nodes have no bridge-family hook, as with
- * `portSecurity.enabled` false). Each path and metric is one client process on one connection,
- * pinned to a CPU (its server on the other), through `2 × --pairs + 1` windows of `--window`
- * seconds (300 and 0.12 s; quick: 8): the first warms up, then pairs of adjacent windows, the
- * guard on in one and off in the other, in ABBA order (`bench/paired.ts`). Two runs of one path
- * on this kind of machine differ by up to 2× (which CPUs, which clusters, what else ran); two
- * windows a fifth of a second apart on one connection differ by ~10 %, and a few hundred pairs
- * narrow the median to the 3 % the target needs. The ratio on/off is taken per pair and reported
- * as the median of the pairs with a distribution-free 95 % interval; the target (with port
- * security on, ≥ 0.97× of off) is met only when every interval lies at or above 0.97, missed
- * when one lies wholly below, and otherwise undecided by the run. The daemon's ADD p50 with port
- * security on and off (`bench/portsec_bench.ts`, as `deno task bench` measures it) is measured
- * first, `--add` pods per run (0: not). Floors and the load average are recorded with it.
+ * as shipped, and its guard switched between windows of one probe (`bench/guard_switch.ts`): on
+ * (the daemon's chain), off (no bridge-family hook, as with `portSecurity.enabled` false) and at
+ * its least (the hook and one rule: one lookup of each frame's port, source MAC and address in the
+ * daemon's per-pod set, the floor of any guard the issue allows, measured beside the guard). Each
+ * path and metric is one client process on one connection, pinned to a CPU (its server on the
+ * other), through `3 × --sets + 1` windows of `--window` seconds (200 and 0.12 s; quick: 6): the
+ * first warms up, then sets of three adjacent windows, one per state, every order in turn. Two
+ * runs of one path on this kind of machine differ by up to 2× (which CPUs, which clusters, what
+ * else ran); two windows a fifth of a second apart on one connection differ by ~10 %, and some
+ * hundreds of sets narrow the median to the few per cent the target needs. The ratios on/off and
+ * least/off are taken per set and reported as the median of the sets with a distribution-free
+ * 95 % interval; the target (with port security on, ≥ 0.97× of off) is met only when every
+ * interval lies at or above 0.97, missed when one lies wholly below, and otherwise undecided by
+ * the run; where the least guard's interval lies wholly below 0.97 too, no guard of per-pod set
+ * elements meets it on this machine. The daemon's ADD p50 with port security on and off
+ * (`bench/portsec_bench.ts`, as `deno task bench` measures it) is measured first, `--add` pods
+ * per run (0: not). Floors and the load average are recorded with it.
  *
  * Writes `bench/results/dataplane.json` and `dataplane.md` (rendered by `bench/report.ts`); with
  * `--render`, only renders them again from the samples the last result holds.
@@ -33,9 +36,9 @@
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
-import { abbaFirst, median, medianInterval, type RatioInterval, verdictOf } from "./paired.ts";
+import { median, medianInterval, type RatioInterval, verdictOf } from "./paired.ts";
 import { portSecurityAddCost } from "./portsec_bench.ts";
-import { type GuardSwitch, guardSwitch } from "./guard_switch.ts";
+import { type GuardState, type GuardSwitch, guardSwitch } from "./guard_switch.ts";
 import { type SimCluster, type SimPod, withSimCluster } from "../daemon/dev/cluster_sim.ts";
 import { resolveConfig } from "../daemon/config/config.ts";
 import { buildLibcniDriver, HAVE_LIBCNI } from "../daemon/dev/libcni.ts";
@@ -60,6 +63,10 @@ export type Samples = Record<string, TcpSample[]>;
 /** The series name of one case. */
 export const caseName = (placement: Placement, portSecurity: boolean, policy: boolean) =>
   `${placement} | port security ${portSecurity ? "on" : "off"} | policy ${policy ? "on" : "off"}`;
+
+/** The series of a case with the least guard (`bench/guard_switch.ts`'s `lookup`) in place. */
+export const leastGuardName = (placement: Placement, policy: boolean) =>
+  `${placement} | one lookup | policy ${policy ? "on" : "off"}`;
 
 /** The floors' series names. */
 export const FLOORS = { node: "node↔node (underlay)", reference: "reference bridge + host-local" };
@@ -166,35 +173,40 @@ const WORKS: [WindowWork, keyof TcpSample][] = [
   ["conn", "connsPerS"],
 ];
 
+/** Each set's order of the three states, in turn: every state in every place equally often. */
+const ORDERS: GuardState[][] = [
+  ["on", "off", "lookup"],
+  ["off", "lookup", "on"],
+  ["lookup", "on", "off"],
+  ["lookup", "off", "on"],
+  ["off", "on", "lookup"],
+  ["on", "lookup", "off"],
+];
+
 /**
- * Guard on or off in each window of a series: the first warms the connection up (not counted),
- * then `pairs` pairs in ABBA order (`bench/paired.ts`).
+ * The guard's state in each window of a series: the first warms the connection up (not counted),
+ * then `sets` sets of three adjacent windows, the guard on, off and at its least
+ * ({@link GuardState}), in the orders of {@link ORDERS} in turn.
  */
-export function guardStates(pairs: number): boolean[] {
-  return [
-    true,
-    ...Array.from({ length: pairs }, (_, i) => abbaFirst(i)).flatMap((first) =>
-      first ? [true, false] : [false, true]
-    ),
-  ];
+export function guardStates(sets: number): GuardState[] {
+  return ["on", ...Array.from({ length: sets }, (_, i) => ORDERS[i % ORDERS.length]).flat()];
 }
 
 /**
- * The pairs of `path`: per work, one process and one connection through `2 × pairs + 1`
- * windows of `windowS`, the guard set before each as {@link guardStates} says; pair `k` of every
- * metric goes into the `k`-th sample of each series (its on and off windows adjacent in time).
+ * The sets of `path`: per work, one process and one connection through `3 × sets + 1` windows
+ * of `windowS`, the guard set before each as {@link guardStates} says; set `k` of every metric
+ * goes into the `k`-th sample of each series (its windows adjacent in time).
  */
-async function measurePairs(
+async function measureSets(
   path: Path,
-  on: string,
-  off: string,
-  pairs: number,
+  series: Record<GuardState, string>,
+  sets: number,
   windowS: number,
   guard: GuardSwitch,
   samples: Samples,
 ): Promise<void> {
-  const states = guardStates(pairs);
-  const got = { on: [] as Partial<TcpSample>[], off: [] as Partial<TcpSample>[] };
+  const states = guardStates(sets);
+  const got: Record<GuardState, Partial<TcpSample>[]> = { on: [], off: [], lookup: [] };
   for (const [work, metric] of WORKS) {
     const rates = await probeWindows(
       path.from,
@@ -204,17 +216,19 @@ async function measurePairs(
       windowS,
       (i) => guard.set(states[i]),
     );
-    await guard.set(true);
-    const seen = { on: 0, off: 0 };
+    await guard.set("on");
+    const seen: Record<GuardState, number> = { on: 0, off: 0, lookup: 0 };
     for (let i = 1; i < states.length; i++) {
-      const side = states[i] ? "on" : "off";
-      (got[side][seen[side]++] ??= {})[metric] = Math.round(rates[i] * 1000) / 1000;
+      (got[states[i]][seen[states[i]]++] ??= {})[metric] = Math.round(rates[i] * 1000) / 1000;
     }
   }
-  for (const side of ["on", "off"] as const) {
-    const series = side === "on" ? on : off;
-    (samples[series] ??= []).push(...got[side] as TcpSample[]);
-    console.log(JSON.stringify({ series, pairs, median: medianSample(got[side] as TcpSample[]) }));
+  for (const state of ["on", "off", "lookup"] as const) {
+    (samples[series[state]] ??= []).push(...got[state] as TcpSample[]);
+    console.log(JSON.stringify({
+      series: series[state],
+      sets,
+      median: medianSample(got[state] as TcpSample[]),
+    }));
   }
 }
 
@@ -238,7 +252,7 @@ async function measureFloor(
       work,
       windows + 1,
       windowS,
-      () => guard.set(true),
+      () => guard.set("on"),
     );
     rates.slice(1).forEach((r, i) => (got[i] ??= {})[metric] = Math.round(r * 1000) / 1000);
   }
@@ -248,13 +262,13 @@ async function measureFloor(
 
 /**
  * One cluster of `routing` (two nodes, port security on as shipped); for policy off and on (in
- * `policyOrder`), every path's pairs with the guard switched in place ({@link guardSwitch}), then
+ * `policyOrder`), every path's sets with the guard switched in place ({@link guardSwitch}), then
  * the node↔node floor and the `extra` floors.
  */
 async function routingRound(
   routing: "host-gw" | "vxlan",
   policyOrder: boolean[],
-  m: { pairs: number; windowS: number; floorWindows: number },
+  m: { sets: number; windowS: number; floorWindows: number },
   extra: Path | undefined,
   samples: Samples,
 ): Promise<void> {
@@ -269,11 +283,14 @@ async function routingRound(
         for (const policy of policyOrder) {
           await setPolicy(c, policy, r.other, r.srv, r.clients.map(([, p]) => p));
           for (const [placement, p] of r.clients) {
-            await measurePairs(
+            await measureSets(
               { from: p.ns.name, ip: r.srv.ip },
-              caseName(placement, true, policy),
-              caseName(placement, false, policy),
-              m.pairs,
+              {
+                on: caseName(placement, true, policy),
+                off: caseName(placement, false, policy),
+                lookup: leastGuardName(placement, policy),
+              },
+              m.sets,
               m.windowS,
               guard,
               samples,
@@ -372,15 +389,15 @@ const loadavg = async () =>
 
 /**
  * Runs the whole measurement: host-gw's cluster (with the reference floor when libcni is there),
- * then vxlan's; `pairs` pairs per case and metric, windows of `windowS`.
+ * then vxlan's; `sets` sets of windows per case and metric, windows of `windowS`.
  */
 export async function dataplaneBench(
-  pairs: number,
+  sets: number,
   windowS: number,
   dir: string,
 ): Promise<Samples> {
   const samples: Samples = {};
-  const m = { pairs, windowS, floorWindows: Math.max(4, Math.round(pairs / 8)) };
+  const m = { sets, windowS, floorWindows: Math.max(4, Math.round(sets / 8)) };
   const driver = HAVE_LIBCNI ? await buildLibcniDriver(dir) : undefined;
   if (!driver) console.error("no libcni (deno task setup installs it): no reference floor");
   const hostGw = (extra?: Path) => routingRound("host-gw", [false, true], m, extra, samples);
@@ -418,6 +435,14 @@ export function summarizeDataplane(
         if (rs.length) intervals[m] = medianInterval(rs);
       }
       const verdicts = Object.values(intervals).map((i) => verdictOf(i, TARGET));
+      // The least guard over off, set by set (runs that measured it).
+      const leasts = samples[leastGuardName(placement, policy)];
+      const leastIntervals: Record<string, RatioInterval> = {};
+      for (const m of leasts ? METRICS : []) {
+        const rs = leasts.slice(0, offs.length).map((x, i) => ratioOf(x, offs[i])[m])
+          .filter((x) => x !== undefined);
+        if (rs.length) leastIntervals[m] = medianInterval(rs);
+      }
       return {
         placement,
         policy,
@@ -433,6 +458,7 @@ export function summarizeDataplane(
         onOverOff: Object.fromEntries(
           Object.entries(intervals).map(([m, i]) => [m, i.median]),
         ) as unknown as TcpSample,
+        ...(leasts ? { leastGuard: leastIntervals } : {}),
         floor: placement === "one node" ? FLOORS.reference : FLOORS.node,
         onOverFloor: floor ? ratioOf(on, floor) : undefined,
         offOverFloor: floor ? ratioOf(off, floor) : undefined,
@@ -446,6 +472,16 @@ export function summarizeDataplane(
     : cases.every((k) => k.verdict === "met")
     ? "met" as const
     : "undecided" as const;
+  // The least guard's intervals: wholly below the target in a case and metric, no guard of
+  // per-pod set elements can meet it there on this machine.
+  const leastAll = cases.flatMap((k) => Object.values(k.leastGuard ?? {}));
+  const least = leastAll.length
+    ? {
+      worst: Math.min(...leastAll.map((i) => i.median)),
+      below: leastAll.filter((i) => verdictOf(i, TARGET) === "not met").length,
+      of: leastAll.length,
+    }
+    : undefined;
   // The node↔node floor is the same path every round: how far its throughput strays from its
   // median is the machine's noise (reported; the verdict comes from the pairs' intervals).
   const floorGbps = (samples[FLOORS.node] ?? []).map((x) => x.gbps);
@@ -468,6 +504,7 @@ export function summarizeDataplane(
       verdict,
       noise,
       conclusive: verdict !== "undecided",
+      ...(least ? { leastGuard: least } : {}),
     },
     samples,
   };
@@ -484,7 +521,7 @@ async function writeResult(result: DataplaneResult): Promise<void> {
 if (import.meta.main) {
   const flags = parseArgs(Deno.args, {
     boolean: ["quick", "render", "add-only"],
-    string: ["pairs", "window", "add"],
+    string: ["sets", "window", "add"],
   });
   if (flags.render) {
     // `--render`: the summary and table again from the samples of the last result (after a
@@ -510,7 +547,7 @@ if (import.meta.main) {
     Deno.exit(2);
   }
   const quick = flags.quick;
-  const pairs = Number(flags.pairs ?? (quick ? 8 : 300));
+  const sets = Number(flags.sets ?? (quick ? 6 : 200));
   const windowS = Number(flags.window ?? 0.12);
   const adds = Number(flags.add ?? (quick ? 0 : 20));
   const dir = await Deno.makeTempDir({ prefix: "ferry-bench-dataplane-" });
@@ -518,13 +555,13 @@ if (import.meta.main) {
   try {
     const add = adds > 0 ? await portSecurityAddCost(adds) : undefined;
     if (add) console.log(JSON.stringify({ add }));
-    const samples = await dataplaneBench(pairs, windowS, dir);
+    const samples = await dataplaneBench(sets, windowS, dir);
     await writeResult(summarizeDataplane(samples, {
       ...(add ? { add: { ...add, adds } } : {}),
       date: new Date().toISOString(),
       machine: `${navigator.hardwareConcurrency} CPUs, kernel ${Deno.osRelease()}`,
       quick,
-      rounds: pairs,
+      rounds: sets,
       windowS,
       durations: { throughputS: windowS, rrS: windowS, connS: windowS },
       loadavg: { before, after: await loadavg() },

@@ -1,24 +1,46 @@
 /**
- * Port security's guard switched off and on in place, for the data-path benchmark
+ * Port security's guard switched in place, for the data-path benchmark
  * (`bench/dataplane_bench.ts`): the guard's only hook is the base chain `guard` of its bridge
- * table (`daemon/portsec/guard_table.ts`); off, that chain is gone from every node's namespace and
+ * table (`daemon/portsec/guard_table.ts`). Off, that chain is empty and hookless on every node and
  * no bridge-family hook is left, which is the data path of a node with `portSecurity.enabled`
  * false (Ferry writes nothing else in the bridge family); on, the chain is back exactly as the
- * daemon wrote it. The table and its sets stay, so the daemon sees nothing to repair, and the
- * same pods on the same connection are measured both ways a fraction of a second apart.
+ * daemon wrote it; at its least, the chain holds one rule (see {@link GuardState}). The table and
+ * its sets stay, so the daemon sees nothing to repair, and the same pods on the same connection
+ * are measured each way a fraction of a second apart.
  *
  * @module
  */
 import { run } from "../daemon/dev/netns.ts";
 
+/**
+ * What the guard's chain holds: the daemon's (`on`), nothing and no hook (`off`), or the least
+ * guard port security can be (`lookup`): the hook and one rule, one lookup of each frame's port,
+ * source MAC and IPv4 source in the daemon's own `sarp` set, dropping a miss; the floor of any
+ * guard that binds addresses to ports with per-pod set elements.
+ */
+export type GuardState = "on" | "off" | "lookup";
+
 /** The guard of a cluster's nodes, switched in place. */
 export interface GuardSwitch {
   /**
-   * Puts the guard's chain in (`on`) or takes it out on every node, and checks that it is so;
-   * the same work either way, also when it already was.
-   * @throws Error when a node's ruleset is not what `on` asks for afterwards.
+   * Puts the guard's chain in `state` on every node, and checks that it is so; the same work
+   * whatever the state, also when it already was.
+   * @throws Error when a node's ruleset is not what `state` asks for afterwards.
    */
-  set(on: boolean): Promise<void>;
+  set(state: GuardState): Promise<void>;
+}
+
+/** The `lookup` state's chain of table `table`. */
+export function lookupChain(table: string): string {
+  return [
+    `table bridge ${table} {`,
+    "  chain guard {",
+    "    type filter hook prerouting priority -300; policy accept;",
+    "    iifname . ether saddr . ip saddr != @sarp drop",
+    "  }",
+    "}",
+    "",
+  ].join("\n");
 }
 
 /** `nft -f -` in namespace `ns` with `script` on stdin. */
@@ -67,13 +89,23 @@ export async function guardSwitch(namespaces: string[], table: string): Promise<
     saved.set(ns, chain);
   }
   return {
-    async set(on) {
+    async set(state) {
       for (const [ns, chain] of saved) {
-        // One transaction: the chain as it is goes, and comes back whole (on) or empty and
-        // hookless (off), so that `set` does the same work either way.
+        // One transaction: the chain as it is goes, and comes back whole (on), as the least guard
+        // (lookup) or empty and hookless (off), so that `set` does the same work either way.
         const gone = `flush chain bridge ${table} guard\ndelete chain bridge ${table} guard\n`;
-        await nftIn(ns, gone + (on ? chain : `add chain bridge ${table} guard\n`));
-        if (on) {
+        const next = state === "on"
+          ? chain
+          : state === "lookup"
+          ? lookupChain(table)
+          : `add chain bridge ${table} guard\n`;
+        await nftIn(ns, gone + next);
+        if (state === "lookup") {
+          const rules = (await listChain(ns, table)).split("\n").filter((l) => l.includes("@sarp"));
+          if (rules.length !== 1) {
+            throw new Error(`the least guard of ${ns} has ${rules.length} rules`);
+          }
+        } else if (state === "on") {
           const now = await listChain(ns, table);
           if (now !== chain) {
             throw new Error(`the guard of ${ns} came back changed:\n${now}\nwas:\n${chain}`);

@@ -684,6 +684,11 @@ export interface DataplaneResult {
   cases: {
     placement: string;
     policy: boolean;
+    /**
+     * The least guard (one lookup per frame, `bench/guard_switch.ts`) over off, per metric: the
+     * median of the sets' ratios and its 95 % interval (runs that measured it).
+     */
+    leastGuard?: Record<string, RatioInterval>;
     /** On over off in each round (the two measured one after the other): the noise. */
     perRound?: TcpSample[];
     /** Per metric: the median of the pairs' ratios and its 95 % interval (`bench/paired.ts`). */
@@ -712,6 +717,11 @@ export interface DataplaneResult {
     lowest?: number;
     /** What the intervals say: met, not met, or undecided by the run. */
     verdict?: Verdict;
+    /**
+     * The least guard over off: its lowest median, and how many of its intervals lie wholly
+     * below the target (out of how many): there, no guard of per-pod set elements meets it here.
+     */
+    leastGuard?: { worst: number; below: number; of: number };
   };
   /** The daemon's ADD p50 with port security on and off (`bench/portsec_bench.ts`). */
   add?: {
@@ -732,7 +742,11 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
   const add = r.add;
   // Iperf3's CPU count (the two-cluster runs); the windowed probes have none.
   const perCpu = r.cases.some((k) => k.intervals?.gbitPerCpuS);
-  const pairs = r.windowS
+  const least = r.target.leastGuard;
+  const pairs = r.windowS && least
+    ? `sets of three adjacent ${r.windowS} s windows (the guard on, off and at its least, switched ` +
+      "in place between them, every order in turn)"
+    : r.windowS
     ? `pairs of adjacent ${r.windowS} s windows (ABBA order, the guard switched in place between them)`
     : "back-to-back pairs (ABBA order)";
   return [
@@ -763,6 +777,31 @@ function dataplaneIntervals(r: DataplaneResult): string[] {
     `- ${r.target.what}: **${r.target.verdict}** (lowest median ${r.target.worst}×, lowest ` +
     `interval end ${r.target.lowest}×; met needs every interval at or above 0.97, not met one ` +
     "wholly below)",
+    ...(least
+      ? [
+        "",
+        "The least guard port security can be (one lookup of each frame's port, source MAC and " +
+        "address in a per-pod set, `bench/guard_switch.ts`) over off, in the same sets:",
+        "",
+        table(
+          ["pods", "policy", "throughput", "req/resp", "conn/s"],
+          r.cases.map((k) => [
+            k.placement,
+            k.policy ? "isolating the server" : "none selecting",
+            iv(k.leastGuard?.gbps),
+            iv(k.leastGuard?.rrPerS),
+            iv(k.leastGuard?.connsPerS),
+          ]),
+        ),
+        "",
+        `- the least guard: lowest median ${least.worst}×; ${least.below} of ${least.of} ` +
+        "intervals wholly below 0.97" +
+        (least.below
+          ? ": there, no guard that binds addresses to ports with per-pod set elements meets " +
+            "the target on this machine"
+          : ""),
+      ]
+      : []),
     ...(add
       ? [
         `- the daemon's own ADD p50 (\`bench/portsec_bench.ts\`, as \`deno task bench\` measures it; ` +
@@ -800,8 +839,9 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
     "",
     `${r.date}, ${r.machine}, ${r.quick ? "**quick mode** (" : "("}` +
     (r.windowS
-      ? `${r.rounds} pairs per case and metric, windows of ${r.windowS} s; one cluster per ` +
-        "routing mode with port security on, its guard switched off and on in place; one probe " +
+      ? `${r.rounds} ${r.target.leastGuard ? "sets" : "pairs"} per case and metric, windows of ` +
+        `${r.windowS} s; one cluster per routing mode with port security on, its guard switched ` +
+        `${r.target.leastGuard ? "on, off and to its least" : "off and on"} in place; one probe ` +
         "process and connection per series, pinned to a CPU, its server on the other; "
       : `${r.rounds} rounds per case, iperf3 ${r.durations.throughputS} s, request/response ` +
         `${r.durations.rrS} s, connections ${r.durations.connS} s; `) +
@@ -817,7 +857,7 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
         "req/resp",
         "conn/s",
         r.windowS
-          ? "on / off per pair, throughput (min–max)"
+          ? "on / off per set, throughput (quartiles)"
           : "on / off per round, throughput (min–max)",
         "floor",
         "on / floor: throughput",

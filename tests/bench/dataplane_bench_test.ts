@@ -3,6 +3,7 @@ import {
   caseName,
   FLOORS,
   guardStates,
+  leastGuardName,
   type Placement,
   type Samples,
   summarizeDataplane,
@@ -144,17 +145,47 @@ Deno.test("one case below 0.97× of off fails the target, and the report says so
   assert(md.includes("load average 1 1 1 before, 2 2 2 after"), "the load average is reported");
 });
 
-Deno.test("the guard's windows: one to warm up with it on, then pairs with it on in one and off in the other, in ABBA order", () => {
-  assertEquals(guardStates(4), [true, true, false, false, true, false, true, true, false]);
+Deno.test("the least guard's sets are summarized against off like the guard's, and the report says where no guard of per-pod set elements can meet the target", () => {
+  const s = samplesWith(() => 0.96);
+  for (const p of ["one node", "across nodes, host-gw", "across nodes, vxlan"] as Placement[]) {
+    for (const policy of [false, true]) {
+      s[leastGuardName(p, policy)] = s[caseName(p, false, policy)].map((x) => ({
+        gbps: x.gbps * (p === "one node" ? 0.95 : 0.99),
+        rrPerS: x.rrPerS,
+        connsPerS: x.connsPerS,
+      }));
+    }
+  }
+  const r = summarizeDataplane(s, { ...META, windowS: 0.12 });
+  assertEquals(r.cases[0].leastGuard?.gbps.median, 0.95);
+  assertEquals(r.target.leastGuard, { worst: 0.95, below: 2, of: 18 });
+  const md = dataplaneReport(r, "##");
+  assert(md.includes("2 of 18 intervals wholly below 0.97: there, no guard"), md);
+  assert(md.includes("sets of three adjacent 0.12 s windows"), md);
+  // Without the least guard's series (the runs before it), nothing of it is said.
+  const before = summarizeDataplane(samplesWith(() => 1), META);
+  assertEquals(before.target.leastGuard, undefined);
+  assert(!dataplaneReport(before, "##").includes("least guard"));
+});
+
+Deno.test("the guard's windows: one to warm up with it on, then sets of three with it on, off and at its least, every state in every place equally often", () => {
+  assertEquals(guardStates(2), ["on", "on", "off", "lookup", "off", "lookup", "on"]);
   const states = guardStates(300);
-  assertEquals(states.length, 601);
+  assertEquals(states.length, 901);
   for (let k = 0; k < 300; k++) {
-    assert(
-      states[1 + 2 * k] !== states[2 + 2 * k],
-      `pair ${k} has the guard on in one window only`,
+    assertEquals(
+      new Set(states.slice(1 + 3 * k, 4 + 3 * k)).size,
+      3,
+      `set ${k} has each state once`,
     );
   }
-  assertEquals(states.slice(1).filter((x) => x).length, 300, "as many windows on as off");
+  for (const state of ["on", "off", "lookup"]) {
+    for (let place = 0; place < 3; place++) {
+      const n = Array.from({ length: 300 }, (_, k) => states[1 + 3 * k + place])
+        .filter((x) => x === state).length;
+      assertEquals(n, 100, `${state} is in place ${place} of a third of the sets`);
+    }
+  }
 });
 
 /** Two namespaces joined by a veth, 192.0.2.1 in `a`, 192.0.2.2 in `b`. */
@@ -235,7 +266,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "the guard switch takes port security's hook out of the data path and puts back exactly what the daemon wrote: a forged frame passes off and is dropped on",
+    "the guard switch takes port security's hook out of the data path, puts in the least guard, and puts back exactly what the daemon wrote: a forged frame passes off and is dropped by the least guard and on",
   ignore: !IS_ROOT,
   fn: () =>
     withNetns(2, async ([node, pod]) => {
@@ -279,7 +310,7 @@ Deno.test({
       );
       assertEquals(await forged(), false, "the guard drops a forged source");
       const guard = await guardSwitch([node.name], table);
-      await guard.set(false);
+      await guard.set("off");
       assertEquals(
         (await run("ip", "netns", "exec", node.name, "nft", "list", "ruleset", "bridge")).includes(
           " hook ",
@@ -288,9 +319,33 @@ Deno.test({
         "no bridge hook is left with the guard off",
       );
       assertEquals(await forged(), true, "with the guard off, the forged source passes");
-      await guard.set(false);
+      await guard.set("off");
       assertEquals(await forged(), true, "off twice is still off");
-      await guard.set(true);
+      await guard.set("lookup");
+      assertEquals(await forged(), false, "the least guard drops the forged source");
+      assertEquals(
+        await canPing(pod.name, "192.0.2.1", "192.0.2.2"),
+        true,
+        "and passes the pod's own",
+      );
+      assertEquals(
+        (await run(
+          "ip",
+          "netns",
+          "exec",
+          node.name,
+          "nft",
+          "list",
+          "chain",
+          "bridge",
+          table,
+          "guard",
+        ))
+          .split("\n").filter((l) => l.trim() && !/[{}]|type filter/.test(l)).length,
+        1,
+        "the least guard is one rule",
+      );
+      await guard.set("on");
       assertEquals(
         await run(
           "ip",
@@ -313,7 +368,7 @@ Deno.test({
         true,
         "and the pod's own passes",
       );
-      await guard.set(true);
+      await guard.set("on");
       assertEquals(await forged(), false, "on twice is still on");
     }),
 });
