@@ -75,8 +75,8 @@ const bridgeHooks = async (ns: string) =>
  * @example
  * ```ts
  * const guard = await guardSwitch(c.nodes.map((n) => n.ns.name), "ferry-portsec");
- * await guard.set(false); // … measure …
- * await guard.set(true);
+ * await guard.set("off"); // … measure …
+ * await guard.set("on");
  * ```
  */
 export async function guardSwitch(namespaces: string[], table: string): Promise<GuardSwitch> {
