@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { NftRunner } from "../daemon/cluster/masquerade.ts";
 import { run } from "../daemon/dev/netns.ts";
 
 /**
@@ -43,22 +44,11 @@ export function lookupChain(table: string): string {
   ].join("\n");
 }
 
-/** `nft -f -` in namespace `ns` with `script` on stdin. */
-async function nftIn(ns: string, script: string): Promise<void> {
-  const child = new Deno.Command("ip", {
-    args: ["netns", "exec", ns, "nft", "-f", "-"],
-    stdin: "piped",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(script));
-  await w.close();
-  const out = await child.output();
-  if (!out.success) {
-    throw new Error(`nft -f in ${ns} failed: ${new TextDecoder().decode(out.stderr)}`);
-  }
-}
+/** Runs the switch's scripts (`nft -f -` through `nsenter` into a node's namespace). */
+const nft = new NftRunner({ family: "bridge" });
+
+/** `script` as one transaction in namespace `ns` (by name). */
+const nftIn = (ns: string, script: string) => nft.applyIn(`/var/run/netns/${ns}`, script);
 
 const listChain = (ns: string, table: string) =>
   run("ip", "netns", "exec", ns, "nft", "list", "chain", "bridge", table, "guard");

@@ -19,20 +19,7 @@ import {
 } from "../../bench/tcp_probe.ts";
 import { IS_ROOT, run, type TestNetns, withNetns } from "../../daemon/dev/netns.ts";
 import { guardTableScript } from "../../daemon/portsec/guard_table.ts";
-
-/** `nft -f -` in namespace `ns` with `script`. */
-async function nftScript(ns: string, script: string): Promise<void> {
-  const child = new Deno.Command("ip", {
-    args: ["netns", "exec", ns, "nft", "-f", "-"],
-    stdin: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(script));
-  await w.close();
-  const out = await child.output();
-  assert(out.success, `nft -f: ${new TextDecoder().decode(out.stderr)}`);
-}
+import { NftRunner } from "../../daemon/cluster/masquerade.ts";
 
 /** Whether one ping from `ns` to `ip`, sent from address `from`, is answered within a second. */
 async function canPing(ns: string, ip: string, from: string): Promise<boolean> {
@@ -287,19 +274,13 @@ Deno.test({
       }
       const mac = JSON.parse(await run("ip", "-j", "-n", pod.name, "link", "show", "eth0"))[0]
         .address as string;
-      await nftScript(node.name, guardTableScript(table, [{ port, mac, ips: ["192.0.2.2"] }]));
-      const before = await run(
-        "ip",
-        "netns",
-        "exec",
-        node.name,
-        "nft",
-        "list",
-        "chain",
-        "bridge",
-        table,
-        "guard",
+      await new NftRunner().applyIn(
+        node.path,
+        guardTableScript(table, [{ port, mac, ips: ["192.0.2.2"] }]),
       );
+      const guardChain = () =>
+        run("ip", "netns", "exec", node.name, "nft", "list", "chain", "bridge", table, "guard");
+      const before = await guardChain();
       // A forged source: 192.0.2.77 is not the pod's.
       await run("ip", "-n", pod.name, "addr", "add", "192.0.2.77/32", "dev", "eth0");
       const forged = () => canPing(pod.name, "192.0.2.1", "192.0.2.77");
@@ -329,36 +310,14 @@ Deno.test({
         "and passes the pod's own",
       );
       assertEquals(
-        (await run(
-          "ip",
-          "netns",
-          "exec",
-          node.name,
-          "nft",
-          "list",
-          "chain",
-          "bridge",
-          table,
-          "guard",
-        ))
+        (await guardChain())
           .split("\n").filter((l) => l.trim() && !/[{}]|type filter/.test(l)).length,
         1,
         "the least guard is one rule",
       );
       await guard.set("on");
       assertEquals(
-        await run(
-          "ip",
-          "netns",
-          "exec",
-          node.name,
-          "nft",
-          "list",
-          "chain",
-          "bridge",
-          table,
-          "guard",
-        ),
+        await guardChain(),
         before,
         "the chain is back as the daemon wrote it",
       );
