@@ -245,6 +245,7 @@ async function connectivityTest(a: CliArgs, client: KubeClient, d: CliDeps): Pro
     readyTimeoutMs: 180_000,
     connectTimeoutSeconds: 3,
     policyWaitMs: 10_000,
+    serviceWaitMs: 15_000,
     repairWaitMs: a.connectivity.waitRepairSeconds * 1000,
     ferryNamespace: a.namespace,
     spoofCountWaitMs: 30_000,

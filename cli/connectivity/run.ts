@@ -52,6 +52,11 @@ export interface ConnectivityDeps {
   connectTimeoutSeconds: number;
   /** How long a NetworkPolicy may take to be enforced on every node. */
   policyWaitMs: number;
+  /**
+   * How long after every test pod is Ready the Services may take to be served on every node
+   * (their endpoints published, then programmed by each node's kube-proxy, all asynchronously).
+   */
+  serviceWaitMs: number;
   /** How long a failed check is tried again, waiting for Ferry to repair the fault (0: never). */
   repairWaitMs: number;
   /** Ferry's namespace (its pods give each node's port security counters). */
@@ -109,21 +114,26 @@ async function attempt(
 }
 
 /**
- * Runs one check. Policy checks retry until the policy is in force or `policyWaitMs` passed; other
- * checks that fail retry for `repairWaitMs` (the operator's `--wait-repair`), and one that then
- * passes is reported as repaired, with when.
+ * Runs one check. Policy checks retry until the policy is in force or `policyWaitMs` passed;
+ * Service checks retry until `serviceWaitMs` after `readyAt` (when every test pod was Ready: the
+ * Services' endpoints and each node's kube-proxy follow asynchronously), and a pass then is no
+ * repair; any check that fails retries for `repairWaitMs` (the operator's `--wait-repair`), and
+ * one that then passes is reported as repaired, with when.
  */
-async function runCheck(d: ConnectivityDeps, c: Check): Promise<CheckResult> {
+async function runCheck(d: ConnectivityDeps, c: Check, readyAt: number): Promise<CheckResult> {
   const start = d.now();
   const policy = c.test === "policy-deny" || c.test === "policy-allow";
-  const bound = policy ? d.policyWaitMs : d.repairWaitMs;
+  const service = c.test === "pod-clusterip" || c.test === "pod-nodeport";
+  const settled = service ? readyAt + d.serviceWaitMs : start;
+  const deadline = policy ? start + d.policyWaitMs : Math.max(start + d.repairWaitMs, settled);
   let firstFailure: string | undefined;
   for (;;) {
     const { connected, why } = await attempt(d, c);
     const ok = connected === (c.expect === "connect");
-    const ms = d.now() - start;
+    const now = d.now();
+    const ms = now - start;
     if (ok) {
-      return firstFailure && !policy
+      return firstFailure && !policy && !(service && now <= settled)
         ? { check: c, ok, ms, repaired: { afterMs: ms, failure: firstFailure } }
         : { check: c, ok, ms };
     }
@@ -131,7 +141,7 @@ async function runCheck(d: ConnectivityDeps, c: Check): Promise<CheckResult> {
       ? `no connection: ${why || "refused or timed out"}`
       : `connected although denied (after ${Math.round(ms / 1000)} s)`;
     firstFailure ??= reason;
-    if (ms >= bound) return { check: c, ok, ms, reason };
+    if (now >= deadline) return { check: c, ok, ms, reason };
     await d.wait(policy ? 200 : 1000, d.signal);
   }
 }
@@ -186,6 +196,7 @@ export async function runConnectivityTest(
     for (const p of pods) await d.client.create(PODS, p, d.signal);
     for (const s of testServices(d.namespace)) await d.client.create(SERVICES, s, d.signal);
     const running = (await waitForPods(d, pods.length)).map((p) => testPodOf(p, options.network));
+    const readyAt = d.now();
     const services = await Promise.all(
       testServices(d.namespace).map((s) =>
         d.client.get<Service>(SERVICES, d.namespace, s.metadata!.name!)
@@ -221,7 +232,7 @@ export async function runConnectivityTest(
       const r = c.test === "forged-source"
         ? await runForgedCheck(d, c)
         : unreachable === undefined
-        ? await runCheck(d, c)
+        ? await runCheck(d, c, readyAt)
         : {
           check: c,
           ok: false,

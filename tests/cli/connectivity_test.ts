@@ -26,6 +26,11 @@ class ModelExec implements PodExec {
   readonly broken = new Set<string>();
   /** Nodes broken for their next N connection attempts, then repaired (as Ferry repairs). */
   readonly brokenFor = new Map<string, number>();
+  /**
+   * Service connections refused before the Services are served (kube-proxy has not programmed
+   * them yet): the next N, or every one (`Infinity`, a Service path that never works).
+   */
+  servicesUnservedFor = 0;
   constructor(readonly client: KubeClient) {}
 
   /** The run's namespace, as the first check found it. */
@@ -90,7 +95,11 @@ class ModelExec implements PodExec {
       pods.find((p) =>
         p.metadata?.annotations?.["k8s.v1.cni.cncf.io/network-status"]?.includes(`"${target}"`)
       );
-    const service = target.startsWith("10.96.");
+    const service = target.startsWith("10.96.") || argv[2].endsWith(":30080");
+    if (service && this.servicesUnservedFor > 0) {
+      this.servicesUnservedFor--;
+      return fail("dial tcp: connect: connection refused");
+    }
     for (const node of [from.spec!.nodeName!, to?.spec?.nodeName].filter((n) => n)) {
       const left = this.brokenFor.get(node!) ?? 0;
       if (left > 0) {
@@ -374,4 +383,40 @@ Deno.test("connectivity-test --wait-repair shows a fault Ferry repaired, and how
     const without = await ferry(args, exec);
     assertEquals(without.code, 1, "without --wait-repair the fault is a failure");
     assertMatch(without.out, /1 failed; failures involve ct-node2 \(1 of 1\), ct-node3 \(1 of 1\)/);
+  }));
+
+Deno.test("connectivity-test tries a Service check again while the new Services are programmed, for at most 15 s after its pods are ready, and fails one still unserved after that", () =>
+  withCluster(async (kubeconfig, _client, exec) => {
+    const args = [
+      "connectivity-test",
+      "--test",
+      "pod-clusterip,pod-nodeport",
+      "--kubeconfig",
+      kubeconfig,
+    ];
+    // kube-proxy still programming the new Services: the first attempts are refused.
+    exec.servicesUnservedFor = 3;
+    const served = await ferry(args, exec);
+    assertEquals(served.code, 0, `${served.out}\n${served.err}`);
+    assertEquals(exec.servicesUnservedFor, 0, "the refused attempts were made");
+    assertMatch(served.out, /6 checks: 6 passed, 0 failed\n$/);
+    assert(!served.err.includes("repaired"), `a Service coming up is no repair:\n${served.err}`);
+    // Never served: the first check fails once the 15 s after the pods were ready are over (a
+    // clock that moves 250 ms a read), not sooner and not much later; the checks after it, with
+    // the 15 s gone, at their first refusal.
+    exec.servicesUnservedFor = Infinity;
+    let t = 0;
+    const never = await ferry([...args, "--json"], exec, { now: () => (t += 250) });
+    assertEquals(never.code, 1, never.err);
+    const run = JSON.parse(never.out) as {
+      checks: { test: string; ok: boolean; ms: number; reason?: string }[];
+    };
+    assertEquals(run.checks.length, 6);
+    for (const c of run.checks) {
+      assertEquals(c.ok, false, JSON.stringify(c));
+      assertMatch(c.reason ?? "", /connection refused/);
+    }
+    const [first, ...rest] = run.checks.map((c) => c.ms);
+    assert(first >= 13_000 && first <= 16_000, `the first check gave up after ${first} ms`);
+    assert(rest.every((ms) => ms < 1000), `the later checks waited: ${rest}`);
   }));

@@ -174,16 +174,35 @@ Deno.test({
      */
     const only = Deno.env.get("FERRY_CLUSTER_STEPS");
     const chosen = (name: string) => !only || new RegExp(only).test(name);
+    const why = new Map<string, string>();
+    /**
+     * `fn`, keeping why it failed: the run's last error repeats it, so the end of a long log (all
+     * CI shows of it) says which check of a step failed, not only the step's name.
+     */
+    const told = (name: string, fn: () => Promise<void>) => async () => {
+      try {
+        await fn();
+      } catch (e) {
+        why.set(name, (e instanceof Error ? e.message : String(e)).slice(0, 4000));
+        throw e;
+      }
+    };
     /** A step the ones after it depend on: its failure ends the run. */
     const step = async (name: string, fn: () => Promise<void>, setup = false) => {
       const ignore = !setup && !chosen(name);
-      const ok = await t.step({ name, fn, ignore });
-      if (!ok && !ignore) throw new Error(`step failed: ${name} (the steps after it depend on it)`);
+      const ok = await t.step({ name, fn: told(name, fn), ignore });
+      if (!ok && !ignore) {
+        throw new Error(
+          `step failed: ${name} (the steps after it depend on it): ${why.get(name) ?? "?"}`,
+        );
+      }
     };
     /** A step nothing after it depends on: the run goes on, and fails at the end. */
     const alone = async (name: string, fn: () => Promise<void>) => {
       const ignore = !chosen(name);
-      if (!(await t.step({ name, fn, ignore })) && !ignore) failed.push(name);
+      if (!(await t.step({ name, fn: told(name, fn), ignore })) && !ignore) {
+        failed.push(`${name}: ${why.get(name) ?? "?"}`);
+      }
     };
     try {
       await step(
