@@ -126,13 +126,13 @@ async function setPolicy(
 }
 
 /** A path to measure: the client's namespace and the server's address. */
-type Path = { from: string; ip: string };
+export type Path = { from: string; ip: string };
 
 /** A measurement in the alternation: its series and its path. */
 type Probe = { series: string; path: Path };
 
 /** A cluster made ready: the server pod's servers run, the clients reach it. */
-interface ReadyCluster {
+export interface ReadyCluster {
   srv: SimPod;
   other: SimPod;
   clients: [Placement, SimPod][];
@@ -145,7 +145,7 @@ interface ReadyCluster {
  * dp-server) on the first node, client pods (role dp-client) on both, and a pod the policy does
  * not admit; waits until every client reaches the server (the routes to the other node in place).
  */
-async function prepare(
+export async function prepare(
   c: SimCluster,
   routing: "host-gw" | "vxlan",
   closers: (() => Promise<void>)[],
@@ -167,7 +167,7 @@ async function prepare(
 }
 
 /** The windowed probes of one path, in the order they run: what each measures. */
-const WORKS: [WindowWork, keyof TcpSample][] = [
+export const WORKS: [WindowWork, keyof TcpSample][] = [
   ["bytes", "gbps"],
   ["rr", "rrPerS"],
   ["conn", "connsPerS"],
@@ -193,21 +193,23 @@ export function guardStates(sets: number): GuardState[] {
 }
 
 /**
- * The sets of `path`: per work, one process and one connection through `3 × sets + 1` windows
- * of `windowS`, the guard set before each as {@link guardStates} says; set `k` of every metric
- * goes into the `k`-th sample of each series (its windows adjacent in time).
+ * The sets of `path`: per work of `works` (all three unless told), one process and one
+ * connection through `3 × sets + 1` windows of `windowS`, the guard set before each as
+ * {@link guardStates} says; set `k` of every metric goes into the `k`-th sample of each series
+ * (its windows adjacent in time).
  */
-async function measureSets(
+export async function measureSets(
   path: Path,
   series: Record<GuardState, string>,
   sets: number,
   windowS: number,
   guard: GuardSwitch,
   samples: Samples,
+  works: [WindowWork, keyof TcpSample][] = WORKS,
 ): Promise<void> {
   const states = guardStates(sets);
   const got: Record<GuardState, Partial<TcpSample>[]> = { on: [], off: [], lookup: [] };
-  for (const [work, metric] of WORKS) {
+  for (const [work, metric] of works) {
     const rates = await probeWindows(
       path.from,
       path.ip,

@@ -9,7 +9,7 @@
 import type { ChaosReport } from "../daemon/dev/chaos.ts";
 import type { ClusterChaosReport } from "../daemon/dev/chaos_cluster.ts";
 import type { ProbeDurations, TcpSample } from "./tcp_probe.ts";
-import type { RatioInterval, Verdict } from "./paired.ts";
+import { type RatioInterval, type Verdict, verdictOf } from "./paired.ts";
 
 /** A latency series: count and percentiles (ms). */
 interface Series {
@@ -895,6 +895,70 @@ export function dataplaneReport(r: DataplaneResult, heading = "#"): string {
   ].join("\n");
 }
 
+/** One metric's per-set ratios over off: the guard's and its floor's. */
+export interface FloorMetric {
+  /** The metric (`TcpSample`'s key). */
+  metric: keyof TcpSample;
+  /** The guard on over off. */
+  guard: RatioInterval;
+  /** The least guard over off. */
+  least: RatioInterval;
+}
+
+/** What `bench:guard-floor` writes. */
+export interface GuardFloorResult {
+  /** When. */
+  date: string;
+  /** What ran it. */
+  machine: string;
+  /** Sets per metric. */
+  sets: number;
+  /** One window's length, in seconds. */
+  windowS: number;
+  /** The load average before and after. */
+  loadavg: { before: string; after: string };
+  /** Per metric measured. */
+  metrics: FloorMetric[];
+  /** Every window's rate, per series (`on`, `off`, `lookup`). */
+  samples: Record<string, TcpSample[]>;
+}
+
+const NAMES: Partial<Record<keyof TcpSample, string>> = {
+  gbps: "throughput",
+  rrPerS: "req/resp",
+  connsPerS: "conn/s",
+};
+
+/** The Markdown of a result: a row per metric, the guard's and the floor's interval and verdict. */
+export function guardFloorReport(r: GuardFloorResult, heading = "#"): string {
+  const show = (i: RatioInterval) =>
+    `${i.median.toFixed(3)} [${i.low.toFixed(3)}–${i.high.toFixed(3)}]`;
+  const said = (i: RatioInterval) => {
+    const v = verdictOf(i, 0.97);
+    return v === "not met" ? "wholly below 0.97" : v === "met" ? "at or above 0.97" : "undecided";
+  };
+  return [
+    `${heading} The guard and its floor, one case (\`deno task bench:guard-floor\`)`,
+    "",
+    `${r.date}, ${r.machine}, ${r.sets} sets of three adjacent ${r.windowS} s windows (the guard ` +
+    "on, off and at its least, switched in place, every order in turn); two pods of one node, no " +
+    `policy selecting the server; load average ${r.loadavg.before} before, ${r.loadavg.after} after`,
+    "",
+    "| metric | guard on / off | | least guard / off | |",
+    "| --- | --- | --- | --- | --- |",
+    ...r.metrics.map((m) =>
+      `| ${NAMES[m.metric] ?? m.metric} | ${show(m.guard)} | ${said(m.guard)} | ${
+        show(m.least)
+      } | ${said(m.least)} |`
+    ),
+    "",
+    "Medians of the per-set ratios with their distribution-free 95 % intervals. Where the least " +
+    "guard's interval lies wholly below 0.97, no guard of per-pod set elements meets the target " +
+    "in that metric on this machine.",
+    "",
+  ].join("\n");
+}
+
 /** Each result file of `bench/results/` and its renderer, in the page's order. */
 export const REPORTS: { file: string; render: (json: never, heading: string) => string }[] = [
   { file: "latest.json", render: cniBenchReport },
@@ -903,6 +967,7 @@ export const REPORTS: { file: string; render: (json: never, heading: string) => 
   { file: "multinet.json", render: multinetReport },
   { file: "policy.json", render: policyBenchReport },
   { file: "dataplane.json", render: dataplaneReport },
+  { file: "guard_floor.json", render: guardFloorReport },
   { file: "chaos.json", render: chaosReport },
   { file: "chaos_cluster.json", render: chaosClusterReport },
   { file: "chaos_cluster_real.json", render: chaosClusterReport },
