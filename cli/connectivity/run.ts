@@ -118,7 +118,7 @@ async function attempt(
  * Service checks retry until `serviceWaitMs` after `readyAt` (when every test pod was Ready: the
  * Services' endpoints and each node's kube-proxy follow asynchronously), and a pass then is no
  * repair; any check that fails retries for `repairWaitMs` (the operator's `--wait-repair`), and
- * one that then passes is reported as repaired, with when.
+ * one that then passes on a retry only that wait allowed is reported as repaired, with when.
  */
 async function runCheck(d: ConnectivityDeps, c: Check, readyAt: number): Promise<CheckResult> {
   const start = d.now();
@@ -126,22 +126,26 @@ async function runCheck(d: ConnectivityDeps, c: Check, readyAt: number): Promise
   const service = c.test === "pod-clusterip" || c.test === "pod-nodeport";
   const settled = service ? readyAt + d.serviceWaitMs : start;
   const deadline = policy ? start + d.policyWaitMs : Math.max(start + d.repairWaitMs, settled);
+  // The first failure only `--wait-repair` let the check try again after (not the policy's or
+  // the Services' own wait), and whether the attempt under way is such a retry.
   let firstFailure: string | undefined;
+  let repairing = false;
   for (;;) {
     const { connected, why } = await attempt(d, c);
     const ok = connected === (c.expect === "connect");
     const now = d.now();
     const ms = now - start;
     if (ok) {
-      return firstFailure && !policy && !(service && now <= settled)
+      return repairing && firstFailure
         ? { check: c, ok, ms, repaired: { afterMs: ms, failure: firstFailure } }
         : { check: c, ok, ms };
     }
     const reason = c.expect === "connect"
       ? `no connection: ${why || "refused or timed out"}`
       : `connected although denied (after ${Math.round(ms / 1000)} s)`;
-    firstFailure ??= reason;
     if (now >= deadline) return { check: c, ok, ms, reason };
+    repairing = !policy && now >= settled;
+    if (repairing) firstFailure ??= reason;
     await d.wait(policy ? 200 : 1000, d.signal);
   }
 }

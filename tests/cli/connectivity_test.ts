@@ -385,7 +385,7 @@ Deno.test("connectivity-test --wait-repair shows a fault Ferry repaired, and how
     assertMatch(without.out, /1 failed; failures involve ct-node2 \(1 of 1\), ct-node3 \(1 of 1\)/);
   }));
 
-Deno.test("connectivity-test tries a Service check again while the new Services are programmed, for at most 15 s after its pods are ready, and fails one still unserved after that", () =>
+Deno.test("connectivity-test tries a Service check again while the new Services are programmed, for at most 15 s after its pods are ready, fails one still unserved after that, and calls a pass a repair only after those 15 s", () =>
   withCluster(async (kubeconfig, _client, exec) => {
     const args = [
       "connectivity-test",
@@ -419,4 +419,20 @@ Deno.test("connectivity-test tries a Service check again while the new Services 
     const [first, ...rest] = run.checks.map((c) => c.ms);
     assert(first >= 13_000 && first <= 16_000, `the first check gave up after ${first} ms`);
     assert(rest.every((ms) => ms < 1000), `the later checks waited: ${rest}`);
+    // With --wait-repair: refusals within the 15 s and a pass then are no repair; refusals that
+    // go on past them (about 60 reads of that clock) and a pass after are one.
+    exec.servicesUnservedFor = 3;
+    t = 0;
+    const early = await ferry([...args, "--wait-repair", "60"], exec, { now: () => (t += 250) });
+    assertEquals(early.code, 0, early.err);
+    assert(!early.err.includes("repaired"), `a Service coming up is no repair:\n${early.err}`);
+    exec.servicesUnservedFor = 70;
+    t = 0;
+    const late = await ferry([...args, "--wait-repair", "60"], exec, { now: () => (t += 250) });
+    assertEquals(late.code, 0, late.err);
+    assertMatch(
+      late.err,
+      /pod→ClusterIP Service ct-0-a .* ok, repaired after \d+\.\d s \(no connection: dial tcp: connect: connection refused\)/,
+    );
+    assertMatch(late.out, /6 checks: 6 passed, 0 failed; 1 repaired while waiting\n$/);
   }));
