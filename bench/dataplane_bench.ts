@@ -386,7 +386,8 @@ async function withReference<T>(
   }
 }
 
-const loadavg = async () =>
+/** The load average (1, 5 and 15 min), as `/proc/loadavg` gives it. */
+export const loadavg = async (): Promise<string> =>
   (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 
 /**

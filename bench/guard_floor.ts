@@ -20,7 +20,7 @@ import { parseArgs } from "deno-std/cli/parse_args.js";
 import { medianInterval, type RatioInterval } from "./paired.ts";
 import { type FloorMetric, guardFloorReport, type GuardFloorResult } from "./report.ts";
 import { guardSwitch } from "./guard_switch.ts";
-import { measureSets, prepare, type Samples, WORKS } from "./dataplane_bench.ts";
+import { loadavg, measureSets, prepare, type Samples, WORKS } from "./dataplane_bench.ts";
 import { withSimCluster } from "../daemon/dev/cluster_sim.ts";
 import { resolveConfig } from "../daemon/config/config.ts";
 import { IS_ROOT } from "../daemon/dev/netns.ts";
@@ -77,8 +77,6 @@ if (import.meta.main) {
     console.error(`--works takes bytes, rr and conn: ${flags.works}`);
     Deno.exit(2);
   }
-  const loadavg = async () =>
-    (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
   const before = await loadavg();
   const samples: Samples = {};
   await withSimCluster(

@@ -923,6 +923,9 @@ export interface GuardFloorResult {
   samples: Record<string, TcpSample[]>;
 }
 
+/** Port security on over off: `bench:guard-floor`'s target (`bench:dataplane`'s too). */
+const GUARD_TARGET = 0.97;
+
 const NAMES: Partial<Record<keyof TcpSample, string>> = {
   gbps: "throughput",
   rrPerS: "req/resp",
@@ -934,7 +937,7 @@ export function guardFloorReport(r: GuardFloorResult, heading = "#"): string {
   const show = (i: RatioInterval) =>
     `${i.median.toFixed(3)} [${i.low.toFixed(3)}–${i.high.toFixed(3)}]`;
   const said = (i: RatioInterval) => {
-    const v = verdictOf(i, 0.97);
+    const v = verdictOf(i, GUARD_TARGET);
     return v === "not met" ? "wholly below 0.97" : v === "met" ? "at or above 0.97" : "undecided";
   };
   return [
