@@ -280,8 +280,13 @@ async function routingRound(
       const closers: (() => Promise<void>)[] = [];
       try {
         const r = await prepare(c, routing, closers);
-        const table = resolveConfig(undefined).portSecurity.table;
-        const guard = await guardSwitch(c.nodes.map((n) => n.ns.name), table);
+        const config = resolveConfig({ routing: { mode: routing } });
+        // The daemons' chain, with vxlan the VXLAN port its pods may not send to.
+        const guard = await guardSwitch(
+          c.nodes.map((n) => n.ns.name),
+          config.portSecurity.table,
+          routing === "vxlan" ? { tunnelPort: config.routing.vxlan.port } : {},
+        );
         for (const policy of policyOrder) {
           await setPolicy(c, policy, r.other, r.srv, r.clients.map(([, p]) => p));
           for (const [placement, p] of r.clients) {

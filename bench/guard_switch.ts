@@ -4,7 +4,8 @@
  * table (`daemon/portsec/guard_table.ts`). Off, that chain is empty and hookless on every node and
  * no bridge-family hook is left, which is the data path of a node with `portSecurity.enabled`
  * false (Ferry writes nothing else in the bridge family); on, the chain is back exactly as the
- * daemon wrote it; at its least, the chain holds one rule (see {@link GuardState}). The table and
+ * daemon wrote it (the daemon's own script, `guardChainScript`: nft's listing, read back, would
+ * check the ethertype another way); at its least, the chain holds one rule (see {@link GuardState}). The table and
  * its sets stay, so the daemon sees nothing to repair, and the same pods on the same connection
  * are measured each way a fraction of a second apart.
  *
@@ -12,6 +13,7 @@
  */
 import { NftRunner } from "../daemon/cluster/masquerade.ts";
 import { run } from "../daemon/dev/netns.ts";
+import { guardChainScript, type GuardOptions } from "../daemon/portsec/guard_table.ts";
 
 /**
  * What the guard's chain holds: the daemon's (`on`), nothing and no hook (`off`), or the least
@@ -26,7 +28,8 @@ export interface GuardSwitch {
   /**
    * Puts the guard's chain in `state` on every node, and checks that it is so; the same work
    * whatever the state, also when it already was.
-   * @throws Error when a node's ruleset is not what `state` asks for afterwards.
+   * @throws Error when a node's ruleset is not what `state` asks for afterwards (`on`: listed
+   * otherwise than the daemon's chain was).
    */
   set(state: GuardState): Promise<void>;
 }
@@ -59,7 +62,7 @@ const bridgeHooks = async (ns: string) =>
 
 /**
  * The switch of bridge table `table`'s guard in namespaces `namespaces` (the nodes'), as the
- * daemons wrote it; starts on.
+ * daemons wrote it with `opts` (their VXLAN port, with `routing.mode` vxlan); starts on.
  * @throws Error when a namespace has no such guard chain.
  *
  * @example
@@ -69,7 +72,12 @@ const bridgeHooks = async (ns: string) =>
  * await guard.set("on");
  * ```
  */
-export async function guardSwitch(namespaces: string[], table: string): Promise<GuardSwitch> {
+export async function guardSwitch(
+  namespaces: string[],
+  table: string,
+  opts: GuardOptions = {},
+): Promise<GuardSwitch> {
+  const own = guardChainScript(table, opts);
   const saved = new Map<string, string>();
   for (const ns of namespaces) {
     const chain = await listChain(ns, table);
@@ -85,7 +93,7 @@ export async function guardSwitch(namespaces: string[], table: string): Promise<
         // (lookup) or empty and hookless (off), so that `set` does the same work either way.
         const gone = `flush chain bridge ${table} guard\ndelete chain bridge ${table} guard\n`;
         const next = state === "on"
-          ? chain
+          ? own
           : state === "lookup"
           ? lookupChain(table)
           : `add chain bridge ${table} guard\n`;

@@ -80,6 +80,7 @@ export async function startDaemon(
   const guard = portSecuritySide({
     config,
     netfilter: plumbing.libc,
+    links: plumbing.libc,
     logger: getLogger(["ferry", "portsec"]),
     children: guardChildren,
   });

@@ -29,6 +29,12 @@ export interface PortEntry {
   ips: string[];
   /** Extra source prefixes it may send from (CIDRs; its allowed annotation). */
   allowed?: string[];
+  /**
+   * The port's interface index in the node's namespace, when known: its TCP takes the guard's
+   * fast path (the `fast4` and `fast6` sets, keyed by index); without it, the same checks the long
+   * way.
+   */
+  index?: number;
 }
 
 /** What the table guards beyond the per-port elements. */
@@ -68,6 +74,8 @@ export type GuardKind = typeof GUARD_KINDS[number];
 export interface GuardElement {
   /** The set. */
   set:
+    | "fast4"
+    | "fast6"
     | "closed"
     | "ports"
     | "mac"
@@ -87,6 +95,17 @@ export interface GuardElement {
 }
 
 const IFNAMSIZ = 16;
+
+/** TCP's protocol number (`ip protocol`), as a register. */
+const TCP = Uint8Array.of(6, 0, 0, 0);
+
+/** `meta pkttype` of a unicast frame to another station (`PACKET_OTHERHOST`), as a register. */
+const OTHERHOST = Uint8Array.of(3, 0, 0, 0);
+
+/** `n` as the kernel stores a `meta iif` (a 32-bit number in the host's byte order). */
+function hostU32(n: number): Uint8Array {
+  return new Uint8Array(Uint32Array.of(n).buffer);
+}
 
 /** A component padded to the kernel's 4-byte register boundary. */
 function pad(bytes: Uint8Array): Uint8Array {
@@ -196,6 +215,21 @@ export function guardElements(entry: PortEntry): GuardElement[] {
   // The link-local address and :: whatever the pod's families: its kernel solicits routers and
   // joins multicast groups from them as soon as the link is up.
   const own = [...v6, [linkLocalOf(entry.mac), linkLocalBytes(raw)] as const];
+  if (entry.index !== undefined) {
+    // Its TCP in a unicast frame to another station (a frame to the port's own MAC, `host`,
+    // takes the long way) from each of its addresses (IPv6: and its link-local one, not ::): see
+    // the guard chain's first rules.
+    const index = hostU32(entry.index);
+    for (const [set, sources] of [["fast4", v4], ["fast6", own]] as const) {
+      for (const [ip, bytes] of sources) {
+        out.push({
+          set,
+          key: concatBytes([index, mac, bytes, TCP, OTHERHOST]),
+          text: `${entry.index} . ${m} . ${ip} . tcp . other`,
+        });
+      }
+    }
+  }
   for (const [ip, bytes] of [...own, ["::", ANY6] as const]) {
     out.push({ set: "src6", key: concatBytes([port, bytes]), text: `${p} . ${ip}` });
   }
@@ -278,12 +312,6 @@ export function ndOptionRules(verdict: string, notOwn?: (bit: number) => string)
   ];
 }
 
-/**
- * A frame to one station: the group bit of its destination MAC clear (neither broadcast nor
- * multicast, the kernel's packet type `host` or `otherhost`), as one masked compare.
- */
-const UNICAST_FRAME = "ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00";
-
 /** The sets and the chains of table `table`: everything but the elements. */
 function body(table: string, opts: GuardOptions): string[] {
   const lines = [
@@ -298,6 +326,10 @@ function body(table: string, opts: GuardOptions): string[] {
     // The MAC a neighbour solicitation's or advertisement's link-layer address option names.
     "  set lla { typeof iifname . @th,208,48; }",
     "  set allow4 { type ifname . ipv4_addr; flags interval; }",
+    // The fast paths': a port's index, its MAC, its address, TCP and a unicast frame to another
+    // station.
+    "  set fast4 { type iface_index . ether_addr . ipv4_addr . inet_proto . pkt_type; }",
+    "  set fast6 { type iface_index . ether_addr . ipv6_addr . inet_proto . pkt_type; }",
     "  set allow6 { type ifname . ipv6_addr; flags interval; }",
   ];
   for (const kind of GUARD_KINDS) {
@@ -324,13 +356,19 @@ function body(table: string, opts: GuardOptions): string[] {
     "  chain guard {",
     "    type filter hook prerouting priority -300; policy accept;",
     // The common case first, before anything else is looked up: TCP from the port's own MAC and
-    // address (IPv4: its `sarp` element, not the probes' 0.0.0.0; IPv6: its `mac` and `src6`
-    // elements, not ::) in a unicast frame to a unicast destination that is not link-local,
-    // which no rule below drops. Only admitted ports have elements, so a port under ADD, closed
-    // or another's never matches. Compares rather than set lookups where they can: a lookup per
-    // packet is what the guard costs a CPU-bound path (bench:dataplane).
-    `    ether type ip meta l4proto tcp iifname . ether saddr . ip saddr @sarp ip saddr != 0.0.0.0 ${UNICAST_FRAME} ip daddr & 240.0.0.0 != 224.0.0.0 ip daddr != 255.255.255.255 accept`,
-    `    ether type ip6 meta l4proto tcp iifname . ether saddr @mac iifname . ip6 saddr @src6 ip6 saddr != :: ${UNICAST_FRAME} ip6 daddr & ff00:: != ff00:: ip6 daddr & ffc0:: != fe80:: accept`,
+    // address in a unicast frame to a unicast destination that is not link-local, which no rule
+    // below drops. One lookup per family, keyed by what the kernel has at hand: the port's index
+    // rather than its name, the source MAC and address, the protocol from the header (IPv6: no
+    // extension header) and the packet type (unicast to another station); the ethertype read
+    // from the frame (a VLAN tag is neither). Then the destination: IPv4 below 224.0.0.0
+    // (neither multicast nor broadcast), IPv6 neither multicast (ff00::/8) nor link-local
+    // (fe80::/10), compared on its first 32 bits. Masked compares of up to 4 bytes run inline in
+    // the kernel; every other expression is a function call per packet, and calls are what the
+    // guard costs a CPU-bound path (bench:guard-floor). A port whose index is not in the sets
+    // takes the long way. Only admitted ports have elements, so a port under ADD, closed or
+    // another's never matches.
+    "    ether type ip meta iif . ether saddr . ip saddr . ip protocol . meta pkttype @fast4 ip daddr & 224.0.0.0 != 224.0.0.0 accept",
+    "    ether type ip6 meta iif . ether saddr . ip6 saddr . ip6 nexthdr . meta pkttype @fast6 @nh,192,32 & 0xff000000 != 0xff000000 @nh,192,32 & 0xffc00000 != 0xfe800000 accept",
     "    iifname != @ports jump unlisted",
     "    iifname . ether saddr != @mac jump forged_mac",
     // Only IPv4, IPv6 and ARP (a VLAN tag would hide the rest from the checks below).
@@ -363,6 +401,25 @@ function body(table: string, opts: GuardOptions): string[] {
     "  }",
   );
   return lines;
+}
+
+/**
+ * The base chain `guard` of table `table` alone, exactly as {@link guardTableScript} writes it with
+ * `opts`, as a script that adds it to the table (its sets and other chains already there): what
+ * `nft list chain` prints cannot stand in for it, as nft leaves out the ethertype compares the
+ * rules' address loads depend on and adds its own (`meta protocol`) when the listing is read
+ * back (the bench that switches the guard in place puts it back with this).
+ *
+ * @example
+ * ```ts
+ * guardChainScript("ferry-portsec"); // "table bridge ferry-portsec {\n  chain guard {\n…"
+ * ```
+ */
+export function guardChainScript(table: string, opts: GuardOptions = {}): string {
+  const lines = body(table, opts);
+  const start = lines.indexOf("  chain guard {");
+  const end = lines.indexOf("  }", start);
+  return [`table bridge ${table} {`, ...lines.slice(start, end + 1), "}", ""].join("\n");
 }
 
 /**

@@ -49,6 +49,11 @@ export interface PortGuardDeps {
   tunnelPort?: number;
   /** The in-process writer; without it elements go through `apply`. */
   writer?: ElementWriter;
+  /**
+   * The interface index of a port in the node's namespace, undefined when it has none (no such
+   * link). Without it no port takes the guard's fast path (`fast4`): the same checks, the long way.
+   */
+  indexOf?(port: string): number | undefined;
   /** Where it says what it did. */
   logger: Logger;
 }
@@ -118,6 +123,7 @@ export class PortGuard {
    * (pod interfaces whose record cannot be read) send nothing.
    */
   async rebuild(entries: PortEntry[], closed: string[] = []): Promise<void> {
+    entries = entries.map((e) => this.#indexed(e));
     await this.#d.apply(
       guardTableScript(this.#d.table, entries, { tunnelPort: this.#d.tunnelPort, closed }),
     );
@@ -139,6 +145,7 @@ export class PortGuard {
    */
   async admit(entry: PortEntry): Promise<void> {
     try {
+      entry = this.#indexed(entry);
       await this.#write(guardElements(entry));
       this.#guarded.set(entry.port, entry);
     } catch (e) {
@@ -155,8 +162,10 @@ export class PortGuard {
    * guard: run once its link is gone, or after a failed ADD). Absent elements are fine; a failure is logged.
    */
   async release(entry: PortEntry): Promise<void> {
+    // The index it was admitted with (its link may be gone by now), or its link's.
+    const index = this.#guarded.get(entry.port)?.index;
     this.#guarded.delete(entry.port);
-    const own = guardElements(entry);
+    const own = guardElements(index === undefined ? this.#indexed(entry) : { ...entry, index });
     const port = own[0].key;
     const ops: SetElementOp[] = [
       ...own,
@@ -183,6 +192,12 @@ export class PortGuard {
         error: e instanceof Error ? e.message : String(e),
       });
     }
+  }
+
+  /** `entry` with its port's index, when the port has one (see {@link PortGuardDeps.indexOf}). */
+  #indexed(entry: PortEntry): PortEntry {
+    const index = this.#d.indexOf?.(entry.port);
+    return index === undefined ? entry : { ...entry, index };
   }
 
   /** Adds `elements` in one transaction. */

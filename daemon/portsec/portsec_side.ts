@@ -15,6 +15,7 @@ import { NftRunner } from "../cluster/masquerade.ts";
 import type { ChildSet } from "../runtime/child_set.ts";
 import type { SublinkGuard } from "../drivers/sublink.ts";
 import { NFPROTO_NETDEV, NftLib, type NftLibSys } from "../net/netlink/nft_lib.ts";
+import type { NetlinkSys } from "../net/netlink/libc.ts";
 
 /** An `nft` of the guard still running after this long is given up, its process killed. */
 const NFT_TIMEOUT_MS = 30_000;
@@ -33,6 +34,11 @@ export interface PortSecuritySideDeps {
   config: Pick<DaemonConfig, "portSecurity" | "routing">;
   /** NETLINK_NETFILTER system calls (the daemon's libc), when FFI is available. */
   netfilter?: NftSys;
+  /**
+   * Interface lookups in the daemon's namespace (the daemon's libc), when FFI is available: the
+   * ports' indexes for the guard's fast path.
+   */
+  links?: Pick<NetlinkSys, "netlinkSocket" | "ifIndex">;
   /** Where the guard logs. */
   logger: Logger;
   /** Its `nft` processes: killed when the daemon stops (closes the set). */
@@ -57,8 +63,27 @@ export function portSecuritySide(d: PortSecuritySideDeps): PortGuard | undefined
     listJson: (table) => nft.listJson(table),
     ...(d.config.routing.mode === "vxlan" ? { tunnelPort: d.config.routing.vxlan.port } : {}),
     writer: d.netfilter ? new NftNetlink(d.netfilter) : undefined,
+    ...(d.links ? { indexOf: portIndexes(d.links) } : {}),
     logger: d.logger,
   });
+}
+
+/**
+ * A port's index by name in the daemon's own namespace (`SIOCGIFINDEX` on one socket, opened on
+ * first use and kept), undefined when no such link is there.
+ */
+function portIndexes(
+  links: Pick<NetlinkSys, "netlinkSocket" | "ifIndex">,
+): (port: string) => number | undefined {
+  let fd: number | undefined;
+  return (port) => {
+    try {
+      fd ??= links.netlinkSocket();
+      return links.ifIndex(fd, port);
+    } catch {
+      return undefined;
+    }
+  };
 }
 
 /**

@@ -73,6 +73,11 @@ async function drops(node: SimNode): Promise<Map<string, number>> {
   return counts;
 }
 
+/** Set `name` of the node's guard table, as nft lists it. */
+function guardSet(node: SimNode, name: string): Promise<string> {
+  return run("ip", "netns", "exec", node.ns.name, "nft", "list", "set", "bridge", TABLE, name);
+}
+
 /** Whether the node's guard lists `pod`'s port. */
 async function guarded(node: SimNode, pod: SimPod): Promise<boolean> {
   const out = await new Deno.Command("ip", {
@@ -146,6 +151,15 @@ Deno.test({
         for (const [from, to] of [[evil, web], [web, evil], [db, web]]) {
           await run("ip", "netns", "exec", from.ns.name, "ping", "-c1", "-W5", to.ip);
           await run("ip", "netns", "exec", from.ns.name, "ping", "-6", "-c1", "-W5", to.ip6!);
+        }
+        // Each pod's port is on the IPv4 fast path (its index, MAC and address in `fast4`): the
+        // TCP below, own and forged, meets the guard's first rule, not only the long way.
+        const fast = await guardSet(node, "fast4");
+        for (const p of [db, web, evil]) {
+          assert(
+            fast.includes(` . ${macOf(p)} . ${p.ip} . tcp . other`),
+            `${p.name}'s port is not on the fast path:\n${fast}`,
+          );
         }
         // TCP as itself, both families (the guard's fast paths): never dropped.
         await send(evil, "tcp4", macOf(evil), macOf(web), evil.ip, web.ip, String(PORT));
@@ -537,18 +551,7 @@ Deno.test({
           atG.stop();
         }
         assertEquals((await c.removePod(f)).code, 0);
-        const ports = await run(
-          "ip",
-          "netns",
-          "exec",
-          node.ns.name,
-          "nft",
-          "list",
-          "set",
-          "bridge",
-          TABLE,
-          "ports",
-        );
+        const ports = await guardSet(node, "ports");
         assert(!ports.includes(fPort), `f's net1 port left the guard at DEL: ${ports}`);
       } finally {
         await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});

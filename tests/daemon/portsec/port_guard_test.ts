@@ -50,6 +50,26 @@ Deno.test("a pod may send from its port with its MAC, its addresses, its link-lo
   assertEquals([...arp.subarray(16, 24)], [2, 0x42, 0x0a, 0xf4, 0, 5, 0, 0]);
 });
 
+Deno.test("a port whose index is known puts each IPv4 address of its pod on the fast path (index, MAC, address, TCP, unicast to another station); one without an index does not", () => {
+  assertEquals(guardElements(entry).filter((e) => e.set === "fast4"), []);
+  const fast = guardElements({ ...entry, ips: [...entry.ips, "10.244.1.7"], index: 0x01020304 })
+    .filter((e) => e.set === "fast4");
+  assertEquals(fast.map((e) => e.text), [
+    "16909060 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . other",
+    "16909060 . 02:42:0a:f4:00:05 . 10.244.1.7 . tcp . other",
+  ]);
+  // The index in the host's byte order (as `meta iif` loads it), then the MAC padded to 8, the
+  // address, the protocol and PACKET_OTHERHOST, each padded to 4.
+  const host = new Uint8Array(Uint32Array.of(0x01020304).buffer);
+  assertEquals([...fast[0].key], [
+    ...host,
+    ...[2, 0x42, 0x0a, 0xf4, 0, 5, 0, 0],
+    ...[10, 244, 0, 5],
+    ...[6, 0, 0, 0],
+    ...[3, 0, 0, 0],
+  ]);
+});
+
 Deno.test("the entry of a recorded result is its last sandboxed interface and that interface's addresses", () => {
   const result = {
     interfaces: [
@@ -97,11 +117,14 @@ Deno.test({
     const table = `fpt${t}`;
     const writer = new NftNetlink(Libc.open());
     const nft = new NftRunner({ family: "bridge" });
+    // The port's index while its link is there; gone before the release.
+    let link: number | undefined = 4242;
     const guard = new PortGuard({
       table,
       apply: (script) => nft.apply(script),
       listJson: (name) => nft.listJson(name),
       writer,
+      indexOf: (port) => port === entry.port ? link : undefined,
       logger: getLogger(["ferry", "test"]),
     });
     const set = async (name: string) =>
@@ -131,8 +154,15 @@ Deno.test({
       assert((await set("tgt6")).includes(`0xfd000010024400000000000000000005`), await set("tgt6"));
       assert((await set("tgt6")).includes(`0xfe8000000000000000420afffef40005`), await set("tgt6"));
       assert((await set("lla")).includes(`"fy0123456789ab" . 0x2420af40005`), await set("lla"));
+      assert(
+        (await set("fast4")).includes(`4242 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . other`),
+        await set("fast4"),
+      );
       await guard.admit(entry); // again: no error
+      // The link goes first (its pod's sandbox torn down): the release still knows its index.
+      link = undefined;
       await guard.release({ ...entry, allowed: ["198.51.100.0/24", "fd00:abcd::/64"] });
+      assert(!(await set("fast4")).includes("4242"), `fast4 still names the port's index`);
       for (
         const s of [
           "closed",
