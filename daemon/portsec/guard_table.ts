@@ -269,6 +269,11 @@ export function portGroup(table: string): number {
   return 0x46000000 | (h & 0xffffff);
 }
 
+/** Port `port`'s name as the kernel keys it in a set (16 bytes, zero-padded). */
+export function portKey(port: string): Uint8Array {
+  return ifnameBytes(port);
+}
+
 /** ICMPv6 neighbour discovery and multicast listener messages (types 130-143). */
 const ND_MLD = "130-143";
 

@@ -21,6 +21,7 @@ import {
   guardTableScript,
   type PortEntry,
   portGroup,
+  portKey,
 } from "./guard_table.ts";
 
 /** Writes set elements in-process (`NftNetlink`). */
@@ -146,7 +147,13 @@ export class PortGuard {
   async admit(entry: PortEntry): Promise<void> {
     try {
       entry = this.#indexed(entry);
-      await this.#write(guardElements(entry));
+      const now = guardElements(entry);
+      // Admitted before (an ADD again): what it may no longer send as goes first (its earlier
+      // link's index, or addresses it no longer has).
+      const before = this.#guarded.get(entry.port);
+      const gone = before ? stale(guardElements(before), now) : [];
+      if (gone.length) await this.#destroy(entry.port, gone, false);
+      await this.#write(now);
       this.#guarded.set(entry.port, entry);
     } catch (e) {
       throw new CniError(
@@ -163,30 +170,16 @@ export class PortGuard {
    */
   async release(entry: PortEntry): Promise<void> {
     // The index it was admitted with (its link may be gone by now), or its link's.
-    const index = this.#guarded.get(entry.port)?.index;
+    const known = this.#guarded.get(entry.port);
     this.#guarded.delete(entry.port);
-    const own = guardElements(index === undefined ? this.#indexed(entry) : { ...entry, index });
-    const port = own[0].key;
-    const ops: SetElementOp[] = [
-      ...own,
-      { set: "closed", key: port },
-      ...GUARD_KINDS.map((kind) => ({ set: `drop_${kind}`, key: port })),
-    ];
+    const own = guardElements(
+      known?.index === undefined ? this.#indexed(entry) : { ...entry, index: known.index },
+    );
     try {
-      if (this.#d.writer) {
-        await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, ops, true);
-        return;
-      }
-      // Without the writer, one transaction per element: a missing one fails only itself.
-      const texts = [
-        ...own.map((e) => `${e.set} { ${e.text} }`),
-        `closed { ${JSON.stringify(entry.port)} }`,
-        ...GUARD_KINDS.map((kind) => `drop_${kind} { ${JSON.stringify(entry.port)} }`),
-      ];
-      for (const t of texts) {
-        await this.#d.apply(`delete element bridge ${this.#d.table} ${t}\n`).catch(() => {});
-      }
+      await this.#destroy(entry.port, own, true);
     } catch (e) {
+      // Still in the table: a DEL again removes them with the index they were written with.
+      if (known && !this.#guarded.has(entry.port)) this.#guarded.set(entry.port, known);
       this.#d.logger.warn("port security elements of {port} not removed: {error}", {
         port: entry.port,
         error: e instanceof Error ? e.message : String(e),
@@ -194,10 +187,36 @@ export class PortGuard {
     }
   }
 
-  /** `entry` with its port's index, when the port has one (see {@link PortGuardDeps.indexOf}). */
+  /**
+   * Destroys `own` (elements of `port`), absent or not, and with `whole` the port's closing and
+   * drop counters: in one transaction with the writer; without it, one per element (a missing one
+   * fails only itself, and no failure is said).
+   */
+  async #destroy(port: string, own: GuardElement[], whole: boolean): Promise<void> {
+    const kinds = whole ? ["closed", ...GUARD_KINDS.map((kind) => `drop_${kind}`)] : [];
+    if (this.#d.writer) {
+      const name = portKey(port);
+      const ops: SetElementOp[] = [...own, ...kinds.map((set) => ({ set, key: name }))];
+      await this.#d.writer.writeElements(NFPROTO_BRIDGE, this.#d.table, ops, true);
+      return;
+    }
+    const texts = [
+      ...own.map((e) => `${e.set} { ${e.text} }`),
+      ...kinds.map((set) => `${set} { ${JSON.stringify(port)} }`),
+    ];
+    for (const t of texts) {
+      await this.#d.apply(`delete element bridge ${this.#d.table} ${t}\n`).catch(() => {});
+    }
+  }
+
+  /**
+   * `entry` with its port's index now, when the port has one (see {@link PortGuardDeps.indexOf});
+   * without one when it has none (its link gone).
+   */
   #indexed(entry: PortEntry): PortEntry {
+    const { index: _, ...rest } = entry;
     const index = this.#d.indexOf?.(entry.port);
-    return index === undefined ? entry : { ...entry, index };
+    return index === undefined ? rest : { ...rest, index };
   }
 
   /** Adds `elements` in one transaction. */
@@ -235,7 +254,9 @@ export class PortGuard {
       },
     );
     try {
-      const entries = [...this.#guarded.values()];
+      // Each index looked up again: a link gone meanwhile has no fast path to write.
+      const entries = [...this.#guarded.values()].map((e) => this.#indexed(e));
+      for (const e of entries) this.#guarded.set(e.port, e);
       await this.#d.apply(
         guardTableScript(this.#d.table, entries, {
           tunnelPort: this.#d.tunnelPort,
@@ -302,6 +323,16 @@ export class PortGuard {
     for (const d of this.#counts) dropped[d.kind] = (dropped[d.kind] ?? 0) + d.packets;
     return { guardedPorts: this.#guarded.size, dropped };
   }
+}
+
+/**
+ * The elements of `before` that `now` does not hold (by set and key): what a port admitted again
+ * may no longer send as.
+ */
+function stale(before: GuardElement[], now: GuardElement[]): GuardElement[] {
+  const key = (e: GuardElement) => `${e.set} ${e.key.join(",")} ${e.keyEnd?.join(",") ?? ""}`;
+  const kept = new Set(now.map(key));
+  return before.filter((e) => !kept.has(key(e)));
 }
 
 /**

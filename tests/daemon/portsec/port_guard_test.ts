@@ -306,6 +306,71 @@ Deno.test("a guard table deleted behind the daemon's back is written again at th
   }
 });
 
+Deno.test("a port's fast elements go with the index they were written with: a release that fails keeps it for the DEL again, an ADD again on a new link takes the old index's away, and a table written again looks each index up anew", async () => {
+  // What the writer holds: `set key` of every element added and not destroyed.
+  const held = new Set<string>();
+  const k = (e: { set: string; key: Uint8Array }) => `${e.set} ${e.key.join(",")}`;
+  let failNext = false;
+  const links = new Map([[entry.port, 7]]);
+  const scripts: string[] = [];
+  let gone = false;
+  const guard = new PortGuard({
+    table: "fps",
+    apply: (script) => (scripts.push(script), gone = false, Promise.resolve()),
+    listJson: () => Promise.resolve(gone ? undefined : JSON.stringify({ nftables: [] })),
+    writer: {
+      writeElements(_family, _table, ops, remove) {
+        if (failNext) return (failNext = false, Promise.reject(new Error("EINVAL")));
+        for (const op of ops) remove ? held.delete(k(op)) : held.add(k(op));
+        return Promise.resolve();
+      },
+    },
+    indexOf: (port) => links.get(port),
+    logger: getLogger(["ferry", "test"]),
+  });
+  const fastOf = (index: number) =>
+    guardElements({ ...entry, index }).filter((e) => e.set.startsWith("fast")).map(k);
+  const holds = (index: number) => fastOf(index).filter((x) => held.has(x)).length;
+
+  await guard.rebuild([]);
+  await guard.admit(entry);
+  assertEquals(holds(7), 3, "admitted on index 7: one IPv4, one IPv6 and one link-local element");
+  // Its link goes, its release fails: the DEL again still knows index 7.
+  links.delete(entry.port);
+  failNext = true;
+  await guard.release(entry);
+  assertEquals(holds(7), 3, "a failed release removed nothing");
+  assertEquals(guard.stats().guardedPorts, 1, "its elements are still in the table");
+  await guard.release(entry);
+  assertEquals(holds(7), 0, "the DEL again removed the fast elements of index 7");
+  assertEquals(guard.stats().guardedPorts, 0);
+
+  // An ADD again of one port on a new link (index 8 for 7): index 7's elements go.
+  links.set(entry.port, 7);
+  await guard.admit(entry);
+  links.set(entry.port, 8);
+  await guard.admit(entry);
+  assertEquals([holds(7), holds(8)], [0, 3], "only the new link's index is held");
+
+  // The table deleted and written again while the link is gone: no fast elements for it.
+  guard.startCounting(10);
+  try {
+    links.delete(entry.port);
+    const before = scripts.length;
+    gone = true;
+    const deadline = Date.now() + 5000;
+    while (scripts.length === before) {
+      assert(Date.now() < deadline, "the deleted table was not written again");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const again = scripts[before];
+    assert(again.includes('"fy0123456789ab" . 10.244.0.5'), again);
+    assert(!again.includes("fast4 { 8 ."), `a gone link's index written again:\n${again}`);
+  } finally {
+    guard.stopCounting();
+  }
+});
+
 Deno.test("what was dropped between two reads is the difference per port and kind; a reset counter counts whole", () => {
   assertEquals(
     dropIncreases(
