@@ -99,8 +99,14 @@ const IFNAMSIZ = 16;
 /** TCP's protocol number (`ip protocol`), as a register. */
 const TCP = Uint8Array.of(6, 0, 0, 0);
 
-/** `meta pkttype` of a unicast frame to another station (`PACKET_OTHERHOST`), as a register. */
-const OTHERHOST = Uint8Array.of(3, 0, 0, 0);
+/**
+ * The `meta pkttype`s of a unicast frame, as registers, with their names in nft: to this host
+ * (`PACKET_HOST`) and to another station (`PACKET_OTHERHOST`).
+ */
+const UNICAST: [Uint8Array, string][] = [
+  [Uint8Array.of(0, 0, 0, 0), "host"],
+  [Uint8Array.of(3, 0, 0, 0), "other"],
+];
 
 /** `n` as the kernel stores a `meta iif` (a 32-bit number in the host's byte order). */
 function hostU32(n: number): Uint8Array {
@@ -216,17 +222,19 @@ export function guardElements(entry: PortEntry): GuardElement[] {
   // joins multicast groups from them as soon as the link is up.
   const own = [...v6, [linkLocalOf(entry.mac), linkLocalBytes(raw)] as const];
   if (entry.index !== undefined) {
-    // Its TCP in a unicast frame to another station (a frame to the port's own MAC, `host`,
-    // takes the long way) from each of its addresses (IPv6: and its link-local one, not ::): see
-    // the guard chain's first rules.
+    // Its TCP in a unicast frame from each of its addresses (IPv6: and its link-local one, not
+    // ::), to the node (`host`: the bridge's MAC, which the bridge marks so before its hook) or
+    // to another station (`other`): see the guard chain's first rules.
     const index = hostU32(entry.index);
     for (const [set, sources] of [["fast4", v4], ["fast6", own]] as const) {
       for (const [ip, bytes] of sources) {
-        out.push({
-          set,
-          key: concatBytes([index, mac, bytes, TCP, OTHERHOST]),
-          text: `${entry.index} . ${m} . ${ip} . tcp . other`,
-        });
+        for (const [type, name] of UNICAST) {
+          out.push({
+            set,
+            key: concatBytes([index, mac, bytes, TCP, type]),
+            text: `${entry.index} . ${m} . ${ip} . tcp . ${name}`,
+          });
+        }
       }
     }
   }
@@ -331,8 +339,8 @@ function body(table: string, opts: GuardOptions): string[] {
     // The MAC a neighbour solicitation's or advertisement's link-layer address option names.
     "  set lla { typeof iifname . @th,208,48; }",
     "  set allow4 { type ifname . ipv4_addr; flags interval; }",
-    // The fast paths': a port's index, its MAC, its address, TCP and a unicast frame to another
-    // station.
+    // The fast paths': a port's index, its MAC, its address, TCP and a unicast frame (to the
+    // node, or to another station).
     "  set fast4 { type iface_index . ether_addr . ipv4_addr . inet_proto . pkt_type; }",
     "  set fast6 { type iface_index . ether_addr . ipv6_addr . inet_proto . pkt_type; }",
     "  set allow6 { type ifname . ipv6_addr; flags interval; }",
@@ -364,7 +372,7 @@ function body(table: string, opts: GuardOptions): string[] {
     // address in a unicast frame to a unicast destination that is not link-local, which no rule
     // below drops. One lookup per family, keyed by what the kernel has at hand: the port's index
     // rather than its name, the source MAC and address, the protocol from the header (IPv6: no
-    // extension header) and the packet type (unicast to another station); the ethertype read
+    // extension header) and the packet type (unicast: to the node or to another station); the ethertype read
     // from the frame (a VLAN tag is neither). Then the destination: IPv4 below 224.0.0.0
     // (neither multicast nor broadcast), IPv6 neither multicast (ff00::/8) nor link-local
     // (fe80::/10), compared on its first 32 bits. Masked compares of up to 4 bytes run inline in

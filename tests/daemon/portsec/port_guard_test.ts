@@ -55,13 +55,16 @@ Deno.test("a port whose index is known puts each IPv4 address of its pod on the 
   const fast = guardElements({ ...entry, ips: [...entry.ips, "10.244.1.7"], index: 0x01020304 })
     .filter((e) => e.set === "fast4");
   assertEquals(fast.map((e) => e.text), [
+    "16909060 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . host",
     "16909060 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . other",
+    "16909060 . 02:42:0a:f4:00:05 . 10.244.1.7 . tcp . host",
     "16909060 . 02:42:0a:f4:00:05 . 10.244.1.7 . tcp . other",
   ]);
   // The index in the host's byte order (as `meta iif` loads it), then the MAC padded to 8, the
-  // address, the protocol and PACKET_OTHERHOST, each padded to 4.
+  // address, the protocol and the packet type (PACKET_HOST, PACKET_OTHERHOST), each padded to 4.
   const host = new Uint8Array(Uint32Array.of(0x01020304).buffer);
-  assertEquals([...fast[0].key], [
+  assertEquals([...fast[0].key].slice(-4), [0, 0, 0, 0]);
+  assertEquals([...fast[1].key], [
     ...host,
     ...[2, 0x42, 0x0a, 0xf4, 0, 5, 0, 0],
     ...[10, 244, 0, 5],
@@ -155,7 +158,8 @@ Deno.test({
       assert((await set("tgt6")).includes(`0xfe8000000000000000420afffef40005`), await set("tgt6"));
       assert((await set("lla")).includes(`"fy0123456789ab" . 0x2420af40005`), await set("lla"));
       assert(
-        (await set("fast4")).includes(`4242 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . other`),
+        (await set("fast4")).includes(`4242 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . host`) &&
+          (await set("fast4")).includes(`4242 . 02:42:0a:f4:00:05 . 10.244.0.5 . tcp . other`),
         await set("fast4"),
       );
       await guard.admit(entry); // again: no error
@@ -334,12 +338,12 @@ Deno.test("a port's fast elements go with the index they were written with: a re
 
   await guard.rebuild([]);
   await guard.admit(entry);
-  assertEquals(holds(7), 3, "admitted on index 7: one IPv4, one IPv6 and one link-local element");
+  assertEquals(holds(7), 6, "admitted on index 7: IPv4, IPv6 and link-local, to the node and not");
   // Its link goes, its release fails: the DEL again still knows index 7.
   links.delete(entry.port);
   failNext = true;
   await guard.release(entry);
-  assertEquals(holds(7), 3, "a failed release removed nothing");
+  assertEquals(holds(7), 6, "a failed release removed nothing");
   assertEquals(guard.stats().guardedPorts, 1, "its elements are still in the table");
   await guard.release(entry);
   assertEquals(holds(7), 0, "the DEL again removed the fast elements of index 7");
@@ -350,7 +354,7 @@ Deno.test("a port's fast elements go with the index they were written with: a re
   await guard.admit(entry);
   links.set(entry.port, 8);
   await guard.admit(entry);
-  assertEquals([holds(7), holds(8)], [0, 3], "only the new link's index is held");
+  assertEquals([holds(7), holds(8)], [0, 6], "only the new link's index is held");
 
   // The table deleted and written again while the link is gone: no fast elements for it.
   guard.startCounting(10);
