@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { ipBytes } from "../net/netlink/messages.ts";
+import { ipBytes, u32 } from "../net/netlink/messages.ts";
 import { formatCidr, formatIp, lastAddress, parseCidr } from "../ipam/cidr.ts";
 import { concatBytes } from "../../lib/bytes.ts";
 
@@ -108,11 +108,6 @@ const UNICAST: [Uint8Array, string][] = [
   [Uint8Array.of(3, 0, 0, 0), "other"],
 ];
 
-/** `n` as the kernel stores a `meta iif` (a 32-bit number in the host's byte order). */
-function hostU32(n: number): Uint8Array {
-  return new Uint8Array(Uint32Array.of(n).buffer);
-}
-
 /** A component padded to the kernel's 4-byte register boundary. */
 function pad(bytes: Uint8Array): Uint8Array {
   const out = new Uint8Array(Math.ceil(bytes.length / 4) * 4);
@@ -122,7 +117,8 @@ function pad(bytes: Uint8Array): Uint8Array {
 
 const UTF8 = new TextEncoder();
 
-function ifnameBytes(name: string): Uint8Array {
+/** Port `name` as the kernel keys it in a set (16 bytes, zero-padded). */
+export function portKey(name: string): Uint8Array {
   const out = new Uint8Array(IFNAMSIZ);
   const { read, written } = UTF8.encodeInto(name, out);
   if (read !== name.length || written >= IFNAMSIZ) {
@@ -199,7 +195,7 @@ const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart
  */
 export function guardElements(entry: PortEntry): GuardElement[] {
   // Each address's bytes once (an ADD waits for these: no parse twice, no text read back).
-  const port = ifnameBytes(entry.port);
+  const port = portKey(entry.port);
   const raw = macBytes(entry.mac);
   const mac = pad(raw);
   const p = JSON.stringify(entry.port);
@@ -225,7 +221,8 @@ export function guardElements(entry: PortEntry): GuardElement[] {
     // Its TCP in a unicast frame from each of its addresses (IPv6: and its link-local one, not
     // ::), to the node (`host`: the bridge's MAC, which the bridge marks so before its hook) or
     // to another station (`other`): see the guard chain's first rules.
-    const index = hostU32(entry.index);
+    // As the kernel stores a `meta iif`: a 32-bit number in the host's byte order.
+    const index = u32(entry.index);
     for (const [set, sources] of [["fast4", v4], ["fast6", own]] as const) {
       for (const [ip, bytes] of sources) {
         for (const [type, name] of UNICAST) {
@@ -275,11 +272,6 @@ export function portGroup(table: string): number {
   let h = 0x811c9dc5;
   for (const b of new TextEncoder().encode(table)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
   return 0x46000000 | (h & 0xffffff);
-}
-
-/** Port `port`'s name as the kernel keys it in a set (16 bytes, zero-padded). */
-export function portKey(port: string): Uint8Array {
-  return ifnameBytes(port);
 }
 
 /** ICMPv6 neighbour discovery and multicast listener messages (types 130-143). */

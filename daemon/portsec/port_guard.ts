@@ -52,7 +52,8 @@ export interface PortGuardDeps {
   writer?: ElementWriter;
   /**
    * The interface index of a port in the node's namespace, undefined when it has none (no such
-   * link). Without it no port takes the guard's fast path (`fast4`): the same checks, the long way.
+   * link). Without it no port takes the guard's fast paths (`fast4`, `fast6`): the same checks,
+   * the long way.
    */
   indexOf?(port: string): number | undefined;
   /** Where it says what it did. */
