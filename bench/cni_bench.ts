@@ -127,7 +127,7 @@ async function main(o: BenchOptions): Promise<void> {
   const socket = `${dir}/run/ferry.sock`;
   const third = Math.floor(Math.random() * 16) * 16;
   // Ferry's range is a /16: the churn releases thousands of addresses a minute, each held in
-  // quarantine for ipam.reuseDelaySeconds (30 s), which a /20 runs out of.
+  // quarantine for ipam.reuseDelaySeconds, which a /20 runs out of.
   const subnet = "10.120.0.0/16", refSubnet = `10.121.${third}.0/20`;
   await Deno.writeTextFile(`${dir}/kubeconfig`, api.kubeconfig());
   await Deno.writeTextFile(

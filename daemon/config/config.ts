@@ -39,7 +39,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     plumbing: "netlink",
     mtu: 1500,
   },
-  ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300, reuseDelaySeconds: 30 },
+  ipam: { mode: "local", pools: ["default"], blockReleaseSeconds: 300, reuseDelaySeconds: 5 },
   multiVifDrivers: ["npwg"],
   multiNetwork: {
     allowCrossNamespace: false,

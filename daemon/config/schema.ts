@@ -141,7 +141,8 @@ export const DaemonConfigSchema = Type.Object({
     reuseDelaySeconds: Type.Integer({
       minimum: 0,
       maximum: 3600,
-      description: "a released address is not handed out again for this long (quarantine)",
+      description:
+        "a released address is not handed out again for this long (the reuse quarantine: until every node's NetworkPolicy tables have dropped it as the old pod's, see ipam.md); an ADD whose range has nothing else free waits for the earliest to come out, within its timeoutSeconds",
     }),
     blockReleaseSeconds: Type.Integer({
       minimum: 0,

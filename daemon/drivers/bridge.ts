@@ -138,7 +138,7 @@ export class BridgeDriver implements Driver {
     const pod = podRefFromArgs(ctx.args);
     const allocating = performance.now();
     const leases = await Promise.allSettled(
-      this.#d.allocators.map((allocator) => allocator.allocate(ctx.key, pod)),
+      this.#d.allocators.map((allocator) => allocator.allocate(ctx.key, pod, ctx.addressWait)),
     );
     for (const lease of leases) if (lease.status === "rejected") throw lease.reason;
     for (const lease of leases as PromiseFulfilledResult<Lease>[]) {

@@ -10,6 +10,7 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { CniResult, NetConf } from "../../lib/cni/schemas.ts";
 import type { Plumber } from "../net/plumber.ts";
 import type { Attachment, AttachmentKey, DriverName } from "../records/attachment_store.ts";
+import type { AllocationWait } from "../ipam/quarantine.ts";
 
 /** The names of the drivers, as each attachment records them (`records/attachment_store.ts`). */
 export type { DriverName };
@@ -32,6 +33,11 @@ export interface AddContext {
   allowedSources?: string[];
   /** Hears the time (ms) spent allocating addresses, for the `ipam` phase. */
   ipamTime?: (ms: number) => void;
+  /**
+   * How long allocating an address may wait for one in the reuse quarantine (the request's
+   * deadline, less the time to answer); without it, an allocation does not wait.
+   */
+  addressWait?: AllocationWait;
   /**
    * Hears the result as soon as it is known, while the plug may still be under way (the bridge
    * driver: once the addresses are allocated, as the kernel may still be creating the pair), with

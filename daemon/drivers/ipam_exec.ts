@@ -10,6 +10,7 @@ import { compareVersions } from "../../lib/cni/versions.ts";
 import { delegate } from "../net/delegate.ts";
 import type { AttachmentKey } from "../records/attachment_store.ts";
 import type { NativeNadIpam } from "./nad_native_ipam.ts";
+import type { AllocationWait } from "../ipam/quarantine.ts";
 
 /** One IPAM call's inputs. */
 export interface IpamCall {
@@ -27,6 +28,8 @@ export interface IpamCall {
   timeoutMs?: number;
   /** Serves whereabouts configs natively (`multiNetwork.whereaboutsIpam: native`). */
   native?: NativeNadIpam;
+  /** How long a natively served allocation may wait for the reuse quarantine (ADD only). */
+  addressWait?: AllocationWait;
 }
 
 function run(command: "ADD" | "DEL" | "CHECK", call: IpamCall, prevResult?: CniResult) {

@@ -22,6 +22,7 @@ import {
 } from "../ipam/nad_ferry_ipam.ts";
 import { type NadIpamConfig, parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
+import type { AllocationWait } from "../ipam/quarantine.ts";
 import type { AttachmentKey } from "../records/attachment_store.ts";
 
 /** One call's inputs (a subset of the drivers' IPAM call). */
@@ -32,6 +33,8 @@ export interface NativeIpamCall {
   key: AttachmentKey;
   /** CNI_ARGS. */
   args: Record<string, string>;
+  /** How long an ADD may wait for an address in the reuse quarantine (see `quarantine.ts`). */
+  addressWait?: AllocationWait;
 }
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
@@ -169,7 +172,7 @@ export class NativeNadIpam {
       // One space per pool; a static address is reserved in the pool whose CIDR holds it.
       for (const [i, config] of configs.entries()) {
         const mine = statics.filter((_, j) => placed[j] === i);
-        const r = await ipam.add(config, call.conf.name, call.key, pod, mine);
+        const r = await ipam.add(config, call.conf.name, call.key, pod, mine, call.addressWait);
         result.ips!.push(...r.ips);
         if (i > 0) continue;
         if (r.routes.length) result.routes = r.routes;

@@ -9,6 +9,7 @@
 import type { PodRef } from "../../lib/cni/args.ts";
 import { formatCidr, formatIp } from "./cidr.ts";
 import type { LocalPool, Owner } from "./local_pool.ts";
+import { type AllocationWait, waitOutQuarantine } from "./quarantine.ts";
 
 /** An address handed out, with what the pod's interface needs to use it. */
 export interface Lease {
@@ -25,11 +26,14 @@ export interface FamilyAllocator {
   /** 4 or 6. */
   readonly family: 4 | 6;
   /**
-   * An address for `owner` (the same one again for an owner that holds one).
+   * An address for `owner` (the same one again for an owner that holds one). When the only free
+   * addresses are in the reuse quarantine, it waits for the earliest to come out as `wait`
+   * allows (see `quarantine.ts`); without `wait` it does not wait.
    *
-   * @throws {import("../../lib/cni/errors.ts").CniError} code 101 when nothing is free.
+   * @throws {import("../../lib/cni/errors.ts").CniError} code 101 when nothing is free (before
+   * the deadline of `wait`).
    */
-  allocate(owner: Owner, pod?: PodRef): Promise<Lease>;
+  allocate(owner: Owner, pod?: PodRef, wait?: AllocationWait): Promise<Lease>;
   /** Releases what `owner` holds; returns the address released, if any. */
   release(owner: Owner): Promise<string | undefined>;
   /** The address `owner` holds, if any. */
@@ -76,9 +80,15 @@ export class RangeAllocator implements FamilyAllocator {
     return this.#pool.range.subnet.network.family;
   }
 
-  /** Allocates in the range. */
-  async allocate(owner: Owner): Promise<Lease> {
-    const ip = await this.#pool.allocate(owner);
+  /** Allocates in the range, waiting out the quarantine as `wait` allows. */
+  async allocate(owner: Owner, _pod?: PodRef, wait?: AllocationWait): Promise<Lease> {
+    const pool = this.#pool;
+    const ip = await waitOutQuarantine(
+      () => pool.allocate(owner),
+      () => pool.quarantineEndsAt(),
+      wait,
+      pool.clock,
+    );
     const { subnet, gateway } = this.#pool.range;
     return { ip, prefix: subnet.prefix, gateway: formatIp(gateway) };
   }

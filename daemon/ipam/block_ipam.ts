@@ -37,6 +37,7 @@ import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { FamilyAllocator, Lease } from "./allocator.ts";
 import { parsePool } from "./ip_pools.ts";
 import type { Owner } from "./local_pool.ts";
+import { earlier, SYSTEM_CLOCK, waitOutQuarantine } from "./quarantine.ts";
 import { BlockClaims } from "./block_claims.ts";
 import { BlockSync } from "./block_sync.ts";
 import {
@@ -140,7 +141,13 @@ export class BlockIpam {
     const ipam = this;
     return {
       family,
-      allocate: (owner, pod) => ipam.#allocate(family, owner, pod),
+      allocate: (owner, pod, wait) =>
+        waitOutQuarantine(
+          () => ipam.#allocate(family, owner, pod),
+          () => ipam.#quarantineEndsAt(family),
+          wait,
+          ipam.#b.d.clock ?? SYSTEM_CLOCK,
+        ),
       release: (owner) => ipam.#release(family, owner),
       addressOf: (owner) => {
         for (const b of ipam.#b.of(family)) {
@@ -200,6 +207,17 @@ export class BlockIpam {
       await this.#claims.claim(family);
     }
     throw this.#b.exhausted(family, "blocks claimed for this ADD were filled by others first");
+  }
+
+  /**
+   * When the earliest quarantined address of the blocks new addresses come from comes out: an
+   * allocation that found them full and no block left to claim may wait for it.
+   */
+  #quarantineEndsAt(family: 4 | 6): number | undefined {
+    return this.#b.usable(family).reduce<number | undefined>(
+      (first, b) => earlier(first, b.local.quarantineEndsAt()),
+      undefined,
+    );
   }
 
   async #release(family: 4 | 6, owner: Owner): Promise<string | undefined> {

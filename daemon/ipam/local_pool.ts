@@ -20,6 +20,7 @@ import {
   lastAddress,
   parseIp,
 } from "./cidr.ts";
+import { type IpamClock, SYSTEM_CLOCK } from "./quarantine.ts";
 
 /** The range a pool allocates from. */
 export interface PoolRange {
@@ -108,26 +109,34 @@ export class LocalPool {
   /** Addresses released recently, and when: not handed out again within `#reuseDelayMs`. */
   readonly #released = new Map<string, number>();
   readonly #reuseDelayMs: number;
+  readonly #clock: IpamClock;
   #cursor: bigint;
 
-  private constructor(dir: string, range: PoolRange, reuseDelayMs: number) {
+  private constructor(dir: string, range: PoolRange, reuseDelayMs: number, clock: IpamClock) {
     this.#dir = dir;
     this.#range = range;
     this.#cursor = range.start.value;
     this.#reuseDelayMs = reuseDelayMs;
+    this.#clock = clock;
   }
 
   /**
    * Opens (creating if needed) the pool stored in `dir` and loads its allocations. Temporary
    * files of an allocation that was killed halfway are removed; an address whose file names no
-   * owner stays taken until {@link LocalPool.repair} settles it.
+   * owner stays taken until {@link LocalPool.repair} settles it. `reuseDelayMs` is the quarantine
+   * of a released address, on `clock` (the system's by default).
    */
   static async open(
     dir: string,
     range: PoolRange,
-    options: { reuseDelayMs?: number } = {},
+    options: { reuseDelayMs?: number; clock?: IpamClock } = {},
   ): Promise<LocalPool> {
-    const pool = new LocalPool(dir, range, options.reuseDelayMs ?? 0);
+    const pool = new LocalPool(
+      dir,
+      range,
+      options.reuseDelayMs ?? 0,
+      options.clock ?? SYSTEM_CLOCK,
+    );
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
     for await (const entry of Deno.readDir(dir)) {
       if (!entry.isFile) continue;
@@ -200,10 +209,38 @@ export class LocalPool {
     const held = this.#range.excluded?.length
       ? [...this.#byIp.keys()].filter((ip) => !isExcluded(this.#range, parseIp(ip).value)).length
       : this.#byIp.size;
-    const now = Date.now();
+    const now = this.#clock.now();
     let quarantined = 0;
     for (const at of this.#released.values()) if (now - at < this.#reuseDelayMs) quarantined++;
     return Number(size - gw - excludedCount(this.#range)) - held - quarantined;
+  }
+
+  /** The clock the quarantine runs on. */
+  get clock(): IpamClock {
+    return this.#clock;
+  }
+
+  /** When `ip`'s quarantine ends (ms, on {@link LocalPool.clock}), if it is in one now. */
+  quarantinedUntil(ip: string): number | undefined {
+    const at = this.#released.get(ip);
+    if (at === undefined || this.#byIp.has(ip)) return undefined;
+    const until = at + this.#reuseDelayMs;
+    return until > this.#clock.now() ? until : undefined;
+  }
+
+  /**
+   * When the earliest quarantine of a free address ends (ms, on {@link LocalPool.clock}), if one
+   * is in quarantine now: the moment an allocation that found the range full may succeed.
+   */
+  quarantineEndsAt(): number | undefined {
+    const now = this.#clock.now();
+    let first: number | undefined;
+    for (const [ip, at] of this.#released) {
+      const until = at + this.#reuseDelayMs;
+      if (until <= now || this.#byIp.has(ip)) continue;
+      if (first === undefined || until < first) first = until;
+    }
+    return first;
   }
 
   /** How many addresses are taken (unreadable allocations included). */
@@ -240,7 +277,7 @@ export class LocalPool {
     if (held) return held;
     const { start, end } = this.#range;
     const size = end.value - start.value + 1n;
-    const now = Date.now();
+    const now = this.#clock.now();
     let quarantined = 0;
     for (const [ip, at] of this.#released) {
       if (now - at >= this.#reuseDelayMs) this.#released.delete(ip);
@@ -313,7 +350,7 @@ export class LocalPool {
     });
     this.#byOwner.delete(key);
     this.#byIp.delete(ip);
-    if (this.#reuseDelayMs > 0) this.#released.set(ip, Date.now());
+    if (this.#reuseDelayMs > 0) this.#released.set(ip, this.#clock.now());
     return ip;
   }
 }

@@ -55,6 +55,13 @@ import {
   wantsBlockAhead,
 } from "./nad_blocks.ts";
 import { type NadIpamConfig, type NadRange, type NadRoute, spaceKey } from "./nad_ipam.ts";
+import {
+  type AllocationWait,
+  earlier,
+  type IpamClock,
+  SYSTEM_CLOCK,
+  waitOutQuarantine,
+} from "./quarantine.ts";
 
 /** The API side of NAD blocks (`NetworkBlock` objects). */
 export interface NetworkBlockApi {
@@ -95,6 +102,15 @@ export const WRITE_DELAY_MS = 250;
  */
 export const AHEAD_SPREAD_MS = 5000;
 
+/**
+ * An ADD waiting for another node to give back an empty single-address block (at the end of its
+ * quarantine, and of the write that showed it empty) looks again this long after it is due, and
+ * then as often (ms)...
+ */
+const GIVE_BACK_MARGIN_MS = 1000;
+/** ...until this long after it was due: its node is gone or stuck, and it is not waited for. */
+const GIVE_BACK_GRACE_MS = 10_000;
+
 /** After a claim ahead of need declined, the range is not asked again for this long (ms). */
 const AHEAD_DECLINED_MS = 30_000;
 
@@ -110,6 +126,8 @@ export interface NadNetworkIpamDeps {
   releaseAfterMs: number;
   /** How long a released address stays out of use (ms). */
   reuseDelayMs?: number;
+  /** The clock of that quarantine and of the waits for it (the system's by default). */
+  clock?: IpamClock;
   /**
    * How long a block's writer waits after a change before it writes the block (ms; default
    * {@link WRITE_DELAY_MS}): the changes of a burst of ADDs and DELs meanwhile go in the same
@@ -214,6 +232,12 @@ export class NadNetworkIpam {
     { claim: Promise<Held | undefined>; ahead: boolean; hurry?: () => void }
   >();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  /**
+   * Single-address blocks of a range other nodes hold empty (in their quarantine, given back at
+   * its end), by name, with when this node first saw each so (on the IPAM's clock), as the last
+   * claim that found the range full listed them.
+   */
+  readonly #emptyElsewhere = new Map<string, Map<string, number>>();
   readonly #stats = { claims: 0, claimsAhead: 0, claimRaces: 0, released: 0, writes: 0 };
   #closed = false;
 
@@ -223,6 +247,10 @@ export class NadNetworkIpam {
 
   get #dir(): string {
     return `${this.#d.stateDir}/ipam/networks`;
+  }
+
+  get #clock(): IpamClock {
+    return this.#d.clock ?? SYSTEM_CLOCK;
   }
 
   /** Reconciles the node's blocks in the API with its directories and returns the IPAM. */
@@ -350,7 +378,10 @@ export class NadNetworkIpam {
       network,
       range,
       cidr,
-      local: await LocalPool.open(dir, pool, { reuseDelayMs: this.#d.reuseDelayMs }),
+      local: await LocalPool.open(dir, pool, {
+        reuseDelayMs: this.#d.reuseDelayMs,
+        clock: this.#d.clock,
+      }),
       obj,
       writer: undefined!,
       failures: 0,
@@ -367,10 +398,13 @@ export class NadNetworkIpam {
    * Allocates one address from each range of `config` for `owner` (the same ones again for an
    * owner that holds them), after reserving `statics` (`address/prefix`, a pod's `ips`): a
    * family a static address covers gets no address of a range. `network` names the network in
-   * errors (the NAD, `namespace/name`).
+   * errors (the NAD, `namespace/name`). When a range's only free addresses are in the reuse
+   * quarantine (on this node, or in blocks other nodes are about to give back), or a static
+   * address is, it waits for them to come out as `wait` allows (see `quarantine.ts`).
    *
-   * @throws {CniError} 101 naming the network and the range when the range is full; 7 when a
-   * static address is held by another pod or lies in another node's block.
+   * @throws {CniError} 101 naming the network and the range when the range is full (before the
+   * deadline of `wait`); 7 when a static address is held by another pod or lies in another node's
+   * block; 11 when a static address is still in quarantine at the deadline.
    */
   async add(
     config: NadIpamConfig,
@@ -378,6 +412,7 @@ export class NadNetworkIpam {
     owner: Owner,
     pod?: PodRef,
     statics: string[] = [],
+    wait?: AllocationWait,
   ): Promise<NadIpamResult> {
     const ips: NadIpamResult["ips"] = [];
     // A repeated ADD gets the same addresses; a failed one gives back only what it took.
@@ -390,14 +425,20 @@ export class NadNetworkIpam {
     try {
       const families = new Set<number>();
       for (const text of statics) {
-        const ip = await this.#reserve(config, network, owner, text);
+        const ip = await this.#reserve(config, network, owner, text, wait);
         families.add(ip.family);
         const gw = config.ranges.find((r) => r.gateway?.family === ip.family)?.gateway;
         ips.push({ address: text, ...(gw ? { gateway: formatIp(gw) } : {}) });
       }
       for (const range of config.ranges) {
         if (families.has(range.cidr.network.family)) continue;
-        const ip = await this.#allocate(config, range, network, owner);
+        const space = spaceKey(config, range);
+        const ip = await waitOutQuarantine(
+          () => this.#allocate(config, range, network, owner),
+          () => this.#quarantineEndsAt(space, range),
+          wait,
+          this.#clock,
+        );
         ips.push({
           address: `${ip}/${range.cidr.prefix}`,
           ...(range.gateway ? { gateway: formatIp(range.gateway) } : {}),
@@ -469,6 +510,47 @@ export class NadNetworkIpam {
         mine().map((b) => formatCidr(b.cidr)).join(", ") || "none"
       }, no free block left in the range`,
     );
+  }
+
+  /**
+   * When the earliest address of `range` that is in quarantine comes out: in this node's blocks
+   * of it, or in a single-address block another node holds empty (given back at the end of its
+   * quarantine, which lasts `reuseDelayMs` from at latest when this node first saw it empty; one
+   * still there `GIVE_BACK_GRACE_MS` after that, its node gone or stuck, is not waited for).
+   */
+  #quarantineEndsAt(space: string, range: NadRange): number | undefined {
+    const id = rangeId(range);
+    let first: number | undefined;
+    for (const b of this.#blocks.values()) {
+      if (b.network === space && b.range === id) first = earlier(first, b.local.quarantineEndsAt());
+    }
+    const now = this.#clock.now();
+    for (const seen of this.#emptyElsewhere.get(claimKey(space, range))?.values() ?? []) {
+      const due = seen + (this.#d.reuseDelayMs ?? 0) + (this.#d.writeDelayMs ?? WRITE_DELAY_MS);
+      // Looked for again a second after it is due, then every second while its node may be late.
+      if (now < due + GIVE_BACK_MARGIN_MS) first = earlier(first, due + GIVE_BACK_MARGIN_MS);
+      else if (now < due + GIVE_BACK_GRACE_MS) first = earlier(first, now + GIVE_BACK_MARGIN_MS);
+    }
+    return first;
+  }
+
+  /** Records the single-address blocks of `range` that `listed` shows empty on other nodes. */
+  #noteEmptyElsewhere(space: string, range: NadRange, listed: NetworkBlockObject[]): void {
+    const key = claimKey(space, range);
+    const before = this.#emptyElsewhere.get(key);
+    const now = this.#clock.now();
+    const seen = new Map<string, number>();
+    for (const b of listed) {
+      const spec = b.spec;
+      const name = b.metadata?.name;
+      if (!spec || !name || spec.node === this.#d.nodeName || spec.allocations?.length) continue;
+      const cidr = parseCidr(spec.cidr);
+      const single = cidr.prefix === (cidr.network.family === 4 ? 32 : 128);
+      if (!single || !networkBlockRange(range, cidr)) continue;
+      seen.set(name, before?.get(name) ?? now);
+    }
+    if (seen.size) this.#emptyElsewhere.set(key, seen);
+    else this.#emptyElsewhere.delete(key);
   }
 
   /**
@@ -586,6 +668,7 @@ export class NadNetworkIpam {
       const cidr = nextFreeNetworkBlock(range, taken, nodeName);
       if (!cidr) {
         if (cached) continue;
+        if (!ahead) this.#noteEmptyElsewhere(space, range, listed);
         return undefined;
       }
       if (ahead && !mayClaimAhead(range, cidr, listed.length + lost.length)) return undefined;
@@ -693,8 +776,18 @@ export class NadNetworkIpam {
     );
   }
 
-  /** Reserves a static address in the config's space for `owner`; returns it parsed. */
-  async #reserve(config: NadIpamConfig, network: string, owner: Owner, text: string) {
+  /**
+   * Reserves a static address in the config's space for `owner`; returns it parsed. One this node
+   * released less than the quarantine ago is waited for as `wait` allows (code 11 when it comes
+   * out after the deadline: the pod's next ADD gets it).
+   */
+  async #reserve(
+    config: NadIpamConfig,
+    network: string,
+    owner: Owner,
+    text: string,
+    wait: AllocationWait | undefined,
+  ) {
     let ip;
     let prefix: number;
     try {
@@ -714,9 +807,15 @@ export class NadNetworkIpam {
     });
     const refuse = (why: string) =>
       new CniError(CNI_ERROR.INVALID_CONFIG, `network ${network}: static address ${addr}: ${why}`);
-    for (const b of this.#blocks.values()) {
-      if (b.network !== space || !cidrContains(b.cidr, ip)) continue;
+    const inBlock = () =>
+      [...this.#blocks.values()].find((b) => b.network === space && cidrContains(b.cidr, ip));
+    for (let b = inBlock(); b; b = inBlock()) {
       if (b.local.addressOf(owner) === addr) return ip;
+      const until = b.local.quarantinedUntil(addr);
+      if (until !== undefined) {
+        await this.#waitForStatic(until, `network ${network}: static address ${addr}`, wait);
+        continue; // its block may have been given back meanwhile
+      }
       if (!(await b.local.hold(addr, owner))) throw refuse("another pod holds it");
       this.#kick(b);
       return ip;
@@ -740,6 +839,21 @@ export class NadNetworkIpam {
     if (!(await held.local.hold(addr, owner))) throw refuse("another pod holds it");
     this.#kick(held);
     return ip;
+  }
+
+  /** Waits until `until`, a static address's end of quarantine, if `wait` allows; 11 otherwise. */
+  async #waitForStatic(until: number, what: string, wait: AllocationWait | undefined) {
+    const left = until - this.#clock.now();
+    if (!wait || until > wait.until) {
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `${what}: released less than ipam.reuseDelaySeconds ago, in the reuse quarantine for ${
+          (left / 1000).toFixed(1)
+        } s more${wait ? ", past this ADD's deadline" : ""}`,
+      );
+    }
+    await this.#clock.sleep(Math.max(1, left), wait.signal);
+    if (wait.signal?.aborted) throw wait.signal.reason;
   }
 
   /** Releases every address `owner` holds on NAD networks; returns them. */

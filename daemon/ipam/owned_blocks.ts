@@ -24,6 +24,7 @@ import {
 import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import type { BlockApi, PoolView } from "./block_api.ts";
+import type { IpamClock } from "./quarantine.ts";
 
 /** What `BlockIpam` (`block_ipam.ts`) needs. */
 export interface BlockIpamDeps {
@@ -43,6 +44,8 @@ export interface BlockIpamDeps {
   releaseAfterMs: number;
   /** How long a released address stays out of use (ms). */
   reuseDelayMs?: number;
+  /** The clock of that quarantine and of the waits for it (the system's by default). */
+  clock?: IpamClock;
   /** Where to log. */
   logger: Logger;
   /**
@@ -170,7 +173,10 @@ export class NodeBlocks {
       cidr,
       text,
       family: cidr.network.family,
-      local: await LocalPool.open(dir, range, { reuseDelayMs: this.d.reuseDelayMs }),
+      local: await LocalPool.open(dir, range, {
+        reuseDelayMs: this.d.reuseDelayMs,
+        clock: this.d.clock,
+      }),
       obj,
       writer: undefined!,
       retiring: false,

@@ -13,6 +13,7 @@ import { compareVersions, CURRENT_VERSION } from "../../lib/cni/versions.ts";
 import type { CniRequest } from "../../lib/envelope.ts";
 import type { Attachment, AttachmentKey } from "../records/attachment_store.ts";
 import type { Driver } from "../drivers/driver.ts";
+import type { AllocationWait } from "../ipam/quarantine.ts";
 import { pluginDriver } from "./plugin_driver.ts";
 import type { RequestedAttachment } from "./drivers.ts";
 
@@ -27,7 +28,7 @@ export type ChainDrivers = Record<"macvlan" | "ipvlan" | "delegate" | "nad-bridg
 export async function plugChain(
   drivers: ChainDrivers,
   key: AttachmentKey,
-  at: { netns: string; pod?: PodRef; parent?: string },
+  at: { netns: string; pod?: PodRef; parent?: string; addressWait?: AllocationWait },
   a: RequestedAttachment,
   req: CniRequest,
   podName: string,
@@ -43,6 +44,7 @@ export async function plugChain(
         args: req.args,
         path: req.path,
         prevResult: result,
+        addressWait: at.addressWait,
       });
       ran.push(i);
       result = plugged.result;

@@ -22,6 +22,8 @@ import { plugChain } from "../multivif/chain.ts";
 import { defaultDst } from "../net/link_plan.ts";
 import { Abandoned } from "./abandoned.ts";
 import { ALLOWED_SOURCES_ANNOTATION, allowedSources } from "../portsec/allowed_sources.ts";
+import { timeoutSecondsOf } from "../../lib/cni/ferry_conf.ts";
+import type { AllocationWait } from "../ipam/quarantine.ts";
 import {
   need,
   selectDriver,
@@ -57,7 +59,17 @@ export class CniAdd {
     const started = performance.now();
     await this.#s.d.netns.require(netns);
     await this.#s.finishingAt.get(`${netns}\0${key.ifname}`)?.catch(() => {});
-    const run: AddRun = { req, key, netns, ref, ...selection, signal, started, reported: false };
+    const run: AddRun = {
+      req,
+      key,
+      netns,
+      ref,
+      ...selection,
+      signal,
+      started,
+      reported: false,
+      addressWait: addressWaitOf(req, signal),
+    };
     const result = await this.#s.locks.run(
       key.containerId,
       this.#plugging(key, () => this.#addInTurn(run, undelivered)),
@@ -176,7 +188,7 @@ export class CniAdd {
         record: await plugChain(
           this.#s.d.drivers,
           run.key,
-          { netns: run.netns, pod: run.podRef },
+          { netns: run.netns, pod: run.podRef, addressWait: run.addressWait },
           replacement,
           run.req,
           `${pod!.namespace}/${pod!.name}`,
@@ -225,6 +237,7 @@ export class CniAdd {
         prevResult: req.config.prevResult ? upgradeResult(req.config.prevResult) : undefined,
         allowedSources: run.allowedSources,
         ipamTime: (ms) => this.#s.d.phases?.record("ipam", ms),
+        addressWait: run.addressWait,
         resultKnown: (result, hostIfname) => {
           announced = recordOf(run, result, hostIfname);
           staging = this.#s.d.store.stage(announced);
@@ -274,7 +287,7 @@ export class CniAdd {
     nads: AbortSignal,
   ): Promise<void> {
     try {
-      await this.#plugExtras(pod, record, run.req, nads);
+      await this.#plugExtras(pod, record, run.req, nads, run.addressWait);
     } catch (e) {
       await this.#s.release(run.key, run.req).catch(() => {});
       if (e instanceof CniError && e.code === CNI_ERROR.INVALID_CONFIG) {
@@ -435,6 +448,7 @@ export class CniAdd {
     parent: Attachment,
     req: CniRequest,
     wait: AbortSignal,
+    addressWait: AllocationWait,
   ): Promise<void> {
     const podName = `${pod.namespace}/${pod.name}`;
     const wanted: RequestedAttachment[] = [];
@@ -462,7 +476,7 @@ export class CniAdd {
         const record = await plugChain(
           this.#s.d.drivers,
           key,
-          { ...parent, parent: parent.ifname },
+          { ...parent, parent: parent.ifname, addressWait },
           a,
           req,
           podName,
@@ -524,6 +538,23 @@ interface AddRun extends Selection {
   reported: boolean;
   /** Extra source prefixes port security lets the default interface send from. */
   allowedSources?: string[];
+  /** How long allocating its addresses may wait for the reuse quarantine. */
+  addressWait: AllocationWait;
+}
+
+/**
+ * What an ADD keeps for plugging, recording and answering once its addresses are known (ms): a
+ * wait for an address in the reuse quarantine ends this long before the shim stops waiting.
+ */
+export const ANSWER_MARGIN_MS = 2000;
+
+/**
+ * How long an ADD's allocations may wait for the reuse quarantine: until `ANSWER_MARGIN_MS` before
+ * the shim gives up (the config's `timeoutSeconds` from now), or until the requester hangs up.
+ */
+function addressWaitOf(req: CniRequest, signal: AbortSignal | undefined): AllocationWait {
+  const until = Date.now() + timeoutSecondsOf(req.config) * 1000 - ANSWER_MARGIN_MS;
+  return signal ? { until, signal } : { until };
 }
 
 /** The default interface plugged, and its record (staged while the plug went on, if announced). */

@@ -13,6 +13,7 @@ import { type BlockApi, BlockIpam } from "../../../daemon/ipam/block_ipam.ts";
 import type { IpBlockObject, IpPoolObject } from "../../../daemon/ipam/ip_pools.ts";
 import type { PoolMap } from "../../../daemon/ipam/pool_map.ts";
 import { type KubeTarget, withKube } from "../k8s/_target.ts";
+import type { IpamClock } from "../../../daemon/ipam/quarantine.ts";
 
 /** A fresh IPv4 /24 unlikely to be used by another test run on a shared real server. */
 export function freshCidr24(): string {
@@ -50,6 +51,8 @@ export interface PoolEnv {
       api?: BlockApi;
       pools?: string[];
       podOf?: Parameters<typeof BlockIpam.open>[0]["podOf"];
+      reuseDelayMs?: number;
+      clock?: IpamClock;
     },
   ): Promise<BlockIpam>;
   /** The blocks of the test's pool (or of pool `of`) in the API now. */
@@ -121,6 +124,8 @@ export function withPool<T>(
             },
             releaseAfterMs: opts.releaseAfterMs ?? 600_000,
             podOf: opts.podOf,
+            reuseDelayMs: opts.reuseDelayMs,
+            clock: opts.clock,
             logger: getLogger(["ferry", "ipam"]),
           });
           opened.push(ipam);
