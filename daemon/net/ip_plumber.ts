@@ -81,6 +81,7 @@ export class IpPlumber implements Plumber {
     try {
       const { host } = planVeth(spec);
       await this.#ip.batch(host.lines, { sysctls: host.sysctls });
+      if (host.bridgeLines) await this.#ip.batch(host.bridgeLines, { bridge: true });
       await addressed;
       const { container } = planVeth(spec);
       await this.#ip.batch(container.lines, { netns: spec.netns, sysctls: container.sysctls });

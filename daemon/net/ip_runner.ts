@@ -31,6 +31,8 @@ export interface IpBatchOptions {
   family?: 4 | 6;
   /** Sysctls written (paths under the runner's sysctl directory) in the same namespace first. */
   sysctls?: [path: string, value: string][];
+  /** Run iproute2's `bridge` (forwarding-database lines) instead of `ip`. */
+  bridge?: boolean;
 }
 
 /**
@@ -38,8 +40,8 @@ export interface IpBatchOptions {
  * the first argument, then exec'ing ip with `ipArgs` (fixed flags only): one process chain per
  * namespace; the directory, paths and values never become code.
  */
-function sysctlsThenIp(ipArgs: string[]): string {
-  return `dir=$1; shift; for kv do printf %s "\${kv##*=}" > "$dir/\${kv%=*}" || exit 1; done; exec ip ${
+function sysctlsThenIp(ipArgs: string[], tool: "ip" | "bridge"): string {
+  return `dir=$1; shift; for kv do printf %s "\${kv##*=}" > "$dir/\${kv%=*}" || exit 1; done; exec ${tool} ${
     ipArgs.join(" ")
   }`;
 }
@@ -87,26 +89,30 @@ export class SpawningIpRunner implements IpRunner {
       for (const [path, value] of sysctls) await writeSysctl(path, value, this.#sysctlDir);
     }
     const ipArgs = [...flags, "-batch", "-"];
+    const tool = options.bridge ? "bridge" : "ip";
     const inNs = sysctls.length > 0
       ? [
         "sh",
         "-c",
-        sysctlsThenIp(ipArgs),
+        sysctlsThenIp(ipArgs, tool),
         "sh",
         this.#sysctlDir,
         ...sysctls.map(([p, v]) => `${p}=${v}`),
       ]
-      : ["ip", ...ipArgs];
+      : [tool, ...ipArgs];
     const [cmd, args] = options.netns
       ? ["nsenter", [`--net=${options.netns}`, "--", ...inNs]]
-      : ["ip", ipArgs];
+      : [tool, ipArgs];
     const out = await this.#children.run(cmd, args, {
       stdin: lines.join("\n") + "\n",
       stdout: true,
     });
     const stderr = new TextDecoder().decode(out.stderr);
     if (!out.success) {
-      throw new IpCommandError(`ip batch${options.netns ? ` in ${options.netns}` : ""}`, stderr);
+      throw new IpCommandError(
+        `${tool} batch${options.netns ? ` in ${options.netns}` : ""}`,
+        stderr,
+      );
     }
     return new TextDecoder().decode(out.stdout);
   }

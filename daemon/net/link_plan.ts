@@ -20,6 +20,8 @@ export interface NamespacePlan {
   sysctls: Sysctl[];
   /** iproute2 batch lines, in order. */
   lines: string[];
+  /** `bridge` batch lines (forwarding entries), run after `lines` in the same namespace. */
+  bridgeLines?: string[];
 }
 
 /** A plug: the host namespace's part, then the pod namespace's part. */
@@ -96,8 +98,8 @@ export function defaultRoutes(addresses: InterfaceAddress[]): PodRoute[] {
 }
 
 /**
- * Plans the bridge: created when `exists` is false, then up with its MTU and the gateway
- * addresses (`addr replace`, so repeating it changes nothing); sysctls: IPv4 forwarding when any
+ * Plans the bridge: created when `exists` is false, then up with its MTU, no learning from
+ * link-local group frames, and the gateway addresses (`addr replace`, so repeating it changes nothing); sysctls: IPv4 forwarding when any
  * gateway is IPv4, IPv6 enabled on the bridge and IPv6 forwarding when any is IPv6 (only when
  * `forwarding`).
  */
@@ -117,6 +119,9 @@ export function planBridge(spec: BridgeSpec, exists: boolean, forwarding: boolea
       sysctls,
       lines: [
         `link set ${spec.name} mtu ${spec.mtu} up`,
+        // No learning from link-local group frames (802.1X, LLDP, STP…): the bridge handles
+        // those before its netfilter hooks, so port security never sees them (Linux 5.2).
+        `link set ${spec.name} type bridge no_linklocal_learn 1`,
         ...spec.gateways.map((g) =>
           `addr replace ${g} dev ${spec.name}${isIpv6(g) ? " nodad" : ""}`
         ),
@@ -142,8 +147,11 @@ export function planVeth(spec: VethSpec): PlugPlan {
       lines: [
         `link add ${host} mtu ${mtu} address ${spec.hostMac}${group} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
         `link set ${host} master ${spec.bridge} up`,
-        `link set ${host} type bridge_slave hairpin on`,
+        // Before the pod end is up: the bridge learns from no frame of the pod's (link-local
+        // group frames are learned from before any netfilter hook), its MAC is a static entry.
+        `link set ${host} type bridge_slave hairpin on learning off`,
       ],
+      bridgeLines: [`fdb replace ${spec.containerMac} dev ${host} master static sticky`],
     },
     container: {
       sysctls: podSysctls(ifname, spec.addresses),

@@ -1,8 +1,10 @@
 # What a tenant's container can send with CAP_NET_RAW alone: hand-made Ethernet frames on a
 # packet socket (tests/integration/port_security_test.ts). One frame per invocation:
 #   python3 _spoof.py IFNAME KIND ARGS...
-# and `listen PORT` prints every UDP datagram to PORT as "SOURCE PAYLOAD" lines until killed.
+# and `listen PORT` prints every UDP datagram to PORT as "SOURCE PAYLOAD" lines until killed;
+# `sniff IFNAME PORT` every IPv4 UDP datagram to PORT that reaches IFNAME, as "DESTINATION PAYLOAD".
 import errno
+import os
 import socket
 import struct
 import sys
@@ -134,6 +136,17 @@ def frame(kind, a):
         body = struct.pack("!BBHI", 135, 0, 0, 0) + ip6(a[2])
         dst = "ff02::1:ff" + ip6(a[2]).hex()[26:28] + ":" + ip6(a[2]).hex()[28:32]
         return eth(solicited(a[2]), a[0], 0x86DD, icmp6(a[1], dst, body))
+    if kind == "raw":  # SRCMAC DSTMAC ETHERTYPE(hex; below 0600 an 802.3 length) [PAYLOAD(hex)] [COUNT]
+        payload = bytes.fromhex(a[3]) if len(a) > 3 else b""
+        one = eth(a[1], a[0], int(a[2], 16), payload.ljust(46, b"\0"))
+        return [one] * (int(a[4]) if len(a) > 4 else 1)
+    if kind == "randsrc":  # DSTMAC ETHERTYPE(hex) COUNT: each frame from a random unicast MAC
+        out = []
+        for _ in range(int(a[2])):
+            src = bytearray(os.urandom(6))
+            src[0] = (src[0] & 0xFC) | 0x02
+            out.append(eth(a[0], bytes(src).hex(":"), int(a[1], 16), b"\0" * 46))
+        return out
     raise SystemExit("unknown kind " + kind)
 
 
@@ -146,9 +159,26 @@ def listen(port):
         print(src, data.decode(errors="replace"), flush=True)
 
 
+def sniff(ifname, port):
+    """Every IPv4 UDP datagram to PORT that reaches IFNAME (to this host or not), as "DST PAYLOAD"."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s.bind((ifname, 0))
+    print("listening", flush=True)
+    while True:
+        f, addr = s.recvfrom(4096)
+        if addr[2] == socket.PACKET_OUTGOING or len(f) < 42 or f[12:14] != b"\x08\x00" or f[23] != 17:
+            continue
+        ihl = (f[14] & 0x0F) * 4
+        if struct.unpack("!H", f[14 + ihl + 2 : 14 + ihl + 4])[0] != port:
+            continue
+        print(socket.inet_ntoa(f[30:34]), f[14 + ihl + 8 :].decode(errors="replace"), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "listen":
         listen(int(sys.argv[2]))
+    elif sys.argv[1] == "sniff":
+        sniff(sys.argv[2], int(sys.argv[3]))
     else:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         s.bind((sys.argv[1], 0))

@@ -481,3 +481,67 @@ Deno.test({
       })
     ),
 });
+
+Deno.test({
+  name:
+    "both plumbers leave a pod's port learning nothing: learning off on the port, the pod's MAC a static, sticky entry, and the bridge learning from no link-local group frame",
+  ...opts,
+  fn: () =>
+    withNetns(2, async (namespaces) => {
+      const plumbers: [string, Plumber][] = [
+        ["netlink", new NetlinkPlumber(Libc.open(), new IpPlumber(new SpawningIpRunner()))],
+        ["iproute2", new IpPlumber(new SpawningIpRunner())],
+      ];
+      for (const [i, [which, plumber]] of plumbers.entries()) {
+        const token = uniqueToken();
+        const [bridge, host] = [`fb${token}`, `fy${token}`];
+        const mac = `02:00:00:00:0${i}:02`;
+        try {
+          await plumber.ensureBridge({ name: bridge, mtu: 1500, gateways: ["10.99.6.1/24"] });
+          await plumber.plugVeth({
+            netns: namespaces[i].path,
+            ifname: "eth0",
+            hostIfname: host,
+            bridge,
+            containerMac: mac,
+            hostMac: `02:00:00:00:0${i}:01`,
+            mtu: 1500,
+            addresses: [{ cidr: "10.99.6.5/24", gateway: "10.99.6.1" }],
+          });
+          const port = JSON.parse(await run("bridge", "-d", "-j", "link", "show", "dev", host)) as {
+            learning?: boolean;
+            hairpin?: boolean;
+          }[];
+          assertEquals(
+            [port[0].learning, port[0].hairpin],
+            [false, true],
+            `${which}: port ${host} learns nothing and is in hairpin mode`,
+          );
+          const fdb = JSON.parse(await run("bridge", "-j", "fdb", "show", "dev", host)) as {
+            mac: string;
+            state?: string;
+            flags?: string[];
+          }[];
+          const own = fdb.filter((e) => e.mac === mac);
+          assert(
+            own.length === 1 && own[0].state === "static" && own[0].flags?.includes("sticky"),
+            `${which}: the pod's MAC is one static, sticky entry of its port: ${
+              JSON.stringify(fdb)
+            }`,
+          );
+          const details = JSON.parse(await run("ip", "-d", "-j", "link", "show", bridge)) as {
+            linkinfo: { info_data: { no_linklocal_learn?: number } };
+          }[];
+          assertEquals(
+            details[0].linkinfo.info_data.no_linklocal_learn,
+            1,
+            `${which}: bridge ${bridge} learns from no link-local group frame`,
+          );
+        } finally {
+          if (plumber instanceof NetlinkPlumber) plumber.close();
+          await run("ip", "link", "del", host).catch(() => {});
+          await run("ip", "link", "del", bridge).catch(() => {});
+        }
+      }
+    }),
+});

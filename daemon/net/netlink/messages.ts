@@ -178,20 +178,26 @@ const AF_BRIDGE = 7;
 const RTM_SETLINK = 19;
 const IFLA_PROTINFO = 12;
 const IFLA_BRPORT_MODE = 4;
+const IFLA_BRPORT_LEARNING = 8;
 
 /**
- * RTM_SETLINK (family AF_BRIDGE) putting the bridge port with `index` in hairpin mode, so that a
- * frame may leave by the port it came in (a pod reaching itself through a Service address), as
- * `bridge link set dev X hairpin on` does.
+ * RTM_SETLINK (family AF_BRIDGE) setting a pod's bridge port as Ferry keeps it: in hairpin mode, so
+ * that a frame may leave by the port it came in (a pod reaching itself through a Service
+ * address), and with learning off, so that no frame the pod sends teaches the bridge a MAC (the
+ * bridge learns from link-local group frames before any netfilter hook sees them); its own MAC is
+ * a static entry ({@link podPortEntry}). As `bridge link set dev X hairpin on learning off`.
  */
-export function hairpinOn(seq: number, index: number): Uint8Array {
+export function podPortFlags(seq: number, index: number): Uint8Array {
   return frame(
     RTM_SETLINK,
     NL.F_ACK,
     seq,
     concatBytes([
       ifinfomsg(index, 0, 0, AF_BRIDGE),
-      encodeAttrs([[IFLA_PROTINFO, [[IFLA_BRPORT_MODE, new Uint8Array([1])]]]]),
+      encodeAttrs([[IFLA_PROTINFO, [
+        [IFLA_BRPORT_MODE, new Uint8Array([1])],
+        [IFLA_BRPORT_LEARNING, new Uint8Array([0])],
+      ]]]),
     ]),
   );
 }
@@ -610,6 +616,33 @@ export function neighRequest(
     flags,
     seq,
     concatBytes([ndmsg(entry.kind, entry.ifindex, entry.dst), encodeAttrs(attrs)]),
+  );
+}
+
+/** `NUD_NOARP`: what `bridge fdb` calls a static entry (it never ages). */
+const NUD_NOARP = 0x40;
+/** `NTF_MASTER`: an entry of the bridge the port belongs to. */
+const NTF_MASTER = 0x04;
+/** `NTF_STICKY`: the entry never moves to another port, whatever that port sends. */
+const NTF_STICKY = 0x40;
+
+/**
+ * RTM_NEWNEIGH (family AF_BRIDGE) adding or replacing the static, sticky forwarding entry of a pod
+ * port's MAC on its bridge: frames to `mac` leave by the port with `portIndex`, and no frame on
+ * another port moves it. As `bridge fdb replace MAC dev PORT master static sticky`.
+ */
+export function podPortEntry(seq: number, portIndex: number, podMac: string): Uint8Array {
+  const msg = new Uint8Array(12);
+  const view = new DataView(msg.buffer);
+  view.setUint8(0, AF_BRIDGE);
+  view.setInt32(4, portIndex, true);
+  view.setUint16(8, NUD_NOARP, true);
+  view.setUint8(10, NTF_MASTER | NTF_STICKY);
+  return frame(
+    NL.RTM_NEWNEIGH,
+    NL.F_ACK | NL.F_CREATE | NL.F_REPLACE,
+    seq,
+    concatBytes([msg, encodeAttrs([[NDA_LLADDR, mac(podMac)]])]),
   );
 }
 

@@ -20,7 +20,6 @@ import {
   dumpLinksOf,
   dumpRoutes,
   getLinkByIndex,
-  hairpinOn,
   linkUp,
   newAddr,
   newDefaultRoute,
@@ -28,6 +27,8 @@ import {
   newSublink,
   newVeth,
   NL,
+  podPortEntry,
+  podPortFlags,
   RT_SCOPE_LINK,
 } from "./messages.ts";
 import { ACK_BUFFER_BYTES, RouteSocket, type Step } from "./route_socket.ts";
@@ -121,7 +122,16 @@ export class NetlinkPlumber implements Plumber {
         )
       );
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
-      this.#host.ack(`hairpin on ${spec.hostIfname}`, (seq) => hairpinOn(seq, hostIndex));
+      // Before the pod end is up (it sends nothing yet): hairpin on, learning off, and the pod's
+      // MAC as the port's static, sticky entry. The bridge learns from no frame of the pod's.
+      this.#host.ack(
+        `hairpin on, learning off ${spec.hostIfname}`,
+        (seq) => podPortFlags(seq, hostIndex),
+      );
+      this.#host.ack(
+        `static entry ${spec.containerMac} on ${spec.hostIfname}`,
+        (seq) => podPortEntry(seq, hostIndex, spec.containerMac),
+      );
       await addressed;
       const pod = this.#podSocket(podFd, planVeth(spec).container.sysctls);
       try {

@@ -1,0 +1,363 @@
+// Port security at layer 2, tried as a tenant would: from a pod's network namespace with frames
+// made by hand on a packet socket (CAP_NET_RAW, which every container has). The bridge handles
+// frames to the IEEE link-local groups (01:80:c2:00:00:0X: STP, pause, LACP, 802.1X, LLDP…)
+// before its netfilter hooks, where the guard sits, and used to learn their source all the same:
+// a pod sending one with a victim's MAC as source moved the victim's MAC to its own port and
+// received the victim's traffic. No frame of a pod's, to any destination, may teach a bridge of
+// Ferry's a MAC its port does not own, nor grow the bridge's forwarding database. Needs root and
+// nft.
+import { assert, assertEquals } from "deno-std/assert/mod.js";
+import { type SimNode, type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
+import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
+import { NETWORK_ATTACHMENT_DEFINITIONS } from "../../daemon/k8s/resources.ts";
+import { installNadCrd } from "../../daemon/dev/crds.ts";
+import type { KubeObject } from "../../daemon/k8s/client.ts";
+import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
+import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
+import { eventually } from "./_cluster.ts";
+
+const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
+const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
+const SPOOF = new URL("./_spoof.py", import.meta.url).pathname;
+const PORT = 9998;
+
+/**
+ * Every frame a tenant might send with a victim's MAC as source: to each IEEE link-local group
+ * (its usual ethertype where it has one: STP as an 802.3 length with an LLC header, pause, LACP,
+ * 802.1X, LLDP), broadcast, IPv4 and IPv6 multicast, another pod's MAC, the bridge's MAC and a
+ * MAC nobody has.
+ */
+function destinations(other: string, bridge: string): [what: string, dst: string, type: string][] {
+  const groups: [string, string, string][] = Array.from({ length: 16 }, (_, i) => {
+    const dst = `01:80:c2:00:00:${i.toString(16).padStart(2, "0")}`;
+    const type = ({ 0: "0026", 1: "8808", 2: "8809", 3: "888e", 14: "88cc" } as Record<
+      number,
+      string
+    >)[i] ?? "88b5";
+    return [`link-local group ${dst}`, dst, type];
+  });
+  return [
+    ...groups,
+    ["broadcast", "ff:ff:ff:ff:ff:ff", "88b5"],
+    ["IPv4 multicast", "01:00:5e:00:00:01", "0800"],
+    ["IPv6 multicast", "33:33:00:00:00:01", "86dd"],
+    ["another pod's MAC", other, "0800"],
+    ["the bridge's MAC", bridge, "0800"],
+    ["a MAC nobody has", "02:99:99:99:99:99", "0800"],
+  ];
+}
+
+/** Sends frames of `kind` from `ns`'s interface `ifname` (tests/integration/_spoof.py). */
+async function spoof(ns: string, ifname: string, kind: string, ...args: string[]): Promise<void> {
+  await run("ip", "netns", "exec", ns, "python3", SPOOF, ifname, kind, ...args);
+}
+
+/** A process in `ns` printing lines (`_spoof.py listen` or `sniff`), collected as they come. */
+async function watch(ns: string, ...args: string[]): Promise<{ lines: string[]; stop(): void }> {
+  const child = new Deno.Command("ip", {
+    args: ["netns", "exec", ns, "python3", SPOOF, ...args],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const lines: string[] = [];
+  const ready = Promise.withResolvers<void>();
+  void (async () => {
+    let rest = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      rest += chunk;
+      const parts = rest.split("\n");
+      rest = parts.pop()!;
+      for (const l of parts) l === "listening" ? ready.resolve() : lines.push(l);
+    }
+  })().catch(() => {});
+  await ready.promise;
+  return {
+    lines,
+    stop: () => {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* gone */ }
+    },
+  };
+}
+
+/** Sends `count` ordinary UDP datagrams (a socket, no hand-made frame) from `ns` to `ip`. */
+async function datagrams(ns: string, ip: string, text: string, count: number): Promise<void> {
+  await run(
+    "ip",
+    "netns",
+    "exec",
+    ns,
+    "python3",
+    "-c",
+    "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(int(sys.argv[3])): s.sendto(('%s %d' % (sys.argv[2], i)).encode(),(sys.argv[1],int(sys.argv[4])))",
+    ip,
+    text,
+    String(count),
+    String(PORT),
+  );
+}
+
+/** One forwarding-database entry of a bridge, as `bridge -j fdb show` prints it. */
+interface FdbEntry {
+  mac: string;
+  ifname: string;
+  flags?: string[];
+  state?: string;
+}
+
+/** The forwarding database of bridge `bridge` in the node's namespace (its ports' entries). */
+async function fdb(node: SimNode, bridge: string): Promise<FdbEntry[]> {
+  const out = await run(
+    "ip",
+    "netns",
+    "exec",
+    node.ns.name,
+    "bridge",
+    "-j",
+    "fdb",
+    "show",
+    "br",
+    bridge,
+  );
+  return (JSON.parse(out) as FdbEntry[]).filter((e) => e.ifname !== bridge);
+}
+
+/** The MAC of `ifname` in `ns`. */
+async function macIn(ns: string, ifname: string): Promise<string> {
+  const out = await run("ip", "-n", ns, "-j", "link", "show", "dev", ifname);
+  return (JSON.parse(out) as { address: string }[])[0].address;
+}
+
+/**
+ * The attack and its checks on one bridge: `evil` sends every frame of {@link destinations} with
+ * `victim`'s MAC as source, then 2,000 link-local and 2,000 broadcast frames from random MACs; a
+ * frame of its own to `client` after them marks that the bridge has seen them all. Then the
+ * bridge still forwards the victim's MAC to the victim's port only, the evil port's entries are
+ * its own MAC alone (no growth), and datagrams of `client` and (with `fromNode`, where the node
+ * has an address on the bridge) of the node to the victim all reach the victim and none reaches
+ * the evil pod's interface.
+ */
+async function attack(
+  node: SimNode,
+  bridge: string,
+  ifname: string,
+  pods: { victim: SimPod; evil: SimPod; client: SimPod },
+  ips: { victim: string; evil: string; client: string },
+  fromNode: boolean,
+): Promise<void> {
+  const { victim, evil, client } = pods;
+  const mac = (p: SimPod) => stableMac(p.containerId, ifname, "container");
+  const port = (p: SimPod) => hostLinkName(p.containerId, ifname);
+  const bridgeMac = await macIn(node.ns.name, bridge);
+  const evilPortBefore = (await fdb(node, bridge)).filter((e) => e.ifname === port(evil));
+  const atClient = await watch(client.ns.name, "listen", String(PORT));
+  const atVictim = await watch(victim.ns.name, "listen", String(PORT));
+  const sniffed = await watch(evil.ns.name, "sniff", ifname, String(PORT));
+  try {
+    for (const [what, dst, type] of destinations(mac(client), bridgeMac)) {
+      const payload = type === "0026" ? "424203" : "";
+      await spoof(evil.ns.name, ifname, "raw", mac(victim), dst, type, payload, "3").catch((e) => {
+        throw new Error(`sending to ${what} failed: ${e}`);
+      });
+    }
+    await spoof(evil.ns.name, ifname, "randsrc", "01:80:c2:00:00:03", "888e", "2000");
+    await spoof(evil.ns.name, ifname, "randsrc", "ff:ff:ff:ff:ff:ff", "88b5", "2000");
+    // A frame of evil's own after all of them: once it arrived, the bridge has seen them all.
+    await spoof(
+      evil.ns.name,
+      ifname,
+      "udp4",
+      mac(evil),
+      mac(client),
+      ips.evil,
+      ips.client,
+      String(PORT),
+      "marker",
+    );
+    await eventually(
+      () => Promise.resolve(atClient.lines.some((l) => l === `${ips.evil} marker`)),
+      "evil's own datagram after its forged frames reached the client",
+    );
+    const entries = await fdb(node, bridge);
+    const victims = entries.filter((e) => e.mac === mac(victim));
+    assertEquals(
+      victims.map((e) => e.ifname),
+      [port(victim)],
+      `the bridge forwards the victim's MAC to the victim's port only: ${JSON.stringify(victims)}`,
+    );
+    const atEvil = entries.filter((e) => e.ifname === port(evil));
+    const learned = atEvil.filter((e) =>
+      !evilPortBefore.some((b) => b.mac === e.mac) && e.mac !== mac(evil)
+    );
+    assertEquals(learned, [], "the evil pod's port taught the bridge MACs it does not own");
+    assert(
+      atEvil.length <= evilPortBefore.length + 1,
+      `the evil port's entries grew from ${evilPortBefore.length} to ${atEvil.length}`,
+    );
+    // The victim's traffic, from another pod and from the node, goes to the victim.
+    await datagrams(client.ns.name, ips.victim, "from-client", 15);
+    if (fromNode) await datagrams(node.ns.name, ips.victim, "from-node", 15);
+    await eventually(
+      () =>
+        Promise.resolve(
+          atVictim.lines.filter((l) => l.includes("from-client")).length === 15 &&
+            atVictim.lines.filter((l) => l.includes("from-node")).length === (fromNode ? 15 : 0),
+        ),
+      `all ${fromNode ? 30 : 15} datagrams to the victim reached the victim`,
+      20_000,
+    ).catch((e) => {
+      throw new Error(
+        `${e.message}: the victim got ${atVictim.lines.length}, the evil pod sniffed ${sniffed.lines.length}`,
+      );
+    });
+    assertEquals(
+      sniffed.lines.filter((l) => l.startsWith(`${ips.victim} `)),
+      [],
+      "datagrams to the victim reached the evil pod's interface",
+    );
+  } finally {
+    atClient.stop();
+    atVictim.stop();
+    sniffed.stop();
+  }
+}
+
+Deno.test({
+  name:
+    "layer 2 on the node bridge: a pod sending frames of every destination (each IEEE link-local group, STP, pause, LACP, 802.1X, LLDP, broadcast, multicast, unicast) with another pod's MAC as source does not take that MAC, and 4,000 frames from random MACs teach the bridge nothing: the victim's traffic from pods and the node still reaches the victim alone",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      const victim = await c.addPod(node, "victim", 0);
+      const evil = await c.addPod(node, "evil", 0);
+      const client = await c.addPod(node, "client", 0);
+      await attack(node, "ferry0", "eth0", { victim, evil, client }, {
+        victim: victim.ip,
+        evil: evil.ip,
+        client: client.ip,
+      }, true);
+    }),
+});
+
+Deno.test({
+  name:
+    "layer 2 on a native NAD bridge: a tenant's pod on another NAD naming the same bridge does not take a pod's MAC with link-local or any other frames, nor grow the bridge's forwarding database; the bridge learns no link-local source on any port",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      await installNadCrd(c.client);
+      const t = crypto.randomUUID().slice(0, 6);
+      const bridge = `fyl${t}`;
+      const nads = [`l2a-${t}`, `l2b-${t}`];
+      for (const [i, name] of nads.entries()) {
+        await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
+          metadata: { name, namespace: "default" },
+          spec: {
+            config: JSON.stringify({
+              cniVersion: "1.0.0",
+              type: "bridge",
+              bridge,
+              ipam: {
+                type: "host-local",
+                ranges: [[{
+                  subnet: "192.168.87.0/24",
+                  rangeStart: `192.168.87.${10 + 100 * i}`,
+                  rangeEnd: `192.168.87.${99 + 100 * i}`,
+                }]],
+              },
+            }),
+          },
+        } as KubeObject);
+      }
+      try {
+        const on = (nad: string) => ({ annotations: { "k8s.v1.cni.cncf.io/networks": nad } });
+        const victim = await c.addPod(node, "l2v", 30_000, on(nads[0]));
+        const client = await c.addPod(node, "l2c", 30_000, on(nads[0]));
+        const evil = await c.addPod(node, "l2e", 30_000, on(nads[1]));
+        const net1 = async (p: SimPod) =>
+          (JSON.parse(
+            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+          ) as { addr_info: { local: string }[] }[])[0].addr_info[0].local;
+        await attack(node, bridge, "net1", { victim, evil, client }, {
+          victim: await net1(victim),
+          evil: await net1(evil),
+          client: await net1(client),
+        }, false);
+        const details = await run("ip", "-n", node.ns.name, "-d", "-j", "link", "show", bridge);
+        assertEquals(
+          (JSON.parse(details) as { linkinfo: { info_data: { no_linklocal_learn?: number } } }[])[0]
+            .linkinfo.info_data.no_linklocal_learn,
+          1,
+          `bridge ${bridge} learns from link-local group frames: ${details}`,
+        );
+      } finally {
+        for (const name of nads) {
+          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
+        }
+        await run("ip", "-n", node.ns.name, "link", "del", bridge).catch(() => {});
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "layer 2 with port security off: a pod's port still teaches the bridge nothing (learning is off on every pod port, each pod's MAC a static entry), so a frame forged with another pod's MAC does not take it",
+  ...opts,
+  fn: () =>
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1, config: { portSecurity: { enabled: false } } },
+      async (c) => {
+        const [node] = c.nodes;
+        const victim = await c.addPod(node, "offv", 0);
+        const evil = await c.addPod(node, "offe", 0);
+        const client = await c.addPod(node, "offc", 0);
+        const [vMac, eMac, cMac] = [victim, evil, client].map((p) =>
+          stableMac(p.containerId, "eth0", "container")
+        );
+        const atClient = await watch(client.ns.name, "listen", String(PORT));
+        try {
+          // Unguarded, these reach the client: once the marker has, the bridge has seen them all.
+          // Not IP (br_netfilter drops a malformed IP packet before the bridge learns from it).
+          await spoof(evil.ns.name, "eth0", "randsrc", cMac, "88b5", "200");
+          await spoof(evil.ns.name, "eth0", "raw", vMac, cMac, "88b5", "", "3");
+          await spoof(
+            evil.ns.name,
+            "eth0",
+            "udp4",
+            eMac,
+            cMac,
+            evil.ip,
+            client.ip,
+            String(PORT),
+            "marker",
+          );
+          await eventually(
+            () => Promise.resolve(atClient.lines.some((l) => l === `${evil.ip} marker`)),
+            "evil's marker datagram reached the client",
+          );
+        } finally {
+          atClient.stop();
+        }
+        const entries = await fdb(node, "ferry0");
+        const evilPort = hostLinkName(evil.containerId, "eth0");
+        assertEquals(
+          entries.filter((e) => e.ifname === evilPort && e.mac !== eMac && e.state !== "permanent"),
+          [],
+          "the evil pod's port taught the bridge other MACs",
+        );
+        const own = entries.filter((e) => e.ifname === evilPort && e.mac === eMac);
+        assert(
+          own.length === 1 && own[0].state === "static" && (own[0].flags ?? []).includes("sticky"),
+          `the evil pod's MAC is one static, sticky entry on its port: ${JSON.stringify(own)}`,
+        );
+        assertEquals(
+          entries.filter((e) => e.mac === vMac).map((e) => e.ifname),
+          [hostLinkName(victim.containerId, "eth0")],
+          `the victim's MAC stays on the victim's port: ${JSON.stringify(entries)}`,
+        );
+      },
+    ),
+});
