@@ -20,6 +20,7 @@ import {
   isSupportedVersion,
 } from "../lib/cni/versions.ts";
 import type { CniRequest } from "../lib/envelope.ts";
+import { jsonBoundsProblem, MAX_CONFIG_DEPTH } from "../lib/json_bounds.ts";
 import { containerIdProblem, netnsProblem } from "../lib/cni/names.ts";
 
 /** The environment variables the CNI protocol defines; the shim may read no others. */
@@ -84,8 +85,8 @@ export function parseCommand(env: CniEnv): CniCommand {
 }
 
 /**
- * Parses stdin as a network config: undecodable or not an object → 6, unsupported cniVersion → 1,
- * command not allowed by that version → 1. The rest of the schema is left to the daemon.
+ * Parses stdin as a network config: undecodable or not an object → 6, nested deeper than
+ * {@link MAX_CONFIG_DEPTH} → 7, unsupported cniVersion → 1, command not allowed by that version → 1. The rest of the schema is left to the daemon.
  */
 export function parseNetConf(stdin: string, command: CniCommand): NetConf {
   let raw: unknown;
@@ -103,6 +104,12 @@ export function parseNetConf(stdin: string, command: CniCommand): NetConf {
       CNI_ERROR.DECODE_FAILURE,
       "the network config on stdin is not a JSON object",
     );
+  }
+  // Bounded before anything walks it (every walk recurses once per level); JSON.parse itself
+  // does not recurse, so text that is not JSON stays a decoding error (6).
+  const unbounded = jsonBoundsProblem(stdin, { maxDepth: MAX_CONFIG_DEPTH });
+  if (unbounded) {
+    throw new CniError(CNI_ERROR.INVALID_CONFIG, `the network config on stdin: ${unbounded}`);
   }
   const version = (raw as { cniVersion?: unknown }).cniVersion;
   if (!isSupportedVersion(version)) {

@@ -9,6 +9,11 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
+import {
+  jsonBoundsProblem,
+  MAX_CONFIG_DEPTH,
+  MAX_NAD_CONFIG_BYTES,
+} from "../../lib/json_bounds.ts";
 import type { RegisteredPod } from "../records/registry.ts";
 import type { NadCache } from "./nad_cache.ts";
 import { guardNadPlugins, type NadGuard, resultRefusal } from "./nad_guard.ts";
@@ -120,6 +125,12 @@ export function nadPlugins(
       CNI_ERROR.INVALID_CONFIG,
       `pod ${pod}: NetworkAttachmentDefinition ${nad.namespace}/${nad.name}: ${why}`,
     );
+  // Bounded before anything parses or walks it (every walk recurses once per level).
+  const unbounded = jsonBoundsProblem(text, {
+    maxDepth: MAX_CONFIG_DEPTH,
+    maxBytes: MAX_NAD_CONFIG_BYTES,
+  });
+  if (unbounded) throw fail(`its config is refused: ${unbounded}`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -13,6 +13,11 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { IFNAME_PATTERN } from "../../lib/cni/names.ts";
+import {
+  jsonBoundsProblem,
+  MAX_CONFIG_DEPTH,
+  MAX_NAD_CONFIG_BYTES,
+} from "../../lib/json_bounds.ts";
 import { parseCidr, parseIp } from "../ipam/cidr.ts";
 
 /** The annotation that selects a pod's additional networks. */
@@ -192,6 +197,12 @@ export function parseSelections(
   if (text === "") return { selections: [], warnings };
   let selections: NetworkSelection[];
   if (text.startsWith("[")) {
+    // Bounded before it is parsed and walked (cni-args are copied into a plugin's config).
+    const unbounded = jsonBoundsProblem(text, {
+      maxDepth: MAX_CONFIG_DEPTH,
+      maxBytes: MAX_NAD_CONFIG_BYTES,
+    });
+    if (unbounded) throw invalid(pod, unbounded);
     let list: unknown;
     try {
       list = JSON.parse(text);

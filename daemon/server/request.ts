@@ -1,13 +1,14 @@
 /**
  * Decodes one CNI request that arrived on the daemon's socket and checks it fully, whatever sent
  * it: the socket is the trust boundary, not the shim. The same rules and codes as the shim's:
- * undecodable → 6; an unsupported `cniVersion`, or a command that version lacks → 1; a config (or
+ * undecodable → 6; nested deeper than the config's bound (`lib/json_bounds.ts`) → 7; an unsupported `cniVersion`, or a command that version lacks → 1; a config (or
  * its `prevResult`) that breaks the schema → 7; a bad command or CNI variable → 4. Pure.
  *
  * @module
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { timeoutSecondsOf } from "../../lib/cni/ferry_conf.ts";
+import { jsonBoundsProblem, MAX_CONFIG_DEPTH } from "../../lib/json_bounds.ts";
 import type { CniResult } from "../../lib/cni/schemas.ts";
 import {
   assertCommandAllowed,
@@ -40,6 +41,12 @@ export function decodeRequest(body: string): CniRequest {
   }
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
     throw new CniError(CNI_ERROR.DECODE_FAILURE, "request body is not a JSON object");
+  }
+  // Bounded before anything walks it (JSON.parse itself does not recurse); the request wraps
+  // the config in one more level.
+  const unbounded = jsonBoundsProblem(body, { maxDepth: MAX_CONFIG_DEPTH + 1 });
+  if (unbounded) {
+    throw new CniError(CNI_ERROR.INVALID_CONFIG, `the request's network config: ${unbounded}`);
   }
   const { command, config } = raw as { command?: unknown; config?: unknown };
   if (typeof command !== "string" || !COMMANDS.has(command)) {

@@ -124,3 +124,14 @@ Deno.test("a CNI_NETNS with whitespace is 4", () => {
   assertEquals(codeOf({ ...ENV, CNI_NETNS: "/var/run/netns/a\n" }), 4);
   assertEquals(codeOf({ ...ENV, CNI_NETNS: "relative" }), 4);
 });
+
+Deno.test("stdin nested deeper than 64 levels is an invalid config (7) before it is walked; 64 levels pass", () => {
+  const nested = (depth: number) =>
+    `{"cniVersion":"1.0.0","name":"n","type":"ferry","x":${"[".repeat(depth - 1)}${
+      "]".repeat(depth - 1)
+    }}`;
+  const err = assertThrows(() => parseInvocation(ENV, nested(20_000)), CniError);
+  assertEquals(err.code, 7, err.message);
+  assertEquals(codeOf(ENV, nested(65)), 7, "65 levels");
+  assertEquals(parseInvocation(ENV, nested(64)).command, "ADD", "64 levels are accepted");
+});

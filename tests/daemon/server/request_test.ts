@@ -70,3 +70,15 @@ Deno.test("a relative CNI_PATH entry is 4: plugins are looked up only in absolut
   assertEquals(codeOf({ path: ["/opt/cni/bin", "bin"] }), 4);
   assertEquals(codeOf({ path: ["."] }), 4);
 });
+
+Deno.test("a request whose config is nested deeper than 64 levels is 7, not a stack overflow; 64 levels pass", () => {
+  const body = (depth: number) =>
+    JSON.stringify(base).replace(
+      '"type":"ferry"',
+      `"type":"ferry","x":${"[".repeat(depth - 1)}${"]".repeat(depth - 1)}`,
+    );
+  const err = assertThrows(() => decodeRequest(body(20_000)), CniError);
+  assertEquals(err.code, 7, err.message);
+  assertEquals(assertThrows(() => decodeRequest(body(65)), CniError).code, 7, "65 levels");
+  assertEquals((decodeRequest(body(64)).config as Record<string, unknown>).type, "ferry");
+});
