@@ -260,6 +260,7 @@ export async function startDaemon(
         localSubnets: () => network.subnets(),
         ip: plumbing.ip,
         networkPools: networkPoolsOf(ipPoolReader(kube.client, kube.pools)),
+        attachments: () => store.list(),
       })
       : undefined,
   });

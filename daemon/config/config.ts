@@ -46,6 +46,8 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     interfacePrefix: "net",
     configDir: "/etc/cni/multus/net.d",
     allowedTypes: ["*"],
+    passthruParents: [],
+    anyMacParents: [],
     whereaboutsIpam: "delegate",
   },
   gc: {

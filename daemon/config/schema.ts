@@ -177,6 +177,16 @@ export const DaemonConfigSchema = Type.Object({
       description:
         'plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `["macvlan", "bridge", "static", "host-local", "tuning"]` keeps tenants off `host-device` and the rest',
     }),
+    passthruParents: Type.Array(Type.String({ pattern: "^[^\\s/:]{1,127}$" }), {
+      uniqueItems: true,
+      description:
+        "host devices (names or altnames) on which a NetworkAttachmentDefinition's macvlan may use mode `passthru` or `source` though the node uses them (they hold a node address, carry a default route, are Ferry's own, or lie under one of those: its lower device, its port): the pod then gets that device's traffic; on a device the node does not use these modes need no listing",
+    }),
+    anyMacParents: Type.Array(Type.String({ pattern: "^[^\\s/:]{1,127}$" }), {
+      uniqueItems: true,
+      description:
+        "host devices (names or altnames) on which a NetworkAttachmentDefinition's macvlan (or a plugin after it) may give the pod any unicast MAC; elsewhere a MAC it picks must be locally administered and not one the node knows on the device's segment (its links', other pods', the device's neighbours')",
+    }),
     whereaboutsIpam: Type.Union([Type.Literal("delegate"), Type.Literal("native")], {
       description:
         '`"type": "whereabouts"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default: switching is a step of the migration from whereabouts, see docs/multiple-networks.md)',

@@ -1,7 +1,8 @@
 /**
  * The daemon's multi-network side, built from its config: the enabled multi-VIF drivers
  * (`multiVifDrivers`) with the NAD cache, the guard that keeps tenants' NADs off Ferry's devices
- * and ranges, and the move of a pod's default route for `default-route` selections.
+ * and ranges (and their macvlans off the node's uplink's traffic and others' MACs), and the move
+ * of a pod's default route for `default-route` selections.
  *
  * @module
  */
@@ -12,6 +13,9 @@ import type { IpRunner } from "../net/ip_runner.ts";
 import type { CniServiceDeps } from "../service/cni_service.ts";
 import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./drivers.ts";
 import { SystemNodeDevices } from "./node_devices.ts";
+import { SystemNodeLinks } from "./node_links.ts";
+import { podMacsOf } from "./parent_guard.ts";
+import type { Attachment } from "../records/attachment_store.ts";
 
 /** What the multi-network side is built from. */
 export interface MultiVifSideDeps {
@@ -25,6 +29,8 @@ export interface MultiVifSideDeps {
   ip: IpRunner;
   /** The IPPools for networks now (no NAD but a `ferry` one naming it may use their addresses). */
   networkPools?: () => Promise<{ name: string; cidrs: string[] }[]>;
+  /** The node's attachment records now (the MACs of other pods' interfaces). */
+  attachments?: () => Attachment[];
 }
 
 /**
@@ -94,6 +100,15 @@ export function multiVifSide(deps: MultiVifSideDeps): NonNullable<CniServiceDeps
           ranges: podRanges,
           stateDir: config.stateDir,
           ...(deps.networkPools ? { networkPools: deps.networkPools } : {}),
+          parents: {
+            links: new SystemNodeLinks(ip),
+            ferryDevices: [config.network.bridge, config.routing.vxlan.device],
+            allow: {
+              passthru: config.multiNetwork.passthruParents,
+              anyMac: config.multiNetwork.anyMacParents,
+            },
+            podMacs: () => podMacsOf(deps.attachments?.() ?? []),
+          },
         },
         readFile: (path) =>
           Deno.readTextFile(path).catch((e) => {

@@ -12,6 +12,8 @@
  * - no address or range it names (every key `nad_addresses.ts` lists, normalised: IPv4-mapped
  *   as IPv4) may overlap Ferry's pod ranges (node podCIDRs, pools, the local subnets), nor, but
  *   for Ferry's own `ferry` IPAM type, an IPPool for networks; each must be an address or range;
+ * - a macvlan gets no `passthru` or `source` mode on a link the node uses, and no MAC that is
+ *   someone else's (`parent_guard.ts`, with what an operator may allow per parent device);
  * - host-local keeps its files under Ferry's state directory: a NAD naming another `dataDir` is
  *   refused, one naming none gets `<stateDir>/host-local` (host-local's own default,
  *   /var/lib/cni/networks, is shared with every other CNI on the node).
@@ -27,6 +29,7 @@ import type { NetConf } from "../../lib/cni/schemas.ts";
 import { foldKeys } from "./json_keys.ts";
 import { addressesOf, type IpSpan, normalisedSpans, spansOverlap } from "./nad_addresses.ts";
 import type { NodeDevices, ProtectedDevice } from "./node_devices.ts";
+import { normalisedMac, type ParentGuard, parentRefusal } from "./parent_guard.ts";
 
 /** What the guard checks NADs against. */
 export interface NadGuard {
@@ -45,6 +48,11 @@ export interface NadGuard {
    * `ferry` IPAM type naming the pool hands out their addresses.
    */
   networkPools?(): Promise<{ name: string; cidrs: string[] }[]>;
+  /**
+   * What a macvlan may ask of its parent: no `passthru` or `source` on a link the node uses, no
+   * MAC that is someone else's (`parent_guard.ts`); unchecked when absent.
+   */
+  parents?: ParentGuard;
 }
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
@@ -59,20 +67,6 @@ const DEFAULT_BRIDGE = "cni0";
 /** Where `host-device` looks up a PCI address and an auxiliary device (`runtimeConfig.deviceID`). */
 const SYS_BUS_PCI = "/sys/bus/pci/devices";
 const SYS_BUS_AUX = "/sys/bus/auxiliary/devices";
-
-/**
- * A MAC as Go's `net.ParseMAC` reads it (`:`- or `-`-separated pairs, or `.`-separated groups of
- * four; 6, 8 or 20 bytes), lower case with colons; undefined for anything else.
- */
-export function normalisedMac(text: string): string | undefined {
-  const pairs = /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2})*$/i.test(text)
-    ? text.split(/[:-]/)
-    : /^[0-9a-f]{4}(\.[0-9a-f]{4})*$/i.test(text)
-    ? text.split(".").flatMap((g) => [g.slice(0, 2), g.slice(2)])
-    : undefined;
-  if (!pairs || ![6, 8, 20].includes(pairs.length)) return undefined;
-  return pairs.join(":").toLowerCase();
-}
 
 /** `path` with `.` and `..` resolved (absolute paths only); undefined for a relative one. */
 function normalized(path: string): string | undefined {
@@ -332,6 +326,7 @@ export async function guardNadPlugins(
   pod: string,
 ): Promise<NetConf[]> {
   const out: NetConf[] = [];
+  const foldedAll: Record<string, unknown>[] = [];
   // The node's devices are read once per NAD, and only when a plugin names a device.
   let devices: Promise<ProtectedDevice[]> | undefined;
   const protectedDevices = () =>
@@ -347,6 +342,7 @@ export async function guardNadPlugins(
     const p = plugin as unknown as Record<string, unknown>;
     const { value, clash } = foldKeys(p);
     const folded = value as Record<string, unknown>;
+    foldedAll.push(folded);
     const why = clash
       ? `its keys ${JSON.stringify(clash.keys[0])} and ${JSON.stringify(clash.keys[1])} ` +
         `(${clash.at}) are one key to a Go plugin`
@@ -367,6 +363,22 @@ export async function guardNadPlugins(
           ipam: { ...ipam, dataDir: `${normalized(guard.stateDir)}/host-local` },
         } as unknown as NetConf
         : plugin,
+    );
+  }
+  const parents = guard.parents &&
+    await parentRefusal(foldedAll, guard.parents, pod).catch((e) => {
+      throw new CniError(
+        CNI_ERROR.IO_FAILURE,
+        `pod ${pod}: cannot read the node's links to check NetworkAttachmentDefinition ` +
+          `${nad.namespace}/${nad.name}`,
+        e instanceof Error ? e.message : String(e),
+      );
+    });
+  if (parents) {
+    throw new CniError(
+      CNI_ERROR.INVALID_CONFIG,
+      `pod ${pod}: NetworkAttachmentDefinition ${nad.namespace}/${nad.name} refused: plugin ` +
+        `${parents.index} (${plugins[parents.index].type}): ${parents.why}`,
     );
   }
   return out;
