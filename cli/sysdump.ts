@@ -3,8 +3,9 @@
  * its Ferry pod: the daemon's log (and its previous run's after a restart), and what
  * `daemon/tools/node_dump.ts` collects there. From the API: Nodes, Ferry's pods, DaemonSet and
  * ConfigMap, the Events of Ferry's namespace and Ferry's Warning Events elsewhere, IPPools and
- * IPBlocks. Nothing secret: no Secrets, kubeconfigs or tokens are read, and values under
- * secret-looking keys are redacted. `manifest.json` lists what was collected and what failed.
+ * IPBlocks. Nothing secret: no Secrets, kubeconfigs or tokens are read, and every part, node's
+ * and API's, logs included, is redacted by key (`daemon/tools/redact.ts`: passwords, tokens, API
+ * keys, credentials, private keys, also inside JSON strings such as a NAD's config). `manifest.json` lists what was collected and what failed.
  *
  * @module
  */
@@ -20,7 +21,8 @@ import {
   NODES,
   PODS,
 } from "../daemon/k8s/resources.ts";
-import { type NodeDump, redact } from "../daemon/tools/node_dump.ts";
+import type { NodeDump } from "../daemon/tools/node_dump.ts";
+import { redact, redactText } from "../daemon/tools/redact.ts";
 import { FERRY_CONTAINER, FERRY_DAEMONSET, FERRY_SELECTOR, nodeDumpArgv } from "./ferry_pods.ts";
 import type { PodExec, PodRef } from "./pod_exec.ts";
 import { mapLimit, NODE_CONCURRENCY } from "./map_limit.ts";
@@ -84,7 +86,7 @@ async function nodePart(d: SysdumpDeps, pod: Pod, dump: Sysdump): Promise<void> 
     const name = previous ? "ferry.previous.log" : "ferry.log";
     try {
       const r = await d.exec.logs(ref, previous, AbortSignal.timeout(d.execTimeoutMs));
-      if (r.code === 0) dump.files.set(`${dir}/${name}`, r.stdout);
+      if (r.code === 0) dump.files.set(`${dir}/${name}`, redactText(r.stdout));
       else fail(name, r.stderr.trim() || `exit status ${r.code}`);
     } catch (e) {
       fail(name, e instanceof Error ? e.message : String(e));
@@ -94,7 +96,10 @@ async function nodePart(d: SysdumpDeps, pod: Pod, dump: Sysdump): Promise<void> 
     const r = await d.exec.exec(ref, nodeDumpArgv(), AbortSignal.timeout(d.execTimeoutMs));
     if (r.code !== 0) throw new Error(r.stderr.trim().split("\n").at(-1) || `exit ${r.code}`);
     const part = JSON.parse(r.stdout) as NodeDump;
-    for (const [name, text] of Object.entries(part.files)) dump.files.set(`${dir}/${name}`, text);
+    // Redacted here again, whatever the node's tool did (an older one copied records verbatim).
+    for (const [name, text] of Object.entries(part.files)) {
+      dump.files.set(`${dir}/${name}`, redactText(text));
+    }
     for (const [name, why] of Object.entries(part.failed)) fail(name, why);
   } catch (e) {
     fail("node_dump", e instanceof Error ? e.message : String(e));

@@ -4,13 +4,15 @@
  * one JSON object, {@link NodeDump}: files by name (the daemon's `/v1/stats`, its config with
  * anything secret-looking redacted, the nft tables Ferry owns, the links, addresses, neighbour and
  * FDB entries of Ferry's devices, the node's routes, the attachment records and the address
- * allocations) and, for each part that could not be read, why. It never fails as a whole: a part
+ * allocations, each redacted by key as `redact.ts` says: a record's NAD config may hold a
+ * plugin's credentials) and, for each part that could not be read, why. It never fails as a whole: a part
  * that cannot be read is named in `failed`.
  *
  * @module
  */
 import { type DaemonConfig, resolveConfig } from "../config/config.ts";
 import { NODE_CONFIG_FILE, readNodeReport } from "./node_report.ts";
+import { redact, redactText } from "./redact.ts";
 
 /** One node's collection. */
 export interface NodeDump {
@@ -22,33 +24,6 @@ export interface NodeDump {
 
 /** Runs a command on the node: its exit status and output. */
 export type NodeRun = (argv: string[]) => Promise<{ code: number; stdout: string; stderr: string }>;
-
-/** Config keys whose values are never collected. */
-const SECRET_KEY = /token|password|secret|credential|private/i;
-
-/**
- * `value` with the values of secret-looking keys replaced by `"<redacted>"` (at any depth), and
- * so the `value` of a `{ name, value }` pair with a secret-looking name (an environment variable).
- *
- * @example
- * ```ts
- * redact({ apiToken: "abc", port: 1 }); // { apiToken: "<redacted>", port: 1 }
- * ```
- */
-export function redact(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(redact);
-  if (value && typeof value === "object") {
-    const named = (value as { name?: unknown }).name;
-    const secretPair = typeof named === "string" && SECRET_KEY.test(named) && "value" in value;
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [
-        k,
-        SECRET_KEY.test(k) || (secretPair && k === "value") ? "<redacted>" : redact(v),
-      ]),
-    );
-  }
-  return value;
-}
 
 /** The commands whose output is collected, by file name, for the node's config. */
 export function nodeCommands(config: DaemonConfig): Record<string, string[]> {
@@ -86,10 +61,13 @@ export function nodeCommands(config: DaemonConfig): Record<string, string[]> {
   };
 }
 
+/** The files below `dir`, each redacted by key (a record holds its NAD's config, credentials too). */
 async function readTree(dir: string, under: string, into: Record<string, string>): Promise<void> {
   for await (const e of Deno.readDir(dir)) {
     if (e.isDirectory) await readTree(`${dir}/${e.name}`, `${under}/${e.name}`, into);
-    else if (e.isFile) into[`${under}/${e.name}`] = await Deno.readTextFile(`${dir}/${e.name}`);
+    else if (e.isFile) {
+      into[`${under}/${e.name}`] = redactText(await Deno.readTextFile(`${dir}/${e.name}`));
+    }
   }
 }
 
