@@ -47,6 +47,8 @@ import {
   spoofingReporter,
 } from "./portsec/portsec_side.ts";
 import { NativeNadIpam } from "./drivers/nad_native_ipam.ts";
+import { SpaceOwners } from "./ipam/nad_space_owners.ts";
+import { kubeNetworkOwnerApi, OWNER_CLAIM_LEASE } from "./ipam/network_owner_api.ts";
 import { NadNetworkIpam } from "./ipam/nad_network_ipam.ts";
 import { WhereaboutsReservations } from "./ipam/whereabouts_migration.ts";
 import { KubeApiError } from "./k8s/errors.ts";
@@ -193,6 +195,31 @@ export async function startDaemon(
       });
     }, {
       whereabouts: !!whereabouts,
+      // A range of a NAD's space (whereabouts', or a `ferry` NAD's ranges) belongs to the
+      // namespace that first used it.
+      owners: new SpaceOwners({
+        api: kubeNetworkOwnerApi(kube.client, {
+          namespace: config.gc.leaseNamespace,
+          name: OWNER_CLAIM_LEASE.name,
+        }),
+        shared: config.multiNetwork.sharedWhereaboutsSpaces,
+        blocks: (network) => kubeNetworkBlockApi(kube!.client).list({ network }),
+        foreign: whereabouts && (() => whereabouts.all()),
+        refused: (pod, message) =>
+          void kube!.event(
+            {
+              kind: "Pod",
+              apiVersion: "v1",
+              namespace: pod.namespace,
+              name: pod.name,
+              uid: pod.uid,
+            },
+            "Warning",
+            "NetworkRangeOwned",
+            message,
+          ).catch(() => {}),
+        logger: getLogger(["ferry", "ipam", "networks"]),
+      }),
       pools: ipPoolReader(kube.client, kube.pools),
       podRanges: () => ferryPodRanges(kube!, config, () => network.subnets()),
     })

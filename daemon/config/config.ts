@@ -49,6 +49,7 @@ export const DEFAULT_CONFIG: DaemonConfig = {
     passthruParents: [],
     anyMacParents: [],
     whereaboutsIpam: "delegate",
+    sharedWhereaboutsSpaces: [],
   },
   gc: {
     graceSeconds: 60,

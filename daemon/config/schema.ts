@@ -191,6 +191,26 @@ export const DaemonConfigSchema = Type.Object({
       description:
         '`"type": "whereabouts"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default: switching is a step of the migration from whereabouts, see docs/multiple-networks.md)',
     }),
+    sharedWhereaboutsSpaces: Type.Array(
+      Type.Object({
+        network: Type.Optional(Type.String({
+          pattern: "^[A-Za-z0-9._-]{0,200}$",
+          description: 'the `network_name` ("": NADs without one); absent: any',
+        })),
+        range: Type.Optional(Type.String({
+          pattern: "^[0-9A-Fa-f:.]+/[0-9]{1,3}$",
+          description: "a CIDR: the entry covers the ranges inside it; absent: every range",
+        })),
+        namespaces: Type.Array(Type.String({ pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" }), {
+          uniqueItems: true,
+          description: "the namespaces whose NADs may use those ranges",
+        }),
+      }, { additionalProperties: false }),
+      {
+        description:
+          'whereabouts address spaces served natively that several namespaces may use: a range of a space belongs to the namespace whose NAD first used it (a NetworkOwner object), and another namespace\'s NAD naming an overlapping range of that space is refused with code 7; an entry naming a `network` and/or a `range` gives those ranges to its `namespaces` instead (any other namespace is refused), e.g. `[{"network": "storage", "namespaces": ["team-a", "team-b"]}]` (see docs/multiple-networks.md)',
+      },
+    ),
   }, { additionalProperties: false }),
   gc: Type.Object({
     graceSeconds: Type.Integer({

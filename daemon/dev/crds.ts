@@ -14,6 +14,7 @@ import {
   MULTI_NETWORK_POLICIES,
   NETWORK_ATTACHMENT_DEFINITIONS,
   NETWORKBLOCKS,
+  NETWORKOWNERS,
   type ResourceType,
 } from "../k8s/resources.ts";
 
@@ -32,9 +33,15 @@ export function installPoolCrds(client: KubeClient): Promise<void> {
   return installCrds(client, ["ippools.yaml", "ipblocks.yaml"], [IPPOOLS, IPBLOCKS]);
 }
 
-/** Creates the NetworkBlock CRD (NAD networks' blocks) unless it exists, and waits until it is served. */
+/**
+ * Creates the NetworkBlock and NetworkOwner CRDs (NAD networks' blocks and the owners of their
+ * ranges) unless they exist, and waits until both are served.
+ */
 export function installNetworkBlockCrd(client: KubeClient): Promise<void> {
-  return installCrds(client, ["networkblocks.yaml"], [NETWORKBLOCKS]);
+  return installCrds(client, ["networkblocks.yaml", "networkowners.yaml"], [
+    NETWORKBLOCKS,
+    NETWORKOWNERS,
+  ]);
 }
 
 /** Creates the NetworkAttachmentDefinition CRD unless it exists, and waits until it is served. */

@@ -16,12 +16,14 @@ import type { IpPoolObject } from "../ipam/ip_pools.ts";
 import {
   FERRY_IPAM_TYPE,
   parseFerryIpam,
+  poolSpaceName,
   refuseNetworkPoolOverlap,
   servedFerryIpam,
   staticConfigIndex,
 } from "../ipam/nad_ferry_ipam.ts";
 import { type NadIpamConfig, parseWhereabouts } from "../ipam/nad_ipam.ts";
 import type { NadNetworkIpam, NadNetworkIpamStats } from "../ipam/nad_network_ipam.ts";
+import type { SpaceOwners } from "../ipam/nad_space_owners.ts";
 import type { AllocationWait } from "../ipam/quarantine.ts";
 import type { AttachmentKey } from "../records/attachment_store.ts";
 
@@ -48,6 +50,12 @@ export interface NativeNadIpamOptions {
   pools?: () => Promise<IpPoolObject[]>;
   /** Ferry's pod ranges now (no NAD range may overlap them); code 11 before they are known. */
   podRanges?: () => string[];
+  /**
+   * The owners of NAD spaces' ranges: a pod's namespace must be admitted to every range its
+   * whereabouts config, or its `ferry` config's ranges (not pools), and its static `ips` take
+   * addresses of (code 7 otherwise).
+   */
+  owners?: SpaceOwners;
 }
 
 /**
@@ -150,8 +158,8 @@ export class NativeNadIpam {
   /**
    * Allocates the attachment's addresses.
    *
-   * @throws {CniError} 7 for a bad config or a static address another pod holds, 101 when a
-   * range is full.
+   * @throws {CniError} 7 for a bad config, a static address another pod holds or a range of a
+   * whereabouts space another namespace owns, 101 when a range is full.
    */
   async add(call: NativeIpamCall): Promise<CniResult> {
     const pod = podRefFromArgs(call.args);
@@ -165,6 +173,12 @@ export class NativeNadIpam {
       : undefined;
     const pools = statics.length ? await this.#pools() : [];
     const placed = statics.map((s) => staticConfigIndex(s, configs, pools, named, where));
+    // A range NADs give (whereabouts', or the `ferry` type's ranges) belongs to the namespace
+    // that first used it; a pool's space is the operator's, handed out by naming the pool.
+    for (const [i, config] of configs.entries()) {
+      if (!pod || !this.#o.owners || config.networkName.startsWith(poolSpaceName(""))) continue;
+      await this.#o.owners.admit(config, statics.filter((_, j) => placed[j] === i), pod, where);
+    }
     const ipam = await this.ipam();
     const heldBefore = ipam.addressesOf(call.key).length > 0;
     const result: CniResult = { cniVersion: call.conf.cniVersion, ips: [] };

@@ -65,6 +65,11 @@ export class WhereaboutsReservations {
     return this.#byIp.get(ip);
   }
 
+  /** Every address whereabouts gives a live pod, with the pod's namespace. */
+  all(): { ip: string; namespace: string }[] {
+    return [...this.#byIp].map(([ip, pod]) => ({ ip, namespace: pod.namespace }));
+  }
+
   /** Refreshes every `intervalMs` (a failure is logged and tried again next time). */
   start(intervalMs: number): void {
     this.#timer = setInterval(() => {

@@ -75,7 +75,8 @@ export const DAEMON_API_USE: ApiUse[] = [
     verbs: ["get", "create", "update"],
     why: "pool IPAM, NAD networks: one daemon at a time (the Lease holder) reclaims deleted " +
       "nodes' blocks; " +
-      "block claims are serialized on a Lease (ferry-ipam-claims); one daemon per node name " +
+      "block claims are serialized on a Lease (ferry-ipam-claims), the claims of NAD ranges' " +
+      "owners on another (ferry-nad-owner-claims); one daemon per node name " +
       "holds the node's Lease (ferry-node-<node>)",
   },
   {
@@ -126,6 +127,14 @@ export const DAEMON_API_USE: ApiUse[] = [
     why: "NAD networks (whereabouts IPAM served natively): list a space's blocks (from the " +
       "watch cache to pick a candidate, from storage to settle the claim), claim it, record its allocations, give an empty one back; the " +
       "reclaim Lease's holder deletes deleted nodes' blocks (in every IPAM mode)",
+  },
+  {
+    group: "ferry.dev",
+    resource: "networkowners",
+    verbs: ["list", "get", "create", "delete"],
+    why: "NAD networks (whereabouts IPAM served natively): a range of a space belongs to the " +
+      "namespace that first used it; list a space's owners, claim a range for a namespace, " +
+      "take back a claim that lost to an overlapping one",
   },
   {
     group: "whereabouts.cni.cncf.io",

@@ -98,6 +98,14 @@ export const NETWORKBLOCKS: ResourceType = {
   kind: "NetworkBlock",
   namespaced: false,
 };
+/** The owners of NAD networks' ranges (`deploy/base/crds/networkowners.yaml`). */
+export const NETWORKOWNERS: ResourceType = {
+  group: "ferry.dev",
+  version: "v1",
+  plural: "networkowners",
+  kind: "NetworkOwner",
+  namespaced: false,
+};
 /** whereabouts' own IP pools (read for the migration to Ferry's NAD IPAM). */
 export const WHEREABOUTS_IPPOOLS: ResourceType = {
   group: "whereabouts.cni.cncf.io",

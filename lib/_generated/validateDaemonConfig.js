@@ -4,7 +4,7 @@
 // @ts-nocheck
 "use strict";
 export const validateDaemonConfig = validate10;
-const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","portSecurity","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: plugs and unplugs of the default network and of macvlan/ipvlan attachments, and CHECK's reading of a pod's interface, are rtnetlink messages sent in-process (Deno FFI), and port security's macvlan/ipvlan tables are written in-process through libnftables; `iproute2`: one `ip -batch` process per namespace, and `nsenter` + `nft` for those tables. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (the reuse quarantine: until every node's NetworkPolicy tables have dropped it as the old pod's, see ipam.md); an ADD whose range has nothing else free waits for the earliest to come out, within its timeoutSeconds","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes","passthruParents","anyMacParents","whereaboutsIpam"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}},"passthruParents":{"uniqueItems":true,"description":"host devices (names or altnames) on which a NetworkAttachmentDefinition's macvlan may use mode `passthru` or `source` though the node uses them (they hold a node address, carry a default route, are Ferry's own, or lie under one of those: its lower device, its port): the pod then gets that device's traffic; on a device the node does not use these modes need no listing","type":"array","items":{"pattern":"^[^\\s/:]{1,127}$","type":"string"}},"anyMacParents":{"uniqueItems":true,"description":"host devices (names or altnames) on which a NetworkAttachmentDefinition's macvlan (or a plugin after it) may give the pod any unicast MAC; elsewhere a MAC it picks must be locally administered and not one the node knows on the device's segment (its links', other pods', the device's neighbours')","type":"array","items":{"pattern":"^[^\\s/:]{1,127}$","type":"string"}},"whereaboutsIpam":{"description":"`\"type\": \"whereabouts\"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default: switching is a step of the migration from whereabouts, see docs/multiple-networks.md)","anyOf":[{"const":"delegate","type":"string"},{"const":"native","type":"string"}]}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"how often the Lease holder looks for blocks of deleted nodes (pool mode's IPBlocks, NAD networks' NetworkBlocks in every mode; the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond","limits"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"},"limits":{"additionalProperties":false,"type":"object","required":["policyEntries","namespaceEntries"],"properties":{"policyEntries":{"minimum":1,"description":"entries (peers, ipBlock excepts and ports, over all its rules) one NetworkPolicy may hold; a policy over it is refused as a whole: the pods it selects are isolated without what it allows, with a Warning Event `PolicyTooLarge` on it","type":"integer"},"namespaceEntries":{"minimum":1,"description":"entries the NetworkPolicies of one namespace may hold together, taken in name order; the policy that would bring the namespace over it, and each after it that would too, is refused as `policy.limits.policyEntries` says","type":"integer"}}}}},"portSecurity":{"additionalProperties":false,"type":"object","required":["enabled","table","allowSourcePrefixesAnnotation"],"properties":{"enabled":{"description":"drop what a pod sends as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies) on the interfaces Ferry plugs: on the host side before it reaches the bridge, another pod or the node (default network, native NAD bridges), in the pod's namespace for macvlan and ipvlan (see security.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `bridge`) port security is written to on the node; it stays while the daemon restarts, and is removed when port security is turned off and by the uninstall","type":"string"},"allowSourcePrefixesAnnotation":{"description":"honour a pod's `ferry.dev/allowed-source-prefixes` annotation (comma-separated CIDRs it may also send from: a VPN gateway, a router in a pod); when off, the annotation is refused with a Warning Event on the pod and a log line, and the pod sends from its own addresses only","type":"boolean"}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
+const schema11 = {"additionalProperties":false,"type":"object","required":["socket","nodeName","allowInsecureTls","standalone","podWaitSeconds","apiRequestTimeoutSeconds","watch","stateDir","stagedConflist","cniConfDir","sysctlDir","network","ipam","multiVifDrivers","multiNetwork","gc","routing","masquerade","pluginTimeoutSeconds","maxRequestBytes","server","shutdownTimeoutSeconds","nice","logLevel","policy","portSecurity","logFormat"],"properties":{"socket":{"pattern":"^/","description":"unix socket of the shim↔daemon API (0600, parent directory 0700)","type":"string"},"nodeName":{"minLength":1,"description":"this node's name in Kubernetes (default: the host name): the daemon watches `spec.nodeName=<nodeName>`","type":"string"},"kubeconfig":{"description":"API credentials: token, token file, client certificate, CA. Exec plugins are refused, and so is `insecure-skip-tls-verify` unless `allowInsecureTls` is set. Without a kubeconfig the daemon uses its pod's service account (the token re-read as it rotates)","type":"string"},"allowInsecureTls":{"description":"accept a kubeconfig with `insecure-skip-tls-verify` (Deno then also needs `--unsafely-ignore-certificate-errors=<host>`, as it has no per-client switch)","type":"boolean"},"standalone":{"description":"no Kubernetes at all: ADD plugs without looking up the pod (plain CNI use, the standalone tests)","type":"boolean"},"podWaitSeconds":{"exclusiveMinimum":0,"description":"how long ADD waits for its pod to reach the node's pod watch (it may race the watch), and for a NAD it names; then CNI error 11","type":"number"},"apiRequestTimeoutSeconds":{"exclusiveMinimum":0,"description":"an API request (an annotation, a block update, an Event, a Lease, a list) still unanswered after this long fails as an unreachable server, and its caller retries as it would then; a watch is bounded by this until its answer's headers. Without it a server that accepts and never answers held a request for the kernel's TCP timeouts (about 15 minutes)","type":"number"},"watch":{"additionalProperties":false,"type":"object","required":["timeoutSeconds","unhealthyAfterSeconds","resyncSeconds","requestTimeoutSeconds"],"properties":{"timeoutSeconds":{"minimum":1,"description":"`timeoutSeconds` of each watch request (±10% jitter); the server closing a watch is normal","type":"integer"},"unhealthyAfterSeconds":{"exclusiveMinimum":0,"description":"`/healthz` and `/readyz` turn 503 when the pod watch cannot be re-established for this long; it keeps trying with exponential backoff and jitter","type":"number"},"resyncSeconds":{"minimum":0,"description":"period of re-delivering the watch cache to its consumers (0: never)","type":"number"},"requestTimeoutSeconds":{"exclusiveMinimum":0,"description":"a list, or the opening of a watch, that takes longer counts as failed; a watch stream is cut this long after its own timeout (half-open connections)","type":"number"}}},"stateDir":{"pattern":"^/","description":"attachment records (`attachments/`) and address allocations (`ipam/<subnet>/`, or `ipam/blocks/<block>/` in pool mode); the node's truth for DEL, CHECK and GC","type":"string"},"stagedConflist":{"description":"a conflist staged by `install-cni --stage-conflist`, which the daemon puts into `cniConfDir` once it is ready, so that the node reports its network ready only then (the DaemonSet passes `--staged-conflist`); empty: none","type":"string"},"cniConfDir":{"pattern":"^/","description":"the runtime's CNI config directory, where `stagedConflist` goes","type":"string"},"sysctlDir":{"pattern":"^/","description":"where the daemon writes sysctls (only `net/` below it). The DaemonSet, unprivileged and so with a read-only `/proc/sys`, mounts the host's `/proc/sys/net` at `/host/proc/sys/net` and passes `--sysctl-dir /host/proc/sys` (the mount shows each namespace its own entries, as `/proc/sys/net` does)","type":"string"},"network":{"additionalProperties":false,"type":"object","required":["subnet","bridge","forwarding","plumbing","mtu"],"properties":{"subnet":{"description":"`local` IPAM: the node's pod range (IPv4, or IPv6 for a single-stack IPv6 node); pods get their address with this prefix","type":"string"},"rangeStart":{"description":"first allocatable address of `subnet` (default: its second host)","type":"string"},"rangeEnd":{"description":"last allocatable address of `subnet` (default: its last host)","type":"string"},"gateway":{"description":"the gateway of `subnet` (default: its first host), held by the bridge; each pod's default route goes through it","type":"string"},"subnet6":{"description":"the IPv6 range of a dual-stack node in `local` IPAM (e.g. `fd00:10:244::/64`; gateway: its first host); every pod then gets one address per family and a default route per family","type":"string"},"bridge":{"pattern":"^[^\\s/:]{1,15}$","description":"the node bridge every pod's host-side veth joins; it holds the gateways; created when missing, kept when the daemon stops (running pods stay connected)","type":"string"},"forwarding":{"description":"set `net.ipv4.ip_forward=1` (and `net.ipv6.conf.all.forwarding=1` with IPv6), and `net.bridge.bridge-nf-call-iptables=1` where br_netfilter is loaded, when the bridge is set up; `false` leaves these node sysctls to the operator","type":"boolean"},"plumbing":{"description":"`netlink`: plugs and unplugs of the default network and of macvlan/ipvlan attachments, and CHECK's reading of a pod's interface, are rtnetlink messages sent in-process (Deno FFI), and port security's macvlan/ipvlan tables are written in-process through libnftables; `iproute2`: one `ip -batch` process per namespace, and `nsenter` + `nft` for those tables. Netlink falls back to iproute2 (with a warning) where FFI cannot load","anyOf":[{"const":"netlink","type":"string"},{"const":"iproute2","type":"string"}]},"mtu":{"minimum":576,"maximum":65535,"description":"MTU of the bridge and both veth ends; with `routing.mode` vxlan, at most the underlay interface's MTU less the VXLAN overhead (50 bytes)","type":"integer"}}},"ipam":{"additionalProperties":false,"type":"object","required":["mode","pools","reuseDelaySeconds","blockReleaseSeconds"],"properties":{"mode":{"description":"where the default network's ranges come from: `local`, `network.subnet` (and `subnet6`) on every node (standalone use, single-node clusters); `kubernetes`, the node's `spec.podCIDRs`; `pool`, blocks of Ferry's IPPools; `auto` (the DaemonSet's choice), `kubernetes` when the node has podCIDRs and `pool` otherwise, decided once per start","anyOf":[{"const":"local","type":"string"},{"const":"kubernetes","type":"string"},{"const":"pool","type":"string"},{"const":"auto","type":"string"}]},"pools":{"minItems":1,"description":"pool mode: the IPPools this node claims blocks of, in order of preference","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$","type":"string"}},"reuseDelaySeconds":{"minimum":0,"maximum":3600,"description":"a released address is not handed out again for this long (the reuse quarantine: until every node's NetworkPolicy tables have dropped it as the old pod's, see ipam.md); an ADD whose range has nothing else free waits for the earliest to come out, within its timeoutSeconds","type":"integer"},"blockReleaseSeconds":{"minimum":0,"maximum":86400,"description":"pool mode: a block that stays empty this long is given back (the node's first block of each family stays)","type":"integer"}}},"multiVifDrivers":{"uniqueItems":true,"description":"drivers asked for a pod's additional interfaces, in order: `npwg` (the `k8s.v1.cni.cncf.io/networks` annotation), `noop`; `[]` turns multi-network off","type":"array","items":{"type":"string","enum":["npwg","noop"]}},"multiNetwork":{"additionalProperties":false,"type":"object","required":["allowCrossNamespace","interfacePrefix","configDir","allowedTypes","passthruParents","anyMacParents","whereaboutsIpam","sharedWhereaboutsSpaces"],"properties":{"allowCrossNamespace":{"description":"a pod may select a NetworkAttachmentDefinition of another namespace","type":"boolean"},"interfacePrefix":{"pattern":"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$","description":"names of additional interfaces without an explicit one: net → net1, net2, …","type":"string"},"configDir":{"description":"where a NetworkAttachmentDefinition without `spec.config` finds `<name>.conflist` (or `.conf`, `.json`)","type":"string"},"allowedTypes":{"description":"plugin and IPAM types a NetworkAttachmentDefinition may use (`*`: every type); e.g. `[\"macvlan\", \"bridge\", \"static\", \"host-local\", \"tuning\"]` keeps tenants off `host-device` and the rest","type":"array","items":{"pattern":"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$","type":"string"}},"passthruParents":{"uniqueItems":true,"description":"host devices (names or altnames) on which a NetworkAttachmentDefinition's macvlan may use mode `passthru` or `source` though the node uses them (they hold a node address, carry a default route, are Ferry's own, or lie under one of those: its lower device, its port): the pod then gets that device's traffic; on a device the node does not use these modes need no listing","type":"array","items":{"pattern":"^[^\\s/:]{1,127}$","type":"string"}},"anyMacParents":{"uniqueItems":true,"description":"host devices (names or altnames) on which a NetworkAttachmentDefinition's macvlan (or a plugin after it) may give the pod any unicast MAC; elsewhere a MAC it picks must be locally administered and not one the node knows on the device's segment (its links', other pods', the device's neighbours')","type":"array","items":{"pattern":"^[^\\s/:]{1,127}$","type":"string"}},"whereaboutsIpam":{"description":"`\"type\": \"whereabouts\"` IPAM of macvlan, ipvlan and bridge NADs: `native` serves it in the daemon with cluster-wide blocks (NetworkBlock objects), `delegate` runs the whereabouts plugin from CNI_PATH (the default: switching is a step of the migration from whereabouts, see docs/multiple-networks.md)","anyOf":[{"const":"delegate","type":"string"},{"const":"native","type":"string"}]},"sharedWhereaboutsSpaces":{"description":"whereabouts address spaces served natively that several namespaces may use: a range of a space belongs to the namespace whose NAD first used it (a NetworkOwner object), and another namespace's NAD naming an overlapping range of that space is refused with code 7; an entry naming a `network` and/or a `range` gives those ranges to its `namespaces` instead (any other namespace is refused), e.g. `[{\"network\": \"storage\", \"namespaces\": [\"team-a\", \"team-b\"]}]` (see docs/multiple-networks.md)","type":"array","items":{"additionalProperties":false,"type":"object","required":["namespaces"],"properties":{"network":{"pattern":"^[A-Za-z0-9._-]{0,200}$","description":"the `network_name` (\"\": NADs without one); absent: any","type":"string"},"range":{"pattern":"^[0-9A-Fa-f:.]+/[0-9]{1,3}$","description":"a CIDR: the entry covers the ranges inside it; absent: every range","type":"string"},"namespaces":{"uniqueItems":true,"description":"the namespaces whose NADs may use those ranges","type":"array","items":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","type":"string"}}}}}}},"gc":{"additionalProperties":false,"type":"object","required":["graceSeconds","intervalSeconds","maxRetries","reclaimIntervalSeconds","leaseNamespace"],"properties":{"graceSeconds":{"minimum":0,"maximum":86400,"description":"the reconcile loop never releases an attachment younger than this","type":"integer"},"intervalSeconds":{"minimum":0,"maximum":86400,"description":"how often the sweep looks for attachments of gone pods and namespaces, and orphaned links and addresses (0: never); once also right after the pod cache syncs","type":"integer"},"maxRetries":{"minimum":0,"maximum":100,"description":"retries of a failed release before it is given up (a Warning Event)","type":"integer"},"reclaimIntervalSeconds":{"minimum":1,"maximum":3600,"description":"how often the Lease holder looks for blocks of deleted nodes (pool mode's IPBlocks, NAD networks' NetworkBlocks in every mode; the Lease lasts three intervals)","type":"integer"},"leaseNamespace":{"pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$","description":"where Ferry's Leases live: `ferry-ipam-reclaim`, `ferry-ipam-claims` and each node's `ferry-node-<node>`","type":"string"}}},"routing":{"additionalProperties":false,"type":"object","required":["mode","vxlan"],"properties":{"mode":{"description":"`none`: pods reach the pods of their own node; `host-gw`: a route on this node to every other node's pod ranges (podCIDRs, or blocks in pool mode) via that node's InternalIP (nodes on one L2 segment); `vxlan`: an overlay (nodes anywhere the underlay routes UDP); both need an IPAM mode other than `local`","anyOf":[{"const":"none","type":"string"},{"const":"host-gw","type":"string"},{"const":"vxlan","type":"string"}]},"vxlan":{"additionalProperties":false,"type":"object","required":["vni","port","device"],"properties":{"vni":{"minimum":1,"maximum":16777215,"description":"the overlay's VXLAN network identifier","type":"integer"},"port":{"minimum":1,"maximum":65535,"description":"UDP port of the overlay","type":"integer"},"device":{"pattern":"^[^\\s/:]{1,15}$","description":"the VXLAN device","type":"string"}}}}},"masquerade":{"additionalProperties":false,"type":"object","required":["enabled","nonMasqueradeCIDRs","table"],"properties":{"enabled":{"description":"traffic from this node's pods to anything that is not a pod range (nor in `nonMasqueradeCIDRs`) leaves with the node's address (nftables)","type":"boolean"},"nonMasqueradeCIDRs":{"description":"more destinations that see the pods' own addresses","type":"array","items":{"type":"string"}},"table":{"pattern":"^[a-zA-Z][a-zA-Z0-9_]{0,31}$","description":"the nftables table (family `inet`) Ferry owns and replaces whole","type":"string"}}},"pluginTimeoutSeconds":{"exclusiveMinimum":0,"description":"a delegated or IPAM plugin still running after this long is killed with every process it started (it runs in a process group and session of its own), and the request fails with code 5 saying so; a plugin printing more than 1 MiB on stdout or stderr is killed the same way","type":"number"},"maxRequestBytes":{"minimum":1024,"description":"largest request body on the socket; larger requests get CNI error 6","type":"integer"},"server":{"additionalProperties":false,"type":"object","required":["readTimeoutSeconds","writeTimeoutSeconds","maxConnections","httpHost","httpPort","metricsHost","metricsPort","metricsDetailTokenFile"],"properties":{"readTimeoutSeconds":{"exclusiveMinimum":0,"description":"a request (head and body) must arrive whole within this; a slow or stalled client gets 408 / CNI error 6 and its connection is closed","type":"number"},"writeTimeoutSeconds":{"exclusiveMinimum":0,"description":"a client must take its answer within this","type":"number"},"maxConnections":{"minimum":1,"description":"connections served at once; past it a client is answered at once with CNI error 11 (the runtime retries), and the daemon logs when the limit is reached and when it recovers","type":"integer"},"httpHost":{"description":"where `/healthz`, `/readyz` (the DaemonSet's probes) and `/metrics` (Prometheus text) are served over TCP. Any local process can connect, so the port has the socket's bounds: read and write timeouts, a 16 KiB request head, `server.maxConnections` of its own","type":"string"},"httpPort":{"minimum":-1,"maximum":65535,"description":"the port of `/healthz`, `/readyz` and `/metrics` (0: any free one; -1: none); an accept that fails (the process out of descriptors) is retried, never fatal","type":"integer"},"metricsHost":{"description":"where a second listener serves the same for scrapers (`0.0.0.0`: the node's addresses, under hostNetwork); its own connections and bounds, so clients filling it never delay the probes on localhost","type":"string"},"metricsPort":{"minimum":-1,"maximum":65535,"description":"the scrapers' port (the DaemonSet: 9668, with `prometheus.io/scrape` annotations on its pods; 0: any free one; -1: none)","type":"integer"},"metricsDetailTokenFile":{"description":"a file holding the token a scraper sends (`Authorization: Bearer <token>`; Prometheus: `authorization.credentials_file`) to see, on the scrapers' port, the labels naming tenants' objects (`pod`, `policy`, `rule`, `network`); without it they are left out and their series summed, and a wrong token is answered 401. Read at each request; empty: no scraper sees them (the localhost port and the socket always show them)","type":"string"}}},"shutdownTimeoutSeconds":{"minimum":0,"description":"how long SIGTERM waits for in-flight requests; plugins still running then are killed, and so is every `nft`, `ip` or `nsenter` the daemon started that still runs as it stops. The whole stop ends within this plus 5 s whatever is in flight: past that the daemon exits with a last log line naming what it abandoned. Signal the daemon's own process (`npx` does not pass SIGTERM on)","type":"number"},"nice":{"minimum":-20,"maximum":19,"description":"the daemon's CPU priority: every thread's nice value, taken at start (threads and processes started later inherit it); `0` leaves the priority it was started with. Each ADD's shim waits for the daemon, and under a burst of pod starts the shims' own Deno starts would otherwise get as much CPU as the daemon. A negative value needs `CAP_SYS_NICE`; without it the daemon says so and runs at its start priority","type":"integer"},"logLevel":{"description":"every CNI request gets a line naming command, pod, container and interface (`debug` adds one when it arrives); SIGHUP re-reads the config file and applies its `logLevel` without a restart (other settings need one)","anyOf":[{"const":"trace","type":"string"},{"const":"debug","type":"string"},{"const":"info","type":"string"},{"const":"warning","type":"string"},{"const":"error","type":"string"},{"const":"fatal","type":"string"}]},"policy":{"additionalProperties":false,"type":"object","required":["enabled","table","logDenied","logGroup","logPerSecond","limits"],"properties":{"enabled":{"description":"enforce Kubernetes NetworkPolicy on this node's pods, and MultiNetworkPolicy on their additional interfaces (needs the API; see network-policy.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `inet`) the policies are written to: on the node for NetworkPolicy, in each pod's network namespace for MultiNetworkPolicy; it exists only while some pod (interface) is isolated","type":"string"},"logDenied":{"description":"write one log line per denied connection (NetworkPolicy), naming the isolated pod, its peer and the policies that isolate it: the drop rules log to NFLOG group `policy.logGroup`, which the daemon reads","type":"boolean"},"logGroup":{"minimum":1,"maximum":65535,"description":"the NFLOG group denied packets are logged to (one reader per group on a node: pick one no other program uses)","type":"integer"},"logPerSecond":{"minimum":1,"maximum":10000,"description":"denied packets logged per second at most, per pod and direction in the kernel and in all by the daemon (the rest are counted and said once a second)","type":"integer"},"limits":{"additionalProperties":false,"type":"object","required":["policyEntries","namespaceEntries"],"properties":{"policyEntries":{"minimum":1,"description":"entries (peers, ipBlock excepts and ports, over all its rules) one NetworkPolicy may hold; a policy over it is refused as a whole: the pods it selects are isolated without what it allows, with a Warning Event `PolicyTooLarge` on it","type":"integer"},"namespaceEntries":{"minimum":1,"description":"entries the NetworkPolicies of one namespace may hold together, taken in name order; the policy that would bring the namespace over it, and each after it that would too, is refused as `policy.limits.policyEntries` says","type":"integer"}}}}},"portSecurity":{"additionalProperties":false,"type":"object","required":["enabled","table","allowSourcePrefixesAnnotation"],"properties":{"enabled":{"description":"drop what a pod sends as someone else (another source MAC, IPv4 or IPv6 source, ARP sender, neighbour advertisement target; router advertisements, redirects, DHCP server replies) on the interfaces Ferry plugs: on the host side before it reaches the bridge, another pod or the node (default network, native NAD bridges), in the pod's namespace for macvlan and ipvlan (see security.md)","type":"boolean"},"table":{"pattern":"^[A-Za-z][A-Za-z0-9_-]*$","description":"the nftables table (family `bridge`) port security is written to on the node; it stays while the daemon restarts, and is removed when port security is turned off and by the uninstall","type":"string"},"allowSourcePrefixesAnnotation":{"description":"honour a pod's `ferry.dev/allowed-source-prefixes` annotation (comma-separated CIDRs it may also send from: a VPN gateway, a router in a pod); when off, the annotation is refused with a Warning Event on the pod and a log line, and the pod sends from its own addresses only","type":"boolean"}}},"logFormat":{"description":"`json`: one object per line (`@timestamp`, `level`, `message`, `logger`, `properties`) for log collectors; `text`: `time LEVEL logger: sentence`, what the DaemonSet uses so that `kubectl logs` reads as sentences","anyOf":[{"const":"json","type":"string"},{"const":"text","type":"string"}]}},"$id":"ferry:validateDaemonConfig"};
 const func2 = Object.prototype.hasOwnProperty;
 const pattern0 = new RegExp("^/", "u");
 const pattern4 = new RegExp("^[^\\s/:]{1,15}$", "u");
@@ -12,9 +12,11 @@ const pattern5 = new RegExp("^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "u");
 const pattern6 = new RegExp("^[a-zA-Z][a-zA-Z0-9_-]{0,10}$", "u");
 const pattern7 = new RegExp("^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$", "u");
 const pattern8 = new RegExp("^[^\\s/:]{1,127}$", "u");
-const pattern10 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
-const pattern12 = new RegExp("^[a-zA-Z][a-zA-Z0-9_]{0,31}$", "u");
-const pattern13 = new RegExp("^[A-Za-z][A-Za-z0-9_-]*$", "u");
+const pattern10 = new RegExp("^[A-Za-z0-9._-]{0,200}$", "u");
+const pattern11 = new RegExp("^[0-9A-Fa-f:.]+/[0-9]{1,3}$", "u");
+const pattern12 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "u");
+const pattern15 = new RegExp("^[a-zA-Z][a-zA-Z0-9_]{0,31}$", "u");
+const pattern16 = new RegExp("^[A-Za-z][A-Za-z0-9_-]*$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="ferry:validateDaemonConfig" */;
@@ -1424,9 +1426,8 @@ vErrors.push(err118);
 }
 errors++;
 }
-for(const key4 in data34){
-if(!(((((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes")) || (key4 === "passthruParents")) || (key4 === "anyMacParents")) || (key4 === "whereaboutsIpam"))){
-const err119 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(data34.sharedWhereaboutsSpaces === undefined){
+const err119 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/required",keyword:"required",params:{missingProperty: "sharedWhereaboutsSpaces"},message:"must have required property '"+"sharedWhereaboutsSpaces"+"'"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1435,10 +1436,9 @@ vErrors.push(err119);
 }
 errors++;
 }
-}
-if(data34.allowCrossNamespace !== undefined){
-if(typeof data34.allowCrossNamespace !== "boolean"){
-const err120 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+for(const key4 in data34){
+if(!((((((((key4 === "allowCrossNamespace") || (key4 === "interfacePrefix")) || (key4 === "configDir")) || (key4 === "allowedTypes")) || (key4 === "passthruParents")) || (key4 === "anyMacParents")) || (key4 === "whereaboutsIpam")) || (key4 === "sharedWhereaboutsSpaces"))){
+const err120 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1448,11 +1448,9 @@ vErrors.push(err120);
 errors++;
 }
 }
-if(data34.interfacePrefix !== undefined){
-let data36 = data34.interfacePrefix;
-if(typeof data36 === "string"){
-if(!pattern6.test(data36)){
-const err121 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
+if(data34.allowCrossNamespace !== undefined){
+if(typeof data34.allowCrossNamespace !== "boolean"){
+const err121 = {instancePath:instancePath+"/multiNetwork/allowCrossNamespace",schemaPath:"#/properties/multiNetwork/properties/allowCrossNamespace/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1462,8 +1460,11 @@ vErrors.push(err121);
 errors++;
 }
 }
-else {
-const err122 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.interfacePrefix !== undefined){
+let data36 = data34.interfacePrefix;
+if(typeof data36 === "string"){
+if(!pattern6.test(data36)){
+const err122 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_-]{0,10}$"+"\""};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1473,14 +1474,25 @@ vErrors.push(err122);
 errors++;
 }
 }
-if(data34.configDir !== undefined){
-if(typeof data34.configDir !== "string"){
-const err123 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err123 = {instancePath:instancePath+"/multiNetwork/interfacePrefix",schemaPath:"#/properties/multiNetwork/properties/interfacePrefix/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err123];
 }
 else {
 vErrors.push(err123);
+}
+errors++;
+}
+}
+if(data34.configDir !== undefined){
+if(typeof data34.configDir !== "string"){
+const err124 = {instancePath:instancePath+"/multiNetwork/configDir",schemaPath:"#/properties/multiNetwork/properties/configDir/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err124];
+}
+else {
+vErrors.push(err124);
 }
 errors++;
 }
@@ -1493,18 +1505,7 @@ for(let i3=0; i3<len2; i3++){
 let data39 = data38[i3];
 if(typeof data39 === "string"){
 if(!pattern7.test(data39)){
-const err124 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
-if(vErrors === null){
-vErrors = [err124];
-}
-else {
-vErrors.push(err124);
-}
-errors++;
-}
-}
-else {
-const err125 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err125 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/pattern",keyword:"pattern",params:{pattern: "^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"},message:"must match pattern \""+"^(\\*|[A-Za-z0-9][A-Za-z0-9_.-]*)$"+"\""};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1514,14 +1515,25 @@ vErrors.push(err125);
 errors++;
 }
 }
-}
 else {
-const err126 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err126 = {instancePath:instancePath+"/multiNetwork/allowedTypes/" + i3,schemaPath:"#/properties/multiNetwork/properties/allowedTypes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err126];
 }
 else {
 vErrors.push(err126);
+}
+errors++;
+}
+}
+}
+else {
+const err127 = {instancePath:instancePath+"/multiNetwork/allowedTypes",schemaPath:"#/properties/multiNetwork/properties/allowedTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err127];
+}
+else {
+vErrors.push(err127);
 }
 errors++;
 }
@@ -1534,23 +1546,23 @@ for(let i4=0; i4<len3; i4++){
 let data41 = data40[i4];
 if(typeof data41 === "string"){
 if(!pattern8.test(data41)){
-const err127 = {instancePath:instancePath+"/multiNetwork/passthruParents/" + i4,schemaPath:"#/properties/multiNetwork/properties/passthruParents/items/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,127}$"},message:"must match pattern \""+"^[^\\s/:]{1,127}$"+"\""};
-if(vErrors === null){
-vErrors = [err127];
-}
-else {
-vErrors.push(err127);
-}
-errors++;
-}
-}
-else {
-const err128 = {instancePath:instancePath+"/multiNetwork/passthruParents/" + i4,schemaPath:"#/properties/multiNetwork/properties/passthruParents/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err128 = {instancePath:instancePath+"/multiNetwork/passthruParents/" + i4,schemaPath:"#/properties/multiNetwork/properties/passthruParents/items/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,127}$"},message:"must match pattern \""+"^[^\\s/:]{1,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err128];
 }
 else {
 vErrors.push(err128);
+}
+errors++;
+}
+}
+else {
+const err129 = {instancePath:instancePath+"/multiNetwork/passthruParents/" + i4,schemaPath:"#/properties/multiNetwork/properties/passthruParents/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err129];
+}
+else {
+vErrors.push(err129);
 }
 errors++;
 }
@@ -1566,12 +1578,12 @@ continue;
 }
 if(typeof indices1[item1] == "number"){
 j1 = indices1[item1];
-const err129 = {instancePath:instancePath+"/multiNetwork/passthruParents",schemaPath:"#/properties/multiNetwork/properties/passthruParents/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i5+" are identical)"};
+const err130 = {instancePath:instancePath+"/multiNetwork/passthruParents",schemaPath:"#/properties/multiNetwork/properties/passthruParents/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i5+" are identical)"};
 if(vErrors === null){
-vErrors = [err129];
+vErrors = [err130];
 }
 else {
-vErrors.push(err129);
+vErrors.push(err130);
 }
 errors++;
 break;
@@ -1581,12 +1593,12 @@ indices1[item1] = i5;
 }
 }
 else {
-const err130 = {instancePath:instancePath+"/multiNetwork/passthruParents",schemaPath:"#/properties/multiNetwork/properties/passthruParents/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err131 = {instancePath:instancePath+"/multiNetwork/passthruParents",schemaPath:"#/properties/multiNetwork/properties/passthruParents/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
-vErrors = [err130];
+vErrors = [err131];
 }
 else {
-vErrors.push(err130);
+vErrors.push(err131);
 }
 errors++;
 }
@@ -1599,23 +1611,23 @@ for(let i6=0; i6<len4; i6++){
 let data43 = data42[i6];
 if(typeof data43 === "string"){
 if(!pattern8.test(data43)){
-const err131 = {instancePath:instancePath+"/multiNetwork/anyMacParents/" + i6,schemaPath:"#/properties/multiNetwork/properties/anyMacParents/items/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,127}$"},message:"must match pattern \""+"^[^\\s/:]{1,127}$"+"\""};
-if(vErrors === null){
-vErrors = [err131];
-}
-else {
-vErrors.push(err131);
-}
-errors++;
-}
-}
-else {
-const err132 = {instancePath:instancePath+"/multiNetwork/anyMacParents/" + i6,schemaPath:"#/properties/multiNetwork/properties/anyMacParents/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err132 = {instancePath:instancePath+"/multiNetwork/anyMacParents/" + i6,schemaPath:"#/properties/multiNetwork/properties/anyMacParents/items/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,127}$"},message:"must match pattern \""+"^[^\\s/:]{1,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err132];
 }
 else {
 vErrors.push(err132);
+}
+errors++;
+}
+}
+else {
+const err133 = {instancePath:instancePath+"/multiNetwork/anyMacParents/" + i6,schemaPath:"#/properties/multiNetwork/properties/anyMacParents/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err133];
+}
+else {
+vErrors.push(err133);
 }
 errors++;
 }
@@ -1631,12 +1643,12 @@ continue;
 }
 if(typeof indices2[item2] == "number"){
 j2 = indices2[item2];
-const err133 = {instancePath:instancePath+"/multiNetwork/anyMacParents",schemaPath:"#/properties/multiNetwork/properties/anyMacParents/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i7+" are identical)"};
+const err134 = {instancePath:instancePath+"/multiNetwork/anyMacParents",schemaPath:"#/properties/multiNetwork/properties/anyMacParents/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i7+" are identical)"};
 if(vErrors === null){
-vErrors = [err133];
+vErrors = [err134];
 }
 else {
-vErrors.push(err133);
+vErrors.push(err134);
 }
 errors++;
 break;
@@ -1646,12 +1658,12 @@ indices2[item2] = i7;
 }
 }
 else {
-const err134 = {instancePath:instancePath+"/multiNetwork/anyMacParents",schemaPath:"#/properties/multiNetwork/properties/anyMacParents/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err135 = {instancePath:instancePath+"/multiNetwork/anyMacParents",schemaPath:"#/properties/multiNetwork/properties/anyMacParents/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
-vErrors = [err134];
+vErrors = [err135];
 }
 else {
-vErrors.push(err134);
+vErrors.push(err135);
 }
 errors++;
 }
@@ -1662,17 +1674,7 @@ const _errs107 = errors;
 let valid20 = false;
 const _errs108 = errors;
 if(typeof data44 !== "string"){
-const err135 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err135];
-}
-else {
-vErrors.push(err135);
-}
-errors++;
-}
-if("delegate" !== data44){
-const err136 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/0/const",keyword:"const",params:{allowedValue: "delegate"},message:"must be equal to constant"};
+const err136 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1681,12 +1683,8 @@ vErrors.push(err136);
 }
 errors++;
 }
-var _valid2 = _errs108 === errors;
-valid20 = valid20 || _valid2;
-if(!valid20){
-const _errs110 = errors;
-if(typeof data44 !== "string"){
-const err137 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("delegate" !== data44){
+const err137 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/0/const",keyword:"const",params:{allowedValue: "delegate"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1695,8 +1693,12 @@ vErrors.push(err137);
 }
 errors++;
 }
-if("native" !== data44){
-const err138 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/1/const",keyword:"const",params:{allowedValue: "native"},message:"must be equal to constant"};
+var _valid2 = _errs108 === errors;
+valid20 = valid20 || _valid2;
+if(!valid20){
+const _errs110 = errors;
+if(typeof data44 !== "string"){
+const err138 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1705,16 +1707,26 @@ vErrors.push(err138);
 }
 errors++;
 }
-var _valid2 = _errs110 === errors;
-valid20 = valid20 || _valid2;
-}
-if(!valid20){
-const err139 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("native" !== data44){
+const err139 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf/1/const",keyword:"const",params:{allowedValue: "native"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err139];
 }
 else {
 vErrors.push(err139);
+}
+errors++;
+}
+var _valid2 = _errs110 === errors;
+valid20 = valid20 || _valid2;
+}
+if(!valid20){
+const err140 = {instancePath:instancePath+"/multiNetwork/whereaboutsIpam",schemaPath:"#/properties/multiNetwork/properties/whereaboutsIpam/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err140];
+}
+else {
+vErrors.push(err140);
 }
 errors++;
 }
@@ -1730,23 +1742,15 @@ vErrors = null;
 }
 }
 }
-}
-else {
-const err140 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err140];
-}
-else {
-vErrors.push(err140);
-}
-errors++;
-}
-}
-if(data.gc !== undefined){
-let data45 = data.gc;
-if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
-if(data45.graceSeconds === undefined){
-const err141 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
+if(data34.sharedWhereaboutsSpaces !== undefined){
+let data45 = data34.sharedWhereaboutsSpaces;
+if(Array.isArray(data45)){
+const len5 = data45.length;
+for(let i8=0; i8<len5; i8++){
+let data46 = data45[i8];
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+if(data46.namespaces === undefined){
+const err141 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8,schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/required",keyword:"required",params:{missingProperty: "namespaces"},message:"must have required property '"+"namespaces"+"'"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1755,8 +1759,9 @@ vErrors.push(err141);
 }
 errors++;
 }
-if(data45.intervalSeconds === undefined){
-const err142 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
+for(const key5 in data46){
+if(!(((key5 === "network") || (key5 === "range")) || (key5 === "namespaces"))){
+const err142 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8,schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1765,8 +1770,12 @@ vErrors.push(err142);
 }
 errors++;
 }
-if(data45.maxRetries === undefined){
-const err143 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
+}
+if(data46.network !== undefined){
+let data47 = data46.network;
+if(typeof data47 === "string"){
+if(!pattern10.test(data47)){
+const err143 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/network",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/network/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9._-]{0,200}$"},message:"must match pattern \""+"^[A-Za-z0-9._-]{0,200}$"+"\""};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1775,8 +1784,9 @@ vErrors.push(err143);
 }
 errors++;
 }
-if(data45.reclaimIntervalSeconds === undefined){
-const err144 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
+}
+else {
+const err144 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/network",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/network/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1785,8 +1795,12 @@ vErrors.push(err144);
 }
 errors++;
 }
-if(data45.leaseNamespace === undefined){
-const err145 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
+}
+if(data46.range !== undefined){
+let data48 = data46.range;
+if(typeof data48 === "string"){
+if(!pattern11.test(data48)){
+const err145 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/range",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/range/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Fa-f:.]+/[0-9]{1,3}$"},message:"must match pattern \""+"^[0-9A-Fa-f:.]+/[0-9]{1,3}$"+"\""};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1795,9 +1809,9 @@ vErrors.push(err145);
 }
 errors++;
 }
-for(const key5 in data45){
-if(!(((((key5 === "graceSeconds") || (key5 === "intervalSeconds")) || (key5 === "maxRetries")) || (key5 === "reclaimIntervalSeconds")) || (key5 === "leaseNamespace"))){
-const err146 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+}
+else {
+const err146 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/range",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/range/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1807,10 +1821,15 @@ vErrors.push(err146);
 errors++;
 }
 }
-if(data45.graceSeconds !== undefined){
-let data46 = data45.graceSeconds;
-if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
-const err147 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data46.namespaces !== undefined){
+let data49 = data46.namespaces;
+if(Array.isArray(data49)){
+const len6 = data49.length;
+for(let i9=0; i9<len6; i9++){
+let data50 = data49[i9];
+if(typeof data50 === "string"){
+if(!pattern12.test(data50)){
+const err147 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/namespaces/" + i9,schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/namespaces/items/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1819,9 +1838,9 @@ vErrors.push(err147);
 }
 errors++;
 }
-if((typeof data46 == "number") && (isFinite(data46))){
-if(data46 > 86400 || isNaN(data46)){
-const err148 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+else {
+const err148 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/namespaces/" + i9,schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/namespaces/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1830,8 +1849,19 @@ vErrors.push(err148);
 }
 errors++;
 }
-if(data46 < 0 || isNaN(data46)){
-const err149 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+let i10 = data49.length;
+let j3;
+if(i10 > 1){
+const indices3 = {};
+for(;i10--;){
+let item3 = data49[i10];
+if(typeof item3 !== "string"){
+continue;
+}
+if(typeof indices3[item3] == "number"){
+j3 = indices3[item3];
+const err149 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/namespaces",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/namespaces/uniqueItems",keyword:"uniqueItems",params:{i: i10, j: j3},message:"must NOT have duplicate items (items ## "+j3+" and "+i10+" are identical)"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1839,13 +1869,14 @@ else {
 vErrors.push(err149);
 }
 errors++;
+break;
+}
+indices3[item3] = i10;
 }
 }
 }
-if(data45.intervalSeconds !== undefined){
-let data47 = data45.intervalSeconds;
-if(!(((typeof data47 == "number") && (!(data47 % 1) && !isNaN(data47))) && (isFinite(data47)))){
-const err150 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err150 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8+"/namespaces",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1854,9 +1885,10 @@ vErrors.push(err150);
 }
 errors++;
 }
-if((typeof data47 == "number") && (isFinite(data47))){
-if(data47 > 86400 || isNaN(data47)){
-const err151 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+else {
+const err151 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces/" + i8,schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -1865,8 +1897,10 @@ vErrors.push(err151);
 }
 errors++;
 }
-if(data47 < 0 || isNaN(data47)){
-const err152 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err152 = {instancePath:instancePath+"/multiNetwork/sharedWhereaboutsSpaces",schemaPath:"#/properties/multiNetwork/properties/sharedWhereaboutsSpaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -1877,10 +1911,8 @@ errors++;
 }
 }
 }
-if(data45.maxRetries !== undefined){
-let data48 = data45.maxRetries;
-if(!(((typeof data48 == "number") && (!(data48 % 1) && !isNaN(data48))) && (isFinite(data48)))){
-const err153 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err153 = {instancePath:instancePath+"/multiNetwork",schemaPath:"#/properties/multiNetwork/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -1889,9 +1921,12 @@ vErrors.push(err153);
 }
 errors++;
 }
-if((typeof data48 == "number") && (isFinite(data48))){
-if(data48 > 100 || isNaN(data48)){
-const err154 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+}
+if(data.gc !== undefined){
+let data51 = data.gc;
+if(data51 && typeof data51 == "object" && !Array.isArray(data51)){
+if(data51.graceSeconds === undefined){
+const err154 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "graceSeconds"},message:"must have required property '"+"graceSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -1900,8 +1935,8 @@ vErrors.push(err154);
 }
 errors++;
 }
-if(data48 < 0 || isNaN(data48)){
-const err155 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data51.intervalSeconds === undefined){
+const err155 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "intervalSeconds"},message:"must have required property '"+"intervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -1910,12 +1945,8 @@ vErrors.push(err155);
 }
 errors++;
 }
-}
-}
-if(data45.reclaimIntervalSeconds !== undefined){
-let data49 = data45.reclaimIntervalSeconds;
-if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
-const err156 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data51.maxRetries === undefined){
+const err156 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "maxRetries"},message:"must have required property '"+"maxRetries"+"'"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -1924,9 +1955,8 @@ vErrors.push(err156);
 }
 errors++;
 }
-if((typeof data49 == "number") && (isFinite(data49))){
-if(data49 > 3600 || isNaN(data49)){
-const err157 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
+if(data51.reclaimIntervalSeconds === undefined){
+const err157 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "reclaimIntervalSeconds"},message:"must have required property '"+"reclaimIntervalSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -1935,8 +1965,8 @@ vErrors.push(err157);
 }
 errors++;
 }
-if(data49 < 1 || isNaN(data49)){
-const err158 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data51.leaseNamespace === undefined){
+const err158 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/required",keyword:"required",params:{missingProperty: "leaseNamespace"},message:"must have required property '"+"leaseNamespace"+"'"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -1945,13 +1975,9 @@ vErrors.push(err158);
 }
 errors++;
 }
-}
-}
-if(data45.leaseNamespace !== undefined){
-let data50 = data45.leaseNamespace;
-if(typeof data50 === "string"){
-if(!pattern10.test(data50)){
-const err159 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
+for(const key6 in data51){
+if(!(((((key6 === "graceSeconds") || (key6 === "intervalSeconds")) || (key6 === "maxRetries")) || (key6 === "reclaimIntervalSeconds")) || (key6 === "leaseNamespace"))){
+const err159 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -1961,8 +1987,10 @@ vErrors.push(err159);
 errors++;
 }
 }
-else {
-const err160 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data51.graceSeconds !== undefined){
+let data52 = data51.graceSeconds;
+if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
+const err160 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -1971,10 +1999,9 @@ vErrors.push(err160);
 }
 errors++;
 }
-}
-}
-else {
-const err161 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data52 == "number") && (isFinite(data52))){
+if(data52 > 86400 || isNaN(data52)){
+const err161 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -1983,12 +2010,8 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-if(data.routing !== undefined){
-let data51 = data.routing;
-if(data51 && typeof data51 == "object" && !Array.isArray(data51)){
-if(data51.mode === undefined){
-const err162 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
+if(data52 < 0 || isNaN(data52)){
+const err162 = {instancePath:instancePath+"/gc/graceSeconds",schemaPath:"#/properties/gc/properties/graceSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -1997,8 +2020,12 @@ vErrors.push(err162);
 }
 errors++;
 }
-if(data51.vxlan === undefined){
-const err163 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
+}
+}
+if(data51.intervalSeconds !== undefined){
+let data53 = data51.intervalSeconds;
+if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
+const err163 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2007,9 +2034,9 @@ vErrors.push(err163);
 }
 errors++;
 }
-for(const key6 in data51){
-if(!((key6 === "mode") || (key6 === "vxlan"))){
-const err164 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if((typeof data53 == "number") && (isFinite(data53))){
+if(data53 > 86400 || isNaN(data53)){
+const err164 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2018,14 +2045,8 @@ vErrors.push(err164);
 }
 errors++;
 }
-}
-if(data51.mode !== undefined){
-let data52 = data51.mode;
-const _errs129 = errors;
-let valid23 = false;
-const _errs130 = errors;
-if(typeof data52 !== "string"){
-const err165 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data53 < 0 || isNaN(data53)){
+const err165 = {instancePath:instancePath+"/gc/intervalSeconds",schemaPath:"#/properties/gc/properties/intervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2034,8 +2055,12 @@ vErrors.push(err165);
 }
 errors++;
 }
-if("none" !== data52){
-const err166 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
+}
+}
+if(data51.maxRetries !== undefined){
+let data54 = data51.maxRetries;
+if(!(((typeof data54 == "number") && (!(data54 % 1) && !isNaN(data54))) && (isFinite(data54)))){
+const err166 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2044,12 +2069,9 @@ vErrors.push(err166);
 }
 errors++;
 }
-var _valid3 = _errs130 === errors;
-valid23 = valid23 || _valid3;
-if(!valid23){
-const _errs132 = errors;
-if(typeof data52 !== "string"){
-const err167 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data54 == "number") && (isFinite(data54))){
+if(data54 > 100 || isNaN(data54)){
+const err167 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2058,8 +2080,8 @@ vErrors.push(err167);
 }
 errors++;
 }
-if("host-gw" !== data52){
-const err168 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
+if(data54 < 0 || isNaN(data54)){
+const err168 = {instancePath:instancePath+"/gc/maxRetries",schemaPath:"#/properties/gc/properties/maxRetries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2068,12 +2090,12 @@ vErrors.push(err168);
 }
 errors++;
 }
-var _valid3 = _errs132 === errors;
-valid23 = valid23 || _valid3;
-if(!valid23){
-const _errs134 = errors;
-if(typeof data52 !== "string"){
-const err169 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if(data51.reclaimIntervalSeconds !== undefined){
+let data55 = data51.reclaimIntervalSeconds;
+if(!(((typeof data55 == "number") && (!(data55 % 1) && !isNaN(data55))) && (isFinite(data55)))){
+const err169 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2082,8 +2104,9 @@ vErrors.push(err169);
 }
 errors++;
 }
-if("vxlan" !== data52){
-const err170 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
+if((typeof data55 == "number") && (isFinite(data55))){
+if(data55 > 3600 || isNaN(data55)){
+const err170 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600},message:"must be <= 3600"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2092,12 +2115,8 @@ vErrors.push(err170);
 }
 errors++;
 }
-var _valid3 = _errs134 === errors;
-valid23 = valid23 || _valid3;
-}
-}
-if(!valid23){
-const err171 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(data55 < 1 || isNaN(data55)){
+const err171 = {instancePath:instancePath+"/gc/reclaimIntervalSeconds",schemaPath:"#/properties/gc/properties/reclaimIntervalSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2106,23 +2125,13 @@ vErrors.push(err171);
 }
 errors++;
 }
-else {
-errors = _errs129;
-if(vErrors !== null){
-if(_errs129){
-vErrors.length = _errs129;
-}
-else {
-vErrors = null;
 }
 }
-}
-}
-if(data51.vxlan !== undefined){
-let data53 = data51.vxlan;
-if(data53 && typeof data53 == "object" && !Array.isArray(data53)){
-if(data53.vni === undefined){
-const err172 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
+if(data51.leaseNamespace !== undefined){
+let data56 = data51.leaseNamespace;
+if(typeof data56 === "string"){
+if(!pattern12.test(data56)){
+const err172 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2131,8 +2140,9 @@ vErrors.push(err172);
 }
 errors++;
 }
-if(data53.port === undefined){
-const err173 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+}
+else {
+const err173 = {instancePath:instancePath+"/gc/leaseNamespace",schemaPath:"#/properties/gc/properties/leaseNamespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2141,8 +2151,10 @@ vErrors.push(err173);
 }
 errors++;
 }
-if(data53.device === undefined){
-const err174 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
+}
+}
+else {
+const err174 = {instancePath:instancePath+"/gc",schemaPath:"#/properties/gc/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2151,9 +2163,12 @@ vErrors.push(err174);
 }
 errors++;
 }
-for(const key7 in data53){
-if(!(((key7 === "vni") || (key7 === "port")) || (key7 === "device"))){
-const err175 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+}
+if(data.routing !== undefined){
+let data57 = data.routing;
+if(data57 && typeof data57 == "object" && !Array.isArray(data57)){
+if(data57.mode === undefined){
+const err175 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "mode"},message:"must have required property '"+"mode"+"'"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2162,11 +2177,8 @@ vErrors.push(err175);
 }
 errors++;
 }
-}
-if(data53.vni !== undefined){
-let data54 = data53.vni;
-if(!(((typeof data54 == "number") && (!(data54 % 1) && !isNaN(data54))) && (isFinite(data54)))){
-const err176 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data57.vxlan === undefined){
+const err176 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/required",keyword:"required",params:{missingProperty: "vxlan"},message:"must have required property '"+"vxlan"+"'"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2175,9 +2187,9 @@ vErrors.push(err176);
 }
 errors++;
 }
-if((typeof data54 == "number") && (isFinite(data54))){
-if(data54 > 16777215 || isNaN(data54)){
-const err177 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
+for(const key7 in data57){
+if(!((key7 === "mode") || (key7 === "vxlan"))){
+const err177 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2186,8 +2198,14 @@ vErrors.push(err177);
 }
 errors++;
 }
-if(data54 < 1 || isNaN(data54)){
-const err178 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data57.mode !== undefined){
+let data58 = data57.mode;
+const _errs142 = errors;
+let valid29 = false;
+const _errs143 = errors;
+if(typeof data58 !== "string"){
+const err178 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2196,12 +2214,8 @@ vErrors.push(err178);
 }
 errors++;
 }
-}
-}
-if(data53.port !== undefined){
-let data55 = data53.port;
-if(!(((typeof data55 == "number") && (!(data55 % 1) && !isNaN(data55))) && (isFinite(data55)))){
-const err179 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if("none" !== data58){
+const err179 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/0/const",keyword:"const",params:{allowedValue: "none"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2210,9 +2224,12 @@ vErrors.push(err179);
 }
 errors++;
 }
-if((typeof data55 == "number") && (isFinite(data55))){
-if(data55 > 65535 || isNaN(data55)){
-const err180 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+var _valid3 = _errs143 === errors;
+valid29 = valid29 || _valid3;
+if(!valid29){
+const _errs145 = errors;
+if(typeof data58 !== "string"){
+const err180 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2221,8 +2238,8 @@ vErrors.push(err180);
 }
 errors++;
 }
-if(data55 < 1 || isNaN(data55)){
-const err181 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if("host-gw" !== data58){
+const err181 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/1/const",keyword:"const",params:{allowedValue: "host-gw"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2231,13 +2248,12 @@ vErrors.push(err181);
 }
 errors++;
 }
-}
-}
-if(data53.device !== undefined){
-let data56 = data53.device;
-if(typeof data56 === "string"){
-if(!pattern4.test(data56)){
-const err182 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
+var _valid3 = _errs145 === errors;
+valid29 = valid29 || _valid3;
+if(!valid29){
+const _errs147 = errors;
+if(typeof data58 !== "string"){
+const err182 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2246,9 +2262,8 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-else {
-const err183 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("vxlan" !== data58){
+const err183 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf/2/const",keyword:"const",params:{allowedValue: "vxlan"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2257,10 +2272,12 @@ vErrors.push(err183);
 }
 errors++;
 }
+var _valid3 = _errs147 === errors;
+valid29 = valid29 || _valid3;
 }
 }
-else {
-const err184 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!valid29){
+const err184 = {instancePath:instancePath+"/routing/mode",schemaPath:"#/properties/routing/properties/mode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2269,10 +2286,23 @@ vErrors.push(err184);
 }
 errors++;
 }
-}
+else {
+errors = _errs142;
+if(vErrors !== null){
+if(_errs142){
+vErrors.length = _errs142;
 }
 else {
-const err185 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
+vErrors = null;
+}
+}
+}
+}
+if(data57.vxlan !== undefined){
+let data59 = data57.vxlan;
+if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
+if(data59.vni === undefined){
+const err185 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "vni"},message:"must have required property '"+"vni"+"'"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2281,12 +2311,8 @@ vErrors.push(err185);
 }
 errors++;
 }
-}
-if(data.masquerade !== undefined){
-let data57 = data.masquerade;
-if(data57 && typeof data57 == "object" && !Array.isArray(data57)){
-if(data57.enabled === undefined){
-const err186 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+if(data59.port === undefined){
+const err186 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2295,8 +2321,8 @@ vErrors.push(err186);
 }
 errors++;
 }
-if(data57.nonMasqueradeCIDRs === undefined){
-const err187 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
+if(data59.device === undefined){
+const err187 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/required",keyword:"required",params:{missingProperty: "device"},message:"must have required property '"+"device"+"'"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2305,8 +2331,9 @@ vErrors.push(err187);
 }
 errors++;
 }
-if(data57.table === undefined){
-const err188 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+for(const key8 in data59){
+if(!(((key8 === "vni") || (key8 === "port")) || (key8 === "device"))){
+const err188 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2315,9 +2342,11 @@ vErrors.push(err188);
 }
 errors++;
 }
-for(const key8 in data57){
-if(!(((key8 === "enabled") || (key8 === "nonMasqueradeCIDRs")) || (key8 === "table"))){
-const err189 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+if(data59.vni !== undefined){
+let data60 = data59.vni;
+if(!(((typeof data60 == "number") && (!(data60 % 1) && !isNaN(data60))) && (isFinite(data60)))){
+const err189 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2326,10 +2355,9 @@ vErrors.push(err189);
 }
 errors++;
 }
-}
-if(data57.enabled !== undefined){
-if(typeof data57.enabled !== "boolean"){
-const err190 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data60 == "number") && (isFinite(data60))){
+if(data60 > 16777215 || isNaN(data60)){
+const err190 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/maximum",keyword:"maximum",params:{comparison: "<=", limit: 16777215},message:"must be <= 16777215"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2338,14 +2366,8 @@ vErrors.push(err190);
 }
 errors++;
 }
-}
-if(data57.nonMasqueradeCIDRs !== undefined){
-let data59 = data57.nonMasqueradeCIDRs;
-if(Array.isArray(data59)){
-const len5 = data59.length;
-for(let i8=0; i8<len5; i8++){
-if(typeof data59[i8] !== "string"){
-const err191 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i8,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data60 < 1 || isNaN(data60)){
+const err191 = {instancePath:instancePath+"/routing/vxlan/vni",schemaPath:"#/properties/routing/properties/vxlan/properties/vni/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2356,8 +2378,10 @@ errors++;
 }
 }
 }
-else {
-const err192 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data59.port !== undefined){
+let data61 = data59.port;
+if(!(((typeof data61 == "number") && (!(data61 % 1) && !isNaN(data61))) && (isFinite(data61)))){
+const err192 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2366,12 +2390,9 @@ vErrors.push(err192);
 }
 errors++;
 }
-}
-if(data57.table !== undefined){
-let data61 = data57.table;
-if(typeof data61 === "string"){
-if(!pattern12.test(data61)){
-const err193 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
+if((typeof data61 == "number") && (isFinite(data61))){
+if(data61 > 65535 || isNaN(data61)){
+const err193 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2380,9 +2401,8 @@ vErrors.push(err193);
 }
 errors++;
 }
-}
-else {
-const err194 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data61 < 1 || isNaN(data61)){
+const err194 = {instancePath:instancePath+"/routing/vxlan/port",schemaPath:"#/properties/routing/properties/vxlan/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2393,8 +2413,11 @@ errors++;
 }
 }
 }
-else {
-const err195 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data59.device !== undefined){
+let data62 = data59.device;
+if(typeof data62 === "string"){
+if(!pattern4.test(data62)){
+const err195 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/pattern",keyword:"pattern",params:{pattern: "^[^\\s/:]{1,15}$"},message:"must match pattern \""+"^[^\\s/:]{1,15}$"+"\""};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2404,11 +2427,8 @@ vErrors.push(err195);
 errors++;
 }
 }
-if(data.pluginTimeoutSeconds !== undefined){
-let data62 = data.pluginTimeoutSeconds;
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 <= 0 || isNaN(data62)){
-const err196 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+else {
+const err196 = {instancePath:instancePath+"/routing/vxlan/device",schemaPath:"#/properties/routing/properties/vxlan/properties/device/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2418,8 +2438,9 @@ vErrors.push(err196);
 errors++;
 }
 }
+}
 else {
-const err197 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err197 = {instancePath:instancePath+"/routing/vxlan",schemaPath:"#/properties/routing/properties/vxlan/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2429,10 +2450,9 @@ vErrors.push(err197);
 errors++;
 }
 }
-if(data.maxRequestBytes !== undefined){
-let data63 = data.maxRequestBytes;
-if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
-const err198 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err198 = {instancePath:instancePath+"/routing",schemaPath:"#/properties/routing/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2441,9 +2461,12 @@ vErrors.push(err198);
 }
 errors++;
 }
-if((typeof data63 == "number") && (isFinite(data63))){
-if(data63 < 1024 || isNaN(data63)){
-const err199 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
+}
+if(data.masquerade !== undefined){
+let data63 = data.masquerade;
+if(data63 && typeof data63 == "object" && !Array.isArray(data63)){
+if(data63.enabled === undefined){
+const err199 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2452,13 +2475,8 @@ vErrors.push(err199);
 }
 errors++;
 }
-}
-}
-if(data.server !== undefined){
-let data64 = data.server;
-if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
-if(data64.readTimeoutSeconds === undefined){
-const err200 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
+if(data63.nonMasqueradeCIDRs === undefined){
+const err200 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "nonMasqueradeCIDRs"},message:"must have required property '"+"nonMasqueradeCIDRs"+"'"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2467,8 +2485,8 @@ vErrors.push(err200);
 }
 errors++;
 }
-if(data64.writeTimeoutSeconds === undefined){
-const err201 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
+if(data63.table === undefined){
+const err201 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2477,8 +2495,9 @@ vErrors.push(err201);
 }
 errors++;
 }
-if(data64.maxConnections === undefined){
-const err202 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
+for(const key9 in data63){
+if(!(((key9 === "enabled") || (key9 === "nonMasqueradeCIDRs")) || (key9 === "table"))){
+const err202 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2487,8 +2506,10 @@ vErrors.push(err202);
 }
 errors++;
 }
-if(data64.httpHost === undefined){
-const err203 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
+}
+if(data63.enabled !== undefined){
+if(typeof data63.enabled !== "boolean"){
+const err203 = {instancePath:instancePath+"/masquerade/enabled",schemaPath:"#/properties/masquerade/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2497,8 +2518,14 @@ vErrors.push(err203);
 }
 errors++;
 }
-if(data64.httpPort === undefined){
-const err204 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
+}
+if(data63.nonMasqueradeCIDRs !== undefined){
+let data65 = data63.nonMasqueradeCIDRs;
+if(Array.isArray(data65)){
+const len7 = data65.length;
+for(let i11=0; i11<len7; i11++){
+if(typeof data65[i11] !== "string"){
+const err204 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs/" + i11,schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2507,8 +2534,10 @@ vErrors.push(err204);
 }
 errors++;
 }
-if(data64.metricsHost === undefined){
-const err205 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsHost"},message:"must have required property '"+"metricsHost"+"'"};
+}
+}
+else {
+const err205 = {instancePath:instancePath+"/masquerade/nonMasqueradeCIDRs",schemaPath:"#/properties/masquerade/properties/nonMasqueradeCIDRs/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2517,8 +2546,12 @@ vErrors.push(err205);
 }
 errors++;
 }
-if(data64.metricsPort === undefined){
-const err206 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsPort"},message:"must have required property '"+"metricsPort"+"'"};
+}
+if(data63.table !== undefined){
+let data67 = data63.table;
+if(typeof data67 === "string"){
+if(!pattern15.test(data67)){
+const err206 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/pattern",keyword:"pattern",params:{pattern: "^[a-zA-Z][a-zA-Z0-9_]{0,31}$"},message:"must match pattern \""+"^[a-zA-Z][a-zA-Z0-9_]{0,31}$"+"\""};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2527,8 +2560,9 @@ vErrors.push(err206);
 }
 errors++;
 }
-if(data64.metricsDetailTokenFile === undefined){
-const err207 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsDetailTokenFile"},message:"must have required property '"+"metricsDetailTokenFile"+"'"};
+}
+else {
+const err207 = {instancePath:instancePath+"/masquerade/table",schemaPath:"#/properties/masquerade/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2537,9 +2571,10 @@ vErrors.push(err207);
 }
 errors++;
 }
-for(const key9 in data64){
-if(!((((((((key9 === "readTimeoutSeconds") || (key9 === "writeTimeoutSeconds")) || (key9 === "maxConnections")) || (key9 === "httpHost")) || (key9 === "httpPort")) || (key9 === "metricsHost")) || (key9 === "metricsPort")) || (key9 === "metricsDetailTokenFile"))){
-const err208 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+}
+else {
+const err208 = {instancePath:instancePath+"/masquerade",schemaPath:"#/properties/masquerade/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2549,11 +2584,11 @@ vErrors.push(err208);
 errors++;
 }
 }
-if(data64.readTimeoutSeconds !== undefined){
-let data65 = data64.readTimeoutSeconds;
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 <= 0 || isNaN(data65)){
-const err209 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data.pluginTimeoutSeconds !== undefined){
+let data68 = data.pluginTimeoutSeconds;
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 <= 0 || isNaN(data68)){
+const err209 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2564,7 +2599,7 @@ errors++;
 }
 }
 else {
-const err210 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err210 = {instancePath:instancePath+"/pluginTimeoutSeconds",schemaPath:"#/properties/pluginTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2574,11 +2609,10 @@ vErrors.push(err210);
 errors++;
 }
 }
-if(data64.writeTimeoutSeconds !== undefined){
-let data66 = data64.writeTimeoutSeconds;
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 <= 0 || isNaN(data66)){
-const err211 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data.maxRequestBytes !== undefined){
+let data69 = data.maxRequestBytes;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err211 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2587,9 +2621,9 @@ vErrors.push(err211);
 }
 errors++;
 }
-}
-else {
-const err212 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 < 1024 || isNaN(data69)){
+const err212 = {instancePath:instancePath+"/maxRequestBytes",schemaPath:"#/properties/maxRequestBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1024},message:"must be >= 1024"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2599,10 +2633,12 @@ vErrors.push(err212);
 errors++;
 }
 }
-if(data64.maxConnections !== undefined){
-let data67 = data64.maxConnections;
-if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
-const err213 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data.server !== undefined){
+let data70 = data.server;
+if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
+if(data70.readTimeoutSeconds === undefined){
+const err213 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "readTimeoutSeconds"},message:"must have required property '"+"readTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2611,9 +2647,8 @@ vErrors.push(err213);
 }
 errors++;
 }
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 1 || isNaN(data67)){
-const err214 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data70.writeTimeoutSeconds === undefined){
+const err214 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "writeTimeoutSeconds"},message:"must have required property '"+"writeTimeoutSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2622,11 +2657,8 @@ vErrors.push(err214);
 }
 errors++;
 }
-}
-}
-if(data64.httpHost !== undefined){
-if(typeof data64.httpHost !== "string"){
-const err215 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data70.maxConnections === undefined){
+const err215 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "maxConnections"},message:"must have required property '"+"maxConnections"+"'"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2635,11 +2667,8 @@ vErrors.push(err215);
 }
 errors++;
 }
-}
-if(data64.httpPort !== undefined){
-let data69 = data64.httpPort;
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err216 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data70.httpHost === undefined){
+const err216 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpHost"},message:"must have required property '"+"httpHost"+"'"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2648,9 +2677,8 @@ vErrors.push(err216);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 > 65535 || isNaN(data69)){
-const err217 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(data70.httpPort === undefined){
+const err217 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "httpPort"},message:"must have required property '"+"httpPort"+"'"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2659,8 +2687,8 @@ vErrors.push(err217);
 }
 errors++;
 }
-if(data69 < -1 || isNaN(data69)){
-const err218 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+if(data70.metricsHost === undefined){
+const err218 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsHost"},message:"must have required property '"+"metricsHost"+"'"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2669,11 +2697,8 @@ vErrors.push(err218);
 }
 errors++;
 }
-}
-}
-if(data64.metricsHost !== undefined){
-if(typeof data64.metricsHost !== "string"){
-const err219 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data70.metricsPort === undefined){
+const err219 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsPort"},message:"must have required property '"+"metricsPort"+"'"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2682,11 +2707,8 @@ vErrors.push(err219);
 }
 errors++;
 }
-}
-if(data64.metricsPort !== undefined){
-let data71 = data64.metricsPort;
-if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
-const err220 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data70.metricsDetailTokenFile === undefined){
+const err220 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/required",keyword:"required",params:{missingProperty: "metricsDetailTokenFile"},message:"must have required property '"+"metricsDetailTokenFile"+"'"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2695,9 +2717,9 @@ vErrors.push(err220);
 }
 errors++;
 }
-if((typeof data71 == "number") && (isFinite(data71))){
-if(data71 > 65535 || isNaN(data71)){
-const err221 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+for(const key10 in data70){
+if(!((((((((key10 === "readTimeoutSeconds") || (key10 === "writeTimeoutSeconds")) || (key10 === "maxConnections")) || (key10 === "httpHost")) || (key10 === "httpPort")) || (key10 === "metricsHost")) || (key10 === "metricsPort")) || (key10 === "metricsDetailTokenFile"))){
+const err221 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2706,8 +2728,12 @@ vErrors.push(err221);
 }
 errors++;
 }
-if(data71 < -1 || isNaN(data71)){
-const err222 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
+}
+if(data70.readTimeoutSeconds !== undefined){
+let data71 = data70.readTimeoutSeconds;
+if((typeof data71 == "number") && (isFinite(data71))){
+if(data71 <= 0 || isNaN(data71)){
+const err222 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2717,10 +2743,8 @@ vErrors.push(err222);
 errors++;
 }
 }
-}
-if(data64.metricsDetailTokenFile !== undefined){
-if(typeof data64.metricsDetailTokenFile !== "string"){
-const err223 = {instancePath:instancePath+"/server/metricsDetailTokenFile",schemaPath:"#/properties/server/properties/metricsDetailTokenFile/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err223 = {instancePath:instancePath+"/server/readTimeoutSeconds",schemaPath:"#/properties/server/properties/readTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2730,9 +2754,11 @@ vErrors.push(err223);
 errors++;
 }
 }
-}
-else {
-const err224 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data70.writeTimeoutSeconds !== undefined){
+let data72 = data70.writeTimeoutSeconds;
+if((typeof data72 == "number") && (isFinite(data72))){
+if(data72 <= 0 || isNaN(data72)){
+const err224 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2742,11 +2768,8 @@ vErrors.push(err224);
 errors++;
 }
 }
-if(data.shutdownTimeoutSeconds !== undefined){
-let data73 = data.shutdownTimeoutSeconds;
-if((typeof data73 == "number") && (isFinite(data73))){
-if(data73 < 0 || isNaN(data73)){
-const err225 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+else {
+const err225 = {instancePath:instancePath+"/server/writeTimeoutSeconds",schemaPath:"#/properties/server/properties/writeTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2756,8 +2779,10 @@ vErrors.push(err225);
 errors++;
 }
 }
-else {
-const err226 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data70.maxConnections !== undefined){
+let data73 = data70.maxConnections;
+if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
+const err226 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2766,11 +2791,9 @@ vErrors.push(err226);
 }
 errors++;
 }
-}
-if(data.nice !== undefined){
-let data74 = data.nice;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err227 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data73 == "number") && (isFinite(data73))){
+if(data73 < 1 || isNaN(data73)){
+const err227 = {instancePath:instancePath+"/server/maxConnections",schemaPath:"#/properties/server/properties/maxConnections/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2779,9 +2802,11 @@ vErrors.push(err227);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 > 19 || isNaN(data74)){
-const err228 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
+}
+}
+if(data70.httpHost !== undefined){
+if(typeof data70.httpHost !== "string"){
+const err228 = {instancePath:instancePath+"/server/httpHost",schemaPath:"#/properties/server/properties/httpHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -2790,8 +2815,11 @@ vErrors.push(err228);
 }
 errors++;
 }
-if(data74 < -20 || isNaN(data74)){
-const err229 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
+}
+if(data70.httpPort !== undefined){
+let data75 = data70.httpPort;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err229 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -2800,15 +2828,9 @@ vErrors.push(err229);
 }
 errors++;
 }
-}
-}
-if(data.logLevel !== undefined){
-let data75 = data.logLevel;
-const _errs184 = errors;
-let valid29 = false;
-const _errs185 = errors;
-if(typeof data75 !== "string"){
-const err230 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 > 65535 || isNaN(data75)){
+const err230 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -2817,8 +2839,8 @@ vErrors.push(err230);
 }
 errors++;
 }
-if("trace" !== data75){
-const err231 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
+if(data75 < -1 || isNaN(data75)){
+const err231 = {instancePath:instancePath+"/server/httpPort",schemaPath:"#/properties/server/properties/httpPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -2827,12 +2849,11 @@ vErrors.push(err231);
 }
 errors++;
 }
-var _valid4 = _errs185 === errors;
-valid29 = valid29 || _valid4;
-if(!valid29){
-const _errs187 = errors;
-if(typeof data75 !== "string"){
-const err232 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if(data70.metricsHost !== undefined){
+if(typeof data70.metricsHost !== "string"){
+const err232 = {instancePath:instancePath+"/server/metricsHost",schemaPath:"#/properties/server/properties/metricsHost/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -2841,8 +2862,11 @@ vErrors.push(err232);
 }
 errors++;
 }
-if("debug" !== data75){
-const err233 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
+}
+if(data70.metricsPort !== undefined){
+let data77 = data70.metricsPort;
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err233 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -2851,12 +2875,9 @@ vErrors.push(err233);
 }
 errors++;
 }
-var _valid4 = _errs187 === errors;
-valid29 = valid29 || _valid4;
-if(!valid29){
-const _errs189 = errors;
-if(typeof data75 !== "string"){
-const err234 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 > 65535 || isNaN(data77)){
+const err234 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -2865,8 +2886,8 @@ vErrors.push(err234);
 }
 errors++;
 }
-if("info" !== data75){
-const err235 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
+if(data77 < -1 || isNaN(data77)){
+const err235 = {instancePath:instancePath+"/server/metricsPort",schemaPath:"#/properties/server/properties/metricsPort/minimum",keyword:"minimum",params:{comparison: ">=", limit: -1},message:"must be >= -1"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -2875,12 +2896,11 @@ vErrors.push(err235);
 }
 errors++;
 }
-var _valid4 = _errs189 === errors;
-valid29 = valid29 || _valid4;
-if(!valid29){
-const _errs191 = errors;
-if(typeof data75 !== "string"){
-const err236 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+if(data70.metricsDetailTokenFile !== undefined){
+if(typeof data70.metricsDetailTokenFile !== "string"){
+const err236 = {instancePath:instancePath+"/server/metricsDetailTokenFile",schemaPath:"#/properties/server/properties/metricsDetailTokenFile/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -2889,8 +2909,10 @@ vErrors.push(err236);
 }
 errors++;
 }
-if("warning" !== data75){
-const err237 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
+}
+}
+else {
+const err237 = {instancePath:instancePath+"/server",schemaPath:"#/properties/server/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -2899,12 +2921,12 @@ vErrors.push(err237);
 }
 errors++;
 }
-var _valid4 = _errs191 === errors;
-valid29 = valid29 || _valid4;
-if(!valid29){
-const _errs193 = errors;
-if(typeof data75 !== "string"){
-const err238 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.shutdownTimeoutSeconds !== undefined){
+let data79 = data.shutdownTimeoutSeconds;
+if((typeof data79 == "number") && (isFinite(data79))){
+if(data79 < 0 || isNaN(data79)){
+const err238 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -2913,8 +2935,9 @@ vErrors.push(err238);
 }
 errors++;
 }
-if("error" !== data75){
-const err239 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
+}
+else {
+const err239 = {instancePath:instancePath+"/shutdownTimeoutSeconds",schemaPath:"#/properties/shutdownTimeoutSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -2923,12 +2946,11 @@ vErrors.push(err239);
 }
 errors++;
 }
-var _valid4 = _errs193 === errors;
-valid29 = valid29 || _valid4;
-if(!valid29){
-const _errs195 = errors;
-if(typeof data75 !== "string"){
-const err240 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.nice !== undefined){
+let data80 = data.nice;
+if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
+const err240 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -2937,8 +2959,9 @@ vErrors.push(err240);
 }
 errors++;
 }
-if("fatal" !== data75){
-const err241 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
+if((typeof data80 == "number") && (isFinite(data80))){
+if(data80 > 19 || isNaN(data80)){
+const err241 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/maximum",keyword:"maximum",params:{comparison: "<=", limit: 19},message:"must be <= 19"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -2947,15 +2970,8 @@ vErrors.push(err241);
 }
 errors++;
 }
-var _valid4 = _errs195 === errors;
-valid29 = valid29 || _valid4;
-}
-}
-}
-}
-}
-if(!valid29){
-const err242 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(data80 < -20 || isNaN(data80)){
+const err242 = {instancePath:instancePath+"/nice",schemaPath:"#/properties/nice/minimum",keyword:"minimum",params:{comparison: ">=", limit: -20},message:"must be >= -20"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -2964,23 +2980,15 @@ vErrors.push(err242);
 }
 errors++;
 }
-else {
-errors = _errs184;
-if(vErrors !== null){
-if(_errs184){
-vErrors.length = _errs184;
-}
-else {
-vErrors = null;
 }
 }
-}
-}
-if(data.policy !== undefined){
-let data76 = data.policy;
-if(data76 && typeof data76 == "object" && !Array.isArray(data76)){
-if(data76.enabled === undefined){
-const err243 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+if(data.logLevel !== undefined){
+let data81 = data.logLevel;
+const _errs197 = errors;
+let valid35 = false;
+const _errs198 = errors;
+if(typeof data81 !== "string"){
+const err243 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -2989,8 +2997,8 @@ vErrors.push(err243);
 }
 errors++;
 }
-if(data76.table === undefined){
-const err244 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if("trace" !== data81){
+const err244 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/0/const",keyword:"const",params:{allowedValue: "trace"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -2999,8 +3007,12 @@ vErrors.push(err244);
 }
 errors++;
 }
-if(data76.logDenied === undefined){
-const err245 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logDenied"},message:"must have required property '"+"logDenied"+"'"};
+var _valid4 = _errs198 === errors;
+valid35 = valid35 || _valid4;
+if(!valid35){
+const _errs200 = errors;
+if(typeof data81 !== "string"){
+const err245 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -3009,8 +3021,8 @@ vErrors.push(err245);
 }
 errors++;
 }
-if(data76.logGroup === undefined){
-const err246 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logGroup"},message:"must have required property '"+"logGroup"+"'"};
+if("debug" !== data81){
+const err246 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/1/const",keyword:"const",params:{allowedValue: "debug"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -3019,8 +3031,12 @@ vErrors.push(err246);
 }
 errors++;
 }
-if(data76.logPerSecond === undefined){
-const err247 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logPerSecond"},message:"must have required property '"+"logPerSecond"+"'"};
+var _valid4 = _errs200 === errors;
+valid35 = valid35 || _valid4;
+if(!valid35){
+const _errs202 = errors;
+if(typeof data81 !== "string"){
+const err247 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -3029,8 +3045,8 @@ vErrors.push(err247);
 }
 errors++;
 }
-if(data76.limits === undefined){
-const err248 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
+if("info" !== data81){
+const err248 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/2/const",keyword:"const",params:{allowedValue: "info"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -3039,9 +3055,12 @@ vErrors.push(err248);
 }
 errors++;
 }
-for(const key10 in data76){
-if(!((((((key10 === "enabled") || (key10 === "table")) || (key10 === "logDenied")) || (key10 === "logGroup")) || (key10 === "logPerSecond")) || (key10 === "limits"))){
-const err249 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+var _valid4 = _errs202 === errors;
+valid35 = valid35 || _valid4;
+if(!valid35){
+const _errs204 = errors;
+if(typeof data81 !== "string"){
+const err249 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3050,10 +3069,8 @@ vErrors.push(err249);
 }
 errors++;
 }
-}
-if(data76.enabled !== undefined){
-if(typeof data76.enabled !== "boolean"){
-const err250 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if("warning" !== data81){
+const err250 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/3/const",keyword:"const",params:{allowedValue: "warning"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3062,12 +3079,12 @@ vErrors.push(err250);
 }
 errors++;
 }
-}
-if(data76.table !== undefined){
-let data78 = data76.table;
-if(typeof data78 === "string"){
-if(!pattern13.test(data78)){
-const err251 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+var _valid4 = _errs204 === errors;
+valid35 = valid35 || _valid4;
+if(!valid35){
+const _errs206 = errors;
+if(typeof data81 !== "string"){
+const err251 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3076,9 +3093,8 @@ vErrors.push(err251);
 }
 errors++;
 }
-}
-else {
-const err252 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if("error" !== data81){
+const err252 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/4/const",keyword:"const",params:{allowedValue: "error"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3087,10 +3103,12 @@ vErrors.push(err252);
 }
 errors++;
 }
-}
-if(data76.logDenied !== undefined){
-if(typeof data76.logDenied !== "boolean"){
-const err253 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+var _valid4 = _errs206 === errors;
+valid35 = valid35 || _valid4;
+if(!valid35){
+const _errs208 = errors;
+if(typeof data81 !== "string"){
+const err253 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3099,11 +3117,8 @@ vErrors.push(err253);
 }
 errors++;
 }
-}
-if(data76.logGroup !== undefined){
-let data80 = data76.logGroup;
-if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
-const err254 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if("fatal" !== data81){
+const err254 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf/5/const",keyword:"const",params:{allowedValue: "fatal"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3112,9 +3127,15 @@ vErrors.push(err254);
 }
 errors++;
 }
-if((typeof data80 == "number") && (isFinite(data80))){
-if(data80 > 65535 || isNaN(data80)){
-const err255 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+var _valid4 = _errs208 === errors;
+valid35 = valid35 || _valid4;
+}
+}
+}
+}
+}
+if(!valid35){
+const err255 = {instancePath:instancePath+"/logLevel",schemaPath:"#/properties/logLevel/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3123,8 +3144,23 @@ vErrors.push(err255);
 }
 errors++;
 }
-if(data80 < 1 || isNaN(data80)){
-const err256 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+else {
+errors = _errs197;
+if(vErrors !== null){
+if(_errs197){
+vErrors.length = _errs197;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.policy !== undefined){
+let data82 = data.policy;
+if(data82 && typeof data82 == "object" && !Array.isArray(data82)){
+if(data82.enabled === undefined){
+const err256 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3133,12 +3169,8 @@ vErrors.push(err256);
 }
 errors++;
 }
-}
-}
-if(data76.logPerSecond !== undefined){
-let data81 = data76.logPerSecond;
-if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
-const err257 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data82.table === undefined){
+const err257 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
 if(vErrors === null){
 vErrors = [err257];
 }
@@ -3147,9 +3179,8 @@ vErrors.push(err257);
 }
 errors++;
 }
-if((typeof data81 == "number") && (isFinite(data81))){
-if(data81 > 10000 || isNaN(data81)){
-const err258 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data82.logDenied === undefined){
+const err258 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logDenied"},message:"must have required property '"+"logDenied"+"'"};
 if(vErrors === null){
 vErrors = [err258];
 }
@@ -3158,8 +3189,8 @@ vErrors.push(err258);
 }
 errors++;
 }
-if(data81 < 1 || isNaN(data81)){
-const err259 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data82.logGroup === undefined){
+const err259 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logGroup"},message:"must have required property '"+"logGroup"+"'"};
 if(vErrors === null){
 vErrors = [err259];
 }
@@ -3168,13 +3199,8 @@ vErrors.push(err259);
 }
 errors++;
 }
-}
-}
-if(data76.limits !== undefined){
-let data82 = data76.limits;
-if(data82 && typeof data82 == "object" && !Array.isArray(data82)){
-if(data82.policyEntries === undefined){
-const err260 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "policyEntries"},message:"must have required property '"+"policyEntries"+"'"};
+if(data82.logPerSecond === undefined){
+const err260 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "logPerSecond"},message:"must have required property '"+"logPerSecond"+"'"};
 if(vErrors === null){
 vErrors = [err260];
 }
@@ -3183,8 +3209,8 @@ vErrors.push(err260);
 }
 errors++;
 }
-if(data82.namespaceEntries === undefined){
-const err261 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "namespaceEntries"},message:"must have required property '"+"namespaceEntries"+"'"};
+if(data82.limits === undefined){
+const err261 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
 if(vErrors === null){
 vErrors = [err261];
 }
@@ -3194,8 +3220,8 @@ vErrors.push(err261);
 errors++;
 }
 for(const key11 in data82){
-if(!((key11 === "policyEntries") || (key11 === "namespaceEntries"))){
-const err262 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(!((((((key11 === "enabled") || (key11 === "table")) || (key11 === "logDenied")) || (key11 === "logGroup")) || (key11 === "logPerSecond")) || (key11 === "limits"))){
+const err262 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err262];
 }
@@ -3205,10 +3231,9 @@ vErrors.push(err262);
 errors++;
 }
 }
-if(data82.policyEntries !== undefined){
-let data83 = data82.policyEntries;
-if(!(((typeof data83 == "number") && (!(data83 % 1) && !isNaN(data83))) && (isFinite(data83)))){
-const err263 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data82.enabled !== undefined){
+if(typeof data82.enabled !== "boolean"){
+const err263 = {instancePath:instancePath+"/policy/enabled",schemaPath:"#/properties/policy/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err263];
 }
@@ -3217,9 +3242,12 @@ vErrors.push(err263);
 }
 errors++;
 }
-if((typeof data83 == "number") && (isFinite(data83))){
-if(data83 < 1 || isNaN(data83)){
-const err264 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data82.table !== undefined){
+let data84 = data82.table;
+if(typeof data84 === "string"){
+if(!pattern16.test(data84)){
+const err264 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
 if(vErrors === null){
 vErrors = [err264];
 }
@@ -3229,11 +3257,8 @@ vErrors.push(err264);
 errors++;
 }
 }
-}
-if(data82.namespaceEntries !== undefined){
-let data84 = data82.namespaceEntries;
-if(!(((typeof data84 == "number") && (!(data84 % 1) && !isNaN(data84))) && (isFinite(data84)))){
-const err265 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err265 = {instancePath:instancePath+"/policy/table",schemaPath:"#/properties/policy/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err265];
 }
@@ -3242,9 +3267,10 @@ vErrors.push(err265);
 }
 errors++;
 }
-if((typeof data84 == "number") && (isFinite(data84))){
-if(data84 < 1 || isNaN(data84)){
-const err266 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data82.logDenied !== undefined){
+if(typeof data82.logDenied !== "boolean"){
+const err266 = {instancePath:instancePath+"/policy/logDenied",schemaPath:"#/properties/policy/properties/logDenied/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err266];
 }
@@ -3254,10 +3280,10 @@ vErrors.push(err266);
 errors++;
 }
 }
-}
-}
-else {
-const err267 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data82.logGroup !== undefined){
+let data86 = data82.logGroup;
+if(!(((typeof data86 == "number") && (!(data86 % 1) && !isNaN(data86))) && (isFinite(data86)))){
+const err267 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err267];
 }
@@ -3266,10 +3292,9 @@ vErrors.push(err267);
 }
 errors++;
 }
-}
-}
-else {
-const err268 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data86 == "number") && (isFinite(data86))){
+if(data86 > 65535 || isNaN(data86)){
+const err268 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err268];
 }
@@ -3278,12 +3303,8 @@ vErrors.push(err268);
 }
 errors++;
 }
-}
-if(data.portSecurity !== undefined){
-let data85 = data.portSecurity;
-if(data85 && typeof data85 == "object" && !Array.isArray(data85)){
-if(data85.enabled === undefined){
-const err269 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
+if(data86 < 1 || isNaN(data86)){
+const err269 = {instancePath:instancePath+"/policy/logGroup",schemaPath:"#/properties/policy/properties/logGroup/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err269];
 }
@@ -3292,8 +3313,12 @@ vErrors.push(err269);
 }
 errors++;
 }
-if(data85.table === undefined){
-const err270 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+}
+}
+if(data82.logPerSecond !== undefined){
+let data87 = data82.logPerSecond;
+if(!(((typeof data87 == "number") && (!(data87 % 1) && !isNaN(data87))) && (isFinite(data87)))){
+const err270 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err270];
 }
@@ -3302,8 +3327,9 @@ vErrors.push(err270);
 }
 errors++;
 }
-if(data85.allowSourcePrefixesAnnotation === undefined){
-const err271 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "allowSourcePrefixesAnnotation"},message:"must have required property '"+"allowSourcePrefixesAnnotation"+"'"};
+if((typeof data87 == "number") && (isFinite(data87))){
+if(data87 > 10000 || isNaN(data87)){
+const err271 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err271];
 }
@@ -3312,9 +3338,8 @@ vErrors.push(err271);
 }
 errors++;
 }
-for(const key12 in data85){
-if(!(((key12 === "enabled") || (key12 === "table")) || (key12 === "allowSourcePrefixesAnnotation"))){
-const err272 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+if(data87 < 1 || isNaN(data87)){
+const err272 = {instancePath:instancePath+"/policy/logPerSecond",schemaPath:"#/properties/policy/properties/logPerSecond/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err272];
 }
@@ -3324,9 +3349,12 @@ vErrors.push(err272);
 errors++;
 }
 }
-if(data85.enabled !== undefined){
-if(typeof data85.enabled !== "boolean"){
-const err273 = {instancePath:instancePath+"/portSecurity/enabled",schemaPath:"#/properties/portSecurity/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+if(data82.limits !== undefined){
+let data88 = data82.limits;
+if(data88 && typeof data88 == "object" && !Array.isArray(data88)){
+if(data88.policyEntries === undefined){
+const err273 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "policyEntries"},message:"must have required property '"+"policyEntries"+"'"};
 if(vErrors === null){
 vErrors = [err273];
 }
@@ -3335,12 +3363,8 @@ vErrors.push(err273);
 }
 errors++;
 }
-}
-if(data85.table !== undefined){
-let data87 = data85.table;
-if(typeof data87 === "string"){
-if(!pattern13.test(data87)){
-const err274 = {instancePath:instancePath+"/portSecurity/table",schemaPath:"#/properties/portSecurity/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+if(data88.namespaceEntries === undefined){
+const err274 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/required",keyword:"required",params:{missingProperty: "namespaceEntries"},message:"must have required property '"+"namespaceEntries"+"'"};
 if(vErrors === null){
 vErrors = [err274];
 }
@@ -3349,9 +3373,9 @@ vErrors.push(err274);
 }
 errors++;
 }
-}
-else {
-const err275 = {instancePath:instancePath+"/portSecurity/table",schemaPath:"#/properties/portSecurity/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key12 in data88){
+if(!((key12 === "policyEntries") || (key12 === "namespaceEntries"))){
+const err275 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err275];
 }
@@ -3361,9 +3385,10 @@ vErrors.push(err275);
 errors++;
 }
 }
-if(data85.allowSourcePrefixesAnnotation !== undefined){
-if(typeof data85.allowSourcePrefixesAnnotation !== "boolean"){
-const err276 = {instancePath:instancePath+"/portSecurity/allowSourcePrefixesAnnotation",schemaPath:"#/properties/portSecurity/properties/allowSourcePrefixesAnnotation/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data88.policyEntries !== undefined){
+let data89 = data88.policyEntries;
+if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
+const err276 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err276];
 }
@@ -3372,10 +3397,9 @@ vErrors.push(err276);
 }
 errors++;
 }
-}
-}
-else {
-const err277 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data89 == "number") && (isFinite(data89))){
+if(data89 < 1 || isNaN(data89)){
+const err277 = {instancePath:instancePath+"/policy/limits/policyEntries",schemaPath:"#/properties/policy/properties/limits/properties/policyEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err277];
 }
@@ -3385,13 +3409,11 @@ vErrors.push(err277);
 errors++;
 }
 }
-if(data.logFormat !== undefined){
-let data89 = data.logFormat;
-const _errs227 = errors;
-let valid33 = false;
-const _errs228 = errors;
-if(typeof data89 !== "string"){
-const err278 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data88.namespaceEntries !== undefined){
+let data90 = data88.namespaceEntries;
+if(!(((typeof data90 == "number") && (!(data90 % 1) && !isNaN(data90))) && (isFinite(data90)))){
+const err278 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err278];
 }
@@ -3400,8 +3422,9 @@ vErrors.push(err278);
 }
 errors++;
 }
-if("json" !== data89){
-const err279 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if((typeof data90 == "number") && (isFinite(data90))){
+if(data90 < 1 || isNaN(data90)){
+const err279 = {instancePath:instancePath+"/policy/limits/namespaceEntries",schemaPath:"#/properties/policy/properties/limits/properties/namespaceEntries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err279];
 }
@@ -3410,12 +3433,11 @@ vErrors.push(err279);
 }
 errors++;
 }
-var _valid5 = _errs228 === errors;
-valid33 = valid33 || _valid5;
-if(!valid33){
-const _errs230 = errors;
-if(typeof data89 !== "string"){
-const err280 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+}
+else {
+const err280 = {instancePath:instancePath+"/policy/limits",schemaPath:"#/properties/policy/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err280];
 }
@@ -3424,8 +3446,10 @@ vErrors.push(err280);
 }
 errors++;
 }
-if("text" !== data89){
-const err281 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+}
+}
+else {
+const err281 = {instancePath:instancePath+"/policy",schemaPath:"#/properties/policy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err281];
 }
@@ -3434,11 +3458,12 @@ vErrors.push(err281);
 }
 errors++;
 }
-var _valid5 = _errs230 === errors;
-valid33 = valid33 || _valid5;
 }
-if(!valid33){
-const err282 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(data.portSecurity !== undefined){
+let data91 = data.portSecurity;
+if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
+if(data91.enabled === undefined){
+const err282 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "enabled"},message:"must have required property '"+"enabled"+"'"};
 if(vErrors === null){
 vErrors = [err282];
 }
@@ -3447,11 +3472,166 @@ vErrors.push(err282);
 }
 errors++;
 }
+if(data91.table === undefined){
+const err283 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "table"},message:"must have required property '"+"table"+"'"};
+if(vErrors === null){
+vErrors = [err283];
+}
 else {
-errors = _errs227;
+vErrors.push(err283);
+}
+errors++;
+}
+if(data91.allowSourcePrefixesAnnotation === undefined){
+const err284 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/required",keyword:"required",params:{missingProperty: "allowSourcePrefixesAnnotation"},message:"must have required property '"+"allowSourcePrefixesAnnotation"+"'"};
+if(vErrors === null){
+vErrors = [err284];
+}
+else {
+vErrors.push(err284);
+}
+errors++;
+}
+for(const key13 in data91){
+if(!(((key13 === "enabled") || (key13 === "table")) || (key13 === "allowSourcePrefixesAnnotation"))){
+const err285 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err285];
+}
+else {
+vErrors.push(err285);
+}
+errors++;
+}
+}
+if(data91.enabled !== undefined){
+if(typeof data91.enabled !== "boolean"){
+const err286 = {instancePath:instancePath+"/portSecurity/enabled",schemaPath:"#/properties/portSecurity/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err286];
+}
+else {
+vErrors.push(err286);
+}
+errors++;
+}
+}
+if(data91.table !== undefined){
+let data93 = data91.table;
+if(typeof data93 === "string"){
+if(!pattern16.test(data93)){
+const err287 = {instancePath:instancePath+"/portSecurity/table",schemaPath:"#/properties/portSecurity/properties/table/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9_-]*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9_-]*$"+"\""};
+if(vErrors === null){
+vErrors = [err287];
+}
+else {
+vErrors.push(err287);
+}
+errors++;
+}
+}
+else {
+const err288 = {instancePath:instancePath+"/portSecurity/table",schemaPath:"#/properties/portSecurity/properties/table/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err288];
+}
+else {
+vErrors.push(err288);
+}
+errors++;
+}
+}
+if(data91.allowSourcePrefixesAnnotation !== undefined){
+if(typeof data91.allowSourcePrefixesAnnotation !== "boolean"){
+const err289 = {instancePath:instancePath+"/portSecurity/allowSourcePrefixesAnnotation",schemaPath:"#/properties/portSecurity/properties/allowSourcePrefixesAnnotation/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err289];
+}
+else {
+vErrors.push(err289);
+}
+errors++;
+}
+}
+}
+else {
+const err290 = {instancePath:instancePath+"/portSecurity",schemaPath:"#/properties/portSecurity/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err290];
+}
+else {
+vErrors.push(err290);
+}
+errors++;
+}
+}
+if(data.logFormat !== undefined){
+let data95 = data.logFormat;
+const _errs240 = errors;
+let valid39 = false;
+const _errs241 = errors;
+if(typeof data95 !== "string"){
+const err291 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err291];
+}
+else {
+vErrors.push(err291);
+}
+errors++;
+}
+if("json" !== data95){
+const err292 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/0/const",keyword:"const",params:{allowedValue: "json"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err292];
+}
+else {
+vErrors.push(err292);
+}
+errors++;
+}
+var _valid5 = _errs241 === errors;
+valid39 = valid39 || _valid5;
+if(!valid39){
+const _errs243 = errors;
+if(typeof data95 !== "string"){
+const err293 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err293];
+}
+else {
+vErrors.push(err293);
+}
+errors++;
+}
+if("text" !== data95){
+const err294 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf/1/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err294];
+}
+else {
+vErrors.push(err294);
+}
+errors++;
+}
+var _valid5 = _errs243 === errors;
+valid39 = valid39 || _valid5;
+}
+if(!valid39){
+const err295 = {instancePath:instancePath+"/logFormat",schemaPath:"#/properties/logFormat/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err295];
+}
+else {
+vErrors.push(err295);
+}
+errors++;
+}
+else {
+errors = _errs240;
 if(vErrors !== null){
-if(_errs227){
-vErrors.length = _errs227;
+if(_errs240){
+vErrors.length = _errs240;
 }
 else {
 vErrors = null;
@@ -3461,12 +3641,12 @@ vErrors = null;
 }
 }
 else {
-const err283 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err296 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err283];
+vErrors = [err296];
 }
 else {
-vErrors.push(err283);
+vErrors.push(err296);
 }
 errors++;
 }

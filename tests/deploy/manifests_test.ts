@@ -146,6 +146,7 @@ Deno.test({
           "ippools.ferry.dev",
           "ipblocks.ferry.dev",
           "networkblocks.ferry.dev",
+          "networkowners.ferry.dev",
           "ippools.whereabouts.cni.cncf.io",
           "leases.coordination.k8s.io",
         ].map((r) => [verb, r])

@@ -11,10 +11,12 @@ import {
   EVENTS,
   NETWORK_ATTACHMENT_DEFINITIONS,
   NETWORKBLOCKS,
+  NETWORKOWNERS,
 } from "../../daemon/k8s/resources.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import type { Event } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkBlockObject } from "../../daemon/ipam/nad_blocks.ts";
+import type { NetworkOwnerObject } from "../../daemon/ipam/nad_space_owners.ts";
 import { eventually } from "./_cluster.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { STATS_PATH } from "../../lib/socket_api.ts";
@@ -78,10 +80,14 @@ async function blocksOf(c: SimCluster, space: string): Promise<NetworkBlockObjec
   return items.filter((b) => b.spec?.network.startsWith(`${space}/`));
 }
 
-/** Deletes every block of `space` (what the test made). */
+/** Deletes every block of `space`, and the owners of its ranges (what the test made). */
 async function dropBlocks(c: SimCluster, space: string): Promise<void> {
   for (const b of await blocksOf(c, space)) {
     await c.client.delete(NETWORKBLOCKS, undefined, b.metadata!.name!).catch(() => {});
+  }
+  const { items } = await c.client.listAll<NetworkOwnerObject>(NETWORKOWNERS, {});
+  for (const o of items.filter((o) => o.spec?.network.startsWith(`${space}/`))) {
+    await c.client.delete(NETWORKOWNERS, undefined, o.metadata!.name!).catch(() => {});
   }
 }
 

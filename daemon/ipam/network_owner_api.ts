@@ -1,0 +1,45 @@
+/**
+ * The owners of NAD networks' ranges in the API: `NetworkOwner` objects
+ * (`deploy/base/crds/networkowners.yaml`) for {@link import("./nad_space_owners.ts").SpaceOwners},
+ * their claims serialized on a Lease of their own (an owner's claim never waits on block claims).
+ *
+ * @module
+ */
+import type { KubeClient } from "../k8s/client.ts";
+import { NETWORKOWNERS } from "../k8s/resources.ts";
+import { networkHash } from "./nad_blocks.ts";
+import type { NetworkOwnerApi, NetworkOwnerObject } from "./nad_space_owners.ts";
+import { claimTurn } from "./pool_api.ts";
+
+/** The Lease whose version serializes the claims of NAD ranges' owners across the cluster. */
+export const OWNER_CLAIM_LEASE = { namespace: "kube-system", name: "ferry-nad-owner-claims" };
+
+/**
+ * `NetworkOwner` objects through `kube`; a space's owners are listed (from storage) by their
+ * `ferry.dev/network` label.
+ *
+ * @example
+ * ```ts
+ * const api = kubeNetworkOwnerApi(client);
+ * await api.list("blue/v4");
+ * ```
+ */
+export function kubeNetworkOwnerApi(
+  kube: KubeClient,
+  claims: { namespace: string; name: string } = OWNER_CLAIM_LEASE,
+): NetworkOwnerApi {
+  return {
+    async list(network) {
+      const { items } = await kube.listAll<NetworkOwnerObject>(NETWORKOWNERS, {
+        labelSelector: `ferry.dev/network=${networkHash(network)}`,
+      });
+      // The label is a hash: keep only the space's own owners.
+      return items.filter((o) => o.spec?.network === network);
+    },
+    claimTurn: () => claimTurn(kube, claims),
+    create: (owner) => kube.create(NETWORKOWNERS, owner),
+    delete: async (name, uid) => {
+      await kube.delete(NETWORKOWNERS, undefined, name, { preconditions: { uid } });
+    },
+  };
+}
