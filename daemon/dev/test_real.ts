@@ -12,6 +12,7 @@ export const KUBE_FACING_TESTS = [
   "tests/daemon/k8s/",
   "tests/daemon/ipam/block_ipam_test.ts",
   "tests/daemon/ipam/nad_network_ipam_test.ts",
+  "tests/daemon/ipam/nad_space_owners_test.ts",
   "tests/daemon/ipam/whereabouts_compat_test.ts",
   "tests/daemon/cluster/node_identity_test.ts",
   "tests/daemon/gc/dead_node_blocks_test.ts",
