@@ -25,7 +25,7 @@ import { portGroup } from "../../daemon/portsec/guard_table.ts";
 import { eventually } from "./_cluster.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
-const SPOOF = new URL("./_spoof.py", import.meta.url).pathname;
+import { SPOOF, type Watcher, watchIn } from "./_frames.ts";
 const PORT = 9999;
 
 /** A netlink plumber whose plug of `held`'s port returns only once `open()` is called. */
@@ -44,32 +44,8 @@ function holdingPlumber(held: string) {
 }
 
 /** A UDP listener on PORT in `ns`: the "source payload" lines it received so far. */
-async function listener(ns: TestNetns): Promise<{ lines: string[]; stop(): void }> {
-  const child = new Deno.Command("ip", {
-    args: ["netns", "exec", ns.name, "python3", SPOOF, "listen", String(PORT)],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const lines: string[] = [];
-  const ready = Promise.withResolvers<void>();
-  void (async () => {
-    let rest = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      const parts = rest.split("\n");
-      rest = parts.pop()!;
-      for (const l of parts) l === "listening" ? ready.resolve() : lines.push(l);
-    }
-  })().catch(() => {});
-  await ready.promise;
-  return {
-    lines,
-    stop: () => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* gone */ }
-    },
-  };
+function listener(ns: TestNetns): Promise<Watcher> {
+  return watchIn(ns.name, SPOOF, "listen", String(PORT));
 }
 
 /** One UDP datagram, a hand-made frame from `ns`'s `ifname`. */

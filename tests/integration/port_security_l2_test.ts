@@ -15,10 +15,10 @@ import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
+import { SPOOF, spoofIn as spoof, watchIn } from "./_frames.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
-const SPOOF = new URL("./_spoof.py", import.meta.url).pathname;
 const PORT = 9998;
 
 /**
@@ -45,40 +45,6 @@ function destinations(other: string, bridge: string): [what: string, dst: string
     ["the bridge's MAC", bridge, "0800"],
     ["a MAC nobody has", "02:99:99:99:99:99", "0800"],
   ];
-}
-
-/** Sends frames of `kind` from `ns`'s interface `ifname` (tests/integration/_spoof.py). */
-async function spoof(ns: string, ifname: string, kind: string, ...args: string[]): Promise<void> {
-  await run("ip", "netns", "exec", ns, "python3", SPOOF, ifname, kind, ...args);
-}
-
-/** A process in `ns` printing lines (`_spoof.py listen` or `sniff`), collected as they come. */
-async function watch(ns: string, ...args: string[]): Promise<{ lines: string[]; stop(): void }> {
-  const child = new Deno.Command("ip", {
-    args: ["netns", "exec", ns, "python3", SPOOF, ...args],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const lines: string[] = [];
-  const ready = Promise.withResolvers<void>();
-  void (async () => {
-    let rest = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      const parts = rest.split("\n");
-      rest = parts.pop()!;
-      for (const l of parts) l === "listening" ? ready.resolve() : lines.push(l);
-    }
-  })().catch(() => {});
-  await ready.promise;
-  return {
-    lines,
-    stop: () => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* gone */ }
-    },
-  };
 }
 
 /** Sends `count` ordinary UDP datagrams (a socket, no hand-made frame) from `ns` to `ip`. */
@@ -151,9 +117,9 @@ async function attack(
   const port = (p: SimPod) => hostLinkName(p.containerId, ifname);
   const bridgeMac = await macIn(node.ns.name, bridge);
   const evilPortBefore = (await fdb(node, bridge)).filter((e) => e.ifname === port(evil));
-  const atClient = await watch(client.ns.name, "listen", String(PORT));
-  const atVictim = await watch(victim.ns.name, "listen", String(PORT));
-  const sniffed = await watch(evil.ns.name, "sniff", ifname, String(PORT));
+  const atClient = await watchIn(client.ns.name, SPOOF, "listen", String(PORT));
+  const atVictim = await watchIn(victim.ns.name, SPOOF, "listen", String(PORT));
+  const sniffed = await watchIn(evil.ns.name, SPOOF, "sniff", ifname, String(PORT));
   try {
     for (const [what, dst, type] of destinations(mac(client), bridgeMac)) {
       const payload = type === "0026" ? "424203" : "";
@@ -317,7 +283,7 @@ Deno.test({
         const [vMac, eMac, cMac] = [victim, evil, client].map((p) =>
           stableMac(p.containerId, "eth0", "container")
         );
-        const atClient = await watch(client.ns.name, "listen", String(PORT));
+        const atClient = await watchIn(client.ns.name, SPOOF, "listen", String(PORT));
         try {
           // Unguarded, these reach the client: once the marker has, the bridge has seen them all.
           // Not IP (br_netfilter drops a malformed IP packet before the bridge learns from it).

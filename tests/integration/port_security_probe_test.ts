@@ -27,8 +27,7 @@ import { eventually } from "./_cluster.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
-const PROBE = new URL("./_probe.py", import.meta.url).pathname;
-const SPOOF = new URL("./_spoof.py", import.meta.url).pathname;
+import { PROBE, SPOOF, type Watcher, watchIn } from "./_frames.ts";
 const PORT = 9999;
 
 const macOf = (p: SimPod) => stableMac(p.containerId, "eth0", "container");
@@ -42,44 +41,8 @@ async function probe(pod: SimPod, ...args: string[]): Promise<void> {
 }
 
 /** A long-running _probe.py/_spoof.py mode in `pod` (listener, sniffer): the lines it printed. */
-async function watcher(
-  pod: SimPod,
-  script: string,
-  ...args: string[]
-): Promise<{ lines: string[]; stop(): void }> {
-  const child = new Deno.Command("ip", {
-    args: ["netns", "exec", pod.ns.name, "python3", script, ...args],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const lines: string[] = [];
-  const ready = Promise.withResolvers<void>();
-  void (async () => {
-    let rest = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      const parts = rest.split("\n");
-      rest = parts.pop()!;
-      for (const l of parts) l === "listening" ? ready.resolve() : lines.push(l);
-    }
-  })().catch(() => {});
-  const timer = setTimeout(() => ready.reject(new Error(`${args.join(" ")}: never ready`)), 10_000);
-  try {
-    await ready.promise;
-  } catch (e) {
-    child.kill("SIGKILL");
-    throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-  return {
-    lines,
-    stop: () => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* gone */ }
-    },
-  };
+function watcher(pod: SimPod, script: string, ...args: string[]): Promise<Watcher> {
+  return watchIn(pod.ns.name, script, ...args);
 }
 
 Deno.test({

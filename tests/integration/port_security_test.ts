@@ -38,10 +38,10 @@ import type { GuardKind } from "../../daemon/portsec/guard_table.ts";
 import { linkLocalOf, portGroup } from "../../daemon/portsec/guard_table.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
+import { SPOOF, spoofIn, type Watcher, watchIn } from "./_frames.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
-const SPOOF = new URL("./_spoof.py", import.meta.url).pathname;
 const PORT = 9999;
 const TABLE = "ferry-portsec";
 
@@ -54,8 +54,8 @@ function send(pod: SimPod, kind: string, ...args: string[]): Promise<void> {
 }
 
 /** Sends one frame of `kind` from `pod`'s interface `ifname`. */
-async function sendOn(pod: SimPod, ifname: string, kind: string, ...args: string[]) {
-  await run("ip", "netns", "exec", pod.ns.name, "python3", SPOOF, ifname, kind, ...args);
+function sendOn(pod: SimPod, ifname: string, kind: string, ...args: string[]): Promise<void> {
+  return spoofIn(pod.ns.name, ifname, kind, ...args);
 }
 
 /** The node's drop counters: packets per port and kind. */
@@ -89,32 +89,8 @@ async function guarded(node: SimNode, pod: SimPod): Promise<boolean> {
 }
 
 /** A UDP listener on PORT in `pod`: the "source payload" lines it received so far. */
-async function listener(pod: SimPod): Promise<{ lines: string[]; stop(): void }> {
-  const child = new Deno.Command("ip", {
-    args: ["netns", "exec", pod.ns.name, "python3", SPOOF, "listen", String(PORT)],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const lines: string[] = [];
-  const ready = Promise.withResolvers<void>();
-  void (async () => {
-    let rest = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      const parts = rest.split("\n");
-      rest = parts.pop()!;
-      for (const l of parts) l === "listening" ? ready.resolve() : lines.push(l);
-    }
-  })().catch(() => {});
-  await ready.promise;
-  return {
-    lines,
-    stop: () => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* gone */ }
-    },
-  };
+function listener(pod: SimPod): Promise<Watcher> {
+  return watchIn(pod.ns.name, SPOOF, "listen", String(PORT));
 }
 
 Deno.test({
