@@ -1,7 +1,7 @@
 /**
  * A running node daemon as its callers see it (the process entrypoint, tests, the demo and the
  * benchmarks): its state, its counters (`GET /v1/stats`) and how it stops. Built by
- * `startDaemon` in `main.ts`.
+ * `startDaemon` in `wiring/main.ts`.
  *
  * @module
  */

@@ -66,7 +66,7 @@ export const IMAGE_ENV: Record<string, string> = {
 };
 
 /** Modules whose dependencies are cached in the image (nothing is fetched at run time). */
-export const IMAGE_CACHED = ["daemon/main.ts", "cni/install.ts"];
+export const IMAGE_CACHED = ["daemon/wiring/main.ts", "cni/install.ts"];
 
 /** The entrypoint: the daemon, with the flags of `daemon/runtime/runtime_flags.ts`. */
 export const IMAGE_ENTRYPOINT = [
@@ -74,7 +74,7 @@ export const IMAGE_ENTRYPOINT = [
   "run",
   ...DAEMON_RUN_FLAGS,
   "--cached-only",
-  "daemon/main.ts",
+  "daemon/wiring/main.ts",
 ];
 
 /** The default arguments. */

@@ -43,7 +43,7 @@ export const ORDER: readonly Part[] = [
   { name: "server", paths: ["daemon/server/"] },
   { name: "install", paths: ["daemon/install/"] },
   { name: "the running daemon", paths: ["daemon/daemon.ts"] },
-  { name: "the composition root", paths: ["daemon/main.ts", "<*_side.ts>"] },
+  { name: "the composition root", paths: ["daemon/wiring/"] },
   { name: "tools", paths: ["daemon/tools/"] },
   {
     name: "the validators' generator",
@@ -61,12 +61,10 @@ export const DAEMON_FOLDERS: readonly string[] = ORDER.flatMap((p) => p.paths).f
 
 /** The part a module (path relative to the root) belongs to, or undefined when it is in none. */
 export function partOf(path: string): Part | undefined {
-  // The builders main.ts calls (`k8s/kube_side.ts`, …) wire every level: the composition root's.
-  const key = /^daemon\/[a-z0-9_]+\/[a-z0-9_]+_side\.ts$/.test(path) ? "<*_side.ts>" : path;
   let best: { part: Part; length: number } | undefined;
   for (const part of ORDER) {
     for (const p of part.paths) {
-      const match = key === p || (p.endsWith("/") && key.startsWith(p));
+      const match = path === p || (p.endsWith("/") && path.startsWith(p));
       if (match && (!best || p.length > best.length)) best = { part, length: p.length };
     }
   }
@@ -191,6 +189,25 @@ Deno.test("no import points from a lower part of the project to a higher one", a
   assertEquals(bad.length, 0, `upward imports:\n${bad.join("\n")}`);
 });
 
+/**
+ * The imports of the daemon's config by modules of the folders below the composition root (the
+ * builders of `daemon/wiring/` choose from the config; the folders take parameters), as readable
+ * lines.
+ */
+export function configReaders(edges: Edge[]): string[] {
+  const root = ORDER.findIndex((p) => p.name === "the composition root");
+  return edges.filter((e) => {
+    const part = partOf(e.from);
+    return part !== undefined && part.name !== "config" && ORDER.indexOf(part) < root &&
+      part.paths.some((p) => DAEMON_FOLDERS.includes(p)) && e.to.startsWith("daemon/config/");
+  }).map((e) => `${e.from} imports "${e.specifier}"`);
+}
+
+Deno.test("the daemon's folders below the composition root import nothing of its config", async () => {
+  const bad = configReaders(await edgesOf(await modules()));
+  assertEquals(bad, [], `config read below the composition root:\n${bad.join("\n")}`);
+});
+
 Deno.test("no modules import each other in a circle, benchmarks included", async () => {
   const found = circles(await edgesOf(await modules()));
   assertEquals(
@@ -209,7 +226,18 @@ Deno.test("the checker sees an upward import and a circle when there is one", ()
   assertEquals(up.length, 1);
   assert(up[0].includes("daemon/records/a.ts") && up[0].includes("../service/b.ts"), up[0]);
   assertEquals(circles(edges), [["daemon/records/a.ts", "daemon/service/b.ts"]]);
-  assertEquals(partOf("daemon/k8s/kube_side.ts")?.name, "the composition root");
+  assertEquals(partOf("daemon/wiring/kube_side.ts")?.name, "the composition root");
+  assertEquals(
+    configReaders([
+      { from: "daemon/net/a.ts", to: "daemon/config/config.ts", specifier: "../config/config.ts" },
+      {
+        from: "daemon/wiring/b.ts",
+        to: "daemon/config/config.ts",
+        specifier: "../config/config.ts",
+      },
+    ]),
+    ['daemon/net/a.ts imports "../config/config.ts"'],
+  );
   assertEquals(partOf("daemon/ipam/local_pool.ts")?.name, "ipam");
   assertEquals(partOf("daemon/ipam/cidr.ts")?.name, "address arithmetic");
   assertEquals(

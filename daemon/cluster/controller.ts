@@ -15,7 +15,6 @@
  * @module
  */
 import type { Logger } from "@logtape/logtape";
-import type { DaemonConfig } from "../config/config.ts";
 import { type NetworkRange, rangesOf } from "../ipam/network_range.ts";
 import { masqueradeRuleset, type Nft } from "./masquerade.ts";
 import type { ClusterNode, NodeMap, Vtep } from "./nodes.ts";
@@ -54,10 +53,29 @@ export interface ControlledNetwork {
   openWith(make: (mtu: number) => Promise<FamilyAllocator[]>, mtu?: number): Promise<void>;
 }
 
+/**
+ * The settings the controller works to: the daemon's config has this shape, and the composition
+ * root hands it in.
+ */
+export interface ClusterSettings {
+  /** This node's name. */
+  nodeName: string;
+  /** Where the node's state is kept (pool mode's block directories). */
+  stateDir: string;
+  /** Where the default network's ranges come from, and the IPPools pool mode claims blocks of. */
+  ipam: { mode: "local" | "kubernetes" | "pool" | "auto"; pools: string[] };
+  /** The pods' MTU as configured (VXLAN takes its overhead off it). */
+  network: { mtu: number };
+  /** How other nodes' pods are reached, and the overlay's device. */
+  routing: { mode: "none" | "host-gw" | "vxlan"; vxlan: { device: string } };
+  /** Masquerade of traffic leaving the pod ranges: on or off, its table, the ranges it spares. */
+  masquerade: { enabled: boolean; table: string; nonMasqueradeCIDRs: string[] };
+}
+
 /** What the controller needs. */
 export interface ClusterControllerDeps {
-  /** The daemon's configuration (node name, modes, masquerade settings). */
-  config: DaemonConfig;
+  /** The settings it works to (node name, modes, masquerade settings). */
+  config: ClusterSettings;
   /** The default network it opens (kubernetes IPAM) and whose ranges it masquerades. */
   network: ControlledNetwork;
   /** The nodes, when a node watch runs. */

@@ -66,7 +66,7 @@ export class DaemonProcess {
       Deno.execPath(),
       "run",
       ...DAEMON_RUN_FLAGS,
-      new URL("../main.ts", import.meta.url).pathname,
+      new URL("../wiring/main.ts", import.meta.url).pathname,
       "--config",
       this.configFile,
     ];

@@ -16,7 +16,7 @@ import { PODS } from "../k8s/resources.ts";
 import { HttpTransport } from "../k8s/transport.ts";
 import { resolveConfig } from "../config/config.ts";
 import { setupLogging } from "../telemetry/log.ts";
-import { startDaemon } from "../main.ts";
+import { startDaemon } from "../wiring/main.ts";
 import { KubeStandin } from "./kube_standin/server.ts";
 
 /** The node the dev daemon serves. */

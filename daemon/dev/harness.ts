@@ -7,7 +7,7 @@
  */
 import { type ConfigOverrides, type DaemonConfig, resolveConfig } from "../config/config.ts";
 import type { Daemon, DaemonOverrides } from "../daemon.ts";
-import { startDaemon } from "../main.ts";
+import { startDaemon } from "../wiring/main.ts";
 import { install, installUnder } from "../../cni/install.ts";
 import { uniqueToken } from "./netns.ts";
 import { DaemonProcess } from "./daemon_process.ts";

@@ -24,7 +24,7 @@ import {
 import { install, installUnder } from "../../cni/install.ts";
 import { findPlugin } from "../../daemon/net/delegate.ts";
 
-const MAIN = new URL("../../daemon/main.ts", import.meta.url).pathname;
+const MAIN = new URL("../../daemon/wiring/main.ts", import.meta.url).pathname;
 
 function spawnDaemon(args: string[], prefix: string[] = []) {
   const [command, ...before] = [...prefix, Deno.execPath()];

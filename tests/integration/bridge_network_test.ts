@@ -2,7 +2,7 @@
 // the installed shim and an in-process daemon. Needs root; every test has its own bridge, subnet,
 // namespaces and state, all removed also when it fails. Only the test's own namespaces are pinged.
 import { assert, assertEquals, assertMatch, assertRejects } from "deno-std/assert/mod.js";
-import { startDaemon } from "../../daemon/main.ts";
+import { startDaemon } from "../../daemon/wiring/main.ts";
 import { SocketInUseError } from "../../daemon/server/socket_server.ts";
 import { cniEnv, netconf, testSubnet6, withFerry } from "../../daemon/dev/harness.ts";
 import {

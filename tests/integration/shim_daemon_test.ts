@@ -12,7 +12,7 @@ import { compareVersions, SUPPORTED_VERSIONS } from "../../lib/cni/versions.ts";
 import { validateCniResult } from "../../lib/_generated/validateCniResult.js";
 import { validateCniError } from "../../lib/_generated/validateCniError.js";
 import { cniEnv, netconf, type TestFerry, withFerry } from "../../daemon/dev/harness.ts";
-import { startDaemon } from "../../daemon/main.ts";
+import { startDaemon } from "../../daemon/wiring/main.ts";
 import {
   hostLinkExists,
   ipIn,

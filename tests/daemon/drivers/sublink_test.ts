@@ -3,7 +3,7 @@ import { getLogger } from "@logtape/logtape";
 import { SublinkDriver } from "../../../daemon/drivers/sublink.ts";
 import { resolveConfig } from "../../../daemon/config/config.ts";
 import { Libc } from "../../../daemon/net/netlink/libc.ts";
-import { podGuardSide } from "../../../daemon/portsec/portsec_side.ts";
+import { podGuardSide } from "../../../daemon/wiring/portsec_side.ts";
 import { IS_ROOT, run, uniqueToken, withNetns } from "../../../daemon/dev/netns.ts";
 import type { Plumber, SublinkSpec } from "../../../daemon/net/plumber.ts";
 import { stableMac } from "../../../daemon/net/naming.ts";

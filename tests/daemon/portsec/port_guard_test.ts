@@ -15,7 +15,7 @@ import {
 } from "../../../daemon/portsec/guard_table.ts";
 import { dropIncreases, dropsOf, PortGuard } from "../../../daemon/portsec/port_guard.ts";
 import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
-import { spoofingReporter } from "../../../daemon/portsec/portsec_side.ts";
+import { spoofingReporter } from "../../../daemon/portsec/spoofing.ts";
 import { podGuardScript } from "../../../daemon/portsec/pod_guard.ts";
 import { assertNftAccepts, HAS_NFT } from "../policy/_nft.ts";
 

@@ -10,12 +10,12 @@ Deno.test("the Dockerfile's entrypoint starts the daemon with the flags of runti
   const line = dockerfile.split("\n").find((l) => l.startsWith("ENTRYPOINT "));
   const argv: string[] = JSON.parse(line!.slice("ENTRYPOINT ".length));
   assertEquals(argv.slice(0, 2), ["deno", "run"]);
-  assertEquals(argv.at(-1), "daemon/main.ts");
+  assertEquals(argv.at(-1), "daemon/wiring/main.ts");
   // The image adds --cached-only (it fetches nothing); every other flag is the shared list.
   assertEquals(argv.slice(2, -1).filter((f) => f !== "--cached-only"), DAEMON_RUN_FLAGS);
 });
 
 Deno.test("deno task daemon starts the daemon with the flags of runtime_flags.ts", async () => {
   const tasks = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT))).tasks;
-  assertEquals(tasks.daemon, `deno run ${DAEMON_RUN_FLAGS.join(" ")} daemon/main.ts`);
+  assertEquals(tasks.daemon, `deno run ${DAEMON_RUN_FLAGS.join(" ")} daemon/wiring/main.ts`);
 });

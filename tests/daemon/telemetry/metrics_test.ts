@@ -2,7 +2,7 @@
 // rule and per pod, since one policy rule is several nft rules (families, peers, pods).
 import { assertEquals } from "deno-std/assert/mod.js";
 import { FerryMetrics } from "../../../daemon/telemetry/metrics.ts";
-import { spoofedByPod } from "../../../daemon/portsec/portsec_side.ts";
+import { spoofedByPod } from "../../../daemon/portsec/spoofing.ts";
 
 Deno.test("the policy counters of one rule, or one pod's drops, are one series each, summed", () => {
   const metrics = new FerryMetrics({

@@ -11,7 +11,7 @@ import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { DaemonConfig } from "../config/config.ts";
 import type { BlockIpam } from "../ipam/block_ipam.ts";
 import { NodeCheck, type NodeCheckDeps, type NodeCheckStats } from "../ipam/node_check.ts";
-import { type KubeSide, podSubject } from "../k8s/kube_side.ts";
+import { type KubeSide, podSubject } from "./kube_side.ts";
 import { kubeBlockApi } from "../ipam/pool_api.ts";
 import { kubeNetworkBlockApi } from "../ipam/network_block_api.ts";
 import { kubeLeaseApi } from "../k8s/lease_api.ts";
@@ -21,10 +21,10 @@ import type { NetnsGuard } from "../net/netns_guard.ts";
 import type { AttachmentStore } from "../records/attachment_store.ts";
 import type { CniService } from "../service/cni_service.ts";
 import type { DefaultNetwork } from "../service/default_network.ts";
-import { DeadNodeBlocks, type DeadNodeBlocksStats } from "./dead_node_blocks.ts";
+import { DeadNodeBlocks, type DeadNodeBlocksStats } from "../gc/dead_node_blocks.ts";
 import { LeaderLease } from "../k8s/leader_lease.ts";
-import { NetnsSweep, type NetnsSweepStats } from "./netns_sweep.ts";
-import { PodGc, type PodGcStats } from "./pod_gc.ts";
+import { NetnsSweep, type NetnsSweepStats } from "../gc/netns_sweep.ts";
+import { PodGc, type PodGcStats } from "../gc/pod_gc.ts";
 
 /**
  * How often a standalone daemon looks for attachments whose network namespace is gone (also once

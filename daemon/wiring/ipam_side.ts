@@ -8,15 +8,15 @@
 import { getLogger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config/config.ts";
 import { ConfigError } from "../config/config.ts";
-import type { KubeSide } from "../k8s/kube_side.ts";
-import { CLAIM_LEASE, kubeBlockApi } from "./pool_api.ts";
+import type { KubeSide } from "./kube_side.ts";
+import { CLAIM_LEASE, kubeBlockApi } from "../ipam/pool_api.ts";
 import type { Plumber } from "../net/plumber.ts";
 import type { AttachmentStore } from "../records/attachment_store.ts";
-import type { NetworkRange } from "./network_range.ts";
-import type { FamilyAllocator } from "./allocator.ts";
-import { BlockIpam } from "./block_ipam.ts";
-import { parseCidr } from "./cidr.ts";
-import { defaultRange } from "./local_pool.ts";
+import type { NetworkRange } from "../ipam/network_range.ts";
+import type { FamilyAllocator } from "../ipam/allocator.ts";
+import { BlockIpam } from "../ipam/block_ipam.ts";
+import { parseCidr } from "../ipam/cidr.ts";
+import { defaultRange } from "../ipam/local_pool.ts";
 
 /**
  * The default network's ranges in `local` IPAM mode: `subnet`, and `subnet6` for dual stack.

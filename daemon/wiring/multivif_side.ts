@@ -8,13 +8,13 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { DaemonConfig } from "../config/config.ts";
-import type { KubeSide } from "../k8s/kube_side.ts";
+import type { KubeSide } from "./kube_side.ts";
 import type { IpRunner } from "../net/ip_runner.ts";
 import type { CniServiceDeps } from "../service/cni_service.ts";
-import { type MultiVifDriver, NoopDriver, NpwgDriver } from "./drivers.ts";
-import { SystemNodeDevices } from "./node_devices.ts";
-import { SystemNodeLinks } from "./node_links.ts";
-import { podMacsOf } from "./parent_guard.ts";
+import { type MultiVifDriver, NoopDriver, NpwgDriver } from "../multivif/drivers.ts";
+import { SystemNodeDevices } from "../multivif/node_devices.ts";
+import { SystemNodeLinks } from "../multivif/node_links.ts";
+import { podMacsOf } from "../multivif/parent_guard.ts";
 import type { Attachment } from "../records/attachment_store.ts";
 
 /** What the multi-network side is built from. */

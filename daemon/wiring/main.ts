@@ -1,62 +1,58 @@
 /**
- * `deno task daemon`: the node daemon, wired in this one place (the composition root). Each side
- * is built in the folder of its concept from its collaborators: the kernel (`net/plumbing.ts`),
- * Kubernetes (`k8s/kube_side.ts`), IPAM (`ipam/ipam_side.ts`), the cluster
- * (`cluster/cluster_side.ts`), multiple networks (`multivif/multivif_side.ts`), garbage collection
- * (`gc/gc_side.ts`) and serving (`server/server_side.ts`).
+ * `deno task daemon`: the node daemon, wired in this one place (the composition root,
+ * `daemon/wiring/`). Each side is built by its builder beside this file, which chooses that
+ * part's collaborators from the config: the kernel (`plumbing_side.ts`), Kubernetes
+ * (`kube_side.ts`), IPAM (`ipam_side.ts`), the cluster (`cluster_side.ts`), port security
+ * (`portsec_side.ts`), multiple networks (`multivif_side.ts`), garbage collection (`gc_side.ts`)
+ * and serving (`server_side.ts`).
  *
  * Usage: `deno task daemon [--config FILE] [--socket PATH] [--node-name NAME] [--kubeconfig FILE] [--state-dir DIR] [--sysctl-dir DIR] [--staged-conflist FILE] [--standalone]`
  *
  * @module
  */
 import { getLogger } from "@logtape/logtape";
-import { abandonedWork, STOP_MARGIN_SECONDS } from "./daemon.ts";
-import { parseDaemonArgs } from "./config/args.ts";
-import { type DaemonConfig, loadConfig } from "./config/config.ts";
-import type { Daemon, DaemonOverrides, DaemonStats } from "./daemon.ts";
-import { clusterSide } from "./cluster/cluster_side.ts";
-import { gcSide } from "./gc/gc_side.ts";
-import { ConflistPublisher } from "./install/conflist_publisher.ts";
-import { localRanges, poolIpam } from "./ipam/ipam_side.ts";
-import { connectKube, type KubeSide } from "./k8s/kube_side.ts";
-import { ferryPodRanges, multiVifSide } from "./multivif/multivif_side.ts";
-import { policyProblems } from "./policy/policy_watches.ts";
-import { stopRunningPlugins } from "./net/delegate.ts";
-import { NetnsGuard } from "./net/netns_guard.ts";
-import { ChildSet } from "./runtime/child_set.ts";
-import { openPlumbing } from "./net/plumbing.ts";
-import { takeCpuPriority } from "./runtime/cpu_priority.ts";
-import { IdleTrimmer, mallocTrim } from "./runtime/idle_trim.ts";
-import { serverSide } from "./server/server_side.ts";
-import { claimSocketPath } from "./server/socket_server.ts";
-import { AttachmentStore } from "./records/attachment_store.ts";
-import { CniService } from "./service/cni_service.ts";
-import { DefaultNetwork } from "./service/default_network.ts";
-import { setupLogging, teardownLogging } from "./telemetry/log.ts";
-import { FerryMetrics } from "./telemetry/metrics.ts";
-import { PhaseStats } from "./telemetry/phase_stats.ts";
-import { StopWatchdog, type WatchdogVerdict } from "./runtime/stop_watchdog.ts";
-import { SublinkDriver } from "./drivers/sublink.ts";
-import { DelegatedDriver } from "./drivers/delegated.ts";
-import { heldOnBridgeFrom, NadBridgeDriver } from "./drivers/nad_bridge.ts";
-import {
-  podGuardSide,
-  portSecuritySide,
-  removeGuardTable,
-  spoofedByPod,
-  spoofingReporter,
-} from "./portsec/portsec_side.ts";
-import { NativeNadIpam } from "./drivers/nad_native_ipam.ts";
-import { SpaceOwners } from "./ipam/nad_space_owners.ts";
-import { kubeNetworkOwnerApi, OWNER_CLAIM_LEASE } from "./ipam/network_owner_api.ts";
-import { NadNetworkIpam } from "./ipam/nad_network_ipam.ts";
-import { WhereaboutsReservations } from "./ipam/whereabouts_migration.ts";
-import { KubeApiError } from "./k8s/errors.ts";
-import { PODS, WHEREABOUTS_IPPOOLS } from "./k8s/resources.ts";
-import type { WhereaboutsPoolObject } from "./ipam/whereabouts_pools.ts";
-import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "./ipam/network_block_api.ts";
-import { ipPoolReader } from "./ipam/ip_pool_reader.ts";
-import { networkPoolsOf } from "./ipam/nad_ferry_ipam.ts";
+import { abandonedWork, STOP_MARGIN_SECONDS } from "../daemon.ts";
+import { parseDaemonArgs } from "../config/args.ts";
+import { type DaemonConfig, loadConfig } from "../config/config.ts";
+import type { Daemon, DaemonOverrides, DaemonStats } from "../daemon.ts";
+import { clusterSide } from "./cluster_side.ts";
+import { gcSide } from "./gc_side.ts";
+import { ConflistPublisher } from "../install/conflist_publisher.ts";
+import { localRanges, poolIpam } from "./ipam_side.ts";
+import { connectKube, type KubeSide } from "./kube_side.ts";
+import { ferryPodRanges, multiVifSide } from "./multivif_side.ts";
+import { policyProblems } from "../policy/policy_watches.ts";
+import { stopRunningPlugins } from "../net/delegate.ts";
+import { NetnsGuard } from "../net/netns_guard.ts";
+import { ChildSet } from "../runtime/child_set.ts";
+import { openPlumbing } from "./plumbing_side.ts";
+import { takeCpuPriority } from "../runtime/cpu_priority.ts";
+import { IdleTrimmer, mallocTrim } from "../runtime/idle_trim.ts";
+import { serverSide } from "./server_side.ts";
+import { claimSocketPath } from "../server/socket_server.ts";
+import { AttachmentStore } from "../records/attachment_store.ts";
+import { CniService } from "../service/cni_service.ts";
+import { DefaultNetwork } from "../service/default_network.ts";
+import { setupLogging, teardownLogging } from "../telemetry/log.ts";
+import { FerryMetrics } from "../telemetry/metrics.ts";
+import { PhaseStats } from "../telemetry/phase_stats.ts";
+import { StopWatchdog, type WatchdogVerdict } from "../runtime/stop_watchdog.ts";
+import { SublinkDriver } from "../drivers/sublink.ts";
+import { DelegatedDriver } from "../drivers/delegated.ts";
+import { heldOnBridgeFrom, NadBridgeDriver } from "../drivers/nad_bridge.ts";
+import { podGuardSide, portSecuritySide, removeGuardTable } from "./portsec_side.ts";
+import { spoofedByPod, spoofingReporter } from "../portsec/spoofing.ts";
+import { NativeNadIpam } from "../drivers/nad_native_ipam.ts";
+import { SpaceOwners } from "../ipam/nad_space_owners.ts";
+import { kubeNetworkOwnerApi, OWNER_CLAIM_LEASE } from "../ipam/network_owner_api.ts";
+import { NadNetworkIpam } from "../ipam/nad_network_ipam.ts";
+import { WhereaboutsReservations } from "../ipam/whereabouts_migration.ts";
+import { KubeApiError } from "../k8s/errors.ts";
+import { PODS, WHEREABOUTS_IPPOOLS } from "../k8s/resources.ts";
+import type { WhereaboutsPoolObject } from "../ipam/whereabouts_pools.ts";
+import { kubeNetworkBlockApi, NAD_CLAIM_LEASE } from "../ipam/network_block_api.ts";
+import { ipPoolReader } from "../ipam/ip_pool_reader.ts";
+import { networkPoolsOf } from "../ipam/nad_ferry_ipam.ts";
 
 /**
  * Starts a daemon with `config`: opens its state, connects to Kubernetes (unless standalone),

@@ -5,7 +5,7 @@ import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import { resolveConfig } from "../../../daemon/config/config.ts";
 import { Libc } from "../../../daemon/net/netlink/libc.ts";
-import { podGuardSide } from "../../../daemon/portsec/portsec_side.ts";
+import { podGuardSide } from "../../../daemon/wiring/portsec_side.ts";
 import { podGuardScript, podGuardTable } from "../../../daemon/portsec/pod_guard.ts";
 import { ChildSet } from "../../../daemon/runtime/child_set.ts";
 import { IS_ROOT, run, uniqueToken, withNetns } from "../../../daemon/dev/netns.ts";

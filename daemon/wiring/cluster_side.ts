@@ -8,18 +8,18 @@
  */
 import { getLogger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config/config.ts";
-import type { KubeSide } from "../k8s/kube_side.ts";
+import type { KubeSide } from "./kube_side.ts";
 import { kubeLeaseApi } from "../k8s/lease_api.ts";
-import type { Plumbing } from "../net/plumbing.ts";
+import type { Plumbing } from "./plumbing_side.ts";
 import type { DefaultNetwork } from "../service/default_network.ts";
-import type { PoolIpam } from "../ipam/ipam_side.ts";
-import { ClusterController } from "./controller.ts";
-import { NftRunner } from "./masquerade.ts";
-import { NetlinkRouteTable } from "./netlink_route_table.ts";
-import { NetlinkVxlanEntries } from "./netlink_vxlan_entries.ts";
-import { NodeIdentity, nodeLeaseName } from "./node_identity.ts";
-import { IpRouteTable } from "./route_table.ts";
-import { IpVxlanEntries, VxlanDevice } from "./vxlan.ts";
+import type { PoolIpam } from "./ipam_side.ts";
+import { ClusterController } from "../cluster/controller.ts";
+import { NftRunner } from "../cluster/masquerade.ts";
+import { NetlinkRouteTable } from "../cluster/netlink_route_table.ts";
+import { NetlinkVxlanEntries } from "../cluster/netlink_vxlan_entries.ts";
+import { NodeIdentity, nodeLeaseName } from "../cluster/node_identity.ts";
+import { IpRouteTable } from "../cluster/route_table.ts";
+import { IpVxlanEntries, VxlanDevice } from "../cluster/vxlan.ts";
 
 /**
  * How long the node identity Lease lasts without renewal: a daemon whose node's state was lost

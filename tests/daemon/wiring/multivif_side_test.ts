@@ -1,8 +1,8 @@
 import { assertEquals, assertThrows } from "deno-std/assert/mod.js";
-import { ferryPodRanges } from "../../../daemon/multivif/multivif_side.ts";
+import { ferryPodRanges } from "../../../daemon/wiring/multivif_side.ts";
 import { DEFAULT_CONFIG } from "../../../daemon/config/config.ts";
 import { CniError } from "../../../lib/cni/errors.ts";
-import type { KubeSide } from "../../../daemon/k8s/kube_side.ts";
+import type { KubeSide } from "../../../daemon/wiring/kube_side.ts";
 
 const kubeWith = (synced: boolean) =>
   ({

@@ -7,11 +7,11 @@
  */
 import type { Logger } from "@logtape/logtape";
 import type { DaemonConfig } from "../config/config.ts";
-import { IpPlumber } from "./ip_plumber.ts";
-import { SpawningIpRunner } from "./ip_runner.ts";
-import { Libc } from "./netlink/libc.ts";
-import { NetlinkPlumber } from "./netlink/netlink_plumber.ts";
-import type { Plumber } from "./plumber.ts";
+import { IpPlumber } from "../net/ip_plumber.ts";
+import { SpawningIpRunner } from "../net/ip_runner.ts";
+import { Libc } from "../net/netlink/libc.ts";
+import { NetlinkPlumber } from "../net/netlink/netlink_plumber.ts";
+import type { Plumber } from "../net/plumber.ts";
 
 /** The kernel side of one daemon. */
 export interface Plumbing {

@@ -29,14 +29,14 @@ import type { NftSys } from "../policy/nft_netlink.ts";
 import { Libc } from "../net/netlink/libc.ts";
 import type { PolicyEnforcer } from "../policy/policy_enforcer.ts";
 import type { MultiPolicyEnforcer } from "../policy/multi_policy_enforcer.ts";
-import { AnnotationWriter } from "./annotation_writer.ts";
-import { KubeClient } from "./client.ts";
-import { Informer } from "./informer.ts";
-import { inClusterConfig, loadKubeconfig } from "./kubeconfig.ts";
+import { AnnotationWriter } from "../k8s/annotation_writer.ts";
+import { KubeClient } from "../k8s/client.ts";
+import { Informer } from "../k8s/informer.ts";
+import { inClusterConfig, loadKubeconfig } from "../k8s/kubeconfig.ts";
 import { poolInformers } from "../ipam/pool_api.ts";
-import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "./resources.ts";
-import { CountingTransport, HttpTransport } from "./transport.ts";
-import { Watcher } from "./watcher.ts";
+import { NETWORK_ATTACHMENT_DEFINITIONS, NODES, PODS } from "../k8s/resources.ts";
+import { CountingTransport, HttpTransport } from "../k8s/transport.ts";
+import { Watcher } from "../k8s/watcher.ts";
 
 /**
  * The system calls of NETLINK_NETFILTER (libc; FFI must load): the denied-connection log reads

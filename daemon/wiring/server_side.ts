@@ -12,9 +12,9 @@ import type { DaemonConfig } from "../config/config.ts";
 import type { IdleTrimmer } from "../runtime/idle_trim.ts";
 import type { CniService, Undelivered } from "../service/cni_service.ts";
 import type { FerryMetrics } from "../telemetry/metrics.ts";
-import { type HttpPort, type HttpPortDeps, serveHttpPort } from "./http_port.ts";
-import { createRouter, protocolErrorReply } from "./router.ts";
-import { serveOnSocket, type SocketServer } from "./socket_server.ts";
+import { type HttpPort, type HttpPortDeps, serveHttpPort } from "../server/http_port.ts";
+import { createRouter, protocolErrorReply } from "../server/router.ts";
+import { serveOnSocket, type SocketServer } from "../server/socket_server.ts";
 
 /** What serving is built from. */
 export interface ServerSideDeps {
