@@ -13,6 +13,13 @@ import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "
 const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
 const NO_ADDRESS = /Cannot assign requested address/i;
 
+/** A random, locally administered unicast MAC (a new bridge's own). */
+function randomLocalMac(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(6));
+  bytes[0] = (bytes[0] & 0xfc) | 0x02;
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(":");
+}
+
 /** Options of the iproute2 plumber. */
 export interface IpPlumberOptions {
   /** Whether {@link Plumber.ensureBridge} turns on IP forwarding (default true). */
@@ -44,14 +51,16 @@ export class IpPlumber implements Plumber {
   /** Creates (when missing) and configures the bridge; repeating it is harmless. */
   async ensureBridge(spec: BridgeSpec): Promise<void> {
     try {
-      const exists = await this.#linkExists(spec.name);
-      const plan = planBridge(spec, exists, this.#forwarding);
-      if (plan.create.length) {
-        await this.#ip.batch(plan.create).catch(async (e) => {
-          // Another daemon or an operator may have created it meanwhile.
-          if (!(await this.#linkExists(spec.name))) throw e;
-        });
+      let current = await this.#macOf(spec.name);
+      if (current === undefined) {
+        const create = planBridge(spec, false, this.#forwarding, randomLocalMac()).create;
+        current = await this.#ip.batch(create).then(
+          () => this.#macOf(spec.name),
+          // Another daemon or an operator may have created it meanwhile: its MAC is kept.
+          async (e) => (await this.#macOf(spec.name)) ?? Promise.reject(e),
+        );
       }
+      const plan = planBridge(spec, true, this.#forwarding, current || undefined);
       const sysctls = [...plan.configure.sysctls];
       if (this.#forwarding) {
         sysctls.push(...(await bridgeNetfilterSysctls(spec.gateways, this.#sysctlDir)));
@@ -62,12 +71,18 @@ export class IpPlumber implements Plumber {
     }
   }
 
-  async #linkExists(name: string): Promise<boolean> {
+  /** The MAC of link `name` ("" when unreadable), or undefined when there is no such link. */
+  async #macOf(name: string): Promise<string | undefined> {
     try {
-      await this.#ip.batch([`link show dev ${name}`]);
-      return true;
+      const out = await this.#ip.batch([`link show dev ${name}`], { json: true });
+      // "" when it exists but its MAC cannot be read (nothing is then set).
+      try {
+        return (JSON.parse(out) as { address?: string }[])[0]?.address ?? "";
+      } catch {
+        return "";
+      }
     } catch (e) {
-      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return false;
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return undefined;
       throw e;
     }
   }

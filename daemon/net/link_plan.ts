@@ -9,7 +9,14 @@
  *
  * @module
  */
-import type { BridgeSpec, InterfaceAddress, PodRoute, SublinkSpec, VethSpec } from "./plumber.ts";
+import {
+  type BridgeSpec,
+  GUARDED_GROUP_FWD_MASK,
+  type InterfaceAddress,
+  type PodRoute,
+  type SublinkSpec,
+  type VethSpec,
+} from "./plumber.ts";
 
 /** One sysctl write: the path under `/proc/sys/` and the value. */
 export type Sysctl = [path: string, value: string];
@@ -98,12 +105,18 @@ export function defaultRoutes(addresses: InterfaceAddress[]): PodRoute[] {
 }
 
 /**
- * Plans the bridge: created when `exists` is false, then up with its MTU, no learning from
+ * Plans the bridge: created when `exists` is false, then its MAC set to `mac` when given (a
+ * bridge's own when it exists: set, it no longer follows its ports'), up with its MTU, no learning from
  * link-local group frames, and the gateway addresses (`addr replace`, so repeating it changes nothing); sysctls: IPv4 forwarding when any
  * gateway is IPv4, IPv6 enabled on the bridge and IPv6 forwarding when any is IPv6 (only when
  * `forwarding`).
  */
-export function planBridge(spec: BridgeSpec, exists: boolean, forwarding: boolean): {
+export function planBridge(
+  spec: BridgeSpec,
+  exists: boolean,
+  forwarding: boolean,
+  mac?: string,
+): {
   create: string[];
   configure: NamespacePlan;
 } {
@@ -114,10 +127,15 @@ export function planBridge(spec: BridgeSpec, exists: boolean, forwarding: boolea
   if (forwarding && v4) sysctls.push(["net/ipv4/ip_forward", "1"]);
   if (forwarding && v6) sysctls.push(["net/ipv6/conf/all/forwarding", "1"]);
   return {
-    create: exists ? [] : [`link add ${spec.name} mtu ${spec.mtu} type bridge`],
+    create: exists ? [] : [
+      `link add ${spec.name} mtu ${spec.mtu}${mac ? ` address ${mac}` : ""} type bridge`,
+    ],
     configure: {
       sysctls,
       lines: [
+        // Set, the bridge's MAC stays: otherwise it follows the lowest MAC of its ports, and when
+        // that port leaves, pods' frames to the gateway MAC they cached flood to every port.
+        ...(mac ? [`link set ${spec.name} address ${mac}`] : []),
         `link set ${spec.name} mtu ${spec.mtu} up`,
         // No learning from link-local group frames (802.1X, LLDP, STP…): the bridge handles
         // those before its netfilter hooks, so port security never sees them (Linux 5.2).
@@ -148,8 +166,11 @@ export function planVeth(spec: VethSpec): PlugPlan {
         `link add ${host} mtu ${mtu} address ${spec.hostMac}${group} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
         `link set ${host} master ${spec.bridge} up`,
         // Before the pod end is up: the bridge learns from no frame of the pod's (link-local
-        // group frames are learned from before any netfilter hook), its MAC is a static entry.
-        `link set ${host} type bridge_slave hairpin on learning off`,
+        // group frames are learned from before any netfilter hook), its MAC is a static entry,
+        // and no frame to a MAC the bridge does not know (someone else's) is flooded to it.
+        `link set ${host} type bridge_slave hairpin on learning off flood off${
+          spec.hostGroup ? ` group_fwd_mask 0x${GUARDED_GROUP_FWD_MASK.toString(16)}` : ""
+        }`,
       ],
       bridgeLines: [`fdb replace ${spec.containerMac} dev ${host} master static sticky`],
     },

@@ -34,6 +34,15 @@ export interface BridgeSpec {
   gateways: string[];
 }
 
+/**
+ * The IEEE link-local groups (`01:80:c2:00:00:0X`, one bit each) a guarded pod port's frames take
+ * the bridge's forwarding path for, through its prerouting hook, where the guard sees and drops
+ * them: every group but pause (bit 1, which the bridge drops itself and a port may not forward).
+ * Otherwise the bridge hands such a frame up the port's own stack, past every bridge hook: an
+ * IPv4 packet or ARP request in one reached the node from any address.
+ */
+export const GUARDED_GROUP_FWD_MASK = 0xfffd;
+
 /** Everything needed to plug one veth pair whose host end joins the node bridge. */
 export interface VethSpec {
   /** The pod's network namespace (a path). */

@@ -484,7 +484,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "both plumbers leave a pod's port learning nothing: learning off on the port, the pod's MAC a static, sticky entry, and the bridge learning from no link-local group frame",
+    "both plumbers leave a pod's port learning nothing: learning and unknown-unicast flooding off on the port, the pod's MAC a static, sticky entry, and the bridge with a MAC of its own, learning from no link-local group frame",
   ...opts,
   fn: () =>
     withNetns(2, async (namespaces) => {
@@ -507,15 +507,31 @@ Deno.test({
             hostMac: `02:00:00:00:0${i}:01`,
             mtu: 1500,
             addresses: [{ cidr: "10.99.6.5/24", gateway: "10.99.6.1" }],
+            // A guarded port (port security's group).
+            hostGroup: 0x46000a00 + i,
           });
           const port = JSON.parse(await run("bridge", "-d", "-j", "link", "show", "dev", host)) as {
             learning?: boolean;
             hairpin?: boolean;
+            flood?: boolean;
           }[];
           assertEquals(
-            [port[0].learning, port[0].hairpin],
-            [false, true],
-            `${which}: port ${host} learns nothing and is in hairpin mode`,
+            [port[0].learning, port[0].hairpin, port[0].flood],
+            [false, true, false],
+            `${which}: port ${host} learns nothing, is in hairpin mode and gets no unknown unicast`,
+          );
+          const slave = JSON.parse(await run("ip", "-d", "-j", "link", "show", "dev", host)) as {
+            linkinfo: { info_slave_data: { group_fwd_mask?: string } };
+          }[];
+          assertEquals(
+            slave[0].linkinfo.info_slave_data.group_fwd_mask,
+            "0xfffd",
+            `${which}: guarded port ${host} sends its link-local group frames through the guard`,
+          );
+          assertEquals(
+            (await Deno.readTextFile(`/sys/class/net/${bridge}/addr_assign_type`)).trim(),
+            "3",
+            `${which}: bridge ${bridge}'s MAC is set (it does not follow its ports')`,
           );
           const fdb = JSON.parse(await run("bridge", "-j", "fdb", "show", "dev", host)) as {
             mac: string;

@@ -13,6 +13,7 @@ import { NETWORK_ATTACHMENT_DEFINITIONS } from "../../daemon/k8s/resources.ts";
 import { installNadCrd } from "../../daemon/dev/crds.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
+import { dropsOf } from "../../daemon/portsec/port_guard.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
 import { SPOOF, spoofIn as spoof, watchIn } from "./_frames.ts";
@@ -326,4 +327,166 @@ Deno.test({
         );
       },
     ),
+});
+
+/** ARP requests for `target` from `count` sender addresses 10.77.x.y the pod does not own. */
+const ARP_FLOOD = `
+import socket, struct, sys
+ifname, mac, dst, target, count = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), bytes.fromhex(sys.argv[3].replace(":", "")), sys.argv[4], int(sys.argv[5])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((ifname, 0))
+for i in range(count):
+    body = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac + bytes([10, 77, i >> 8 & 255, i & 255]) + bytes(6) + socket.inet_aton(target)
+    s.send(dst + mac + b"\\x08\\x06" + body)
+`;
+
+Deno.test({
+  name:
+    "layer 2 to the node's own stack: a pod's IPv4 in frames to each link-local group (which the bridge would hand up its port's own stack, past the guard) reaches no socket of the node, from another pod's address or its own, and 2,000 ARP requests in such frames from addresses the pod does not own leave no entry in the node's neighbour table: the guard drops and counts them",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      const victim = await c.addPod(node, "llv", 0);
+      const evil = await c.addPod(node, "lle", 0);
+      const evilMac = stableMac(evil.containerId, "eth0", "container");
+      const evilPort = hostLinkName(evil.containerId, "eth0");
+      const atNode = await watchIn(node.ns.name, SPOOF, "listen", String(PORT));
+      try {
+        for (const [what, dst] of destinations("", "").slice(0, 16)) {
+          for (const [src, who] of [[victim.ip, "forged"], [evil.ip, "own"]]) {
+            await spoof(
+              evil.ns.name,
+              "eth0",
+              "udp4",
+              evilMac,
+              dst,
+              src,
+              node.address,
+              String(PORT),
+              `${who} ${what}`,
+            );
+          }
+        }
+        // The pod's own datagram, unicast through the bridge: once it is there, the node has seen
+        // every frame above.
+        await datagrams(evil.ns.name, node.address, "marker", 1);
+        await eventually(
+          () => Promise.resolve(atNode.lines.some((l) => l === `${evil.ip} marker 0`)),
+          "the pod's ordinary datagram reached the node",
+        );
+        assertEquals(
+          atNode.lines.filter((l) => !l.includes(" marker ")),
+          [],
+          "datagrams in frames to a link-local group reached the node's socket (past the guard)",
+        );
+        for (const dst of ["01:80:c2:00:00:03", "01:80:c2:00:00:0e"]) {
+          await run(
+            "ip",
+            "netns",
+            "exec",
+            evil.ns.name,
+            "python3",
+            "-c",
+            ARP_FLOOD,
+            "eth0",
+            evilMac,
+            dst,
+            node.address,
+            "2000",
+          );
+          const before = atNode.lines.length;
+          await datagrams(evil.ns.name, node.address, `marker-${dst}`, 1);
+          await eventually(
+            () =>
+              Promise.resolve(atNode.lines.slice(before).some((l) => l.includes(`marker-${dst}`))),
+            `the pod's ordinary datagram after the ARP requests to ${dst} reached the node`,
+          );
+          const entries = JSON.parse(
+            await run("ip", "-n", node.ns.name, "-j", "-4", "neigh", "show", "dev", evilPort),
+          ) as unknown[];
+          assertEquals(
+            entries.length,
+            0,
+            `2,000 ARP requests to ${dst} from addresses the pod does not own left ${entries.length} entries in the node's neighbour table`,
+          );
+        }
+        // Through the guard, and counted there as what they are.
+        const json = await run(
+          "ip",
+          "netns",
+          "exec",
+          node.ns.name,
+          "nft",
+          "-j",
+          "list",
+          "table",
+          "bridge",
+          "ferry-portsec",
+        );
+        const counted = new Map(dropsOf(json).map((d) => [`${d.port}/${d.kind}`, d.packets]));
+        for (const kind of ["linklocal", "arp"]) {
+          assert(
+            (counted.get(`${evilPort}/${kind}`) ?? 0) > 0,
+            `the guard counted none of the pod's link-local group frames as ${kind}: ${
+              JSON.stringify([...counted])
+            }`,
+          );
+        }
+      } finally {
+        atNode.stop();
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "layer 2 on the node bridge: the bridge's MAC is its own and stays when any pod leaves, so the other pods' datagrams to the gateway MAC they cached reach the node and no other pod's interface",
+  ...opts,
+  fn: () =>
+    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
+      const [node] = c.nodes;
+      const pods: SimPod[] = [];
+      for (const n of ["bma", "bmb", "bmc", "bmd"]) pods.push(await c.addPod(node, n, 0));
+      const bridgeMac = await macIn(node.ns.name, "ferry0");
+      const ports = await Promise.all(
+        pods.map((p) => macIn(node.ns.name, hostLinkName(p.containerId, "eth0"))),
+      );
+      // The pod whose host-side MAC the bridge took, if any (its own MAC: none, the first goes).
+      const leaver = pods[ports.indexOf(bridgeMac)] ?? pods[0];
+      const [client, evil] = pods.filter((p) => p !== leaver);
+      // The client resolves the gateway, as every pod talking off its node does.
+      const gateway = JSON.parse(
+        await run("ip", "-n", client.ns.name, "-j", "-4", "route", "show", "default"),
+      )[0].gateway as string;
+      await run("ip", "netns", "exec", client.ns.name, "ping", "-c", "1", "-W", "5", gateway);
+      const atNode = await watchIn(node.ns.name, SPOOF, "listen", String(PORT));
+      const sniffed = await watchIn(evil.ns.name, SPOOF, "sniff", "eth0", String(PORT));
+      try {
+        assertEquals((await c.removePod(leaver)).code, 0, "the leaving pod's DEL");
+        assertEquals(
+          await macIn(node.ns.name, "ferry0"),
+          bridgeMac,
+          "the bridge's MAC changed as a pod left",
+        );
+        await datagrams(client.ns.name, node.address, "to-node", 10);
+        await eventually(
+          () => Promise.resolve(atNode.lines.filter((l) => l.includes("to-node")).length === 10),
+          "the client's 10 datagrams reached the node",
+        );
+        // Then one to the evil pod itself: once its sniffer has it, it has seen what came before.
+        await datagrams(client.ns.name, evil.ip, "to-evil", 1);
+        await eventually(
+          () => Promise.resolve(sniffed.lines.some((l) => l.includes("to-evil"))),
+          "the client's datagram to the evil pod reached it",
+        );
+        assertEquals(
+          sniffed.lines.filter((l) => l.includes("to-node")),
+          [],
+          "the client's datagrams to the node reached another pod's interface",
+        );
+      } finally {
+        atNode.stop();
+        sniffed.stop();
+      }
+    }),
 });

@@ -7,6 +7,7 @@
  * @module
  */
 import { concatBytes } from "../../../lib/bytes.ts";
+import { GUARDED_GROUP_FWD_MASK } from "../plumber.ts";
 import { formatIp, parseIp } from "../../ipam/cidr.ts";
 
 /** Message types and flags Ferry uses. */
@@ -179,15 +180,21 @@ const RTM_SETLINK = 19;
 const IFLA_PROTINFO = 12;
 const IFLA_BRPORT_MODE = 4;
 const IFLA_BRPORT_LEARNING = 8;
+const IFLA_BRPORT_UNICAST_FLOOD = 9;
+const IFLA_BRPORT_GROUP_FWD_MASK = 31;
 
 /**
  * RTM_SETLINK (family AF_BRIDGE) setting a pod's bridge port as Ferry keeps it: in hairpin mode, so
  * that a frame may leave by the port it came in (a pod reaching itself through a Service
  * address), and with learning off, so that no frame the pod sends teaches the bridge a MAC (the
  * bridge learns from link-local group frames before any netfilter hook sees them); its own MAC is
- * a static entry ({@link podPortEntry}). As `bridge link set dev X hairpin on learning off`.
+ * a static entry ({@link podPortEntry}); and with unicast flooding off, so that a frame to a MAC
+ * the bridge does not know (someone else's, not the pod's) never reaches it. A `guarded` port
+ * (port security's) also sends its frames to the link-local groups through the guard
+ * (`GUARDED_GROUP_FWD_MASK`). As `bridge link set dev X hairpin on learning off flood off
+ * [group_fwd_mask 0xfffd]`.
  */
-export function podPortFlags(seq: number, index: number): Uint8Array {
+export function podPortFlags(seq: number, index: number, guarded = false): Uint8Array {
   return frame(
     RTM_SETLINK,
     NL.F_ACK,
@@ -197,6 +204,8 @@ export function podPortFlags(seq: number, index: number): Uint8Array {
       encodeAttrs([[IFLA_PROTINFO, [
         [IFLA_BRPORT_MODE, new Uint8Array([1])],
         [IFLA_BRPORT_LEARNING, new Uint8Array([0])],
+        [IFLA_BRPORT_UNICAST_FLOOD, new Uint8Array([0])],
+        ...(guarded ? [[IFLA_BRPORT_GROUP_FWD_MASK, u16(GUARDED_GROUP_FWD_MASK)] as Attr] : []),
       ]]]),
     ]),
   );

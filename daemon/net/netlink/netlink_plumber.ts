@@ -122,11 +122,12 @@ export class NetlinkPlumber implements Plumber {
         )
       );
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
-      // Before the pod end is up (it sends nothing yet): hairpin on, learning off, and the pod's
+      // Before the pod end is up (it sends nothing yet): hairpin on, learning and unknown-unicast
+      // flooding off (a guarded port's link-local group frames through the guard), and the pod's
       // MAC as the port's static, sticky entry. The bridge learns from no frame of the pod's.
       this.#host.ack(
-        `hairpin on, learning off ${spec.hostIfname}`,
-        (seq) => podPortFlags(seq, hostIndex),
+        `hairpin on, learning and flooding off ${spec.hostIfname}`,
+        (seq) => podPortFlags(seq, hostIndex, spec.hostGroup !== undefined),
       );
       this.#host.ack(
         `static entry ${spec.containerMac} on ${spec.hostIfname}`,

@@ -14,14 +14,14 @@ const spec: VethSpec = {
   addresses: [{ cidr: "10.244.0.5/24", gateway: "10.244.0.1" }],
 };
 
-Deno.test("a veth plug is one batch per namespace: pair on the bridge in hairpin mode with learning off and the pod's MAC a static, sticky entry, then pod address and default route", () => {
+Deno.test("a veth plug is one batch per namespace: pair on the bridge in hairpin mode with learning and unknown-unicast flooding off and the pod's MAC a static, sticky entry, then pod address and default route", () => {
   assertEquals(planVeth(spec), {
     host: {
       sysctls: [],
       lines: [
         "link add fy000000000001 mtu 1450 address 02:00:00:00:00:01 type veth peer name eth0 mtu 1450 address 02:00:00:00:00:02 netns /var/run/netns/p",
         "link set fy000000000001 master ferry0 up",
-        "link set fy000000000001 type bridge_slave hairpin on learning off",
+        "link set fy000000000001 type bridge_slave hairpin on learning off flood off",
       ],
       bridgeLines: ["fdb replace 02:00:00:00:00:02 dev fy000000000001 master static sticky"],
     },
@@ -68,10 +68,10 @@ Deno.test("a dual-stack plug enables IPv6 in the pod, skips DAD, refuses router 
   ]);
 });
 
-Deno.test("the bridge is created only when missing, learns from no link-local group frame; gateways are replaced, forwarding set per family", () => {
+Deno.test("the bridge is created only when missing, its MAC set (its own kept when it exists), learns from no link-local group frame; gateways are replaced, forwarding set per family", () => {
   const bridge = { name: "ferry0", mtu: 1450, gateways: ["10.244.0.1/24", "fd00::1/64"] };
-  const fresh = planBridge(bridge, false, true);
-  assertEquals(fresh.create, ["link add ferry0 mtu 1450 type bridge"]);
+  const fresh = planBridge(bridge, false, true, "02:00:00:00:00:0b");
+  assertEquals(fresh.create, ["link add ferry0 mtu 1450 address 02:00:00:00:00:0b type bridge"]);
   assertEquals(fresh.configure, {
     sysctls: [
       ["net/ipv6/conf/ferry0/disable_ipv6", "0"],
@@ -79,6 +79,7 @@ Deno.test("the bridge is created only when missing, learns from no link-local gr
       ["net/ipv6/conf/all/forwarding", "1"],
     ],
     lines: [
+      "link set ferry0 address 02:00:00:00:00:0b",
       "link set ferry0 mtu 1450 up",
       "link set ferry0 type bridge no_linklocal_learn 1",
       "addr replace 10.244.0.1/24 dev ferry0",
