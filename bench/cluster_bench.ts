@@ -19,10 +19,10 @@ import { type SimFloor, type SimPod, withSimCluster } from "../daemon/dev/cluste
 import { IS_ROOT } from "../daemon/dev/netns.ts";
 import { STATS_PATH } from "../lib/socket_api.ts";
 import { unixRequest } from "../lib/unix_http.ts";
-import { type ClusterBench, clusterBenchReport } from "./report.ts";
+import { type ClusterBench, clusterBenchReport } from "./cluster_report.ts";
 import type { DaemonStats } from "../daemon/daemon.ts";
 
-/** What one run measured (its shape is beside its renderer, `report.ts`). */
+/** What one run measured (its shape is beside its renderer, `cluster_report.ts`). */
 export type { ClusterBench };
 
 async function statsOf(socket: string): Promise<DaemonStats> {

@@ -22,7 +22,7 @@ import {
   script,
   uninstallFerry,
 } from "../tests/cluster/_realcluster.ts";
-import { clusterRealReport } from "./report.ts";
+import { clusterRealReport } from "./cluster_real_report.ts";
 
 const CLK_TCK = 100;
 

@@ -46,7 +46,7 @@ import { DEFAULT_MAX_IDLE as NETLINK_IDLE } from "../daemon/net/netlink/socket_p
 import { type NodeBench, runNodeBench } from "./node_bench.ts";
 import { QUIET_MS } from "../daemon/runtime/idle_trim.ts";
 import { type PhaseSummary as Series, summarize } from "../daemon/telemetry/phase_stats.ts";
-import { cniBenchReport, type CniBenchResult } from "./report.ts";
+import { cniBenchReport, type CniBenchResult } from "./cni_report.ts";
 import { type PolicyAddCase, policyAddCost } from "./policy_bench.ts";
 import { portSecurityAddCost } from "./portsec_bench.ts";
 

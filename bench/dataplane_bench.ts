@@ -30,8 +30,9 @@
  * (`bench/portsec_bench.ts`, as `deno task bench` measures it) is measured first, `--add` pods
  * per run (0: not). Floors and the load average are recorded with it.
  *
- * Writes `bench/results/dataplane.json` and `dataplane.md` (rendered by `bench/report.ts`); with
- * `--render`, only renders them again from the samples the last result holds.
+ * Writes `bench/results/dataplane.json` and `dataplane.md` (rendered by
+ * `bench/dataplane_report.ts`); with `--render`, only renders them again from the samples the
+ * last result holds.
  *
  * @module
  */
@@ -44,7 +45,7 @@ import { resolveConfig } from "../daemon/config/config.ts";
 import { buildLibcniDriver, HAVE_LIBCNI } from "../daemon/dev/libcni.ts";
 import { IS_ROOT, run, uniqueToken } from "../daemon/dev/netns.ts";
 import { NETWORK_POLICIES } from "../daemon/k8s/resources.ts";
-import { dataplaneReport, type DataplaneResult } from "./report.ts";
+import { dataplaneReport, type DataplaneResult } from "./dataplane_report.ts";
 import {
   PROBE_PORTS,
   probeWindows,

@@ -11,14 +11,15 @@
  * one pinned probe process and connection per metric), 600 sets of 0.12 s windows, connections
  * only unless told. Root.
  *
- * Writes `bench/results/guard_floor.json` and `guard_floor.md` (rendered by `bench/report.ts`);
- * with `--render`, only renders them again from the samples the last result holds.
+ * Writes `bench/results/guard_floor.json` and `guard_floor.md` (rendered by
+ * `bench/guard_floor_report.ts`); with `--render`, only renders them again from the samples the
+ * last result holds.
  *
  * @module
  */
 import { parseArgs } from "deno-std/cli/parse_args.js";
 import { medianInterval, type RatioInterval } from "./paired.ts";
-import { type FloorMetric, guardFloorReport, type GuardFloorResult } from "./report.ts";
+import { type FloorMetric, guardFloorReport, type GuardFloorResult } from "./guard_floor_report.ts";
 import { guardSwitch } from "./guard_switch.ts";
 import { loadavg, measureSets, prepare, type Samples, WORKS } from "./dataplane_bench.ts";
 import { withSimCluster } from "../daemon/dev/cluster_sim.ts";

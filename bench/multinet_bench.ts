@@ -37,9 +37,12 @@ import {
   type MultinetBurst,
   multinetReport,
   type WhereaboutsBurst,
-} from "./report.ts";
+} from "./multinet_report.ts";
 
-/** What one run measured, and its burst (their shapes are beside their renderer, `report.ts`). */
+/**
+ * What one run measured, and its burst (their shapes are beside their renderer,
+ * `multinet_report.ts`).
+ */
 export type { BurstSeries, MultinetBench, MultinetBurst, WhereaboutsBurst };
 
 /** Every simulated node serves whereabouts configs natively. */

@@ -19,7 +19,7 @@
  * 5. **A tenant's large policies** (the shape of #42 item 4): the table one node writes for them,
  *    with the size limits applied and without, its size and `nft -f` time.
  *
- * Writes `bench/results/policy.json` and `policy.md` (rendered by `bench/report.ts`).
+ * Writes `bench/results/policy.json` and `policy.md` (rendered by `bench/policy_report.ts`).
  *
  * @module
  */
@@ -46,7 +46,7 @@ import { type SimCluster, type SimPod, withSimCluster } from "../daemon/dev/clus
 import { testSubnet } from "../daemon/dev/harness.ts";
 import { unixRequest } from "../lib/unix_http.ts";
 import { STATS_PATH } from "../lib/socket_api.ts";
-import { policyBenchReport, type PolicyBenchResult } from "./report.ts";
+import { policyBenchReport, type PolicyBenchResult } from "./policy_report.ts";
 
 const NAMESPACE_COUNT = 20;
 const APPS = 50;

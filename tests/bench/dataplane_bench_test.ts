@@ -8,7 +8,7 @@ import {
   type Samples,
   summarizeDataplane,
 } from "../../bench/dataplane_bench.ts";
-import { dataplaneReport } from "../../bench/report.ts";
+import { dataplaneReport } from "../../bench/dataplane_report.ts";
 import { guardSwitch } from "../../bench/guard_switch.ts";
 import {
   canConnect,

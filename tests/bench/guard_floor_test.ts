@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { summarizeFloor } from "../../bench/guard_floor.ts";
-import { guardFloorReport } from "../../bench/report.ts";
+import { guardFloorReport } from "../../bench/guard_floor_report.ts";
 
 /** `n` off windows of 1000 conn/s, and `on` and `lookup` scaled by the ratios given per set. */
 function samples(on: number[], lookup: number[]) {
