@@ -28,7 +28,8 @@ import {
   POLICY_FOR_ANNOTATION,
   policyFor,
 } from "./multi_policy.ts";
-import { policyScript, renderInterfaceTable } from "./nft_policy.ts";
+import { policyScript } from "./nft_scripts.ts";
+import { renderInterfaceTable } from "./nft_interface_table.ts";
 import { checkedPolicy } from "./policy_check.ts";
 import type { RefusedPolicy } from "./policy_enforcer.ts";
 import type { Labels } from "./selector.ts";

@@ -21,7 +21,9 @@ import {
 } from "../net/netlink/messages.ts";
 import { concatBytes } from "../../lib/bytes.ts";
 import { NetlinkWriter } from "../net/netlink/nl_writer.ts";
-import type { NftOp, PodRule, RuleCount } from "./nft_policy.ts";
+import type { NftOp } from "./nft_pod_addition.ts";
+import type { PodRule } from "./nft_rules.ts";
+import type { RuleCount } from "./rule_counts.ts";
 import {
   nfgenmsg,
   NFNL_MSG_BATCH_BEGIN,

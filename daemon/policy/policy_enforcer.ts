@@ -41,20 +41,15 @@ import {
 } from "./compile.ts";
 import type { DeniedConnection, DeniedPacket } from "./nflog.ts";
 import { checkedPolicy } from "./policy_check.ts";
+import { policyScript, policyUpdateScript } from "./nft_scripts.ts";
+import { type NftOp, opsScript, podAddition, withPodPart } from "./nft_pod_addition.ts";
+import type { DenyLog } from "./nft_rules.ts";
+import { type RuleCount, ruleCounts } from "./rule_counts.ts";
 import {
-  type DenyLog,
-  type NftOp,
-  opsScript,
-  podAddition,
-  policyScript,
-  policyUpdateScript,
   type RenderedTable,
   renderPodParts,
   renderPolicyParts,
-  type RuleCount,
-  ruleCounts,
   tableDefinition,
-  withPodPart,
 } from "./nft_policy.ts";
 import type { NetworkedPod } from "./multi_policy.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";

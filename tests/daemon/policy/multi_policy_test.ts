@@ -16,7 +16,8 @@ import {
 } from "../../../daemon/policy/multi_policy.ts";
 import { MultiPolicyEnforcer } from "../../../daemon/policy/multi_policy_enforcer.ts";
 import { networksOf, policyPodOf } from "../../../daemon/policy/policy_enforcer.ts";
-import { policyScript, renderInterfaceTable } from "../../../daemon/policy/nft_policy.ts";
+import { policyScript } from "../../../daemon/policy/nft_scripts.ts";
+import { renderInterfaceTable } from "../../../daemon/policy/nft_interface_table.ts";
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { assertNftAccepts, HAS_NFT } from "./_nft.ts";
 import { IS_ROOT } from "../../../daemon/dev/netns.ts";

@@ -11,7 +11,8 @@ import {
   parseNflog,
 } from "../../../daemon/policy/nflog.ts";
 import { compilePolicies, ipInBlock, type PolicyView } from "../../../daemon/policy/compile.ts";
-import { policyScript, renderPolicyTable } from "../../../daemon/policy/nft_policy.ts";
+import { policyScript } from "../../../daemon/policy/nft_scripts.ts";
+import { renderPolicyTable } from "../../../daemon/policy/nft_policy.ts";
 import { NftRunner } from "../../../daemon/cluster/masquerade.ts";
 import { Libc } from "../../../daemon/net/netlink/libc.ts";
 import { PolicyEnforcer } from "../../../daemon/policy/policy_enforcer.ts";

@@ -1,21 +1,19 @@
-// The policy table's text (daemon/policy/nft_policy.ts): what nft accepts, one map entry per pod
-// address, allowing rules that return (shared by the pods the same rules isolate) and each pod's
-// own counted drop; no isolated pod, no table; updates in place that leave the table as a whole
-// write would; an ADD's own operations, written in-process, the same as nft writes them.
+// The policy table's text (daemon/policy/nft_policy.ts, and the nft_*.ts and rule_counts.ts
+// beside it): what nft accepts, one map entry per pod address, allowing rules that return (shared
+// by the pods the same rules isolate) and each pod's own counted drop; no isolated pod, no table;
+// updates in place that leave the table as a whole write would; an ADD's own operations, written
+// in-process, the same as nft writes them.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { compilePolicies, ipInBlock, type PolicyView } from "../../../daemon/policy/compile.ts";
+import { policyScript, policyUpdateScript } from "../../../daemon/policy/nft_scripts.ts";
+import { opsScript, podAddition, withPodPart } from "../../../daemon/policy/nft_pod_addition.ts";
+import { ruleCounts } from "../../../daemon/policy/rule_counts.ts";
 import {
-  opsScript,
-  podAddition,
-  policyScript,
-  policyUpdateScript,
   type RenderedTable,
   renderPodParts,
   renderPolicyParts,
   renderPolicyTable,
-  ruleCounts,
   tableDefinition,
-  withPodPart,
 } from "../../../daemon/policy/nft_policy.ts";
 import { nftBatch, NftNetlink } from "../../../daemon/policy/nft_netlink.ts";
 import { Libc } from "../../../daemon/net/netlink/libc.ts";

@@ -9,7 +9,7 @@ import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.d.ts";
 import { PolicyEnforcer } from "../../../daemon/policy/policy_enforcer.ts";
-import type { NftOp } from "../../../daemon/policy/nft_policy.ts";
+import type { NftOp } from "../../../daemon/policy/nft_pod_addition.ts";
 import { getLogger } from "@logtape/logtape";
 
 const policy = (name: string, app: string): NetworkPolicy => ({
