@@ -20,6 +20,12 @@ export interface PolicyLimits {
   namespaceEntries: number;
 }
 
+/** The limits when none are configured: far above any policy written by hand. */
+export const DEFAULT_POLICY_LIMITS: PolicyLimits = {
+  policyEntries: 1000,
+  namespaceEntries: 10_000,
+};
+
 /** A policy refused, and why. */
 export interface Refusal {
   /** `namespace/name`. */

@@ -31,7 +31,7 @@ import {
 import { policyScript } from "./nft_scripts.ts";
 import { renderInterfaceTable } from "./nft_interface_table.ts";
 import { checkedPolicy } from "./policy_check.ts";
-import type { RefusedPolicy } from "./policy_enforcer.ts";
+import type { RefusedPolicy } from "./policy_check.ts";
 import type { Labels } from "./selector.ts";
 
 /** What the enforcer needs. */

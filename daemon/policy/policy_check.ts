@@ -238,3 +238,17 @@ export function checkedPolicy<P extends { spec?: NetworkPolicySpec }>(
     ? { policy: { ...p, spec: failClosed(p.spec) }, problems }
     : { policy: p, problems };
 }
+
+/** A policy refused as invalid, as an Event's subject. */
+export interface RefusedPolicy {
+  /** `NetworkPolicy` or `MultiNetworkPolicy`. */
+  kind: string;
+  /** Its API version. */
+  apiVersion: string;
+  /** Its namespace. */
+  namespace?: string;
+  /** Its name. */
+  name: string;
+  /** Its UID. */
+  uid?: string;
+}

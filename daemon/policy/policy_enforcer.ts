@@ -15,8 +15,13 @@
  * next pass. Otherwise (a new combination of rules, an address still mapped to a pod just gone)
  * the ADD waits for the pass that starts after it; whatever else is pending, it waits 10 s at
  * most, then answers code 11. A pod no policy selects costs the ADD one selector walk and nothing
- * else. Policies over the size limits ({@link limitPolicies}) isolate the pods they select and
- * allow nothing.
+ * else. Policies over the size limits (`limits.ts`) isolate the pods they select and allow
+ * nothing.
+ *
+ * The enforcer schedules and makes the writes; what it reads lives beside it: the policies as
+ * enforced, checked and limited (`admitted_policies.ts`), the pods and namespaces of the cluster
+ * and this node's ADDs' addresses (`policy_cluster.ts`, the objects stripped by
+ * `policy_objects.ts`), and the table's rule counters (`rule_counter.ts`).
  *
  * @module
  */
@@ -32,19 +37,16 @@ import type { Nft } from "../cluster/masquerade.ts";
 import {
   compilePolicies,
   ipInBlock,
-  type NamedPort,
   type PolicyPod,
   policySelects,
-  policyTypes,
   type PolicyView,
-  type Protocol,
 } from "./compile.ts";
 import type { DeniedConnection, DeniedPacket } from "./nflog.ts";
-import { checkedPolicy } from "./policy_check.ts";
+import type { RefusedPolicy } from "./policy_check.ts";
 import { policyScript, policyUpdateScript } from "./nft_scripts.ts";
 import { type NftOp, opsScript, podAddition, withPodPart } from "./nft_pod_addition.ts";
 import type { DenyLog } from "./nft_rules.ts";
-import { type RuleCount, ruleCounts } from "./rule_counts.ts";
+import type { RuleCount } from "./rule_counts.ts";
 import {
   type RenderedTable,
   renderPodParts,
@@ -52,11 +54,12 @@ import {
   tableDefinition,
 } from "./nft_policy.ts";
 import type { NetworkedPod } from "./multi_policy.ts";
-import { NETWORK_STATUS_ANNOTATION } from "../multivif/selections.ts";
-import { type ReadNetworkStatus, readNetworkStatus } from "../multivif/network_status.ts";
-import { canonicalIp } from "../ipam/cidr.ts";
 import type { Labels } from "./selector.ts";
-import { type Limited, limitPolicies, type PolicyLimits } from "./limits.ts";
+import type { PolicyLimits } from "./limits.ts";
+import { objectKey } from "./policy_objects.ts";
+import { AdmittedPolicies } from "./admitted_policies.ts";
+import { PolicyCluster } from "./policy_cluster.ts";
+import { RuleCounter } from "./rule_counter.ts";
 
 /** What the enforcer needs. */
 export interface PolicyEnforcerDeps {
@@ -91,7 +94,7 @@ export interface PolicyEnforcerDeps {
    * pass that writes them) before it answers code 11; 10 s unless set.
    */
   addWaitMs?: number;
-  /** Policy size limits (`policy.limits`; {@link DEFAULT_POLICY_LIMITS} unless set). */
+  /** Policy size limits (`policy.limits`; `DEFAULT_POLICY_LIMITS` of `limits.ts` unless set). */
   limits?: PolicyLimits;
   /**
    * Told once of each policy the limits refuse (again when it changes and is still refused),
@@ -101,26 +104,6 @@ export interface PolicyEnforcerDeps {
   /** Says on an invalid policy that it is not enforced as written (a Warning Event). */
   invalid?: (policy: RefusedPolicy, message: string) => void;
 }
-
-/** A policy refused as invalid, as an Event's subject. */
-export interface RefusedPolicy {
-  /** `NetworkPolicy` or `MultiNetworkPolicy`. */
-  kind: string;
-  /** Its API version. */
-  apiVersion: string;
-  /** Its namespace. */
-  namespace?: string;
-  /** Its name. */
-  name: string;
-  /** Its UID. */
-  uid?: string;
-}
-
-/** The limits when none are configured: far above any policy written by hand. */
-export const DEFAULT_POLICY_LIMITS: PolicyLimits = {
-  policyEntries: 1000,
-  namespaceEntries: 10_000,
-};
 
 /** Counts for stats. */
 export interface PolicyStats {
@@ -164,126 +147,6 @@ const SYNC_WAIT_MS = 20_000;
 const COUNT_EVERY_MS = 10_000;
 /** An ADD's wait for its pod's rules (see {@link PolicyEnforcerDeps.addWaitMs}). */
 const ADD_WAIT_MS = 10_000;
-/** A counter read still running after this is given up (its process killed). */
-const COUNT_TIMEOUT_MS = 8_000;
-
-const key = (ns: string | undefined, name: string | undefined) =>
-  `${ns ?? "default"}/${name ?? ""}`;
-
-/** A pod stripped to what policies read (an informer's transform). */
-export function slimPolicyPod(pod: Pod): Pod {
-  const m = pod.metadata ?? {};
-  return {
-    metadata: {
-      name: m.name,
-      namespace: m.namespace,
-      resourceVersion: m.resourceVersion,
-      labels: m.labels,
-      ...(m.annotations?.[NETWORK_STATUS_ANNOTATION]
-        ? { annotations: { [NETWORK_STATUS_ANNOTATION]: m.annotations[NETWORK_STATUS_ANNOTATION] } }
-        : {}),
-    },
-    spec: {
-      nodeName: pod.spec?.nodeName,
-      ...(pod.spec?.hostNetwork ? { hostNetwork: true } : {}),
-      // Only containers that name ports, and only those ports: what a named port resolves to.
-      containers: (pod.spec?.containers ?? []).filter((c) => c.ports?.some((p) => p.name)).map(
-        (c) => ({
-          name: "",
-          ports: c.ports!.filter((p) => p.name).map((p) => ({
-            name: p.name,
-            containerPort: p.containerPort,
-            protocol: p.protocol,
-          })),
-        }),
-      ),
-    },
-    status: {
-      phase: pod.status?.phase,
-      podIPs: pod.status?.podIPs?.map((p) => ({ ip: p.ip })),
-    },
-  };
-}
-
-/** A NetworkPolicy stripped to its spec (and its UID: an Event names it). */
-export function slimPolicy(p: NetworkPolicy): NetworkPolicy {
-  const m = p.metadata ?? {};
-  return {
-    metadata: {
-      name: m.name,
-      namespace: m.namespace,
-      uid: m.uid,
-      resourceVersion: m.resourceVersion,
-    },
-    spec: p.spec,
-  };
-}
-
-/** A Namespace stripped to its labels. */
-export function slimNamespace(n: Namespace): Namespace {
-  const m = n.metadata ?? {};
-  return { metadata: { name: m.name, resourceVersion: m.resourceVersion, labels: m.labels } };
-}
-
-/**
- * A pod's addresses per additional network, from its `network-status` as
- * {@link readNetworkStatus} trusts it: entries for NetworkAttachmentDefinitions of the pod's own
- * namespace, addresses parsed and canonical; nothing at all for a pod no node runs (no
- * `spec.nodeName`: no CNI wrote its annotation, whoever did is not to be believed).
- */
-export function networksOf(pod: Pod): Record<string, string[]> {
-  return networkClaims(pod).networks;
-}
-
-/** {@link networksOf} with what was left out of it, and why. */
-export function networkClaims(pod: Pod): ReadNetworkStatus {
-  if (!pod.spec?.nodeName) return { networks: {}, dropped: [] };
-  return readNetworkStatus(
-    pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION],
-    pod.metadata?.namespace ?? "default",
-  );
-}
-
-/** A pod as policies read it, with its node and its addresses on additional networks. */
-export function policyPodOf(pod: Pod): NetworkedPod & { node?: string } {
-  const ports: NamedPort[] = (pod.spec?.containers ?? []).flatMap((c) =>
-    (c.ports ?? []).filter((p) => p.name).map((p) => ({
-      name: p.name!,
-      port: p.containerPort,
-      protocol: (p.protocol ?? "TCP") as Protocol,
-    }))
-  );
-  const phase = pod.status?.phase;
-  const networks = networksOf(pod);
-  const out: NetworkedPod & { node?: string } = {
-    namespace: pod.metadata?.namespace ?? "default",
-    name: pod.metadata?.name ?? "",
-    labels: pod.metadata?.labels ?? NO_LABELS,
-    ips: podAddresses(pod).ips,
-    hostNetwork: !!pod.spec?.hostNetwork,
-    done: phase === "Succeeded" || phase === "Failed",
-    ports: ports.length ? ports : NO_PORTS,
-    node: pod.spec?.nodeName,
-  };
-  // Most pods have no additional network: no object of their own for it.
-  return Object.keys(networks).length ? { ...out, networks } : out;
-}
-
-/**
- * A pod's `status.podIPs`, parsed and canonical; what is no address (the API server validates
- * them: one that slipped through) is never a peer, never written, and listed in `dropped`.
- */
-function podAddresses(pod: Pod): { ips: string[]; dropped: string[] } {
-  const ips: string[] = [];
-  const dropped: string[] = [];
-  for (const { ip } of pod.status?.podIPs ?? []) {
-    if (!ip) continue;
-    const canonical = canonicalIp(ip);
-    if (canonical === undefined) dropped.push(ip);
-    else ips.push(canonical);
-  }
-  return { ips, dropped };
-}
 
 /** Whether a policy allows egress to a port by its name. */
 function namesEgressPorts(p: NetworkPolicy): boolean {
@@ -291,10 +154,6 @@ function namesEgressPorts(p: NetworkPolicy): boolean {
     (r.ports ?? []).some((port) => typeof port.port === "string" && !/^\d+$/.test(port.port))
   );
 }
-
-/** Shared by every pod without labels, or without named ports (a cluster's pods are many). */
-const NO_LABELS: Record<string, string> = Object.freeze({}) as Record<string, string>;
-const NO_PORTS: NamedPort[] = Object.freeze([]) as unknown as NamedPort[];
 
 /**
  * The enforcer.
@@ -307,21 +166,19 @@ const NO_PORTS: NamedPort[] = Object.freeze([]) as unknown as NamedPort[];
  */
 export class PolicyEnforcer {
   readonly #d: PolicyEnforcerDeps;
-  readonly #policies = new Map<string, NetworkPolicy>();
-  readonly #namespaces = new Map<string, Labels>();
-  readonly #pods = new Map<string, NetworkedPod & { node?: string }>();
-  /** Addresses this node's ADDs gave, before the pod's status carries them. */
-  readonly #plugged = new Map<string, { labels: Labels; ips: string[] }>();
-  /** Invalid policies (enforced fail-closed), by key: the version last said so. */
-  readonly #invalid = new Map<string, string>();
+  /** The cluster's policies, checked and limited. */
+  readonly #policies: AdmittedPolicies;
+  /** The cluster's pods and namespaces, and this node's ADDs' addresses. */
+  readonly #cluster: PolicyCluster;
+  /** The table's rule counters. */
+  readonly #counter: RuleCounter;
   /** Passes failed in a row (the retry's backoff), and the retry due. */
   #failedInRow = 0;
   #retryTimer?: ReturnType<typeof setTimeout>;
-  /** What each pod's `network-status` claimed in vain, already logged. */
-  readonly #dropped = new Map<string, Set<string>>();
   readonly #loop: DirtyLoop;
   /** The table as last written; undefined: none; null: not known yet (the first pass writes it whole). */
   #written: RenderedTable | undefined | null = null;
+  /** The counts; those its collaborators keep are filled in by {@link PolicyEnforcer.stats}. */
   #stats: PolicyStats = {
     policies: 0,
     isolatedPods: 0,
@@ -342,130 +199,72 @@ export class PolicyEnforcer {
   #closed = false;
   #lastError: string | undefined;
   #syncTimer?: ReturnType<typeof setTimeout>;
-  #countTimer?: ReturnType<typeof setInterval>;
   #kickTimer?: ReturnType<typeof setTimeout>;
-  #counts: RuleCount[] = [];
   /** Passes started and done, numbered: an ADD waits for the first that starts after it. */
   readonly #passes = new PassCounter();
-  /** The policies with the limits applied; undefined: to be applied again (a policy changed). */
-  #limited?: Limited;
-  /** The refusals logged, by policy: what was logged (its version and the reason). */
-  readonly #told = new Map<string, string>();
-  /** The refusals told by an Event (through `refused`), by policy: what was told. */
-  readonly #evented = new Map<string, string>();
-  /** Whether a counter read runs. */
-  #counting = false;
 
   /** Creates the enforcer; nothing is written before the watches have synced. */
   constructor(deps: PolicyEnforcerDeps) {
     this.#d = deps;
+    this.#policies = new AdmittedPolicies(deps);
+    this.#cluster = new PolicyCluster(deps);
+    this.#counter = new RuleCounter({
+      table: deps.table,
+      nft: deps.nft,
+      counter: deps.counter,
+      logger: deps.logger,
+      timeoutMs: deps.countTimeoutMs,
+      written: () => !!this.#written,
+      isolatedPods: () => this.#stats.isolatedPods,
+      gone: () => this.#tableGone(),
+    });
     this.#loop = new DirtyLoop(() => this.#pass(), () => !this.#closed && deps.synced());
   }
 
   /** A NetworkPolicy appeared or changed. */
   policyUpserted(p: NetworkPolicy): void {
-    const k = key(p.metadata?.namespace, p.metadata?.name);
-    const { policy, problems } = checkedPolicy(p);
-    if (problems.length) this.#refuse(k, p, problems);
-    else this.#invalid.delete(k);
-    this.#policies.set(k, policy);
-    this.#limited = undefined;
+    this.#policies.upsert(p);
     this.#loop.kick();
-  }
-
-  /**
-   * An invalid policy (the API server refuses them; one that slipped through): isolating what it
-   * selects with none of its rules, logged once per version, counted, and said on the policy.
-   */
-  #refuse(k: string, p: NetworkPolicy, problems: string[]): void {
-    const version = p.metadata?.resourceVersion ?? "";
-    if (this.#invalid.get(k) === version) return;
-    this.#invalid.set(k, version);
-    const message = `not enforced as written, only isolating what it selects: ${
-      problems.slice(0, 5).join("; ")
-    }`.slice(0, 1000);
-    this.#d.logger.warn("network policy: {policy} is invalid: {message}", { policy: k, message });
-    this.#d.invalid?.(
-      {
-        kind: "NetworkPolicy",
-        apiVersion: "networking.k8s.io/v1",
-        namespace: p.metadata?.namespace,
-        name: p.metadata?.name ?? "",
-        uid: p.metadata?.uid,
-      },
-      message,
-    );
   }
 
   /** A NetworkPolicy is gone. */
   policyRemoved(p: NetworkPolicy): void {
-    this.#policies.delete(key(p.metadata?.namespace, p.metadata?.name));
-    this.#invalid.delete(key(p.metadata?.namespace, p.metadata?.name));
-    this.#limited = undefined;
+    this.#policies.remove(p);
     this.#loop.kick();
   }
 
   /** A Namespace appeared or changed. */
   namespaceUpserted(n: Namespace): void {
-    this.#namespaces.set(n.metadata?.name ?? "", n.metadata?.labels ?? {});
+    this.#cluster.namespaceUpserted(n);
     this.#loop.kick();
     this.#d.changed?.();
   }
 
   /** A Namespace is gone. */
   namespaceRemoved(n: Namespace): void {
-    this.#namespaces.delete(n.metadata?.name ?? "");
+    this.#cluster.namespaceRemoved(n);
     this.#loop.kick();
     this.#d.changed?.();
   }
 
   /** A pod (of any node) appeared or changed. */
   podUpserted(p: Pod): void {
-    const pod = policyPodOf(p);
-    if (
-      p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ||
-      pod.ips.length !== (p.status?.podIPs?.length ?? 0)
-    ) this.#noteDropped(p);
-    this.#pods.set(key(pod.namespace, pod.name), pod);
+    this.#cluster.podUpserted(p);
     this.#loop.kick();
     this.#d.changed?.();
   }
 
   /** A pod is gone. */
   podRemoved(p: Pod): void {
-    const k = key(p.metadata?.namespace, p.metadata?.name);
-    this.#pods.delete(k);
-    this.#plugged.delete(k);
-    this.#dropped.delete(k);
+    this.#cluster.podRemoved(p);
     this.#loop.kick();
     this.#d.changed?.();
-  }
-
-  /** Logs (once per pod and value) and counts what a pod's `network-status` claimed in vain. */
-  #noteDropped(p: Pod): void {
-    const dropped = [
-      ...networkClaims(p).dropped,
-      ...podAddresses(p).dropped.map((value) => ({ value, reason: "a podIP that is no address" })),
-    ];
-    if (!dropped.length) return;
-    const k = key(p.metadata?.namespace, p.metadata?.name);
-    const known = this.#dropped.get(k) ?? new Set<string>();
-    this.#dropped.set(k, known);
-    for (const d of dropped) {
-      if (known.has(d.value)) continue;
-      known.add(d.value);
-      this.#stats.droppedAddresses++;
-      this.#d.logger.warn(
-        "network policy: {pod}'s network-status entry {value} is not a peer: {reason}",
-        { pod: k, value: d.value, reason: d.reason },
-      );
-    }
   }
 
   /** Writes the table once the watches have synced (and after every change from then on). */
   start(countEveryMs = COUNT_EVERY_MS): void {
     // The rules' counters, read now and then for the metrics (not at each scrape: a process).
-    this.#countTimer = setInterval(() => this.#readCounts(), countEveryMs);
+    this.#counter.start(countEveryMs);
     const wait = () => {
       if (this.#closed) return;
       if (this.#d.synced()) this.#loop.kick();
@@ -484,8 +283,8 @@ export class PolicyEnforcer {
     ips: string[],
     signal?: AbortSignal,
   ): Promise<void> {
-    const k = key(pod.namespace, pod.name);
-    this.#plugged.set(k, { labels: pod.labels, ips });
+    const k = objectKey(pod.namespace, pod.name);
+    this.#cluster.plug(k, pod.labels, ips);
     // Policies not all known yet (the daemon just started): whether one selects the pod cannot
     // be told, so the answer waits for the watches (the runtime retries a code 11).
     for (const started = Date.now(); !this.#d.synced();) {
@@ -497,8 +296,8 @@ export class PolicyEnforcer {
       }
       await new Promise((r) => setTimeout(r, 50));
     }
-    const self = this.#localPod(k);
-    const selecting = self ? this.#admitted().filter((p) => policySelects(p, self)) : [];
+    const self = this.#cluster.localPod(k);
+    const selecting = self ? this.#policies.admitted().filter((p) => policySelects(p, self)) : [];
     if (!selecting.length) {
       this.#kickAfterAnswer();
       return;
@@ -539,7 +338,7 @@ export class PolicyEnforcer {
 
   /** A DEL of this node took a pod's addresses away. */
   unplugged(pod: { namespace: string; name: string }): void {
-    if (this.#plugged.delete(key(pod.namespace, pod.name))) this.#kickAfterAnswer();
+    if (this.#cluster.unplug(objectKey(pod.namespace, pod.name))) this.#kickAfterAnswer();
   }
 
   /**
@@ -547,52 +346,7 @@ export class PolicyEnforcer {
    * allowing rules by policy and rule, drops by pod and direction.
    */
   ruleCounts(): RuleCount[] {
-    return this.#counts;
-  }
-
-  /**
-   * One read of the rules' counters: through netlink when the enforcer has a `counter` (a dump,
-   * done before the next tick can come), else by `nft`. A tick while the last read still runs is
-   * skipped: reads never pile up however slowly `nft` lists a large table, and one that outlasts
-   * its timeout (`countTimeoutMs`) is given up, its process killed.
-   */
-  #readCounts(): void {
-    const { nft, table, counter } = this.#d;
-    if (this.#written && counter) {
-      try {
-        this.#counts = counter.ruleCounts(table);
-        // Every isolated pod has a counted drop rule: none at all means the table is gone.
-        if (!this.#counts.length && this.#stats.isolatedPods) this.#tableGone();
-      } catch (e) {
-        this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
-          error: e instanceof Error ? e.message : String(e),
-        });
-      }
-      return;
-    }
-    if (!this.#written || !nft.listJson) {
-      this.#counts = [];
-      return;
-    }
-    if (this.#counting) {
-      this.#stats.countsSkipped++;
-      return;
-    }
-    this.#counting = true;
-    const deadline = new Deadline(this.#d.countTimeoutMs ?? COUNT_TIMEOUT_MS);
-    nft.listJson(table, deadline.signal).then(
-      (json) => {
-        this.#counts = json ? ruleCounts(json) : [];
-        if (json === undefined && this.#written) this.#tableGone();
-      },
-      (e) =>
-        this.#d.logger.debug("network policy: the rules' counters were not read: {error}", {
-          error: e instanceof Error ? e.message : String(e),
-        }),
-    ).finally(() => {
-      deadline[Symbol.dispose]();
-      this.#counting = false;
-    });
+    return this.#counter.counts;
   }
 
   /**
@@ -610,22 +364,29 @@ export class PolicyEnforcer {
 
   /** Counts. */
   stats(): PolicyStats {
-    return { ...this.#stats, policies: this.#policies.size, invalidPolicies: this.#invalid.size };
+    return {
+      ...this.#stats,
+      policies: this.#policies.size,
+      droppedAddresses: this.#cluster.droppedAddresses,
+      invalidPolicies: this.#policies.invalidCount,
+      countsSkipped: this.#counter.skipped,
+      refusedPolicies: this.#policies.refusedCount,
+    };
   }
 
   /** Every pod of the cluster as the watch has it, with its addresses per network. */
   clusterPods(): NetworkedPod[] {
-    return [...this.#pods.values()];
+    return this.#cluster.clusterPods();
   }
 
   /** A pod of the cluster as the watch has it. */
   pod(namespace: string, name: string): NetworkedPod | undefined {
-    return this.#pods.get(key(namespace, name));
+    return this.#cluster.pod(namespace, name);
   }
 
   /** Namespace labels, by name. */
   namespaceLabels(): Map<string, Labels> {
-    return this.#namespaces;
+    return this.#cluster.namespaceLabels();
   }
 
   /**
@@ -633,106 +394,17 @@ export class PolicyEnforcer {
    * end, and the policies that isolate the pod that way.
    */
   describe(packet: DeniedPacket): DeniedConnection | undefined {
-    const direction = packet.prefix.startsWith("in ") ? "ingress" : "egress";
-    const pod = packet.prefix.slice(3);
-    const self = this.#pods.get(pod) ?? this.#localPod(pod);
-    if (!self) return undefined;
-    const peerIp = direction === "ingress" ? packet.src : packet.dst;
-    const peer = [...this.#pods.values()].find((p) => p.ips.includes(peerIp));
-    return {
-      pod,
-      direction,
-      peer: peer ? `${peer.namespace}/${peer.name}` : peerIp,
-      policies: this.#admitted()
-        .filter((p) => policySelects(p, self) && policyTypes(p)[direction])
-        .map((p) => `${p.metadata?.namespace ?? "default"}/${p.metadata?.name}`),
-    };
+    return this.#cluster.describe(packet, () => this.#policies.admitted());
   }
 
   /** The cluster as the compiler sees it, this node's ADDs' addresses included. */
   view(): PolicyView {
-    const pods = new Map(this.#pods);
-    // An address an ADD just gave is that pod's, whatever an older pod's status still says (its
-    // sandbox gone, the address handed out again).
-    const fresh = new Set([...this.#plugged.values()].flatMap((p) => p.ips));
-    for (const [k, pod] of pods) {
-      if (!this.#plugged.has(k) && pod.ips.some((ip) => fresh.has(ip))) {
-        pods.set(k, { ...pod, ips: pod.ips.filter((ip) => !fresh.has(ip)) });
-      }
-    }
-    for (const k of this.#plugged.keys()) pods.set(k, this.#localPod(k)!);
-    return {
-      policies: this.#admitted(),
-      namespaces: this.#namespaces,
-      pods: [...pods.values()],
-    };
-  }
-
-  /**
-   * The policies as enforced: the size limits applied (a refused policy isolates and allows
-   * nothing), again only after a policy changed. A refusal not logged yet is logged (the Event
-   * follows in the pass, {@link PolicyEnforcer.#tellRefusals}).
-   */
-  #admitted(): NetworkPolicy[] {
-    if (this.#limited) return this.#limited.policies;
-    const limited = this.#limited = limitPolicies(
-      this.#policies.values(),
-      this.#d.limits ?? DEFAULT_POLICY_LIMITS,
-    );
-    this.#stats.refusedPolicies = limited.refused.length;
-    const now = new Set<string>();
-    for (const r of limited.refused) {
-      now.add(r.key);
-      const what = `${r.policy.metadata?.resourceVersion ?? ""} ${r.reason}`;
-      if (this.#told.get(r.key) === what) continue;
-      this.#told.set(r.key, what);
-      this.#d.logger.warn(
-        "network policy: {policy} is refused: {reason}; the pods it selects are isolated without what it allows",
-        { policy: r.key, reason: r.reason },
-      );
-    }
-    for (const k of this.#told.keys()) if (!now.has(k)) this.#told.delete(k);
-    for (const k of this.#evented.keys()) if (!now.has(k)) this.#evented.delete(k);
-    return limited.policies;
-  }
-
-  /**
-   * Tells `refused` (an Event on the policy) of each refusal not told yet whose policy selects a
-   * pod of this node: only the nodes it isolates pods on say so, not every node of the cluster.
-   */
-  #tellRefusals(local: PolicyPod[]): void {
-    for (const r of this.#limited?.refused ?? []) {
-      const what = this.#told.get(r.key);
-      if (!what || this.#evented.get(r.key) === what) continue;
-      if (!local.some((pod) => policySelects(r.policy, pod))) continue;
-      this.#evented.set(r.key, what);
-      this.#d.refused?.(r.policy, r.reason);
-    }
+    return this.#cluster.view(this.#policies.admitted());
   }
 
   /** The policies the size limits refuse now, by `namespace/name`. */
   refused(): string[] {
-    this.#admitted();
-    return this.#limited!.refused.map((r) => r.key);
-  }
-
-  #localPod(k: string): (PolicyPod & { node?: string }) | undefined {
-    const known = this.#pods.get(k);
-    const plugged = this.#plugged.get(k);
-    if (!plugged) return known;
-    const [namespace, name] = [k.slice(0, k.indexOf("/")), k.slice(k.indexOf("/") + 1)];
-    return {
-      namespace,
-      name,
-      ports: known?.ports ?? [],
-      hostNetwork: false,
-      done: false,
-      ...known,
-      // The watch's labels once it has the pod: they follow relabelling, the ADD's do not.
-      labels: known?.labels ?? plugged.labels,
-      ips: [...new Set([...(known?.ips ?? []), ...plugged.ips])],
-      node: this.#d.nodeName,
-    };
+    return this.#policies.refused();
   }
 
   /**
@@ -762,7 +434,7 @@ export class PolicyEnforcer {
     // Egress to named ports lists each peer's own number: only the whole view tells them.
     if (!written || selecting.some(namesEgressPorts)) return false;
     // The pod's rules name their peers' sets, not their members: no pod of the view is read.
-    const view = { policies: selecting, namespaces: this.#namespaces, pods: [] };
+    const view = { policies: selecting, namespaces: this.#cluster.namespaceLabels(), pods: [] };
     const [verdict] = compilePolicies(view, [self], ipInBlock);
     const addition = verdict && podAddition(written, renderPodParts(verdict, this.#d.log));
     if (!addition) return false;
@@ -877,7 +549,7 @@ export class PolicyEnforcer {
     }
     const view = this.view();
     const local = view.pods.filter((p) => (p as { node?: string }).node === this.#d.nodeName);
-    this.#tellRefusals(local);
+    this.#policies.tellRefusals(local);
     const verdicts = compilePolicies(view, local, ipInBlock);
     const parts = renderPolicyParts(verdicts, this.#d.log);
     this.#stats.isolatedPods = verdicts.length;
@@ -936,7 +608,7 @@ export class PolicyEnforcer {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#syncTimer);
-    clearInterval(this.#countTimer);
+    this.#counter.stop();
     clearTimeout(this.#kickTimer);
     clearTimeout(this.#retryTimer);
     await this.#loop.idle().catch(() => {});

@@ -19,14 +19,9 @@ import type { Watcher } from "../k8s/watcher.ts";
 import type { Nft } from "../cluster/masquerade.ts";
 import { MULTI_NETWORK_POLICIES } from "../k8s/resources.ts";
 import type { AttachmentStore } from "../records/attachment_store.ts";
-import {
-  PolicyEnforcer,
-  type PolicyStats,
-  type RefusedPolicy,
-  slimNamespace,
-  slimPolicy,
-  slimPolicyPod,
-} from "./policy_enforcer.ts";
+import { PolicyEnforcer, type PolicyStats } from "./policy_enforcer.ts";
+import type { RefusedPolicy } from "./policy_check.ts";
+import { slimNamespace, slimPolicy, slimPolicyPod } from "./policy_objects.ts";
 import {
   MultiPolicyEnforcer,
   type MultiPolicyStats,

@@ -22,7 +22,7 @@ import {
   type Protocol,
 } from "../policy/compile.ts";
 import { explain } from "../policy/explain.ts";
-import { policyPodOf } from "../policy/policy_enforcer.ts";
+import { policyPodOf } from "../policy/policy_objects.ts";
 import { checkedPolicy } from "../policy/policy_check.ts";
 
 /** Reads the cluster as policies see it. */

@@ -15,7 +15,7 @@ import {
   policyFor,
 } from "../../../daemon/policy/multi_policy.ts";
 import { MultiPolicyEnforcer } from "../../../daemon/policy/multi_policy_enforcer.ts";
-import { networksOf, policyPodOf } from "../../../daemon/policy/policy_enforcer.ts";
+import { networksOf, policyPodOf } from "../../../daemon/policy/policy_objects.ts";
 import { policyScript } from "../../../daemon/policy/nft_scripts.ts";
 import { renderInterfaceTable } from "../../../daemon/policy/nft_interface_table.ts";
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
