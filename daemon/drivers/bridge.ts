@@ -199,8 +199,9 @@ export class BridgeDriver implements Driver {
   /**
    * Puts the node back in line with the record after a crash: allocation files that name no
    * owner are given back to the attachment recorded with that address (or freed), then Ferry's
-   * links on the bridge that no attachment names are removed and addresses that no attachment
-   * holds are released (an ADD killed halfway leaves both). `damaged` are keys whose record
+   * links on the bridge that no attachment names are removed, the ports of those it names set as
+   * a plug sets them ({@link Plumber.securePort}), and addresses that no attachment holds are
+   * released (an ADD killed halfway leaves both). `damaged` are keys whose record
    * cannot be read: what they hold is kept. Run at start, before any request is served.
    */
   async reconcile(
@@ -222,6 +223,16 @@ export class BridgeDriver implements Driver {
     }
     const { links, owners } = await this.orphans(records, damaged);
     for (const name of links) await this.#d.plumber.unplugVeth(name);
+    // The ports kept, set as a plug sets them now (an older Ferry's still learned, flooded and
+    // handed link-local group frames up their own stack).
+    for (const r of records) {
+      if ((r.driver ?? "bridge") !== "bridge" || !r.hostIfname) continue;
+      await this.#d.plumber.securePort({
+        hostIfname: r.hostIfname,
+        podMac: stableMac(r.containerId, r.ifname, "container"),
+        guarded: this.#d.guard !== undefined,
+      });
+    }
     let addresses = 0;
     for (const owner of owners) addresses += await this.releaseOwner(owner);
     return { links, addresses, repaired };

@@ -7,8 +7,15 @@
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import { IpCommandError, type IpRunner, PROC_SYS } from "./ip_runner.ts";
-import { planBridge, planSublink, planVeth } from "./link_plan.ts";
-import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "./plumber.ts";
+import { planBridge, planPodPort, planSublink, planVeth } from "./link_plan.ts";
+import type {
+  BridgeSpec,
+  LiveInterface,
+  Plumber,
+  PodPort,
+  SublinkSpec,
+  VethSpec,
+} from "./plumber.ts";
 
 const MISSING = /does not exist|Cannot find device|No such file|cannot open netns|reassociate/i;
 const NO_ADDRESS = /Cannot assign requested address/i;
@@ -126,6 +133,18 @@ export class IpPlumber implements Plumber {
     } catch (e) {
       await this.unplugIn(spec.netns, spec.ifname).catch(() => {});
       throw ioError(what, e);
+    }
+  }
+
+  /** Sets a pod's bridge port as a plug leaves it (see {@link Plumber.securePort}). */
+  async securePort(port: PodPort): Promise<void> {
+    const plan = planPodPort(port);
+    try {
+      await this.#ip.batch(plan.lines);
+      await this.#ip.batch(plan.bridgeLines, { bridge: true });
+    } catch (e) {
+      if (e instanceof IpCommandError && MISSING.test(e.stderr)) return;
+      throw ioError(`failed to set port ${port.hostIfname}`, e);
     }
   }
 

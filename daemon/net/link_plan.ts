@@ -13,6 +13,7 @@ import {
   type BridgeSpec,
   GUARDED_GROUP_FWD_MASK,
   type InterfaceAddress,
+  type PodPort,
   type PodRoute,
   type SublinkSpec,
   type VethSpec,
@@ -149,6 +150,29 @@ export function planBridge(
 }
 
 /**
+ * Plans a pod's bridge port as Ferry keeps it ({@link Plumber.securePort}): the bridge learns
+ * from no frame of the pod's (link-local group frames are learned from before any netfilter
+ * hook), its MAC is a static, sticky entry, no frame to a MAC the bridge does not know is flooded
+ * to it, and a guarded port's link-local group frames take the bridge's forwarding path through
+ * the guard.
+ *
+ * @example
+ * ```ts
+ * planPodPort({ hostIfname: "fy01", podMac: "02:00:00:00:00:02", guarded: false }).bridgeLines;
+ * // ["fdb replace 02:00:00:00:00:02 dev fy01 master static sticky"]
+ * ```
+ */
+export function planPodPort(port: PodPort): { lines: string[]; bridgeLines: string[] } {
+  const mask = port.guarded ? ` group_fwd_mask 0x${GUARDED_GROUP_FWD_MASK.toString(16)}` : "";
+  return {
+    lines: [
+      `link set ${port.hostIfname} type bridge_slave hairpin on learning off flood off${mask}`,
+    ],
+    bridgeLines: [`fdb replace ${port.podMac} dev ${port.hostIfname} master static sticky`],
+  };
+}
+
+/**
  * Plans a veth plug on the bridge.
  *
  * @example
@@ -158,6 +182,11 @@ export function planBridge(
  */
 export function planVeth(spec: VethSpec): PlugPlan {
   const { hostIfname: host, ifname, mtu } = spec;
+  const port = planPodPort({
+    hostIfname: host,
+    podMac: spec.containerMac,
+    guarded: spec.hostGroup !== undefined,
+  });
   const group = spec.hostGroup ? ` group ${spec.hostGroup}` : "";
   return {
     host: {
@@ -165,14 +194,10 @@ export function planVeth(spec: VethSpec): PlugPlan {
       lines: [
         `link add ${host} mtu ${mtu} address ${spec.hostMac}${group} type veth peer name ${ifname} mtu ${mtu} address ${spec.containerMac} netns ${spec.netns}`,
         `link set ${host} master ${spec.bridge} up`,
-        // Before the pod end is up: the bridge learns from no frame of the pod's (link-local
-        // group frames are learned from before any netfilter hook), its MAC is a static entry,
-        // and no frame to a MAC the bridge does not know (someone else's) is flooded to it.
-        `link set ${host} type bridge_slave hairpin on learning off flood off${
-          spec.hostGroup ? ` group_fwd_mask 0x${GUARDED_GROUP_FWD_MASK.toString(16)}` : ""
-        }`,
+        // Before the pod end is up.
+        ...port.lines,
       ],
-      bridgeLines: [`fdb replace ${spec.containerMac} dev ${host} master static sticky`],
+      bridgeLines: port.bridgeLines,
     },
     container: {
       sysctls: podSysctls(ifname, spec.addresses),

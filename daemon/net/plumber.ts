@@ -108,6 +108,16 @@ export interface LiveInterface {
   routes: { dst: string; gw?: string }[];
 }
 
+/** A pod's port on a bridge: its host-side link, the pod's MAC, and whether port security guards it. */
+export interface PodPort {
+  /** The host end of the pod's veth. */
+  hostIfname: string;
+  /** The MAC of the pod's end. */
+  podMac: string;
+  /** Whether the port is port security's (in its interface group). */
+  guarded: boolean;
+}
+
 /** Plugs and unplugs interfaces. Every method may throw a {@link import("../../lib/cni/errors.ts").CniError}. */
 export interface Plumber {
   /** Creates the bridge if missing, brings it up, sets its MTU and gateway addresses and the forwarding sysctls. Idempotent. */
@@ -121,6 +131,13 @@ export interface Plumber {
   plugVeth(spec: VethSpec, addressed?: Promise<void>): Promise<void>;
   /** Removes the host end (and with it the pod end); an absent link is success. */
   unplugVeth(hostIfname: string): Promise<void>;
+  /**
+   * Sets a pod's bridge port as a plug leaves it: hairpin on, learning and unknown-unicast
+   * flooding off, a guarded port's link-local group frames through the bridge's hooks
+   * ({@link GUARDED_GROUP_FWD_MASK}), the pod's MAC its static, sticky forwarding entry.
+   * Idempotent; an absent link is success. At start, for ports an older Ferry plugged.
+   */
+  securePort(port: PodPort): Promise<void>;
   /**
    * Creates a macvlan/ipvlan link in the pod's namespace and configures it. On failure it removes
    * the link only if this call created it: an interface that already had the name stays.

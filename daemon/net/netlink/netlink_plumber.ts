@@ -11,7 +11,14 @@
  */
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
 import { defaultRoutes, planVeth } from "../link_plan.ts";
-import type { BridgeSpec, LiveInterface, Plumber, SublinkSpec, VethSpec } from "../plumber.ts";
+import type {
+  BridgeSpec,
+  LiveInterface,
+  Plumber,
+  PodPort,
+  SublinkSpec,
+  VethSpec,
+} from "../plumber.ts";
 import { type NetlinkSys, SyscallError } from "./libc.ts";
 import { PROC_SYS } from "../ip_runner.ts";
 import {
@@ -122,17 +129,12 @@ export class NetlinkPlumber implements Plumber {
         )
       );
       const hostIndex = this.#host.indexOf(`find ${spec.hostIfname}`, spec.hostIfname);
-      // Before the pod end is up (it sends nothing yet): hairpin on, learning and unknown-unicast
-      // flooding off (a guarded port's link-local group frames through the guard), and the pod's
-      // MAC as the port's static, sticky entry. The bridge learns from no frame of the pod's.
-      this.#host.ack(
-        `hairpin on, learning and flooding off ${spec.hostIfname}`,
-        (seq) => podPortFlags(seq, hostIndex, spec.hostGroup !== undefined),
-      );
-      this.#host.ack(
-        `static entry ${spec.containerMac} on ${spec.hostIfname}`,
-        (seq) => podPortEntry(seq, hostIndex, spec.containerMac),
-      );
+      // Before the pod end is up (it sends nothing yet).
+      this.#securePort(hostIndex, {
+        hostIfname: spec.hostIfname,
+        podMac: spec.containerMac,
+        guarded: spec.hostGroup !== undefined,
+      });
       await addressed;
       const pod = this.#podSocket(podFd, planVeth(spec).container.sysctls);
       try {
@@ -152,6 +154,34 @@ export class NetlinkPlumber implements Plumber {
     } finally {
       this.#sys.close(podFd);
     }
+  }
+
+  /** Sets a pod's bridge port as a plug leaves it (see {@link Plumber.securePort}). */
+  securePort(port: PodPort): Promise<void> {
+    try {
+      const index = this.#host.indexOf(`find ${port.hostIfname}`, port.hostIfname);
+      this.#securePort(index, port);
+    } catch (e) {
+      if (e instanceof SyscallError && e.errno === ENODEV) return Promise.resolve();
+      return Promise.reject(ioError(`failed to set port ${port.hostIfname}`, e));
+    }
+    return Promise.resolve();
+  }
+
+  /**
+   * Hairpin on, learning and unknown-unicast flooding off (a guarded port's link-local group
+   * frames through the guard), and the pod's MAC as the port's static, sticky entry: the bridge
+   * learns from no frame of the pod's.
+   */
+  #securePort(index: number, port: PodPort): void {
+    this.#host.ack(
+      `hairpin on, learning and flooding off ${port.hostIfname}`,
+      (seq) => podPortFlags(seq, index, port.guarded),
+    );
+    this.#host.ack(
+      `static entry ${port.podMac} on ${port.hostIfname}`,
+      (seq) => podPortEntry(seq, index, port.podMac),
+    );
   }
 
   /**

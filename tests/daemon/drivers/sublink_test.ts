@@ -21,6 +21,7 @@ class FakePlumber implements Plumber {
   ensureBridge = () => Promise.resolve();
   plugVeth = () => Promise.resolve();
   unplugVeth = () => Promise.resolve();
+  securePort = () => Promise.resolve();
   plugSublink(spec: SublinkSpec) {
     this.plugged.push(spec);
     return this.failPlug ? Promise.reject(new CniError(5, "plug failed")) : Promise.resolve();
