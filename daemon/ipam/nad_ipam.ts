@@ -465,7 +465,9 @@ function parseRoutes(v: unknown, where: string): NadRoute[] {
  * `enable_overlapping_ranges` (the default) the space is the `network_name` and the family, so
  * every range of that name (however the ranges of its NADs overlap) shares it; without, it is the
  * `network_name` and the range, so only NADs with that very range share it (whereabouts' pool per
- * range). NADs of different `network_name`s never share, whatever their ranges.
+ * range). NADs of different `network_name`s never share, whatever their ranges. Spaces do not see
+ * each other's addresses, so two spaces of one `network_name` and family never serve overlapping
+ * ranges: the owners' check refuses the later one (`nad_space_owners.ts`).
  *
  * @example
  * ```ts

@@ -1,11 +1,18 @@
 /**
  * Who may use a range of a NAD network's address space (whereabouts configs served natively).
  * whereabouts shares a space with every NAD that names it, in any namespace; Ferry's promise is
- * that tenants cannot harm each other, so here a range of a space ({@link spaceKey}: the
- * `network_name` and family, or `network_name` and range) belongs to the namespace whose pods
- * first took addresses of it, and a NAD of another namespace naming an overlapping range of that
- * space is refused with code 7 (its pods would take the owner's addresses). The operator may give
- * a space, or ranges of it, to several namespaces instead (`multiNetwork.sharedWhereaboutsSpaces`).
+ * that tenants cannot harm each other, so here a range of a network (its `network_name`, "" when
+ * none, and family: {@link ownersKey}) belongs to the namespace whose pods first took addresses of
+ * it, and a NAD of another namespace naming an overlapping range of that network is refused with
+ * code 7 (its pods would take the owner's addresses). The operator may give a network, or ranges
+ * of it, to several namespaces instead (`multiNetwork.sharedWhereaboutsSpaces`).
+ *
+ * - **One space per range**: a network's ranges are allocated in spaces ({@link spaceKey}: the
+ *   network and family with `enable_overlapping_ranges`, the network and the range without), and
+ *   two spaces never see each other's addresses. So the check is on the network, whatever the flag
+ *   says, and a range is also refused, to its owner's namespace too, when an overlapping range is
+ *   recorded in another space of the network (the flag differs, or two ranges without it differ):
+ *   both spaces would hand out the same addresses, one address live on two pods.
  *
  * - **Recorded** in a `NetworkOwner` object per space and range CIDR, never deleted by Ferry: the
  *   owner keeps its range when its pods are gone (scaled to zero, redeployed); an operator hands a
@@ -38,7 +45,7 @@ import { type NadIpamConfig, spaceKey } from "./nad_ipam.ts";
 export interface NetworkOwnerObject extends KubeObject {
   /** The range and its owner. */
   spec?: {
-    /** The address space ({@link spaceKey}). */
+    /** The address space its addresses are allocated in ({@link spaceKey}). */
     network: string;
     /** The range's CIDR. */
     cidr: string;
@@ -49,7 +56,10 @@ export interface NetworkOwnerObject extends KubeObject {
 
 /** The API side of owners (`NetworkOwner` objects). */
 export interface NetworkOwnerApi {
-  /** The owners of a space, read from the server's storage. */
+  /**
+   * The owners of a network's ranges ({@link ownersKey}: every space of it, see
+   * {@link spaceOfNetwork}), read from the server's storage.
+   */
   list(network: string): Promise<NetworkOwnerObject[]>;
   /** Creates an owner; a name that exists throws `KubeApiError` with `isAlreadyExists`. */
   create(owner: NetworkOwnerObject): Promise<NetworkOwnerObject>;
@@ -71,6 +81,45 @@ export interface SharedSpace {
 
 /** How long a namespace's admission to a range is taken as known before it is read again (ms). */
 export const ADMITTED_TTL_MS = 60_000;
+
+/**
+ * The network whose ranges' owners a range of `cidr` is checked against: the `network_name`
+ * (`networkName`, "" when none) and the family, whatever `enable_overlapping_ranges` says, so a
+ * range recorded in one space of it ({@link spaceKey}) is seen from the other.
+ *
+ * @example
+ * ```ts
+ * ownersKey("blue", parseCidr("10.0.0.0/24")); // "blue/v4"
+ * ownersKey("", parseCidr("fd00::/120")); // "v6"
+ * ```
+ */
+export function ownersKey(networkName: string, cidr: Cidr): string {
+  const family = `v${cidr.network.family}`;
+  return networkName ? `${networkName}/${family}` : family;
+}
+
+/**
+ * Whether the space `space` ({@link spaceKey}) holds ranges of the network `key`
+ * ({@link ownersKey}): the key itself (`enable_overlapping_ranges`), or the space of one of its
+ * ranges of that family (without it). A `network_name` holds no `/`, so the split is unique.
+ *
+ * @example
+ * ```ts
+ * spaceOfNetwork("blue/range-10.0.0.0/24", "blue/v4"); // true
+ * spaceOfNetwork("range-10.0.0.0/24", "blue/v4"); // false
+ * ```
+ */
+export function spaceOfNetwork(space: string, key: string): boolean {
+  if (space === key) return true;
+  const prefix = `${key.slice(0, -2)}range-`;
+  if (!space.startsWith(prefix)) return false;
+  try {
+    const cidr = parseCidr(space.slice(prefix.length));
+    return formatCidr(cidr) === space.slice(prefix.length) && ownersKey("", cidr) === key.slice(-2);
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The name of a range's owner object: a hash of its space and its CIDR
@@ -260,17 +309,22 @@ export class SpaceOwners {
         namespace,
       );
     }
-    if (!covered) await this.#claim(network, space, cidr, namespace, where);
+    if (covered) await this.#otherSpace(network, space, cidr, namespace, where);
+    else await this.#claim(network, space, cidr, namespace, where);
     if (this.#admitted.size > 4096) {
       for (const [k, until] of this.#admitted) if (until <= Date.now()) this.#admitted.delete(k);
     }
     this.#admitted.set(key, Date.now() + ADMITTED_TTL_MS);
   }
 
-  /** The owner of `cidr` among `owners` that `namespace` may not share with, if any. */
+  /**
+   * The owner of a range overlapping `cidr` among `owners` that `namespace` may not share with,
+   * or whose addresses another space than `space` allocates, if any.
+   */
   #conflict(
     owners: NetworkOwnerObject[],
     network: string,
+    space: string,
     cidr: Cidr,
     namespace: string,
     except?: string,
@@ -283,8 +337,8 @@ export class SpaceOwners {
       } catch {
         return false;
       }
-      return cidrsOverlap(other, cidr) &&
-        !mayShare(this.#d.shared, network, other, o.spec.namespace, namespace);
+      return cidrsOverlap(other, cidr) && (o.spec.network !== space ||
+        !mayShare(this.#d.shared, network, other, o.spec.namespace, namespace));
     });
   }
 
@@ -299,14 +353,50 @@ export class SpaceOwners {
   }
 
   #owned(o: NetworkOwnerObject, where: string, space: string, cidr: Cidr, namespace: string) {
+    const record = `NetworkOwner ${o.metadata?.name}, range ${o.spec!.cidr}`;
     return this.#refusal(
       where,
       space,
       cidr,
-      `it belongs to namespace ${o.spec!.namespace} (NetworkOwner ${o.metadata?.name}, ` +
-        `range ${o.spec!.cidr})`,
+      o.spec!.network === space
+        ? `it belongs to namespace ${o.spec!.namespace} (${record})`
+        : `an overlapping range of namespace ${o.spec!.namespace} is allocated in space ` +
+          `${JSON.stringify(o.spec!.network)} (${record}), which does not see this space's ` +
+          `addresses (enable_overlapping_ranges differs, or the ranges without it do)`,
       namespace,
     );
+  }
+
+  /**
+   * For a range the config shares (no owner recorded): refused when an overlapping range is
+   * recorded in another space of the network, whose pods would hold the same addresses.
+   */
+  async #otherSpace(
+    network: string,
+    space: string,
+    cidr: Cidr,
+    namespace: string,
+    where: string,
+  ): Promise<void> {
+    let owners: NetworkOwnerObject[];
+    try {
+      owners = await this.#d.api.list(ownersKey(network, cidr));
+    } catch (e) {
+      throw new CniError(
+        CNI_ERROR.TRY_AGAIN_LATER,
+        `${where}: cannot read the owners of whereabouts space ${JSON.stringify(space)}`,
+        errorText(e),
+      );
+    }
+    const other = owners.find((o) => {
+      if (!o.spec || o.spec.network === space) return false;
+      try {
+        return cidrsOverlap(parseCidr(o.spec.cidr), cidr);
+      } catch {
+        return false;
+      }
+    });
+    if (other) throw this.#owned(other, where, space, cidr, namespace);
   }
 
   async #claim(
@@ -318,6 +408,7 @@ export class SpaceOwners {
   ): Promise<void> {
     const { api } = this.#d;
     const name = networkOwnerName(space, cidr);
+    const key = ownersKey(network, cidr);
     const unavailable = (e: unknown) =>
       e instanceof CniError ? e : new CniError(
         CNI_ERROR.TRY_AGAIN_LATER,
@@ -329,8 +420,8 @@ export class SpaceOwners {
     try {
       for (let attempt = 0; attempt < 8; attempt++) {
         let turn = await api.claimTurn();
-        let owners = await api.list(space);
-        const conflict = this.#conflict(owners, network, cidr, namespace);
+        let owners = await api.list(key);
+        const conflict = this.#conflict(owners, network, space, cidr, namespace);
         if (conflict) throw this.#owned(conflict, where, space, cidr, namespace);
         // Recorded already (by this namespace, or one the config lets it share with).
         if (owners.some((o) => o.metadata?.name === name)) return;
@@ -338,7 +429,7 @@ export class SpaceOwners {
         let created: NetworkOwnerObject;
         try {
           created = await api.create({
-            metadata: { name, labels: { "ferry.dev/network": networkHash(space) } },
+            metadata: { name, labels: { "ferry.dev/network": networkHash(key) } },
             spec: { network: space, cidr: formatCidr(cidr), namespace: owner },
           });
         } catch (e) {
@@ -348,8 +439,8 @@ export class SpaceOwners {
         // Committed, or given up when an overlapping claim of another namespace was first.
         while (!(await turn.commit())) {
           turn = await api.claimTurn();
-          owners = await api.list(space);
-          const first = this.#conflict(owners, network, cidr, owner, name);
+          owners = await api.list(key);
+          const first = this.#conflict(owners, network, space, cidr, owner, name);
           if (first) {
             await api.delete(name, created.metadata!.uid!).catch((e) => {
               if (!isApi(e, (k) => k.isNotFound)) throw e;

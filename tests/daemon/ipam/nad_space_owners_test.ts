@@ -16,8 +16,10 @@ import { NadNetworkIpam } from "../../../daemon/ipam/nad_network_ipam.ts";
 import {
   claimedRanges,
   type NetworkOwnerObject,
+  ownersKey,
   type SharedSpace,
   sharedVerdict,
+  spaceOfNetwork,
   SpaceOwners,
   upgradeOwner,
 } from "../../../daemon/ipam/nad_space_owners.ts";
@@ -59,11 +61,13 @@ function withOwners(fn: (env: Env) => Promise<void>): Promise<void> {
     const opened: NadNetworkIpam[] = [];
     const dirs: string[] = [];
     const mine = (network?: string) => !!network && network.startsWith(`${net}`);
-    // This test's: of its network_names, or of the unnamed space inside its /24.
+    // This test's: of its network_names, or of the unnamed spaces inside its /24.
+    const unnamed = (network?: string, range?: string) =>
+      (network === "v4" || !!network?.startsWith("range-")) && !!range &&
+      cidrsOverlap(parseCidr(range), parseCidr(cidr));
     const owners = async () =>
       (await k.client.listAll<NetworkOwnerObject>(NETWORKOWNERS, {})).items.filter((o) =>
-        mine(o.spec?.network) ||
-        (o.spec?.network === "v4" && cidrsOverlap(parseCidr(o.spec.cidr), parseCidr(cidr)))
+        mine(o.spec?.network) || unnamed(o.spec?.network, o.spec?.cidr)
       );
     const eventNs = new Set<string>();
     try {
@@ -127,7 +131,11 @@ function withOwners(fn: (env: Env) => Promise<void>): Promise<void> {
         await k.client.delete(NETWORKOWNERS, undefined, o.metadata!.name!).catch(() => {});
       }
       const { items } = await k.client.listAll<NetworkBlockObject>(NETWORKBLOCKS, {});
-      for (const b of items.filter((b) => mine(b.spec?.network))) {
+      for (
+        const b of items.filter((b) =>
+          mine(b.spec?.network) || unnamed(b.spec?.network, b.spec?.cidr)
+        )
+      ) {
         await k.client.delete(NETWORKBLOCKS, undefined, b.metadata!.name!).catch(() => {});
       }
       for (const lease of [claims, ownerClaims]) {
@@ -243,6 +251,100 @@ Deno.test("a NAD without network_name (whereabouts or ferry type) whose range ov
   });
 });
 
+// enable_overlapping_ranges false puts a NAD's range in a space of its own
+// (`<network_name>/range-<cidr>`): the owners' check must not depend on it, or B's NAD naming A's
+// network_name and range with the flag false is served A's addresses by an allocator that does not
+// see A's (one address on two tenants' pods).
+for (const variant of ["dynamic", "static"] as const) {
+  Deno.test(`a NAD of another namespace naming a network_name and range with enable_overlapping_ranges false is refused (${variant}) and never gets the owner's address`, async () => {
+    await withOwners(async ({ net, cidr, node, events }) => {
+      const n1 = await node("n1");
+      const n2 = await node("n2");
+      const range = cidr.replace(/\.0\/24$/, ".0/29");
+      const a = nad("storage", { range, network_name: net });
+      const b = nad("squat", { range, network_name: net, enable_overlapping_ranges: false });
+      const first = address(await n1.add(a, A, "a0"));
+      const got =
+        await (variant === "static" ? n2.add(b, B, "b0", [`${first}/29`]) : n2.add(b, B, "b0"))
+          .then((r) => address(r), (e) => e);
+      assert(got instanceof CniError, `B's pod was served ${got} of A's ${range} (A has ${first})`);
+      assertEquals(got.code, CNI_ERROR.INVALID_CONFIG, got.message);
+      assert(got.message.includes(`namespace ${A}`), got.message);
+      await until(async () => (await events()).length > 0, 10_000); // the Warning Event
+    });
+  });
+}
+
+Deno.test("without network_name, the flag false against an unnamed or ferry-type range of another namespace is refused, and the other way round", async () => {
+  await withOwners(async ({ cidr, node }) => {
+    const n1 = await node("n1");
+    const sub = (n: number) => cidr.replace(/\.0\/24$/, `.${n}/27`);
+    await n1.add(nad("a", { range: sub(0) }), A, "a0");
+    for (const b of [nad("b", { range: sub(0), enable_overlapping_ranges: false })]) {
+      const e = await refusal(n1.add(b, B, "b0"), "B's flag false over A's unnamed range");
+      assertEquals(e.code, CNI_ERROR.INVALID_CONFIG, e.message);
+    }
+    // A's range without the flag; B's unnamed and ferry-type ranges over it.
+    await n1.add(nad("a", { range: sub(64), enable_overlapping_ranges: false }), A, "a1");
+    const ferry = {
+      ...nad("f", {}),
+      ipam: { type: "ferry", range: cidr.replace(/\.0\/24$/, ".64/28") },
+    } as NetConf;
+    for (const b of [nad("b", { range: sub(64) }), ferry]) {
+      const e = await refusal(n1.add(b, B, "b1"), `B's ${b.ipam!.type} over A's flag false`);
+      assertEquals(e.code, CNI_ERROR.INVALID_CONFIG, e.message);
+      assert(e.message.includes(`namespace ${A}`), e.message);
+    }
+  });
+});
+
+Deno.test("two spaces never serve one range, in one namespace too: a range overlapping one of another space of its network is refused, the same space is served", async () => {
+  await withOwners(async ({ net, cidr, node }) => {
+    const n1 = await node("n1");
+    const n2 = await node("n2");
+    const range = cidr.replace(/\.0\/24$/, ".0/29");
+    const shared = nad("a", { range, network_name: net });
+    const apart = nad("b", { range, network_name: net, enable_overlapping_ranges: false });
+    const held = [address(await n1.add(shared, A, "a0"))];
+    // The flag false: the same addresses from a space that does not see A's pod's.
+    const e = await refusal(n2.add(apart, A, "a1"), "the flag false over the same range");
+    assertEquals(e.code, CNI_ERROR.INVALID_CONFIG, e.message);
+    assert(e.message.includes(`"${net}/v4"`), e.message);
+    // A wider range of the same space is served, and never hands out a held address.
+    const wide = nad("w", { range: cidr.replace(/\.0\/24$/, ".0/28"), network_name: net });
+    held.push(address(await n2.add(wide, A, "a2")));
+    assertEquals(new Set(held).size, 2);
+    // Without the flag, the space is the range: the same range shares it, another one overlapping
+    // it does not (whichever came first), on another part of the /24.
+    const r1 = cidr.replace(/\.0\/24$/, ".128/28");
+    const one = nad("o", { range: r1, network_name: net, enable_overlapping_ranges: false });
+    const got = [address(await n1.add(one, A, "o0")), address(await n2.add(one, A, "o1"))];
+    assertEquals(new Set(got).size, 2);
+    const inner = nad("i", {
+      range: cidr.replace(/\.0\/24$/, ".128/29"),
+      network_name: net,
+      enable_overlapping_ranges: false,
+    });
+    for (const other of [inner, nad("d", { range: r1, network_name: net })]) {
+      const f = await refusal(n1.add(other, A, "x"), "another space over the flag-false range");
+      assertEquals(f.code, CNI_ERROR.INVALID_CONFIG, f.message);
+    }
+  });
+});
+
+Deno.test("namespaces a shared space lists are refused a range recorded in another space of it", async () => {
+  await withOwners(async ({ net, cidr, node }) => {
+    const n1 = await node("n1");
+    const a = nad("a", { range: cidr, network_name: net });
+    await n1.add(a, A, "a0"); // recorded: A's, in space <net>/v4
+    const n2 = await node("n2", [{ network: net, namespaces: [A, B] }]);
+    await n2.add(a, B, "b0"); // the operator shares it: the same space serves B
+    const apart = nad("b", { range: cidr, network_name: net, enable_overlapping_ranges: false });
+    const e = await refusal(n2.add(apart, B, "b1"), "the flag false in a shared space");
+    assertEquals(e.code, CNI_ERROR.INVALID_CONFIG, e.message);
+  });
+});
+
 Deno.test("a space multiNetwork.sharedWhereaboutsSpaces lists serves every namespace it names, and refuses the others naming the entry", async () => {
   await withOwners(async ({ net, cidr, node, owners }) => {
     const shared: SharedSpace[] = [{ network: net, namespaces: [A, B] }];
@@ -305,6 +407,29 @@ Deno.test("two namespaces' first ADDs racing on two nodes end with exactly one o
   });
 });
 
+Deno.test("two namespaces' first ADDs of one range, with and without enable_overlapping_ranges, racing on two nodes: one served, the other refused", async () => {
+  await withOwners(async ({ net, node }) => {
+    const n1 = await node("n1");
+    const n2 = await node("n2");
+    for (let round = 0; round < 4; round++) {
+      const cidr = freshCidr24();
+      const name = `${net}-x${round}`;
+      const a = nad("a", { range: cidr, network_name: name });
+      const b = nad("b", { range: cidr, network_name: name, enable_overlapping_ranges: false });
+      const outcomes = await Promise.allSettled([
+        n1.add(a, A, `a${round}`),
+        n2.add(b, B, `b${round}`),
+      ]);
+      const lost = outcomes.flatMap((o) => o.status === "rejected" ? [o.reason] : []);
+      assertEquals(lost.length, 1, `round ${round}: both served`);
+      assert(
+        lost[0] instanceof CniError && lost[0].code === CNI_ERROR.INVALID_CONFIG,
+        String(lost[0]),
+      );
+    }
+  });
+});
+
 Deno.test("a range in use before owners were recorded belongs to the namespace its blocks' allocations name", async () => {
   await withOwners(async ({ k, net, cidr, node, owners }) => {
     const config = parseWhereabouts({ type: "whereabouts", range: cidr, network_name: net }, "w");
@@ -354,6 +479,32 @@ Deno.test("the ranges an ADD claims, the config's verdict and an upgraded range'
     ),
     ["blue/v4 167772160/24", `blue/v4 ${(10n << 24n) + (9n << 16n) + 1n}/32`],
   );
+  const apart = parseWhereabouts(
+    {
+      type: "whereabouts",
+      range: "10.0.0.0/24",
+      network_name: "blue",
+      enable_overlapping_ranges: false,
+    },
+    "w",
+  );
+  assertEquals(claimedRanges(apart, []).map((r) => r.space), ["blue/range-10.0.0.0/24"]);
+  assertEquals(ownersKey("blue", parseCidr("10.0.0.0/24")), "blue/v4");
+  assertEquals(ownersKey("", parseCidr("fd00::/120")), "v6");
+  for (
+    const [space, key, yes] of [
+      ["blue/v4", "blue/v4", true],
+      ["blue/range-10.0.0.0/24", "blue/v4", true],
+      ["range-10.0.0.0/24", "v4", true],
+      ["blue/range-fd00::/120", "blue/v6", true],
+      ["blue/range-fd00::/120", "blue/v4", false],
+      ["range-10.0.0.0/24", "blue/v4", false],
+      ["blue/range-10.0.0.0/24", "v4", false],
+      ["bluer/range-10.0.0.0/24", "blue/v4", false],
+      ["blue/range-10.0.0.1/24", "blue/v4", false],
+      ["blue/v6", "blue/v4", false],
+    ] as const
+  ) assertEquals(spaceOfNetwork(space, key), yes, `${space} of ${key}`);
   const shared = [{ network: "blue", range: "10.0.0.0/16", namespaces: ["a", "b"] }];
   assertEquals(sharedVerdict(shared, "blue", parseCidr("10.0.1.0/24"), "a"), { covered: true });
   assertEquals(sharedVerdict(shared, "red", parseCidr("10.0.1.0/24"), "c"), { covered: false });
