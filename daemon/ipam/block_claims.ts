@@ -2,8 +2,9 @@
  * Claiming blocks for this node (`ipam.mode: pool`): a block no node holds is picked
  * ({@link nextFreeBlock}) and its object created, named for its CIDR so that of two nodes
  * claiming one block exactly one create succeeds; the claim is then settled on the cluster's
- * claim counter ({@link ClaimTurn}), so of two overlapping blocks at most one is ever used. One
- * claim at a time per family; concurrent callers share it.
+ * claim counter ({@link ClaimTurn}), so of two overlapping blocks at most one is ever used (the
+ * protocol is `claim_protocol.ts`'s, shared with NAD networks' blocks; a pool block may overlap any
+ * other block). One claim at a time per family; concurrent callers share it.
  *
  * @module
  */
@@ -17,8 +18,14 @@ import {
   type PoolFamily,
 } from "./ip_pools.ts";
 import { type ClaimTurn, overlappingPools } from "./block_api.ts";
-import { cidrsOverlap } from "./cidr.ts";
-import { errorText, gatewayOf, isApi, type NodeBlocks, type OwnedBlock } from "./owned_blocks.ts";
+import {
+  createClaimed,
+  errorText,
+  firstOverlapping,
+  settleClaim,
+  settleNewClaim,
+} from "./claim_protocol.ts";
+import { gatewayOf, type NodeBlocks, type OwnedBlock } from "./owned_blocks.ts";
 
 /** The claims of one node's blocks. */
 export class BlockClaims {
@@ -63,12 +70,10 @@ export class BlockClaims {
         const cidr = nextFreeBlock(fam, taken, nodeName);
         if (!cidr) break;
         const text = formatCidr(cidr);
-        let created: IpBlockObject;
-        let turn: ClaimTurn;
+        let claimed: { obj: IpBlockObject; turn: ClaimTurn } | undefined;
         this.#b.claimingNames.add(blockName(cidr));
         try {
-          turn = await api.claimTurn();
-          created = await api.create({
+          claimed = await createClaimed(api, {
             metadata: {
               name: blockName(cidr),
               labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": poolName },
@@ -77,18 +82,20 @@ export class BlockClaims {
           });
         } catch (e) {
           this.#b.claimingNames.delete(blockName(cidr));
-          if (isApi(e, (k) => k.isAlreadyExists)) {
-            // Another node was first (our watch had not shown its block yet): try the next.
-            this.#b.stats.claimRaces++;
-            lostRaces.add(text);
-            continue;
-          }
           throw new CniError(
             CNI_ERROR.TRY_AGAIN_LATER,
             `cannot claim a block of IPPool ${poolName} for node ${nodeName}`,
             errorText(e),
           );
         }
+        if (!claimed) {
+          this.#b.claimingNames.delete(blockName(cidr));
+          // Another node was first (our watch had not shown its block yet): try the next.
+          this.#b.stats.claimRaces++;
+          lostRaces.add(text);
+          continue;
+        }
+        const { obj: created, turn } = claimed;
         let settled: boolean;
         try {
           settled = await this.#settleClaim(created, cidr, turn);
@@ -134,18 +141,16 @@ export class BlockClaims {
    * block is this node's to use; false when another block overlaps it, which is then deleted
    * before any of its addresses was handed out.
    */
-  async #settleClaim(created: IpBlockObject, cidr: Cidr, first: ClaimTurn): Promise<boolean> {
+  #settleClaim(created: IpBlockObject, cidr: Cidr, first: ClaimTurn): Promise<boolean> {
     const { api, logger, nodeName } = this.#b.d;
-    const name = created.metadata!.name!;
-    let turn = first;
-    for (let attempt = 0; attempt < 32; attempt++) {
-      const other = await this.#overlapping(name, cidr);
-      if (other) {
+    return settleNewClaim(
+      api,
+      created,
+      first,
+      () => this.#overlapping(created.metadata!.name!, cidr),
+      `block ${formatCidr(cidr)} for node ${nodeName}`,
+      (other) => {
         this.#b.stats.overlapsYielded++;
-        await api.delete(name, created.metadata!.uid!, created.metadata!.resourceVersion!)
-          .catch((e) => {
-            if (!isApi(e, (k) => k.isNotFound)) throw e;
-          });
         logger.warn(
           "block {cidr} overlaps block {other} of node {owner} (IPPool {pool}): gave it back " +
             "before handing out any of its addresses",
@@ -156,15 +161,7 @@ export class BlockClaims {
             pool: other.spec!.pool,
           },
         );
-        return false;
-      }
-      if (await turn.commit()) return true;
-      turn = await api.claimTurn();
-    }
-    throw new CniError(
-      CNI_ERROR.TRY_AGAIN_LATER,
-      `cannot settle the claim of block ${formatCidr(cidr)} for node ${nodeName}`,
-      "other nodes kept claiming blocks meanwhile",
+      },
     );
   }
 
@@ -174,21 +171,20 @@ export class BlockClaims {
    * giving them up would not take them off the pods).
    */
   async settleRecreated(block: OwnedBlock, first: ClaimTurn): Promise<string | undefined> {
-    let turn = first;
-    for (let attempt = 0; attempt < 32; attempt++) {
-      const other = await this.#overlapping(block.name, block.cidr);
-      if (other) return `block ${other.spec!.cidr} of node ${other.spec!.node}`;
-      if (await turn.commit()) return undefined;
-      turn = await this.#b.d.api.claimTurn();
-    }
-    return undefined;
+    const { api } = this.#b.d;
+    const settled = await settleClaim(
+      first,
+      () => api.claimTurn(),
+      () => this.#overlapping(block.name, block.cidr),
+    );
+    if (!("overlap" in settled)) return undefined;
+    const other = settled.overlap;
+    return `block ${other.spec!.cidr} of node ${other.spec!.node}`;
   }
 
   /** The first block other than `name` that shares addresses with `cidr`, listed from storage. */
   async #overlapping(name: string, cidr: Cidr): Promise<IpBlockObject | undefined> {
-    return (await this.#b.d.api.list()).find((b) =>
-      b.metadata?.name !== name && b.spec?.cidr && cidrsOverlap(parseCidr(b.spec.cidr), cidr)
-    );
+    return firstOverlapping(await this.#b.d.api.list(), name, cidr);
   }
 
   /** Why no block of `family` can be claimed: pools missing, broken, full; overlaps reported. */

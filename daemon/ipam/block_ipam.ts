@@ -40,15 +40,8 @@ import type { Owner } from "./local_pool.ts";
 import { earlier, SYSTEM_CLOCK, waitOutQuarantine } from "./quarantine.ts";
 import { BlockClaims } from "./block_claims.ts";
 import { BlockSync } from "./block_sync.ts";
-import {
-  type BlockIpamDeps,
-  errorText,
-  gatewayOf,
-  leaseOf,
-  NodeBlocks,
-  ownerKey,
-  pause,
-} from "./owned_blocks.ts";
+import { errorText, ownerKey } from "./claim_protocol.ts";
+import { type BlockIpamDeps, gatewayOf, leaseOf, NodeBlocks, pause } from "./owned_blocks.ts";
 
 export type { BlockApi, BlockSummary, ClaimTurn, PoolView } from "./block_api.ts";
 export { overlappingPools } from "./block_api.ts";

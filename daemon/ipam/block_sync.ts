@@ -14,15 +14,15 @@ import { sleep } from "../runtime/sleep.ts";
 import type { BlockSummary } from "./block_api.ts";
 import type { BlockClaims } from "./block_claims.ts";
 import {
+  blockAllocations,
+  createClaimed,
+  deleteOwnObject,
   errorText,
-  gatewayOf,
-  isApi,
-  type NodeBlocks,
-  type OwnedBlock,
   ownerKey,
-  plainRange,
-  sameAllocations,
-} from "./owned_blocks.ts";
+  updateAllocations,
+  writeBackoffMs,
+} from "./claim_protocol.ts";
+import { gatewayOf, type NodeBlocks, type OwnedBlock, plainRange } from "./owned_blocks.ts";
 
 /** The reconciliation of one node's blocks with their objects. */
 export class BlockSync {
@@ -121,22 +121,22 @@ export class BlockSync {
   async #recreate(block: OwnedBlock): Promise<void> {
     const { api, nodeName, logger } = this.#b.d;
     if (this.#b.closed) return;
-    try {
-      const turn = await api.claimTurn();
-      block.obj = await api.create({
-        metadata: {
-          name: block.name,
-          labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": block.pool },
-        },
-        spec: {
-          pool: block.pool,
-          cidr: block.text,
-          node: nodeName,
-          allocations: this.#allocationsOf(block),
-        },
-      });
+    const created = await createClaimed(api, {
+      metadata: {
+        name: block.name,
+        labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": block.pool },
+      },
+      spec: {
+        pool: block.pool,
+        cidr: block.text,
+        node: nodeName,
+        allocations: this.#allocationsOf(block),
+      },
+    });
+    if (created) {
+      block.obj = created.obj;
       this.#b.stats.writes++;
-      const overlap = await this.#claims.settleRecreated(block, turn);
+      const overlap = await this.#claims.settleRecreated(block, created.turn);
       if (overlap) {
         block.lost =
           `block ${block.text} overlaps ${overlap}, claimed while its object was missing`;
@@ -146,8 +146,7 @@ export class BlockSync {
           { why: block.lost, n: block.local.held, ips: block.local.allocations().map((a) => a.ip) },
         );
       }
-    } catch (e) {
-      if (!isApi(e, (k) => k.isAlreadyExists)) throw e;
+    } else {
       const other = await api.get(block.name);
       if (other?.spec?.node === nodeName) {
         block.obj = other;
@@ -164,21 +163,12 @@ export class BlockSync {
   }
 
   #allocationsOf(block: OwnedBlock): BlockAllocation[] {
-    return block.local.allocations().map(({ ip, owner }) => {
+    return blockAllocations(block.local.allocations(), (owner) => {
       const recorded = this.#b.d.podOf?.(owner);
-      const meta = this.#b.meta.get(ownerKey(owner)) ??
+      return this.#b.meta.get(ownerKey(owner)) ??
         (recorded &&
           { uid: recorded.uid ?? "", namespace: recorded.namespace, name: recorded.name });
-      const a: BlockAllocation = {
-        ip,
-        podUID: meta?.uid ?? "",
-        containerID: owner.containerId,
-        ifname: owner.ifname,
-      };
-      if (meta?.namespace) a.namespace = meta.namespace;
-      if (meta?.name) a.name = meta.name;
-      return a;
-    }).sort((a, b) => a.ip.localeCompare(b.ip));
+    });
   }
 
   /** One write of a block; a failure marks it dirty again and backs off. */
@@ -189,7 +179,7 @@ export class BlockSync {
     } catch (e) {
       block.writer.kick();
       block.failures++;
-      const wait = Math.min(30_000, 250 * 2 ** Math.min(block.failures, 7));
+      const wait = writeBackoffMs(block.failures);
       this.#b.d.logger.warn("writing block {cidr} failed ({error}); again in {ms} ms", {
         cidr: block.text,
         error: errorText(e),
@@ -215,26 +205,13 @@ export class BlockSync {
         block.obj = base;
         return await this.#recreate(block);
       }
-      if (sameAllocations(base.spec.allocations ?? [], desired)) {
-        block.obj = base;
-        return;
-      }
-      try {
-        block.obj = await api.update({ ...base, spec: { ...base.spec, allocations: desired } });
+      const written = await updateAllocations(api, block, base, desired);
+      if (written === "same") return;
+      if (written === "written") {
         this.#b.stats.writes++;
         return;
-      } catch (e) {
-        if (isApi(e, (k) => k.isConflict)) {
-          this.#b.stats.conflicts++;
-          block.obj = undefined;
-          continue;
-        }
-        if (isApi(e, (k) => k.isNotFound)) {
-          block.obj = undefined;
-          continue;
-        }
-        throw e;
       }
+      if (written === "conflict") this.#b.stats.conflicts++;
     }
     throw new Error(`block ${block.text}: still conflicting after 16 attempts`);
   }
@@ -274,19 +251,7 @@ export class BlockSync {
         block.retiring = false;
         return;
       }
-      const { api } = this.#b.d;
-      for (let attempt = 0; attempt < 4; attempt++) {
-        const obj = block.obj ?? await api.get(block.name);
-        if (!obj?.metadata?.uid || obj.spec?.node !== this.#b.d.nodeName) break;
-        try {
-          await api.delete(block.name, obj.metadata.uid, obj.metadata.resourceVersion ?? "");
-          break;
-        } catch (e) {
-          if (isApi(e, (k) => k.isNotFound)) break;
-          if (!isApi(e, (k) => k.isConflict)) throw e;
-          block.obj = undefined;
-        }
-      }
+      await deleteOwnObject(this.#b.d.api, block, this.#b.d.nodeName);
       await this.#forget(block, `empty for ${Math.round(this.#b.d.releaseAfterMs / 1000)} s`);
       this.#b.stats.released++;
     } catch (e) {

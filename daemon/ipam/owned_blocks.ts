@@ -10,11 +10,9 @@
 import type { Logger } from "@logtape/logtape";
 import type { PodRef } from "../../lib/cni/args.ts";
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
-import { KubeApiError } from "../k8s/errors.ts";
 import type { Lease } from "./allocator.ts";
 import { type Cidr, formatCidr, formatIp } from "./cidr.ts";
 import {
-  type BlockAllocation,
   blockName,
   blockRange,
   type IpBlockObject,
@@ -25,6 +23,7 @@ import { LocalPool, type Owner, type PoolRange } from "./local_pool.ts";
 import { DirtyLoop } from "../runtime/dirty_loop.ts";
 import type { BlockApi, PoolView } from "./block_api.ts";
 import type { IpamClock } from "./quarantine.ts";
+import type { PodMeta } from "./claim_protocol.ts";
 
 /** What `BlockIpam` (`block_ipam.ts`) needs. */
 export interface BlockIpamDeps {
@@ -56,13 +55,6 @@ export interface BlockIpamDeps {
   podOf?: (owner: Owner) => PodRef | undefined;
 }
 
-/** Who an allocation is for, as its block object records it. */
-export interface PodMeta {
-  uid: string;
-  namespace?: string;
-  name?: string;
-}
-
 /** A block this node holds. */
 export interface OwnedBlock {
   name: string;
@@ -83,15 +75,8 @@ export interface OwnedBlock {
   failures: number;
 }
 
-/** The key of an owner in the node's maps. */
-export const ownerKey = (o: Owner) => `${o.containerId}\n${o.ifname}`;
 /** Waits `ms`. */
 export const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** The message of anything thrown. */
-export const errorText = (e: unknown) => e instanceof Error ? e.message : String(e);
-/** Whether `e` is an API error that `test` accepts. */
-export const isApi = (e: unknown, test: (k: KubeApiError) => boolean) =>
-  e instanceof KubeApiError && test(e);
 
 /** A block's whole range (no exclusions). */
 export function plainRange(cidr: Cidr): PoolRange {
@@ -108,15 +93,6 @@ export function gatewayOf(block: OwnedBlock): string {
 /** The lease of `ip` in a block. */
 export function leaseOf(block: OwnedBlock, ip: string): Lease {
   return { ip, prefix: block.cidr.prefix, gateway: formatIp(block.local.range.gateway) };
-}
-
-/** Whether two allocation lists hold the same entries. */
-export function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boolean {
-  if (a.length !== b.length) return false;
-  const key = (x: BlockAllocation) =>
-    `${x.ip}|${x.podUID}|${x.containerID}|${x.ifname}|${x.namespace ?? ""}|${x.name ?? ""}`;
-  const set = new Set(a.map(key));
-  return b.every((x) => set.has(key(x)));
 }
 
 /** The node's blocks and what the parts of the block IPAM share of them. */
