@@ -28,7 +28,8 @@
  *
  * The parts: the blocks as the cluster knows them (`block_api.ts`), the node's blocks they share
  * (`owned_blocks.ts`), claims (`block_claims.ts`), the reconciliation with the API
- * (`block_sync.ts`); this module is the allocator the default network draws from.
+ * (`block_sync.ts`), both over the claim protocol NAD networks' blocks share
+ * (`claim_protocol.ts`); this module is the allocator the default network draws from.
  *
  * @module
  */
@@ -40,7 +41,7 @@ import type { Owner } from "./local_pool.ts";
 import { earlier, SYSTEM_CLOCK, waitOutQuarantine } from "./quarantine.ts";
 import { BlockClaims } from "./block_claims.ts";
 import { BlockSync } from "./block_sync.ts";
-import { errorText, ownerKey } from "./claim_protocol.ts";
+import { errorText, ownerKey, releaseAdoptedOfGonePods } from "./claim_protocol.ts";
 import { type BlockIpamDeps, gatewayOf, leaseOf, NodeBlocks, pause } from "./owned_blocks.ts";
 
 export type { BlockApi, BlockSummary, ClaimTurn, PoolView } from "./block_api.ts";
@@ -232,26 +233,22 @@ export class BlockIpam {
    * never plugged (its block object was taken over: state lost, `spec.node` edited), so no DEL of
    * the runtime will ever release it here. Returns the addresses released.
    */
-  async releaseAdoptedOfGonePods(
+  releaseAdoptedOfGonePods(
     gone: (pod: { uid: string; namespace: string; name: string }) => Promise<boolean>,
   ): Promise<string[]> {
-    const released: string[] = [];
-    for (const key of [...this.#b.adopted]) {
-      const meta = this.#b.meta.get(key);
-      if (!meta?.namespace || !meta.name || this.#b.closed) continue;
-      if (!(await gone({ uid: meta.uid, namespace: meta.namespace, name: meta.name }))) continue;
-      const [containerId, ifname] = key.split("\n");
+    return releaseAdoptedOfGonePods(this.#b, gone, async (owner) => {
+      const ips: string[] = [];
       for (const family of [4, 6] as const) {
-        const ip = await this.#release(family, { containerId, ifname });
-        if (ip) released.push(ip);
+        const ip = await this.#release(family, owner);
+        if (ip) ips.push(ip);
       }
-      this.#b.adopted.delete(key);
+      this.#b.adopted.delete(ownerKey(owner));
+      return ips;
+    }, (pod, ips) =>
       this.#b.d.logger.info(
         "released the adopted allocation of {pod} ({ips}): the pod is gone",
-        { pod: `${meta.namespace}/${meta.name}`, ips: released.join(", ") },
-      );
-    }
-    return released;
+        { pod: `${pod.namespace}/${pod.name}`, ips: ips.join(", ") },
+      ));
   }
 
   /** Settles once every block's allocations are written (or `signal` aborts). */

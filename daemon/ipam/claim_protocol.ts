@@ -282,6 +282,43 @@ export function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boo
   return b.every((x) => set.has(key(x)));
 }
 
+/** A pod as a block object names it, asked about by the sweep. */
+export interface NamedPod {
+  /** Its UID ("" when unknown). */
+  uid: string;
+  /** Its namespace. */
+  namespace: string;
+  /** Its name. */
+  name: string;
+}
+
+/**
+ * Releases the adopted allocations (`adopted`, owners whose addresses were taken over from a
+ * block object: state lost, `spec.node` edited, an address another IPAM's pod holds) whose pod
+ * is gone: `gone` asks the API about the pod the object named (`meta`). No DEL of the runtime
+ * will ever release them here. `release` gives back an owner's addresses (and forgets it as
+ * adopted), `released` is told each pod's; returns every address released.
+ */
+export async function releaseAdoptedOfGonePods(
+  node: { adopted: Set<string>; meta: Map<string, PodMeta>; closed: boolean },
+  gone: (pod: NamedPod) => Promise<boolean>,
+  release: (owner: Owner) => Promise<string[]>,
+  released: (pod: NamedPod, ips: string[]) => void,
+): Promise<string[]> {
+  const all: string[] = [];
+  for (const key of [...node.adopted]) {
+    const meta = node.meta.get(key);
+    if (!meta?.namespace || !meta.name || node.closed) continue;
+    const pod = { uid: meta.uid, namespace: meta.namespace, name: meta.name };
+    if (!(await gone(pod))) continue;
+    const [containerId, ifname] = key.split("\n");
+    const ips = await release({ containerId, ifname });
+    all.push(...ips);
+    released(pod, ips);
+  }
+  return all;
+}
+
 /** How long a block's writer waits after its `failures`-th failed write in a row (ms). */
 export function writeBackoffMs(failures: number): number {
   return Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
