@@ -19,6 +19,7 @@ import {
   deleteOwnObject,
   errorText,
   ownerKey,
+  readBlockDirectories,
   updateAllocations,
   writeBackoffMs,
 } from "./claim_protocol.ts";
@@ -49,20 +50,12 @@ export class BlockSync {
   async reconcile(): Promise<void> {
     const { nodeName, view, api, logger } = this.#b.d;
     await Deno.mkdir(this.#b.dir, { recursive: true, mode: 0o700 });
-    const local = new Map<string, { pool: string; cidr: string }>();
-    for await (const entry of Deno.readDir(this.#b.dir)) {
-      if (!entry.isDirectory) continue;
-      const meta = await Deno.readTextFile(`${this.#b.dir}/${entry.name}/.block.json`)
-        .then((t) => JSON.parse(t) as { pool: string; cidr: string })
-        .catch(() => undefined);
-      if (meta && typeof meta.cidr === "string" && blockName(parseCidr(meta.cidr)) === entry.name) {
-        local.set(entry.name, meta);
-      } else {
-        logger.error("block directory {dir} has no readable .block.json; left alone", {
-          dir: `${this.#b.dir}/${entry.name}`,
-        });
-      }
-    }
+    const local = await readBlockDirectories<{ pool: string; cidr: string }>(
+      this.#b.dir,
+      (meta) => typeof meta.cidr === "string" ? blockName(parseCidr(meta.cidr)) : undefined,
+      (dir) =>
+        logger.error("block directory {dir} has no readable .block.json; left alone", { dir }),
+    );
     const mine = view.blocks().filter((b) => b.node === nodeName);
     for (const summary of mine) {
       const obj = await api.get(summary.name);

@@ -17,6 +17,9 @@
  *   precondition.
  * - **Give back** ({@link deleteOwnObject}): an empty block's object is deleted with uid and
  *   resourceVersion preconditions, re-read on a Conflict, and left alone once another node's.
+ * - **Reconcile** at start ({@link readBlockDirectories}) and later
+ *   ({@link releaseAdoptedOfGonePods}): what a block object records with no directory here is
+ *   adopted, and released once its pod is gone.
  *
  * What differs between the two IPAMs is each caller's: which blocks may overlap (every pool
  * block; a NAD space's blocks), how a block is sized and named, claims ahead of need, and how
@@ -280,6 +283,31 @@ export function sameAllocations(a: BlockAllocation[], b: BlockAllocation[]): boo
     `${x.ip}|${x.podUID}|${x.containerID}|${x.ifname}|${x.namespace ?? ""}|${x.name ?? ""}`;
   const set = new Set(a.map(key));
   return b.every((x) => set.has(key(x)));
+}
+
+/**
+ * At start, the block directories under `dir` whose `.block.json` reads and names its directory
+ * (`nameOf` the record; one that throws, a CIDR that does not parse, names none): their records
+ * by directory name. Any other directory is left alone and handed to `unreadable`.
+ */
+export async function readBlockDirectories<M>(
+  dir: string,
+  nameOf: (meta: M) => string | undefined,
+  unreadable: (dir: string) => void,
+): Promise<Map<string, M>> {
+  const local = new Map<string, M>();
+  for await (const entry of Deno.readDir(dir)) {
+    if (!entry.isDirectory) continue;
+    const meta = await Deno.readTextFile(`${dir}/${entry.name}/.block.json`)
+      .then((t) => JSON.parse(t) as M).catch(() => undefined);
+    let named: string | undefined;
+    try {
+      named = meta && nameOf(meta);
+    } catch { /* reported below */ }
+    if (meta && named === entry.name) local.set(entry.name, meta);
+    else unreadable(`${dir}/${entry.name}`);
+  }
+  return local;
 }
 
 /** A pod as a block object names it, asked about by the sweep. */

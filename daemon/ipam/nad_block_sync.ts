@@ -15,6 +15,7 @@ import {
   deleteOwnObject,
   errorText,
   ownerKey,
+  readBlockDirectories,
   updateAllocations,
   writeBackoffMs,
 } from "./claim_protocol.ts";
@@ -47,23 +48,12 @@ export class NadBlockSync {
     const { api, nodeName, logger } = this.#b.d;
     const dir = this.#b.dir;
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-    const local = new Map<string, NadBlockMeta>();
-    for await (const entry of Deno.readDir(dir)) {
-      if (!entry.isDirectory) continue;
-      const meta = await Deno.readTextFile(`${dir}/${entry.name}/.block.json`)
-        .then((t) => JSON.parse(t) as NadBlockMeta).catch(() => undefined);
-      let named: string | undefined;
-      try {
-        named = meta && networkBlockName(meta.network, parseCidr(meta.cidr));
-      } catch { /* reported below */ }
-      if (meta && named === entry.name) {
-        local.set(entry.name, meta);
-      } else {
-        logger.error("NAD block directory {dir} has no readable .block.json; left alone", {
-          dir: `${dir}/${entry.name}`,
-        });
-      }
-    }
+    const local = await readBlockDirectories<NadBlockMeta>(
+      dir,
+      (meta) => networkBlockName(meta.network, parseCidr(meta.cidr)),
+      (dir) =>
+        logger.error("NAD block directory {dir} has no readable .block.json; left alone", { dir }),
+    );
     for (const obj of await api.list({ node: nodeName })) {
       const spec = obj.spec;
       if (!spec || spec.node !== nodeName) continue;
