@@ -19,6 +19,8 @@ import {
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../../daemon/multivif/selections.ts";
 import { eventually } from "./_cluster.ts";
+import { linkLocalOf } from "../../daemon/portsec/guard_table.ts";
+import { canonicalIp } from "../../daemon/ipam/cidr.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft };
@@ -377,10 +379,16 @@ Deno.test({
               ranges: [[{ subnet: "192.168.86.0/24" }]],
             },
           });
-          const bridgeAddrs = async () =>
-            (JSON.parse(await run("ip", "-n", node.ns.name, "-j", "addr", "show", "ferry0")) as {
-              addr_info: { local: string; prefixlen: number }[];
-            }[])[0].addr_info.map((x) => `${x.local}/${x.prefixlen}`).sort();
+          // The bridge's addresses, less the link-local one the kernel derives from its MAC once
+          // a port brings it up (the bridge's MAC is set, so that address never changes).
+          const bridgeAddrs = async () => {
+            const [link] = JSON.parse(
+              await run("ip", "-n", node.ns.name, "-j", "addr", "show", "ferry0"),
+            ) as { address: string; addr_info: { local: string; prefixlen: number }[] }[];
+            const own = canonicalIp(linkLocalOf(link.address));
+            return link.addr_info.filter((x) => canonicalIp(x.local) !== own)
+              .map((x) => `${x.local}/${x.prefixlen}`).sort();
+          };
           const before = await bridgeAddrs();
           for (
             const [name, pod, why] of [
