@@ -2,7 +2,8 @@
  * The `bridge` type of an additional network, plugged natively: a veth pair whose host end joins
  * a second bridge named by the config (created when missing, the gateway addresses on it with
  * `isGateway`), addressed by the attachment's IPAM plugin, in the reference bridge plugin's config
- * format, with a default route through the gateway only with `isDefaultGateway`. Settings this
+ * format (keys in any case, as that plugin reads them: `native_keys.ts`), with a default route
+ * through the gateway only with `isDefaultGateway`. Settings this
  * driver does not implement (`vlan`, `ipMasq`, `promiscMode`, …, and IPAM `routes`) send the
  * attachment to the reference plugin instead (see {@link nativeBridgeConf}).
  *
@@ -23,6 +24,24 @@ import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import type { PortGuard } from "../portsec/port_guard.ts";
 import { canonicalIp } from "../ipam/cidr.ts";
+import { BRIDGE_DELEGATED_KEYS, nativeSpelled } from "./native_keys.ts";
+
+/** The bridge the reference plugin (and this driver) joins when a config names none. */
+const DEFAULT_BRIDGE = "cni0";
+
+/**
+ * The bridge a `bridge` config joins: its `bridge` in any case, or `cni0`.
+ *
+ * @throws {CniError} code 7 when two of its keys are one key to a Go plugin.
+ * @example
+ * ```ts
+ * bridgeOf({ cniVersion: "1.0.0", name: "n", type: "bridge", Bridge: "br-t" } as NetConf);
+ * // "br-t"
+ * ```
+ */
+export function bridgeOf(conf: NetConf): string {
+  return (nativeSpelled(conf) as { bridge?: string }).bridge ?? DEFAULT_BRIDGE;
+}
 
 /**
  * The addresses other interfaces of this node hold on bridge `bridge` (their records), leaving
@@ -55,8 +74,7 @@ export function heldOnBridgeFrom(
   return (bridge, except) =>
     records()
       .filter((r) =>
-        r.driver === "nad-bridge" &&
-        ((r.conf as { bridge?: string } | undefined)?.bridge ?? "cni0") === bridge &&
+        r.driver === "nad-bridge" && r.conf !== undefined && bridgeOf(r.conf) === bridge &&
         !(r.containerId === except.containerId && r.ifname === except.ifname)
       )
       .flatMap((r) =>
@@ -64,28 +82,18 @@ export function heldOnBridgeFrom(
       );
 }
 
-/** Reference bridge settings this driver does not implement: present and set, they delegate. */
-const DELEGATED_SETTINGS = [
-  "vlan",
-  "vlanTrunk",
-  "preserveDefaultVlan",
-  "ipMasq",
-  "ipMasqBackend",
-  "promiscMode",
-  "macspoofchk",
-  "enabledad",
-  "forceAddress",
-  "disableContainerInterface",
-  "portIsolation",
-];
-
-/** Whether a `bridge` config can be plugged natively (no setting the native driver lacks). */
+/**
+ * Whether a `bridge` config can be plugged natively: no setting the native driver lacks
+ * ({@link BRIDGE_DELEGATED_KEYS}, IPAM `routes`), in whatever case it is written.
+ *
+ * @throws {CniError} code 7 when two of its keys are one key to a Go plugin.
+ */
 export function nativeBridgeConf(conf: NetConf): boolean {
-  const c = conf as Record<string, unknown>;
+  if (conf.type !== "bridge") return false;
+  const c = nativeSpelled(conf) as Record<string, unknown>;
   const ipam = c.ipam as Record<string, unknown> | undefined;
   // IPAM routes are installed by the reference plugin; this driver sets only default routes.
-  return conf.type === "bridge" && !ipam?.routes &&
-    !DELEGATED_SETTINGS.some((k) => c[k] !== undefined && c[k] !== false);
+  return !ipam?.routes && !BRIDGE_DELEGATED_KEYS.some((k) => c[k] !== undefined && c[k] !== false);
 }
 
 /**
@@ -131,17 +139,19 @@ export class NadBridgeDriver implements Driver {
     this.#guard = guard;
   }
 
-  #conf(conf: NetConf): NadBridgeConf {
-    return checkShape<NadBridgeConf>(
+  /** The config with its keys spelled as read here (`native_keys.ts`), checked. */
+  #conf(conf: NetConf): NetConf & NadBridgeConf {
+    return checkShape<NetConf & NadBridgeConf>(
       this.#validate,
-      conf,
+      nativeSpelled(conf),
       CNI_ERROR.INVALID_CONFIG,
       `bridge config of network ${conf.name}`,
     );
   }
 
-  #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
+  /** The IPAM call of `ctx`, on `conf` (its keys spelled as read here). */
+  #ipam(ctx: RecordContext | AddContext, conf: NetConf): IpamCall {
+    return { ...ctx, conf, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
   }
 
   /** Addresses from the IPAM plugin, the bridge (with gateways), the veth; undone on failure. */
@@ -149,10 +159,10 @@ export class NadBridgeDriver implements Driver {
     const conf = this.#conf(ctx.conf);
     const { key, netns } = ctx;
     await refuseTakenName(this.#plumber, ctx);
-    const ipam: CniResult = ctx.conf.ipam
-      ? await ipamAdd(this.#ipam(ctx))
-      : { cniVersion: ctx.conf.cniVersion };
-    const bridge = conf.bridge ?? "cni0";
+    const ipam: CniResult = conf.ipam
+      ? await ipamAdd(this.#ipam(ctx, conf))
+      : { cniVersion: conf.cniVersion };
+    const bridge = conf.bridge ?? DEFAULT_BRIDGE;
     const mtu = conf.mtu ?? 1500;
     const ips = ipam.ips ?? [];
     const spec: VethSpec = {
@@ -205,7 +215,7 @@ export class NadBridgeDriver implements Driver {
         mac: spec.containerMac,
         ips: ips.map((ip) => ip.address.split("/")[0]),
       });
-      if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx)).catch(() => {});
+      if (conf.ipam) await ipamDel(this.#ipam(ctx, conf)).catch(() => {});
       throw e instanceof CniError
         ? e
         : new CniError(CNI_ERROR.IO_FAILURE, `cannot plug ${key.ifname} on ${bridge}`, String(e));
@@ -239,7 +249,7 @@ export class NadBridgeDriver implements Driver {
 
   /** Removes the host end (the pod end goes with it) and releases the addresses. */
   async del(ctx: RecordContext): Promise<void> {
-    this.#conf(ctx.conf);
+    const conf = this.#conf(ctx.conf);
     this.#settled(ctx.key);
     const port = ctx.record?.hostIfname ?? hostLinkName(ctx.key.containerId, ctx.key.ifname);
     // The link goes first: the pod sends as itself until then, never as anyone.
@@ -249,21 +259,22 @@ export class NadBridgeDriver implements Driver {
       mac: stableMac(ctx.key.containerId, ctx.key.ifname, "container"),
       ips: (ctx.record?.result.ips ?? []).map((ip) => ip.address.split("/")[0]),
     });
-    if (ctx.conf.ipam) await ipamDel(this.#ipam(ctx));
+    if (conf.ipam) await ipamDel(this.#ipam(ctx, conf));
   }
 
   /** The IPAM plugin's CHECK, then the link, addresses and routes, and the host end's bridge. */
   async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
     const conf = this.#conf(ctx.conf);
-    if (ctx.conf.ipam) await ipamCheck(this.#ipam(ctx), expected);
+    if (conf.ipam) await ipamCheck(this.#ipam(ctx, conf), expected);
     const live = await this.#plumber.inspect(ctx.netns, ctx.key.ifname);
     const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
     if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);
     const host = hostLinkName(ctx.key.containerId, ctx.key.ifname);
-    if (!(await this.#plumber.bridgePorts(conf.bridge ?? "cni0")).includes(host)) {
+    const bridge = conf.bridge ?? DEFAULT_BRIDGE;
+    if (!(await this.#plumber.bridgePorts(bridge)).includes(host)) {
       throw new CniError(
         CNI_ERROR.CHECK_MISMATCH,
-        `host link ${host} is not a port of bridge ${conf.bridge ?? "cni0"}`,
+        `host link ${host} is not a port of bridge ${bridge}`,
       );
     }
   }

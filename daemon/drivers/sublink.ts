@@ -2,7 +2,9 @@
  * The `macvlan` and `ipvlan` drivers: a link on a host master interface, created directly in the
  * pod's namespace, addressed by the attachment's IPAM plugin. Configs use the reference plugins'
  * format (`master` defaulting to the host's default-route interface, `mode`, `mtu`, `ipam`,
- * `runtimeConfig.mac`), so NetworkAttachmentDefinitions written for them work unchanged.
+ * `runtimeConfig.mac`), read in any case as those plugins read them (`native_keys.ts`), so
+ * NetworkAttachmentDefinitions written for them work unchanged and the NAD guard checks the device
+ * a link is plugged on.
  *
  * @module
  */
@@ -21,6 +23,7 @@ import type { NativeNadIpam } from "./nad_native_ipam.ts";
 import { ipamAdd, type IpamCall, ipamCheck, ipamDel } from "./ipam_exec.ts";
 import { refuseTakenName } from "./driver.ts";
 import { guardableIfname, podGuardScript, podGuardTable } from "../portsec/pod_guard.ts";
+import { nativeSpelled } from "./native_keys.ts";
 
 /** Port security in the pod's namespace: the table's name and how a script runs there. */
 export interface SublinkGuard {
@@ -72,17 +75,19 @@ export class SublinkDriver implements Driver {
     this.#validate = kind === "macvlan" ? validateMacvlanConf : validateIpvlanConf;
   }
 
-  #conf(conf: NetConf): SublinkConf {
-    return checkShape<SublinkConf>(
+  /** The config with its keys spelled as read here (`native_keys.ts`), checked. */
+  #conf(conf: NetConf): NetConf & SublinkConf {
+    return checkShape<NetConf & SublinkConf>(
       this.#validate,
-      conf,
+      nativeSpelled(conf),
       CNI_ERROR.INVALID_CONFIG,
       `${this.#kind} config of network ${conf.name}`,
     );
   }
 
-  #ipam(ctx: RecordContext | AddContext): IpamCall {
-    return { ...ctx, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
+  /** The IPAM call of `ctx`, on `conf` (its keys spelled as read here). */
+  #ipam(ctx: RecordContext | AddContext, conf: NetConf): IpamCall {
+    return { ...ctx, conf, timeoutMs: this.#pluginTimeoutMs, native: this.#native };
   }
 
   /** Gets addresses from the IPAM plugin, creates and configures the link; undoes both on failure. */
@@ -107,7 +112,7 @@ export class SublinkDriver implements Driver {
       );
     }
     await refuseTakenName(this.#plumber, ctx);
-    const ipam = await ipamAdd(this.#ipam(ctx));
+    const ipam = await ipamAdd(this.#ipam(ctx, conf));
     const mac = conf.type === "macvlan"
       ? (conf.runtimeConfig?.mac ?? stableMac(key.containerId, key.ifname, "container"))
       : undefined;
@@ -126,7 +131,7 @@ export class SublinkDriver implements Driver {
       // The plumber removes the link itself if it created it and then failed.
       await this.#plumber.plugSublink(spec);
     } catch (e) {
-      await ipamDel(this.#ipam(ctx)).catch(() => {});
+      await ipamDel(this.#ipam(ctx, conf)).catch(() => {});
       throw e;
     }
     if (this.#guard) {
@@ -134,13 +139,13 @@ export class SublinkDriver implements Driver {
         ifname: key.ifname,
         mac,
         ips: (ipam.ips ?? []).map((ip) => ip.address.split("/")[0]),
-        dhcp: (ctx.conf.ipam as { type?: string } | undefined)?.type === "dhcp",
+        dhcp: (conf.ipam as { type?: string } | undefined)?.type === "dhcp",
       });
       try {
         await this.#guard.applyIn(netns, script);
       } catch (e) {
         await this.#plumber.unplugIn(netns, key.ifname).catch(() => {});
-        await ipamDel(this.#ipam(ctx)).catch(() => {});
+        await ipamDel(this.#ipam(ctx, conf)).catch(() => {});
         throw new CniError(
           CNI_ERROR.IO_FAILURE,
           `port security for ${key.ifname} could not be put in place`,
@@ -169,20 +174,20 @@ export class SublinkDriver implements Driver {
    * service hands a namespace only when it recorded plugging this link there.
    */
   async del(ctx: RecordContext): Promise<void> {
-    this.#conf(ctx.conf);
+    const conf = this.#conf(ctx.conf);
     if (ctx.netns) await this.#plumber.unplugIn(ctx.netns, ctx.key.ifname);
     if (ctx.netns && this.#guard) {
       const table = podGuardTable(this.#guard.table, ctx.key.ifname);
       // A namespace gone takes its tables along; a failure leaves a table only in this one.
       await this.#guard.removeIn(ctx.netns, table).catch(() => {});
     }
-    await ipamDel(this.#ipam(ctx));
+    await ipamDel(this.#ipam(ctx, conf));
   }
 
   /** Asks the IPAM plugin to confirm its addresses, then compares the link in the pod with `expected`. */
   async check(ctx: RecordContext & { netns: string }, expected: CniResult): Promise<void> {
-    this.#conf(ctx.conf);
-    await ipamCheck(this.#ipam(ctx), expected);
+    const conf = this.#conf(ctx.conf);
+    await ipamCheck(this.#ipam(ctx, conf), expected);
     const live = await this.#plumber.inspect(ctx.netns, ctx.key.ifname);
     const diff = firstDifference(expected, ctx.key.ifname, ctx.netns, live);
     if (diff) throw new CniError(CNI_ERROR.CHECK_MISMATCH, diff);

@@ -17,7 +17,8 @@ import {
 import type { RegisteredPod } from "../records/registry.ts";
 import type { NadCache } from "./nad_cache.ts";
 import { guardNadPlugins, type NadGuard, resultRefusal } from "./nad_guard.ts";
-import { foldKey } from "./json_keys.ts";
+import { foldKey, respelled } from "../../lib/cni/json_keys.ts";
+import { NATIVE_KEYS } from "../drivers/native_keys.ts";
 import { pluginDriver } from "./plugin_driver.ts";
 import { FERRY_IPAM_TYPE } from "../ipam/nad_ferry_ipam.ts";
 import {
@@ -106,11 +107,12 @@ const isObject = (x: unknown): x is Record<string, unknown> =>
 const RUNTIME_KEYS = new Set(["runtimeconfig", "prevresult", "plugins"]);
 
 /**
- * The plugins of a NAD config (single or conflist), each a complete config: `cniVersion` and
- * `name` inherited from the list (or the NAD's name), runtimeConfig from the selection for the
- * capabilities a plugin declares (a NAD's own `runtimeConfig` and `prevResult` are dropped: they
- * are the runtime's to give, and would hand a plugin ranges or port mappings nobody checked),
- * `cni-args` as `args.cni`.
+ * The plugins of a NAD config (single or conflist), each a complete config: the keys Ferry reads
+ * spelled as it reads them, in whatever case a Go plugin reads them (`native_keys.ts`; two keys
+ * that are one to it are refused), `cniVersion` and `name` inherited from the list (or the NAD's
+ * name), runtimeConfig from the selection for the capabilities a plugin declares (a NAD's own
+ * `runtimeConfig` and `prevResult` are dropped: they are the runtime's to give, and would hand a
+ * plugin ranges or port mappings nobody checked), `cni-args` as `args.cni`.
  *
  * @throws {CniError} code 7 naming the pod and the NAD.
  */
@@ -147,17 +149,26 @@ export function nadPlugins(
   if (selection.mac) runtime.mac = selection.mac;
   if (selection.portMappings) runtime.portMappings = selection.portMappings;
   if (selection.bandwidth) runtime.bandwidth = selection.bandwidth;
-  return list.map((p, i) => {
-    if (!isObject(p) || typeof p.type !== "string" || p.type === "") {
-      throw fail(`plugin ${i} has no type`);
-    }
-    if (p.type === "ferry") throw fail("a NAD cannot delegate to Ferry itself");
+  return list.map((written, i) => {
+    if (!isObject(written)) throw fail(`plugin ${i} has no type`);
     // What the runtime alone may hand a plugin (runtimeConfig, prevResult) is never taken from
     // the tenant's config, in whatever case a Go plugin would read the key.
-    const rest = Object.fromEntries(
-      Object.entries(p).filter(([k]) => !RUNTIME_KEYS.has(foldKey(k))),
+    const own = Object.fromEntries(
+      Object.entries(written).filter(([k]) => !RUNTIME_KEYS.has(foldKey(k))),
     );
-    const conf: Record<string, unknown> = { ...rest, cniVersion, name, type: p.type };
+    // The keys Ferry reads, spelled as it reads them: what a Go plugin reads in any case is what
+    // the guard checks (keys folded) and what the native drivers and IPAM act on.
+    const { value, clash } = respelled(own, NATIVE_KEYS);
+    if (clash) {
+      throw fail(
+        `plugin ${i}: its keys ${JSON.stringify(clash.keys[0])} and ` +
+          `${JSON.stringify(clash.keys[1])} (${clash.at}) are one key to a Go plugin`,
+      );
+    }
+    const p = value as Record<string, unknown>;
+    if (typeof p.type !== "string" || p.type === "") throw fail(`plugin ${i} has no type`);
+    if (p.type === "ferry") throw fail("a NAD cannot delegate to Ferry itself");
+    const conf: Record<string, unknown> = { ...p, cniVersion, name, type: p.type };
     const caps = isObject(p.capabilities) ? p.capabilities : {};
     const rc: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(runtime)) if (caps[k] === true) rc[k] = v;

@@ -9,8 +9,8 @@
  *   `10.0.0.1/24`; a prefix shorter than /96 that covers the mapped block covers all of IPv4 too;
  * - a whereabouts `start-end` range is the span from start to end.
  *
- * The keys read, in any case (the config's keys folded as a Go plugin reads them, `json_keys.ts`;
- * paths as the guard's messages name them):
+ * The keys read, in any case (the config's keys folded as a Go plugin reads them,
+ * `lib/cni/json_keys.ts`; paths as the guard's messages name them):
  *
  * - `ipam.subnet`, `ipam.rangestart`, `ipam.rangeend`, `ipam.gateway` (host-local's flat form);
  * - `ipam.ranges[i][j].subnet`, `.rangestart`, `.rangeend`, `.gateway` (host-local);

@@ -18,15 +18,16 @@
  *   refused, one naming none gets `<stateDir>/host-local` (host-local's own default,
  *   /var/lib/cni/networks, is shared with every other CNI on the node).
  *
- * Keys are read as the Go plugins read them, in any case (`json_keys.ts`). Refusals are CNI code 7
- * naming the pod, the NAD and the reason; the failed ADD puts them on the pod as an Event and in
- * the daemon's log.
+ * Keys are read as the Go plugins read them, in any case (`lib/cni/json_keys.ts`), and the native
+ * drivers act on the same keys (`native_keys.ts`): a NAD's keys Ferry reads are respelled as it
+ * reads them before the guard sees them. Refusals are CNI code 7 naming the pod, the NAD and the
+ * reason; the failed ADD puts them on the pod as an Event and in the daemon's log.
  *
  * @module
  */
 import { CNI_ERROR, CniError } from "../../lib/cni/errors.ts";
 import type { NetConf } from "../../lib/cni/schemas.ts";
-import { foldKeys } from "./json_keys.ts";
+import { foldKeys } from "../../lib/cni/json_keys.ts";
 import { addressesOf, type IpSpan, normalisedSpans, spansOverlap } from "./nad_addresses.ts";
 import type { NodeDevices, ProtectedDevice } from "./node_devices.ts";
 import { normalisedMac, type ParentGuard, parentRefusal } from "./parent_guard.ts";
@@ -310,7 +311,7 @@ async function refusal(
 /**
  * Checks a NAD's plugins against `guard` and returns them ready to run (host-local's `dataDir`
  * set where the NAD named none). Keys are read as a Go plugin reads them, in any case
- * (`json_keys.ts`); a plugin with two keys one Go field would read is refused.
+ * (`lib/cni/json_keys.ts`); a plugin with two keys one Go field would read is refused.
  *
  * @throws {CniError} code 7 naming the pod, the NAD, the plugin and why; code 5 when the node's
  * devices cannot be read.

@@ -174,9 +174,9 @@ function macRefusal(
 }
 
 /**
- * Why a NAD's chain (plugins with keys folded, `json_keys.ts`) may not ask what it asks of a
- * macvlan's parent, with the index of the plugin at fault, or undefined. `pod` (`namespace/name`)
- * is the pod being plugged: its own interfaces are not another pod's.
+ * Why a NAD's chain (plugins with keys folded, `lib/cni/json_keys.ts`) may not ask what it asks of
+ * a macvlan's parent, with the index of the plugin at fault, or undefined. `pod`
+ * (`namespace/name`) is the pod being plugged: its own interfaces are not another pod's.
  *
  * @throws whatever reading the node's links throws.
  * @example
