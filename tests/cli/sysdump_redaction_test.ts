@@ -4,15 +4,11 @@
 // byte for byte, while the record itself and the non-secret keys are still there.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { type SimCluster, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { installNadCrd, installNetworkBlockCrd } from "../../daemon/dev/crds.ts";
+import { installNetworkBlockCrd } from "../../daemon/dev/crds.ts";
 import { IS_ROOT, withTempDir } from "../../daemon/dev/netns.ts";
-import {
-  CONFIGMAPS,
-  DAEMONSETS,
-  NETWORK_ATTACHMENT_DEFINITIONS,
-} from "../../daemon/k8s/resources.ts";
-import type { KubeObject } from "../../daemon/k8s/client.ts";
+import { CONFIGMAPS, DAEMONSETS } from "../../daemon/k8s/resources.ts";
 import { ferry as run } from "./_cli_deps.ts";
+import { withNads } from "../integration/_nads.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import {
   createFerryPods,
@@ -58,34 +54,28 @@ function holds(haystack: Uint8Array, needle: string): boolean {
 
 async function body(c: SimCluster, dir: string) {
   await createFerryPods(c, "2026-01-01T09:00:00Z", 0);
-  await installNadCrd(c.client);
-  await installNetworkBlockCrd(c.client);
-  const nad = `creds-${crypto.randomUUID().slice(0, 6)}`;
-  await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-    metadata: { name: nad, namespace: "default" },
-    spec: {
-      config: JSON.stringify({
-        cniVersion: "0.3.1",
-        type: "macvlan",
-        master: "eth0",
-        mode: "bridge",
-        apiKey: SECRETS.apiKey,
-        ipam: {
-          type: "whereabouts",
-          range: "192.168.88.0/28",
-          network_name: `space-${nad}`,
-          datastore: "etcd",
-          etcd_host: "https://etcd.invalid:2379",
-          etcd_username: SECRETS.etcd_username,
-          etcd_password: SECRETS.etcd_password,
-          etcd_key_file: SECRETS.etcd_key_file,
-          kubernetes: { kubeconfig: "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig" },
-          auth: { token: SECRETS.token },
-        },
-      }),
-    },
-  } as KubeObject);
-  try {
+  await withNads(c, async ({ t, create }) => {
+    await installNetworkBlockCrd(c.client);
+    const nad = `creds-${t}`;
+    await create(nad, {
+      cniVersion: "0.3.1",
+      type: "macvlan",
+      master: "eth0",
+      mode: "bridge",
+      apiKey: SECRETS.apiKey,
+      ipam: {
+        type: "whereabouts",
+        range: "192.168.88.0/28",
+        network_name: `space-${nad}`,
+        datastore: "etcd",
+        etcd_host: "https://etcd.invalid:2379",
+        etcd_username: SECRETS.etcd_username,
+        etcd_password: SECRETS.etcd_password,
+        etcd_key_file: SECRETS.etcd_key_file,
+        kubernetes: { kubeconfig: "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig" },
+        auth: { token: SECRETS.token },
+      },
+    });
     await c.addPod(c.nodes[0], "creds-0", 0, {
       annotations: { "k8s.v1.cni.cncf.io/networks": nad },
     });
@@ -113,9 +103,7 @@ async function body(c: SimCluster, dir: string) {
         assert(!holds(bytes, secret), `${path} holds the NAD's ${key} (${secret})`);
       }
     }
-  } finally {
-    await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", nad).catch(() => {});
-  }
+  });
 }
 
 Deno.test({

@@ -4,21 +4,16 @@
 // both annotation forms; extra interfaces in the pod, network-status on the pod, DEL removing them
 // all, and an ADD whose second network fails leaving nothing behind. Needs root and nft.
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
-import type { Event, Pod } from "kubernetes-types/core/v1.d.ts";
+import type { Pod } from "kubernetes-types/core/v1.d.ts";
 import { type SimCluster, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { installNadCrd } from "../../daemon/dev/crds.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
 import { cniEnv, netconf, runShimAt } from "../../daemon/dev/harness.ts";
-import {
-  EVENTS,
-  NETWORK_ATTACHMENT_DEFINITIONS,
-  NETWORK_POLICIES,
-  PODS,
-} from "../../daemon/k8s/resources.ts";
+import { NETWORK_POLICIES, PODS } from "../../daemon/k8s/resources.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../../daemon/multivif/selections.ts";
 import { eventually } from "./_cluster.ts";
+import { eventOn, withNads } from "./_nads.ts";
 import { linkLocalOf } from "../../daemon/portsec/guard_table.ts";
 import { canonicalIp } from "../../daemon/ipam/cidr.ts";
 
@@ -49,41 +44,6 @@ function hostLocalHeld(node: SimCluster["nodes"][number], name: string): string[
     if (e instanceof Deno.errors.NotFound) return [];
     throw e;
   }
-}
-
-/** NADs for one test: the CRD installed, every NAD removed afterwards. */
-async function withNads<T>(
-  c: SimCluster,
-  fn: (n: { t: string; create(name: string, config: unknown): Promise<void> }) => Promise<T>,
-): Promise<T> {
-  await installNadCrd(c.client);
-  const t = crypto.randomUUID().slice(0, 6);
-  const made: string[] = [];
-  try {
-    return await fn({
-      t,
-      async create(name, config) {
-        await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-          metadata: { name, namespace: "default" },
-          spec: { config: JSON.stringify(config) },
-        } as KubeObject);
-        made.push(name);
-      },
-    });
-  } finally {
-    for (const name of made) {
-      await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-    }
-  }
-}
-
-/** Whether an Event of `reason` (containing `text`) is on a pod whose name starts with `pod`. */
-async function eventOn(c: SimCluster, pod: string, reason: string, text = ""): Promise<boolean> {
-  const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
-  return items.some((e) =>
-    e.involvedObject?.name?.startsWith(pod) && e.reason === reason &&
-    (e.message ?? "").includes(text)
-  );
 }
 
 Deno.test({

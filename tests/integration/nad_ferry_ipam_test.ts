@@ -4,23 +4,17 @@
 // an address twice, pods reaching each other on it, DEL giving the addresses back; pools that may
 // not be named refused with code 7 and an Event; a full pool answered 101. Needs root.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
-import type { Event } from "kubernetes-types/core/v1.d.ts";
 import { type SimCluster, type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { installNadCrd, installNetworkBlockCrd, installPoolCrds } from "../../daemon/dev/crds.ts";
+import { installNetworkBlockCrd, installPoolCrds } from "../../daemon/dev/crds.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
-import type { KubeObject } from "../../daemon/k8s/client.ts";
-import {
-  EVENTS,
-  IPPOOLS,
-  NETWORK_ATTACHMENT_DEFINITIONS,
-  NETWORKBLOCKS,
-} from "../../daemon/k8s/resources.ts";
+import { IPPOOLS, NETWORKBLOCKS } from "../../daemon/k8s/resources.ts";
 import type { IpPoolObject } from "../../daemon/ipam/ip_pools.ts";
 import type { NetworkBlockObject } from "../../daemon/ipam/nad_blocks.ts";
 import { networkFindings } from "../../daemon/ipam/nad_integrity.ts";
 import { readClusterState } from "../../daemon/tools/ipam_check.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
+import { eventOn, withNads } from "./_nads.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { STATS_PATH } from "../../lib/socket_api.ts";
 
@@ -73,27 +67,19 @@ async function withNad<T>(
   fn: (name: string) => Promise<T>,
   extra: Record<string, unknown> = {},
 ): Promise<T> {
-  await installNadCrd(c.client);
-  await installNetworkBlockCrd(c.client);
-  const name = `fi-${crypto.randomUUID().slice(0, 6)}`;
-  await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-    metadata: { name, namespace: "default" },
-    spec: {
-      config: JSON.stringify({
-        cniVersion: "0.3.1",
-        type: "macvlan",
-        master: "eth0",
-        mode: "bridge",
-        ipam,
-        ...extra,
-      }),
-    },
-  } as KubeObject);
-  try {
+  return await withNads(c, async ({ t, create }) => {
+    await installNetworkBlockCrd(c.client);
+    const name = `fi-${t}`;
+    await create(name, {
+      cniVersion: "0.3.1",
+      type: "macvlan",
+      master: "eth0",
+      mode: "bridge",
+      ipam,
+      ...extra,
+    });
     return await fn(name);
-  } finally {
-    await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-  }
+  });
 }
 
 /** The blocks of pool `pool`'s space in the API now. */
@@ -219,13 +205,10 @@ async function refused(c: SimCluster, nad: string, name: string): Promise<string
 
 /** Waits for an InvalidNetworkSelection Event on pod `name` whose message has `text`. */
 async function eventSays(c: SimCluster, name: string, text: string): Promise<void> {
-  await eventually(async () => {
-    const { items } = await c.client.listAll<Event>(EVENTS, { namespace: "default" });
-    return items.some((ev) =>
-      ev.involvedObject?.name?.startsWith(name) && ev.reason === "InvalidNetworkSelection" &&
-      (ev.message ?? "").includes(text)
-    );
-  }, `an InvalidNetworkSelection Event on ${name} saying ${text}`);
+  await eventually(
+    () => eventOn(c, name, "InvalidNetworkSelection", text),
+    `an InvalidNetworkSelection Event on ${name} saying ${text}`,
+  );
 }
 
 Deno.test({

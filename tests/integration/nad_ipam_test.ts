@@ -4,20 +4,15 @@
 // reaching each other on it, DEL and the reconcile loop giving the addresses back. Needs root.
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { type SimCluster, type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
-import { installNadCrd, installNetworkBlockCrd } from "../../daemon/dev/crds.ts";
+import { installNetworkBlockCrd } from "../../daemon/dev/crds.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { IS_ROOT, pingOnce, run } from "../../daemon/dev/netns.ts";
-import {
-  EVENTS,
-  NETWORK_ATTACHMENT_DEFINITIONS,
-  NETWORKBLOCKS,
-  NETWORKOWNERS,
-} from "../../daemon/k8s/resources.ts";
-import type { KubeObject } from "../../daemon/k8s/client.ts";
+import { EVENTS, NETWORKBLOCKS, NETWORKOWNERS } from "../../daemon/k8s/resources.ts";
 import type { Event } from "kubernetes-types/core/v1.d.ts";
 import type { NetworkBlockObject } from "../../daemon/ipam/nad_blocks.ts";
 import type { NetworkOwnerObject } from "../../daemon/ipam/nad_space_owners.ts";
 import { eventually } from "./_cluster.ts";
+import { withNads } from "./_nads.ts";
 import { unixRequest } from "../../lib/unix_http.ts";
 import { STATS_PATH } from "../../lib/socket_api.ts";
 import { readClusterState } from "../../daemon/tools/ipam_check.ts";
@@ -45,26 +40,18 @@ async function withNad<T>(
   ipam: Record<string, unknown>,
   fn: (name: string) => Promise<T>,
 ): Promise<T> {
-  await installNadCrd(c.client);
-  await installNetworkBlockCrd(c.client);
-  const name = `wa-${crypto.randomUUID().slice(0, 6)}`;
-  await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-    metadata: { name, namespace: "default" },
-    spec: {
-      config: JSON.stringify({
-        cniVersion: "0.3.1",
-        type: "macvlan",
-        master: "eth0",
-        mode: "bridge",
-        ipam: { type: "whereabouts", ...ipam },
-      }),
-    },
-  } as KubeObject);
-  try {
+  return await withNads(c, async ({ t, create }) => {
+    await installNetworkBlockCrd(c.client);
+    const name = `wa-${t}`;
+    await create(name, {
+      cniVersion: "0.3.1",
+      type: "macvlan",
+      master: "eth0",
+      mode: "bridge",
+      ipam: { type: "whereabouts", ...ipam },
+    });
     return await fn(name);
-  } finally {
-    await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-  }
+  });
 }
 
 /** The allocations the API records in the blocks of `network_name` `space`. */

@@ -9,14 +9,12 @@
 import { assert, assertEquals } from "deno-std/assert/mod.js";
 import { type SimNode, type SimPod, withSimCluster } from "../../daemon/dev/cluster_sim.ts";
 import { IS_ROOT, run } from "../../daemon/dev/netns.ts";
-import { NETWORK_ATTACHMENT_DEFINITIONS } from "../../daemon/k8s/resources.ts";
-import { installNadCrd } from "../../daemon/dev/crds.ts";
-import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
 import { dropsOf } from "../../daemon/portsec/port_guard.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
 import { SPOOF, spoofIn as spoof, watchIn } from "./_frames.ts";
+import { withNads } from "./_nads.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
@@ -213,60 +211,56 @@ Deno.test({
     "layer 2 on a native NAD bridge: a tenant's pod on another NAD naming the same bridge does not take a pod's MAC with link-local or any other frames, nor grow the bridge's forwarding database; the bridge learns no link-local source on any port",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
-      const [node] = c.nodes;
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const bridge = `fyl${t}`;
-      const nads = [`l2a-${t}`, `l2b-${t}`];
-      for (const [i, name] of nads.entries()) {
-        await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-          metadata: { name, namespace: "default" },
-          spec: {
-            config: JSON.stringify({
-              cniVersion: "1.0.0",
-              type: "bridge",
-              bridge,
-              ipam: {
-                type: "host-local",
-                ranges: [[{
-                  subnet: "192.168.87.0/24",
-                  rangeStart: `192.168.87.${10 + 100 * i}`,
-                  rangeEnd: `192.168.87.${99 + 100 * i}`,
-                }]],
-              },
-            }),
-          },
-        } as KubeObject);
-      }
-      try {
-        const on = (nad: string) => ({ annotations: { "k8s.v1.cni.cncf.io/networks": nad } });
-        const victim = await c.addPod(node, "l2v", 30_000, on(nads[0]));
-        const client = await c.addPod(node, "l2c", 30_000, on(nads[0]));
-        const evil = await c.addPod(node, "l2e", 30_000, on(nads[1]));
-        const net1 = async (p: SimPod) =>
-          (JSON.parse(
-            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
-          ) as { addr_info: { local: string }[] }[])[0].addr_info[0].local;
-        await attack(node, bridge, "net1", { victim, evil, client }, {
-          victim: await net1(victim),
-          evil: await net1(evil),
-          client: await net1(client),
-        }, false);
-        const details = await run("ip", "-n", node.ns.name, "-d", "-j", "link", "show", bridge);
-        assertEquals(
-          (JSON.parse(details) as { linkinfo: { info_data: { no_linklocal_learn?: number } } }[])[0]
-            .linkinfo.info_data.no_linklocal_learn,
-          1,
-          `bridge ${bridge} learns from link-local group frames: ${details}`,
-        );
-      } finally {
-        for (const name of nads) {
-          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-        }
-        await run("ip", "-n", node.ns.name, "link", "del", bridge).catch(() => {});
-      }
-    }),
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          const bridge = `fyl${t}`;
+          const nads = [`l2a-${t}`, `l2b-${t}`];
+          try {
+            for (const [i, name] of nads.entries()) {
+              await create(name, {
+                cniVersion: "1.0.0",
+                type: "bridge",
+                bridge,
+                ipam: {
+                  type: "host-local",
+                  ranges: [[{
+                    subnet: "192.168.87.0/24",
+                    rangeStart: `192.168.87.${10 + 100 * i}`,
+                    rangeEnd: `192.168.87.${99 + 100 * i}`,
+                  }]],
+                },
+              });
+            }
+            const on = (nad: string) => ({ annotations: { "k8s.v1.cni.cncf.io/networks": nad } });
+            const victim = await c.addPod(node, "l2v", 30_000, on(nads[0]));
+            const client = await c.addPod(node, "l2c", 30_000, on(nads[0]));
+            const evil = await c.addPod(node, "l2e", 30_000, on(nads[1]));
+            const net1 = async (p: SimPod) =>
+              (JSON.parse(
+                await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+              ) as { addr_info: { local: string }[] }[])[0].addr_info[0].local;
+            await attack(node, bridge, "net1", { victim, evil, client }, {
+              victim: await net1(victim),
+              evil: await net1(evil),
+              client: await net1(client),
+            }, false);
+            const details = await run("ip", "-n", node.ns.name, "-d", "-j", "link", "show", bridge);
+            assertEquals(
+              (JSON.parse(details) as {
+                linkinfo: { info_data: { no_linklocal_learn?: number } };
+              }[])[0]
+                .linkinfo.info_data.no_linklocal_learn,
+              1,
+              `bridge ${bridge} learns from link-local group frames: ${details}`,
+            );
+          } finally {
+            await run("ip", "-n", node.ns.name, "link", "del", bridge).catch(() => {});
+          }
+        }),
+    ),
 });
 
 Deno.test({

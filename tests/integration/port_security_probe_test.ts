@@ -16,9 +16,7 @@ import {
   withNetns,
 } from "../../daemon/dev/netns.ts";
 import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
-import { NETWORK_ATTACHMENT_DEFINITIONS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
-import { installNadCrd } from "../../daemon/dev/crds.ts";
-import type { KubeObject } from "../../daemon/k8s/client.ts";
+import { NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
 import { linkLocalOf } from "../../daemon/portsec/guard_table.ts";
 import { vtepMac } from "../../daemon/cluster/vxlan.ts";
@@ -28,6 +26,7 @@ import { eventually } from "./_cluster.ts";
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
 import { PROBE, SPOOF, type Watcher, watchIn } from "./_frames.ts";
+import { withNads } from "./_nads.ts";
 const PORT = 9999;
 
 const macOf = (p: SimPod) => stableMac(p.containerId, "eth0", "container");
@@ -590,15 +589,13 @@ Deno.test({
     "port security probe: a native NAD bridge chained with `tuning` (runtimeConfig mac from the pod's selection element) — the guard takes the MAC Ferry gave at ADD, but a restart rebuilds it from the recorded result, the tuned MAC: a pod that asked for another pod's MAC then sends as it on the shared bridge",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
-      const [node] = c.nodes;
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const name = `psprobe-${t}`;
-      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-        metadata: { name, namespace: "default" },
-        spec: {
-          config: JSON.stringify({
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          const name = `psprobe-${t}`;
+          await create(name, {
             cniVersion: "1.0.0",
             name,
             plugins: [
@@ -609,74 +606,69 @@ Deno.test({
               },
               { type: "tuning", capabilities: { mac: true } },
             ],
-          }),
-        },
-      } as KubeObject);
-      try {
-        const victim = await c.addPod(node, "victim", 30_000, {
-          annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name }]) },
-        });
-        const peer = await c.addPod(node, "peer", 30_000, {
-          annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name }]) },
-        });
-        const vMac = stableMac(victim.containerId, "net1", "container");
-        let evil: SimPod;
-        try {
-          evil = await c.addPod(node, "evil", 30_000, {
-            annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name, mac: vMac }]) },
           });
-        } catch {
-          return; // Secure: a selection asking for another pod's MAC is refused.
-        }
-        const net1 = async (p: SimPod) =>
-          (JSON.parse(
-            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
-          ) as {
-            addr_info: { local: string }[];
-          }[])[0].addr_info[0].local;
-        const [evilIp, peerIp] = [await net1(evil), await net1(peer)];
-        const peerMac = stableMac(peer.containerId, "net1", "container");
-        const seen = await watcher(peer, PROBE, "listen4", String(PORT));
-        const asVictim = (text: string) =>
-          run(
-            "ip",
-            "netns",
-            "exec",
-            evil.ns.name,
-            "python3",
-            SPOOF,
-            "net1",
-            "udp4",
-            vMac,
-            peerMac,
-            evilIp,
-            peerIp,
-            String(PORT),
-            text,
-          );
-        try {
-          await asVictim("before-restart");
-          await sleep(1000);
-          // At ADD the guard holds Ferry's MAC for evil's port: the victim's MAC is dropped.
-          const before = seen.lines.filter((l) => l.includes(hexOf("before-restart")));
-          await c.killAndRestart(node);
-          await waitReady(node);
-          await sleep(1000);
-          for (let i = 0; i < 3; i++) await asVictim("after-restart");
-          await sleep(2000);
-          const after = seen.lines.filter((l) => l.includes(hexOf("after-restart")));
-          assertEquals(
-            { before, after },
-            { before: [], after: [] },
-            `evil's frames with victim's MAC ${vMac} on the NAD bridge reached peer`,
-          );
-        } finally {
-          seen.stop();
-        }
-      } finally {
-        await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-      }
-    }),
+          const victim = await c.addPod(node, "victim", 30_000, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name }]) },
+          });
+          const peer = await c.addPod(node, "peer", 30_000, {
+            annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name }]) },
+          });
+          const vMac = stableMac(victim.containerId, "net1", "container");
+          let evil: SimPod;
+          try {
+            evil = await c.addPod(node, "evil", 30_000, {
+              annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name, mac: vMac }]) },
+            });
+          } catch {
+            return; // Secure: a selection asking for another pod's MAC is refused.
+          }
+          const net1 = async (p: SimPod) =>
+            (JSON.parse(
+              await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+            ) as {
+              addr_info: { local: string }[];
+            }[])[0].addr_info[0].local;
+          const [evilIp, peerIp] = [await net1(evil), await net1(peer)];
+          const peerMac = stableMac(peer.containerId, "net1", "container");
+          const seen = await watcher(peer, PROBE, "listen4", String(PORT));
+          const asVictim = (text: string) =>
+            run(
+              "ip",
+              "netns",
+              "exec",
+              evil.ns.name,
+              "python3",
+              SPOOF,
+              "net1",
+              "udp4",
+              vMac,
+              peerMac,
+              evilIp,
+              peerIp,
+              String(PORT),
+              text,
+            );
+          try {
+            await asVictim("before-restart");
+            await sleep(1000);
+            // At ADD the guard holds Ferry's MAC for evil's port: the victim's MAC is dropped.
+            const before = seen.lines.filter((l) => l.includes(hexOf("before-restart")));
+            await c.killAndRestart(node);
+            await waitReady(node);
+            await sleep(1000);
+            for (let i = 0; i < 3; i++) await asVictim("after-restart");
+            await sleep(2000);
+            const after = seen.lines.filter((l) => l.includes(hexOf("after-restart")));
+            assertEquals(
+              { before, after },
+              { before: [], after: [] },
+              `evil's frames with victim's MAC ${vMac} on the NAD bridge reached peer`,
+            );
+          } finally {
+            seen.stop();
+          }
+        }),
+    ),
 });
 
 Deno.test({
@@ -738,94 +730,80 @@ Deno.test({
     "port security probe: on a native NAD bridge the guard trusts whatever the NAD's IPAM hands out — a second NAD naming the same bridge with static IPAM (the address from the pod's selection element) puts another pod's address on evil's interface, and evil's ARP replies claiming it pass",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
-      const [node] = c.nodes;
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const bridge = `fyb${t}`;
-      const [theirs, mine] = [`psowner-${t}`, `psclaim-${t}`];
-      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-        metadata: { name: theirs, namespace: "default" },
-        spec: {
-          config: JSON.stringify({
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          const bridge = `fyb${t}`;
+          const [theirs, mine] = [`psowner-${t}`, `psclaim-${t}`];
+          await create(theirs, {
             cniVersion: "1.0.0",
             type: "bridge",
             bridge,
             ipam: { type: "host-local", ranges: [[{ subnet: "192.168.88.0/24" }]] },
-          }),
-        },
-      } as KubeObject);
-      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-        metadata: { name: mine, namespace: "default" },
-        spec: {
-          config: JSON.stringify({
+          });
+          await create(mine, {
             cniVersion: "1.0.0",
             type: "bridge",
             bridge,
             capabilities: { ips: true },
             ipam: { type: "static" },
-          }),
-        },
-      } as KubeObject);
-      try {
-        const onTheirs = { "k8s.v1.cni.cncf.io/networks": theirs };
-        const victim = await c.addPod(node, "victim", 30_000, { annotations: onTheirs });
-        const peer = await c.addPod(node, "peer", 30_000, { annotations: onTheirs });
-        const net1 = async (p: SimPod) =>
-          (JSON.parse(
-            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
-          ) as {
-            addr_info: { local: string }[];
-          }[])[0].addr_info[0].local;
-        const [victimIp, peerIp] = [await net1(victim), await net1(peer)];
-        let evil: SimPod;
-        try {
-          evil = await c.addPod(node, "evil", 30_000, {
-            annotations: {
-              "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
-                name: mine,
-                ips: [`${victimIp}/24`],
-              }]),
-            },
           });
-        } catch {
-          return; // Secure: the address is live on another pod of that bridge.
-        }
-        const evilMac = stableMac(evil.containerId, "net1", "container");
-        const peerMac = stableMac(peer.containerId, "net1", "container");
-        await run("ip", "netns", "exec", peer.ns.name, "ping", "-c1", "-W2", victimIp);
-        for (let i = 0; i < 3; i++) {
-          await run(
-            "ip",
-            "netns",
-            "exec",
-            evil.ns.name,
-            "python3",
-            SPOOF,
-            "net1",
-            "arp",
-            evilMac,
-            peerMac,
-            "2",
-            evilMac,
-            victimIp,
-            peerMac,
-            peerIp,
+          const onTheirs = { "k8s.v1.cni.cncf.io/networks": theirs };
+          const victim = await c.addPod(node, "victim", 30_000, { annotations: onTheirs });
+          const peer = await c.addPod(node, "peer", 30_000, { annotations: onTheirs });
+          const net1 = async (p: SimPod) =>
+            (JSON.parse(
+              await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+            ) as {
+              addr_info: { local: string }[];
+            }[])[0].addr_info[0].local;
+          const [victimIp, peerIp] = [await net1(victim), await net1(peer)];
+          let evil: SimPod;
+          try {
+            evil = await c.addPod(node, "evil", 30_000, {
+              annotations: {
+                "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
+                  name: mine,
+                  ips: [`${victimIp}/24`],
+                }]),
+              },
+            });
+          } catch {
+            return; // Secure: the address is live on another pod of that bridge.
+          }
+          const evilMac = stableMac(evil.containerId, "net1", "container");
+          const peerMac = stableMac(peer.containerId, "net1", "container");
+          await run("ip", "netns", "exec", peer.ns.name, "ping", "-c1", "-W2", victimIp);
+          for (let i = 0; i < 3; i++) {
+            await run(
+              "ip",
+              "netns",
+              "exec",
+              evil.ns.name,
+              "python3",
+              SPOOF,
+              "net1",
+              "arp",
+              evilMac,
+              peerMac,
+              "2",
+              evilMac,
+              victimIp,
+              peerMac,
+              peerIp,
+            );
+          }
+          await sleep(1000);
+          const neigh = await run("ip", "-n", peer.ns.name, "neigh", "show", victimIp);
+          assertEquals(
+            neigh.includes(evilMac),
+            false,
+            `peer's neighbour entry for victim ${victimIp} now names evil's MAC: ${neigh}`,
           );
-        }
-        await sleep(1000);
-        const neigh = await run("ip", "-n", peer.ns.name, "neigh", "show", victimIp);
-        assertEquals(
-          neigh.includes(evilMac),
-          false,
-          `peer's neighbour entry for victim ${victimIp} now names evil's MAC: ${neigh}`,
-        );
-      } finally {
-        for (const n of [theirs, mine]) {
-          await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", n).catch(() => {});
-        }
-      }
-    }),
+        }),
+    ),
 });
 
 Deno.test({

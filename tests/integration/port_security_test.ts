@@ -24,12 +24,7 @@ import {
 } from "../../daemon/dev/netns.ts";
 import { cniEnv, netconf, withFerry } from "../../daemon/dev/harness.ts";
 import { podGuardTable } from "../../daemon/portsec/pod_guard.ts";
-import {
-  EVENTS,
-  NETWORK_ATTACHMENT_DEFINITIONS,
-  NETWORK_POLICIES,
-} from "../../daemon/k8s/resources.ts";
-import { installNadCrd } from "../../daemon/dev/crds.ts";
+import { EVENTS, NETWORK_POLICIES } from "../../daemon/k8s/resources.ts";
 import type { KubeObject } from "../../daemon/k8s/client.ts";
 import { ALLOWED_SOURCES_ANNOTATION } from "../../daemon/portsec/allowed_sources.ts";
 import { hostLinkName, stableMac } from "../../daemon/net/naming.ts";
@@ -39,6 +34,7 @@ import { linkLocalOf, portGroup } from "../../daemon/portsec/guard_table.ts";
 import { REAL_KUBECONFIG } from "../daemon/k8s/_target.ts";
 import { eventually } from "./_cluster.ts";
 import { SPOOF, spoofIn, type Watcher, watchIn } from "./_frames.ts";
+import { withNads } from "./_nads.ts";
 
 const hasNft = await Deno.stat("/usr/sbin/nft").then(() => true, () => false);
 const opts = { ignore: !IS_ROOT || !hasNft, sanitizeResources: false, sanitizeOps: false };
@@ -467,74 +463,67 @@ Deno.test({
     "port security on a native NAD bridge: a pod's forged source and ARP on its second interface are dropped and counted for that interface's port; its own traffic there passes; DEL takes the port out",
   ...opts,
   fn: () =>
-    withSimCluster({ kubeconfig: REAL_KUBECONFIG, nodes: 1 }, async (c) => {
-      const [node] = c.nodes;
-      await installNadCrd(c.client);
-      const t = crypto.randomUUID().slice(0, 6);
-      const name = `psbr-${t}`;
-      await c.client.create(NETWORK_ATTACHMENT_DEFINITIONS, {
-        metadata: { name, namespace: "default" },
-        spec: {
-          config: JSON.stringify({
+    withSimCluster(
+      { kubeconfig: REAL_KUBECONFIG, nodes: 1 },
+      (c) =>
+        withNads(c, async ({ t, create }) => {
+          const [node] = c.nodes;
+          const name = `psbr-${t}`;
+          await create(name, {
             cniVersion: "1.0.0",
             type: "bridge",
             bridge: `fyb${t}`,
             ipam: { type: "host-local", ranges: [[{ subnet: "192.168.86.0/24" }]] },
-          }),
-        },
-      } as KubeObject);
-      try {
-        const annotations = { "k8s.v1.cni.cncf.io/networks": name };
-        const f = await c.addPod(node, "nf", 30_000, { annotations });
-        const g = await c.addPod(node, "ng", 30_000, { annotations });
-        const net1 = async (p: SimPod) =>
-          (JSON.parse(
-            await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
-          ) as {
-            addr_info: { local: string }[];
-          }[])[0].addr_info[0].local;
-        const [fIp, gIp] = [await net1(f), await net1(g)];
-        const fMac = stableMac(f.containerId, "net1", "container");
-        const gMac = stableMac(g.containerId, "net1", "container");
-        const fPort = hostLinkName(f.containerId, "net1");
-        // Made in the guard's interface group: unlisted, it would send nothing.
-        const link = await run("ip", "-n", node.ns.name, "-j", "link", "show", "dev", fPort);
-        assertEquals(
-          (JSON.parse(link) as { group: string }[])[0].group,
-          String(portGroup(TABLE)),
-          "f's net1 port is made in the guard's interface group",
-        );
-        const atG = await listener(g);
-        try {
-          await sendOn(f, "net1", "udp4", fMac, gMac, fIp, gIp, String(PORT), "own-net1");
-          await eventually(
-            () => Promise.resolve(atG.lines.some((l) => l === `${fIp} own-net1`)),
-            "f's own datagram on net1 reaches g",
+          });
+          const annotations = { "k8s.v1.cni.cncf.io/networks": name };
+          const f = await c.addPod(node, "nf", 30_000, { annotations });
+          const g = await c.addPod(node, "ng", 30_000, { annotations });
+          const net1 = async (p: SimPod) =>
+            (JSON.parse(
+              await run("ip", "-n", p.ns.name, "-j", "-4", "addr", "show", "dev", "net1"),
+            ) as {
+              addr_info: { local: string }[];
+            }[])[0].addr_info[0].local;
+          const [fIp, gIp] = [await net1(f), await net1(g)];
+          const fMac = stableMac(f.containerId, "net1", "container");
+          const gMac = stableMac(g.containerId, "net1", "container");
+          const fPort = hostLinkName(f.containerId, "net1");
+          // Made in the guard's interface group: unlisted, it would send nothing.
+          const link = await run("ip", "-n", node.ns.name, "-j", "link", "show", "dev", fPort);
+          assertEquals(
+            (JSON.parse(link) as { group: string }[])[0].group,
+            String(portGroup(TABLE)),
+            "f's net1 port is made in the guard's interface group",
           );
-          for (
-            const [kind, frame, args] of [
-              ["ipv4", "udp4", [fMac, gMac, "192.168.86.250", gIp, String(PORT), "forged-net1"]],
-              ["arp", "arp", [fMac, gMac, "2", fMac, "192.168.86.250", gMac, gIp]],
-            ] as [GuardKind, string, string[]][]
-          ) {
-            await sendOn(f, "net1", frame, ...args);
+          const atG = await listener(g);
+          try {
+            await sendOn(f, "net1", "udp4", fMac, gMac, fIp, gIp, String(PORT), "own-net1");
             await eventually(
-              async () => ((await drops(node)).get(`${fPort}/${kind}`) ?? 0) > 0,
-              `f's forged ${frame} on net1 dropped and counted as ${kind}`,
-              10_000,
+              () => Promise.resolve(atG.lines.some((l) => l === `${fIp} own-net1`)),
+              "f's own datagram on net1 reaches g",
             );
+            for (
+              const [kind, frame, args] of [
+                ["ipv4", "udp4", [fMac, gMac, "192.168.86.250", gIp, String(PORT), "forged-net1"]],
+                ["arp", "arp", [fMac, gMac, "2", fMac, "192.168.86.250", gMac, gIp]],
+              ] as [GuardKind, string, string[]][]
+            ) {
+              await sendOn(f, "net1", frame, ...args);
+              await eventually(
+                async () => ((await drops(node)).get(`${fPort}/${kind}`) ?? 0) > 0,
+                `f's forged ${frame} on net1 dropped and counted as ${kind}`,
+                10_000,
+              );
+            }
+            assertEquals(atG.lines.filter((l) => l.includes("forged")), []);
+          } finally {
+            atG.stop();
           }
-          assertEquals(atG.lines.filter((l) => l.includes("forged")), []);
-        } finally {
-          atG.stop();
-        }
-        assertEquals((await c.removePod(f)).code, 0);
-        const ports = await guardSet(node, "ports");
-        assert(!ports.includes(fPort), `f's net1 port left the guard at DEL: ${ports}`);
-      } finally {
-        await c.client.delete(NETWORK_ATTACHMENT_DEFINITIONS, "default", name).catch(() => {});
-      }
-    }),
+          assertEquals((await c.removePod(f)).code, 0);
+          const ports = await guardSet(node, "ports");
+          assert(!ports.includes(fPort), `f's net1 port left the guard at DEL: ${ports}`);
+        }),
+    ),
 });
 
 Deno.test({
