@@ -18,13 +18,7 @@ import {
   type PoolFamily,
 } from "./ip_pools.ts";
 import { type ClaimTurn, overlappingPools } from "./block_api.ts";
-import {
-  createClaimed,
-  errorText,
-  firstOverlapping,
-  settleClaim,
-  settleNewClaim,
-} from "./claim_protocol.ts";
+import { createClaimed, errorText, firstOverlapping, settleNewClaim } from "./claim_protocol.ts";
 import { gatewayOf, type NodeBlocks, type OwnedBlock } from "./owned_blocks.ts";
 
 /** The claims of one node's blocks. */
@@ -147,7 +141,7 @@ export class BlockClaims {
       api,
       created,
       first,
-      () => this.#overlapping(created.metadata!.name!, cidr),
+      () => this.overlapping(created.metadata!.name!, cidr),
       `block ${formatCidr(cidr)} for node ${nodeName}`,
       (other) => {
         this.#b.stats.overlapsYielded++;
@@ -165,25 +159,8 @@ export class BlockClaims {
     );
   }
 
-  /**
-   * Settles a block object re-created from the node's own allocations: commits the claim unless
-   * another block overlaps it (then says which: this node keeps its pods' addresses, since
-   * giving them up would not take them off the pods).
-   */
-  async settleRecreated(block: OwnedBlock, first: ClaimTurn): Promise<string | undefined> {
-    const { api } = this.#b.d;
-    const settled = await settleClaim(
-      first,
-      () => api.claimTurn(),
-      () => this.#overlapping(block.name, block.cidr),
-    );
-    if (!("overlap" in settled)) return undefined;
-    const other = settled.overlap;
-    return `block ${other.spec!.cidr} of node ${other.spec!.node}`;
-  }
-
   /** The first block other than `name` that shares addresses with `cidr`, listed from storage. */
-  async #overlapping(name: string, cidr: Cidr): Promise<IpBlockObject | undefined> {
+  async overlapping(name: string, cidr: Cidr): Promise<IpBlockObject | undefined> {
     return firstOverlapping(await this.#b.d.api.list(), name, cidr);
   }
 

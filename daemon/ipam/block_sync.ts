@@ -15,11 +15,11 @@ import type { BlockSummary } from "./block_api.ts";
 import type { BlockClaims } from "./block_claims.ts";
 import {
   blockAllocations,
-  createClaimed,
   deleteOwnObject,
   errorText,
   ownerKey,
   readBlockDirectories,
+  recreateObject,
   updateAllocations,
   writeBackoffMs,
 } from "./claim_protocol.ts";
@@ -114,45 +114,35 @@ export class BlockSync {
   async #recreate(block: OwnedBlock): Promise<void> {
     const { api, nodeName, logger } = this.#b.d;
     if (this.#b.closed) return;
-    const created = await createClaimed(api, {
-      metadata: {
-        name: block.name,
-        labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": block.pool },
+    const r = await recreateObject(
+      api,
+      {
+        metadata: {
+          name: block.name,
+          labels: { "ferry.dev/node": nodeName, "ferry.dev/pool": block.pool },
+        },
+        spec: {
+          pool: block.pool,
+          cidr: block.text,
+          node: nodeName,
+          allocations: this.#allocationsOf(block),
+        },
       },
-      spec: {
-        pool: block.pool,
-        cidr: block.text,
-        node: nodeName,
-        allocations: this.#allocationsOf(block),
-      },
-    });
-    if (created) {
-      block.obj = created.obj;
-      this.#b.stats.writes++;
-      const overlap = await this.#claims.settleRecreated(block, created.turn);
-      if (overlap) {
-        block.lost =
-          `block ${block.text} overlaps ${overlap}, claimed while its object was missing`;
-        logger.error(
-          "{why}: {n} pods here keep their addresses ({ips}), nothing new is allocated in it; " +
-            "`ipam check` shows whether any address is held twice",
-          { why: block.lost, n: block.local.held, ips: block.local.allocations().map((a) => a.ip) },
-        );
-      }
-    } else {
-      const other = await api.get(block.name);
-      if (other?.spec?.node === nodeName) {
-        block.obj = other;
-        this.#b.markDirty(block);
-        return;
-      }
-      block.lost = `block ${block.text} now belongs to node ${other?.spec?.node}`;
-      logger.error(
-        "{why}, but {n} pods here still hold addresses in it ({ips}); they keep them until " +
-          "deleted, and nothing new is allocated in it",
-        { why: block.lost, n: block.local.held, ips: block.local.allocations().map((a) => a.ip) },
-      );
+      () => this.#claims.overlapping(block.name, block.cidr),
+      () => this.#b.stats.writes++,
+    );
+    if ("mine" in r) {
+      block.obj = r.mine;
+      this.#b.markDirty(block);
+      return;
     }
+    if (r.obj?.spec?.node === nodeName) block.obj = r.obj;
+    block.lost = r.lost;
+    logger.error(
+      "{why}: {n} pods here keep their addresses ({ips}) until deleted, and nothing new is " +
+        "allocated in it; `ipam check` shows whether any address is held twice",
+      { why: block.lost, n: block.local.held, ips: block.local.allocations().map((a) => a.ip) },
+    );
   }
 
   #allocationsOf(block: OwnedBlock): BlockAllocation[] {

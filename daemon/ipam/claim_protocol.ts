@@ -17,6 +17,10 @@
  *   precondition.
  * - **Give back** ({@link deleteOwnObject}): an empty block's object is deleted with uid and
  *   resourceVersion preconditions, re-read on a Conflict, and left alone once another node's.
+ * - **Lost** ({@link recreateObject}): a block that holds addresses here but whose object is gone
+ *   or names another node has its object written again; when another node has the block, or a
+ *   block claimed meanwhile overlaps it, it is lost: its pods keep their addresses until their
+ *   DEL, nothing new is allocated in it, and it is dropped here once empty.
  * - **Reconcile** at start ({@link readBlockDirectories}) and later
  *   ({@link releaseAdoptedOfGonePods}): what a block object records with no directory here is
  *   adopted, and released once its pod is gone.
@@ -274,6 +278,52 @@ export async function updateAllocations<T extends ClaimedBlockObject>(
     }
     throw e;
   }
+}
+
+/** How writing a block's object again ended (see {@link recreateObject}). */
+export type Recreated<T> =
+  | { mine: T }
+  | { lost: string; obj?: T };
+
+/**
+ * Writes again the object of a block whose object is gone or names another node while this node
+ * holds addresses in it (`block`: its object as it should be, naming this node and recording its
+ * allocations): created and settled as a claim ({@link createClaimed}, {@link settleClaim}; a
+ * claim whose commits kept losing is kept: nothing else overlaps it), it is `mine` again. It is
+ * `lost` when another node has it (`obj` that node's object), or another block overlaps it
+ * (`overlapping`, listed from storage: claimed while the object was missing; `obj` the object
+ * just created, kept so that no third node claims what this node's pods still hold, and deleted
+ * once the block is empty). `created` is told of a create. The caller allocates nothing more in a
+ * lost block.
+ *
+ * @example
+ * ```ts
+ * const r = await recreateObject(api, desiredObject, () => overlappingOf(block));
+ * if ("lost" in r) block.lost = r.lost;
+ * ```
+ */
+export async function recreateObject<T extends ClaimedBlockObject>(
+  api: Pick<ClaimApi<T>, "create" | "get" | "claimTurn">,
+  block: T,
+  overlapping: () => Promise<T | undefined>,
+  created?: () => void,
+): Promise<Recreated<T>> {
+  const { cidr, node } = block.spec!;
+  const claimed = await createClaimed(api, block);
+  if (claimed) {
+    created?.();
+    const settled = await settleClaim(claimed.turn, () => api.claimTurn(), overlapping);
+    if (!("overlap" in settled)) return { mine: claimed.obj };
+    const o = settled.overlap.spec;
+    return {
+      lost: `block ${cidr} overlaps block ${o?.cidr} of node ${o?.node}, ` +
+        "claimed while its object was missing",
+      obj: claimed.obj,
+    };
+  }
+  const other = await api.get(block.metadata!.name!);
+  if (other?.spec?.node === node) return { mine: other };
+  return { lost: `block ${cidr} now belongs to node ${other?.spec?.node}`, obj: other };
 }
 
 /** Whether two allocation lists hold the same entries. */

@@ -229,17 +229,17 @@ export function settleNadClaim(
     blocks.d.api,
     created,
     first,
-    () => overlappingInSpace(blocks, created, cidr),
+    () => overlappingInSpace(blocks, created.spec!.network, created.metadata!.name!, cidr),
     `NAD block ${formatCidr(cidr)}`,
   );
 }
 
-/** The first block of `created`'s space other than it that overlaps `cidr`, listed from storage. */
-async function overlappingInSpace(
+/** The first block of `space` other than `name` that overlaps `cidr`, listed from storage. */
+export async function overlappingInSpace(
   blocks: NodeNadBlocks,
-  created: NetworkBlockObject,
+  space: string,
+  name: string,
   cidr: Cidr,
 ): Promise<NetworkBlockObject | undefined> {
-  const listed = await blocks.d.api.list({ network: created.spec!.network });
-  return firstOverlapping(listed, created.metadata!.name!, cidr);
+  return firstOverlapping(await blocks.d.api.list({ network: space }), name, cidr);
 }

@@ -5,7 +5,11 @@
  * has its object written again); afterwards each block's object follows its allocations (one
  * writer per block, {@link WRITE_DELAY_MS} after a change, the object's resourceVersion as
  * precondition: `claim_protocol.ts`), and an empty block is given back, a single address once its
- * quarantine is over, a larger block after `releaseAfterMs`.
+ * quarantine is over, a larger block after `releaseAfterMs`. A block whose object is gone or
+ * names another node while it holds addresses here has its object written again, and is lost
+ * when another node has it or a block claimed meanwhile overlaps it (`recreateObject`: its pods
+ * keep their addresses until their DEL, nothing new is allocated in it); so is, at start, a block
+ * of this node that another block of its space overlaps.
  *
  * @module
  */
@@ -14,14 +18,16 @@ import {
   blockAllocations,
   deleteOwnObject,
   errorText,
+  firstOverlapping,
   ownerKey,
   readBlockDirectories,
+  recreateObject,
   updateAllocations,
   writeBackoffMs,
 } from "./claim_protocol.ts";
 import type { BlockAllocation } from "./ip_pools.ts";
-import { networkBlockName } from "./nad_blocks.ts";
-import { createNadBlock, settleNadClaim } from "./nad_block_claims.ts";
+import { networkBlockName, type NetworkBlockObject, networkHash } from "./nad_blocks.ts";
+import { overlappingInSpace } from "./nad_block_claims.ts";
 import {
   isSingle,
   type NadBlock,
@@ -54,7 +60,9 @@ export class NadBlockSync {
       (dir) =>
         logger.error("NAD block directory {dir} has no readable .block.json; left alone", { dir }),
     );
-    for (const obj of await api.list({ node: nodeName })) {
+    const listed = await api.list({ node: nodeName });
+    const spaces = new Map<string, NetworkBlockObject[]>();
+    for (const obj of listed) {
       const spec = obj.spec;
       if (!spec || spec.node !== nodeName) continue;
       const name = obj.metadata!.name!;
@@ -78,6 +86,7 @@ export class NadBlockSync {
         if (!meta && await held.local.hold(a.ip, owner)) this.#b.adopted.add(ownerKey(owner));
         if (a.containerID.startsWith(SET_ASIDE)) this.#b.adopted.add(ownerKey(owner));
       }
+      await this.#lostIfOverlapped(held, spaces);
       this.#b.kick(held);
     }
     for (const [name, meta] of local) {
@@ -97,7 +106,8 @@ export class NadBlockSync {
         name,
         n: held.local.held,
       });
-      this.#b.kick(held);
+      // Before any ADD is served: a block claimed meanwhile may overlap it.
+      await this.#recreate(held);
     }
     for (const held of this.#b.blocks.values()) this.checkEmpty(held);
   }
@@ -129,26 +139,15 @@ export class NadBlockSync {
 
   async #write(held: NadBlock): Promise<void> {
     const { api, nodeName } = this.#b.d;
-    for (let attempt = 0; attempt < 16 && !this.#b.closed; attempt++) {
+    for (let attempt = 0; attempt < 16; attempt++) {
+      if (this.#b.closed || held.lost) return;
       const desired = this.#allocationsOf(held);
       const base = held.obj ?? await api.get(held.name);
+      if (this.#b.closed) return;
       if (!base?.spec || base.spec.node !== nodeName) {
         held.obj = undefined;
         if (held.local.held === 0) return await this.#forget(held, "its object is gone");
-        if (base?.spec) {
-          this.#b.d.logger.error(
-            "NAD block {name} now names node {other}, but pods here hold {ips} in it",
-            { name: held.name, other: base.spec.node, ips: desired.map((a) => a.ip) },
-          );
-          return;
-        }
-        const created = await createNadBlock(this.#b, held.network, held.range, held.cidr, desired);
-        if (created) {
-          held.obj = created.obj;
-          this.#b.stats.writes++;
-          await settleNadClaim(this.#b, created.obj, held.cidr, created.turn).catch(() => true);
-        }
-        continue;
+        return await this.#recreate(held);
       }
       const written = await updateAllocations(api, held, base, desired);
       if (written === "same") return;
@@ -157,11 +156,91 @@ export class NadBlockSync {
         return;
       }
     }
+    // Thrown, as the pool's writer does: the pass backs off and the block is written again.
+    throw new Error(`NAD block ${held.name}: still conflicting after 16 attempts`);
+  }
+
+  /**
+   * Writes again the object of a block that holds addresses here but whose object is gone or
+   * names another node (`recreateObject`); the block is lost when another node has it or another
+   * block of its space overlaps it.
+   */
+  async #recreate(held: NadBlock): Promise<void> {
+    const { api, nodeName } = this.#b.d;
+    if (this.#b.closed) return;
+    const r = await recreateObject(
+      api,
+      {
+        metadata: {
+          name: held.name,
+          labels: { "ferry.dev/node": nodeName, "ferry.dev/network": networkHash(held.network) },
+        },
+        spec: {
+          network: held.network,
+          range: held.range,
+          cidr: formatCidr(held.cidr),
+          node: nodeName,
+          allocations: this.#allocationsOf(held),
+        },
+      },
+      () => overlappingInSpace(this.#b, held.network, held.name, held.cidr),
+      () => this.#b.stats.writes++,
+    );
+    if ("mine" in r) {
+      held.obj = r.mine;
+      this.#b.kick(held);
+      return;
+    }
+    this.#lose(held, r.lost, r.obj?.spec?.node === nodeName ? r.obj : undefined);
+  }
+
+  /**
+   * At start: a block of this node that another block of its space overlaps (its object kept
+   * after it was lost, `recreateObject`) is lost again. `spaces` holds each space's blocks as
+   * listed from storage once.
+   */
+  async #lostIfOverlapped(
+    held: NadBlock,
+    spaces: Map<string, NetworkBlockObject[]>,
+  ): Promise<void> {
+    let listed = spaces.get(held.network);
+    if (!listed) {
+      listed = await this.#b.d.api.list({ network: held.network });
+      spaces.set(held.network, listed);
+    }
+    const other = firstOverlapping(listed, held.name, held.cidr)?.spec;
+    if (other) {
+      this.#lose(
+        held,
+        `NAD block ${formatCidr(held.cidr)} overlaps block ${other.cidr} of node ${other.node}`,
+        held.obj,
+      );
+    }
+  }
+
+  /** Marks `held` lost (`obj` its object when it names this node, deleted once it is empty). */
+  #lose(held: NadBlock, why: string, obj: NetworkBlockObject | undefined): void {
+    held.obj = obj;
+    held.lost = why;
+    this.#b.d.logger.error(
+      "{why} (space {space}): {n} pods here keep their addresses ({ips}) until deleted, and " +
+        "nothing new is allocated in it; `ipam check` shows whether any address is held twice",
+      {
+        why,
+        space: held.network,
+        n: held.local.held,
+        ips: held.local.allocations().map((a) => a.ip),
+      },
+    );
   }
 
   /** A block that holds no address any more: given back after {@link keepEmptyMs}. */
   checkEmpty(held: NadBlock): void {
     if (held.local.held > 0) return;
+    if (held.lost) {
+      void this.#dropLost(held);
+      return;
+    }
     held.emptySince ??= Date.now();
     this.#b.after(
       this.#keepEmptyMs(held) + 10,
@@ -201,6 +280,24 @@ export class NadBlockSync {
     }
     this.#b.stats.released++;
     await this.#forget(held, "empty");
+  }
+
+  /**
+   * Drops a lost block once empty: its object, when it still names this node (kept after an
+   * overlap), is deleted, and its files here.
+   */
+  async #dropLost(held: NadBlock): Promise<void> {
+    if (this.#b.blocks.get(held.name) !== held) return;
+    this.#b.blocks.delete(held.name);
+    if (!this.#b.closed) {
+      await deleteOwnObject(this.#b.d.api, held, this.#b.d.nodeName).catch((e) =>
+        this.#b.d.logger.warn("deleting the object of lost NAD block {name} failed: {error}", {
+          name: held.name,
+          error: errorText(e),
+        })
+      );
+    }
+    await this.#forget(held, `${held.lost}; no pod here holds an address of it any more`);
   }
 
   async #forget(held: NadBlock, why: string): Promise<void> {

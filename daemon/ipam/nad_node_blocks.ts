@@ -120,6 +120,12 @@ export interface NadBlock {
   emptySince?: number;
   /** Failed writes in a row. */
   failures: number;
+  /**
+   * Why the block is not this node's any more, when it is not (`recreateObject`): its pods keep
+   * their addresses until their DEL, nothing new is allocated in it, its object is not written,
+   * and it is dropped here once empty.
+   */
+  lost?: string;
 }
 
 /** What a block's directory records of it (`.block.json`). */
@@ -223,9 +229,9 @@ export class NodeNadBlocks {
     return held;
   }
 
-  /** Has the block's object written (not once closed). */
+  /** Has the block's object written (not for a lost block, nor once closed). */
   kick(held: NadBlock): void {
-    if (!this.closed) held.writer.kick();
+    if (!this.closed && !held.lost) held.writer.kick();
   }
 
   /** Runs `fn` after `ms` on an unref'd timer that close clears. */

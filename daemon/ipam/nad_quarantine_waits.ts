@@ -47,7 +47,9 @@ export class NadQuarantineWaits {
     const id = rangeId(range);
     let first: number | undefined;
     for (const b of this.#b.blocks.values()) {
-      if (b.network === space && b.range === id) first = earlier(first, b.local.quarantineEndsAt());
+      // A lost block's addresses are not handed out again: not worth waiting for.
+      if (b.network !== space || b.range !== id || b.lost) continue;
+      first = earlier(first, b.local.quarantineEndsAt());
     }
     const { reuseDelayMs, writeDelayMs } = this.#b.d;
     const now = this.#b.clock.now();

@@ -45,6 +45,8 @@ export class NadRangeAllocation {
     const id = rangeId(range);
     const mine = () =>
       [...this.#b.blocks.values()].filter((b) => b.network === space && b.range === id);
+    // A lost block (`NadBlock.lost`) keeps its pods' addresses and hands out no more.
+    const usable = () => mine().filter((b) => !b.lost);
     for (const b of mine()) {
       const ip = b.local.addressOf(owner);
       if (ip) return ip;
@@ -52,11 +54,11 @@ export class NadRangeAllocation {
     // Until nothing is free: every claim adds a block (there are finitely many), and concurrent
     // ADDs may fill a block claimed for this one before it gets its turn.
     for (;;) {
-      for (const b of mine()) {
+      for (const b of usable()) {
         while (b.local.free > 0) {
           // Given back while an earlier block's allocation awaited (the list is a snapshot): an
           // address reserved in it now would be in a block another node may claim.
-          if (this.#b.blocks.get(b.name) !== b) break;
+          if (this.#b.blocks.get(b.name) !== b || b.lost) break;
           let ip: string;
           try {
             ip = await b.local.allocate(owner);
@@ -71,7 +73,7 @@ export class NadRangeAllocation {
           }
           b.emptySince = undefined;
           this.#b.kick(b);
-          this.#ahead.after(space, range, mine());
+          this.#ahead.after(space, range, usable());
           return ip;
         }
       }

@@ -58,6 +58,7 @@ export async function reserveStatic(
     [...blocks.blocks.values()].find((b) => b.network === space && cidrContains(b.cidr, ip));
   for (let b = inBlock(); b; b = inBlock()) {
     if (b.local.addressOf(owner) === addr) return ip;
+    if (b.lost) throw refuse(`it lies in a block this node lost (${b.lost})`);
     const until = b.local.quarantinedUntil(addr);
     if (until !== undefined) {
       await waits.forStatic(until, `network ${network}: static address ${addr}`, wait);

@@ -1,7 +1,13 @@
 import { assert, assertEquals, assertRejects } from "deno-std/assert/mod.js";
 import { getLogger } from "@logtape/logtape";
 import { CNI_ERROR, CniError } from "../../../lib/cni/errors.ts";
-import { cidrsOverlap, formatIp, parseCidr, parseIp } from "../../../daemon/ipam/cidr.ts";
+import {
+  cidrContains,
+  cidrsOverlap,
+  formatIp,
+  parseCidr,
+  parseIp,
+} from "../../../daemon/ipam/cidr.ts";
 import { installNetworkBlockCrd } from "../../../daemon/dev/crds.ts";
 import { withTempDir } from "../../../daemon/dev/netns.ts";
 import { kubeNetworkBlockApi } from "../../../daemon/ipam/network_block_api.ts";
@@ -795,6 +801,99 @@ Deno.test("at open, an address no attachment records (its ADD died with the daem
       );
       assertEquals(released, [addr(named.ips[0].address)]);
       assert(died.ips[0].address !== kept.ips[0].address);
+    });
+  });
+});
+
+/** A /20 of this test's space (blocks of 32 addresses), its n1 block holding pods 0 and 1. */
+async function nodeWithBlock(env: Env, dir: string) {
+  const r = crypto.getRandomValues(new Uint8Array(1));
+  const c = conf({ range: `10.${100 + (r[0] % 100)}.16.0/20`, network_name: env.net });
+  const n1 = await env.open("n1", dir);
+  const pod = (i: number | string) => ({ namespace: "default", name: `p${i}`, uid: `u${i}` });
+  const held = [];
+  for (const i of [0, 1]) {
+    held.push(addr((await n1.add(c, "default/n", owner(i), pod(i))).ips[0].address));
+  }
+  await n1.flush(AbortSignal.timeout(20_000));
+  const block = (await env.blocks()).find((b) => b.spec!.node === `n1-${env.k.id}`)!;
+  assert(block, "n1 claimed a block");
+  return { c, n1, pod, held, block, cidr: parseCidr(block.spec!.cidr) };
+}
+
+/** Asserts no address is held by two different owners on the two nodes. */
+function assertNoTwice(a: NadNetworkIpam, b: NadNetworkIpam): void {
+  const mine = new Map(a.allocations().map((x) => [x.ip, x.owner.containerId]));
+  for (const x of b.allocations()) {
+    const other = mine.get(x.ip);
+    assert(
+      other === undefined || other === x.owner.containerId,
+      `${x.ip} live on ${other} and ${x.owner.containerId}`,
+    );
+  }
+}
+
+Deno.test("a NAD block whose object was deleted while another node claimed an overlapping block is lost: its pods keep their addresses, no ADD gets one of it", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const { c, n1, held, block, cidr } = await nodeWithBlock(env, dirs[0]);
+      const n2 = await env.open("n2", dirs[1]);
+      await env.k.client.delete(NETWORKBLOCKS, undefined, block.metadata!.name!);
+      // Meanwhile n2 reserves a free address of the block: its single-address block settles.
+      const start = parseIp(addr(block.spec!.cidr)).value;
+      const free = [...Array(30).keys()].map((i) =>
+        formatIp({ family: 4, value: start + 5n + BigInt(i) })
+      )
+        .find((ip) => !held.includes(ip))!;
+      await n2.add(c, "default/n", owner("s"), undefined, [`${free}/20`]);
+      // A DEL on n1 has its block written: the overlap is found.
+      await n1.release(owner(1));
+      await n1.flush(AbortSignal.timeout(20_000));
+      const after = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => n1.add(c, "default/n", owner(`a${i}`))),
+      );
+      const ips = after.map((r) => addr(r.ips[0].address));
+      const inLost = ips.filter((ip) => cidrContains(cidr, parseIp(ip)));
+      assertEquals(inLost, [], `ADDs got addresses of the lost block ${block.spec!.cidr}`);
+      assertEquals(n1.addressesOf(owner(0)), [held[0]], "pod 0 keeps its address");
+      assertNoTwice(n1, n2);
+      // Once empty it is dropped, and the object it wrote again deleted.
+      await n1.release(owner(0));
+      await until(async () =>
+        !(await env.blocks()).some((b) => b.metadata!.name === block.metadata!.name)
+      );
+    });
+  });
+});
+
+Deno.test("a NAD block whose object is re-created naming another node is lost: its pods keep their addresses, no ADD gets one of it", async () => {
+  await withNadIpam(async (env) => {
+    await threeDirs(async (dirs) => {
+      const { c, n1, held, block, cidr } = await nodeWithBlock(env, dirs[0]);
+      await env.k.client.delete(NETWORKBLOCKS, undefined, block.metadata!.name!);
+      const { uid: _u, resourceVersion: _r, creationTimestamp: _c, ...metadata } = block.metadata!;
+      await env.k.client.create(NETWORKBLOCKS, {
+        ...block,
+        metadata,
+        spec: { ...block.spec!, node: `n2-${env.k.id}` },
+      } as NetworkBlockObject);
+      const n2 = await env.open("n2", dirs[1]); // adopts what the object records
+      await n1.release(owner(1));
+      await n1.flush(AbortSignal.timeout(20_000));
+      const after = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => n1.add(c, "default/n", owner(`a${i}`))),
+      );
+      const ips = after.map((r) => addr(r.ips[0].address));
+      const inLost = ips.filter((ip) => cidrContains(cidr, parseIp(ip)));
+      assertEquals(inLost, [], `ADDs got addresses of the lost block ${block.spec!.cidr}`);
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) => n2.add(c, "default/n", owner(`b${i}`))),
+      );
+      assertEquals(n1.addressesOf(owner(0)), [held[0]], "pod 0 keeps its address");
+      assertNoTwice(n1, n2);
+      await n1.release(owner(0));
+      const again = (await env.blocks()).find((b) => b.metadata!.name === block.metadata!.name);
+      assertEquals(again?.spec?.node, `n2-${env.k.id}`, "n2's object is left alone");
     });
   });
 });
