@@ -60,9 +60,10 @@ export class IpPlumber implements Plumber {
     try {
       let current = await this.#macOf(spec.name);
       if (current === undefined) {
-        const create = planBridge(spec, false, this.#forwarding, randomLocalMac()).create;
+        const mac = randomLocalMac();
+        const create = planBridge(spec, false, this.#forwarding, mac).create;
         current = await this.#ip.batch(create).then(
-          () => this.#macOf(spec.name),
+          () => mac,
           // Another daemon or an operator may have created it meanwhile: its MAC is kept.
           async (e) => (await this.#macOf(spec.name)) ?? Promise.reject(e),
         );

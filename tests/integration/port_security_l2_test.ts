@@ -27,16 +27,8 @@ const PORT = 9998;
  * MAC nobody has.
  */
 function destinations(other: string, bridge: string): [what: string, dst: string, type: string][] {
-  const groups: [string, string, string][] = Array.from({ length: 16 }, (_, i) => {
-    const dst = `01:80:c2:00:00:${i.toString(16).padStart(2, "0")}`;
-    const type = ({ 0: "0026", 1: "8808", 2: "8809", 3: "888e", 14: "88cc" } as Record<
-      number,
-      string
-    >)[i] ?? "88b5";
-    return [`link-local group ${dst}`, dst, type];
-  });
   return [
-    ...groups,
+    ...linkLocalGroups(),
     ["broadcast", "ff:ff:ff:ff:ff:ff", "88b5"],
     ["IPv4 multicast", "01:00:5e:00:00:01", "0800"],
     ["IPv6 multicast", "33:33:00:00:00:01", "86dd"],
@@ -44,6 +36,15 @@ function destinations(other: string, bridge: string): [what: string, dst: string
     ["the bridge's MAC", bridge, "0800"],
     ["a MAC nobody has", "02:99:99:99:99:99", "0800"],
   ];
+}
+
+/** Each IEEE link-local group, with its usual ethertype where it has one (an experimental one else). */
+function linkLocalGroups(): [what: string, dst: string, type: string][] {
+  const types: Record<number, string> = { 0: "0026", 1: "8808", 2: "8809", 3: "888e", 14: "88cc" };
+  return Array.from({ length: 16 }, (_, i) => {
+    const dst = `01:80:c2:00:00:${i.toString(16).padStart(2, "0")}`;
+    return [`link-local group ${dst}`, dst, types[i] ?? "88b5"];
+  });
 }
 
 /** Sends `count` ordinary UDP datagrams (a socket, no hand-made frame) from `ns` to `ip`. */
@@ -346,7 +347,7 @@ Deno.test({
       const evilPort = hostLinkName(evil.containerId, "eth0");
       const atNode = await watchIn(node.ns.name, SPOOF, "listen", String(PORT));
       try {
-        for (const [what, dst] of destinations("", "").slice(0, 16)) {
+        for (const [what, dst] of linkLocalGroups()) {
           for (const [src, who] of [[victim.ip, "forged"], [evil.ip, "own"]]) {
             await spoof(
               evil.ns.name,

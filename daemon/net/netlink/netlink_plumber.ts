@@ -174,14 +174,17 @@ export class NetlinkPlumber implements Plumber {
    * learns from no frame of the pod's.
    */
   #securePort(index: number, port: PodPort): void {
-    this.#host.ack(
-      `hairpin on, learning and flooding off ${port.hostIfname}`,
-      (seq) => podPortFlags(seq, index, port.guarded),
-    );
-    this.#host.ack(
-      `static entry ${port.podMac} on ${port.hostIfname}`,
-      (seq) => podPortEntry(seq, index, port.podMac),
-    );
+    // One batch: the ADD pays one round trip for both, as it did for the hairpin alone.
+    this.#host.ackAll([
+      {
+        what: `hairpin on, learning and flooding off ${port.hostIfname}`,
+        build: (seq) => podPortFlags(seq, index, port.guarded),
+      },
+      {
+        what: `static entry ${port.podMac} on ${port.hostIfname}`,
+        build: (seq) => podPortEntry(seq, index, port.podMac),
+      },
+    ]);
   }
 
   /**
